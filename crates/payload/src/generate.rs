@@ -1,0 +1,175 @@
+//! Deterministic generation of records from a request, and the content digest.
+//!
+//! The generator is a SplitMix64 stream seeded with the FNV-1a hash of the request
+//! id (Steele, Lea, Flood: "Fast splittable pseudorandom number generators", 2014),
+//! so any tier can regenerate, and so verify, the exact records of a request.
+
+use crate::model::{FetchRequest, Record};
+
+const FIRST_NAMES: &[&str] = &[
+    "Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Margaret", "Ken", "Radia", "Leslie",
+    "Frances", "John", "Katherine", "Dennis", "Sophie", "Linus",
+];
+const LAST_NAMES: &[&str] = &[
+    "Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Hamilton", "Thompson",
+    "Perlman", "Lamport", "Allen", "Backus", "Johnson", "Ritchie", "Wilson", "Torvalds",
+];
+const PRODUCTS: &[&str] = &[
+    "Widget", "Gadget", "Sprocket", "Gizmo", "Bracket", "Flange", "Valve", "Bearing", "Coupler",
+    "Spindle", "Actuator", "Sensor",
+];
+const DOMAINS: &[&str] = &["example.com", "example.org", "example.net", "corp.example"];
+const CURRENCIES: &[&str] = &["EUR", "USD", "GBP", "CHF"];
+const TAGS: &[&str] = &[
+    "new", "sale", "bulk", "fragile", "eco", "imported", "limited", "gift", "premium", "clearance",
+];
+
+/// 2024-01-01T00:00:00Z in milliseconds: the base of generated timestamps.
+const EPOCH_2024_MS: i64 = 1_704_067_200_000;
+/// Ids stay below 2^53 so JavaScript clients read them exactly.
+const MAX_SAFE_ID: u64 = (1 << 53) - 1;
+
+/// FNV-1a, 64 bit (Fowler, Noll, Vo).
+fn fnv1a(seed: u64, bytes: &[u8]) -> u64 {
+    let mut h = seed;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn pick<'a>(&mut self, list: &[&'a str]) -> &'a str {
+        // `below(len)` is always < len, so the index is in range.
+        list[self.below(list.len() as u64) as usize]
+    }
+}
+
+/// The records the downstream must return for `req`: `req.items` of them,
+/// a pure function of `req.request_id` and the index.
+pub fn generate(req: &FetchRequest) -> Vec<Record> {
+    let mut rng = SplitMix64(fnv1a(FNV_OFFSET, req.request_id.as_bytes()));
+    (0..req.items).map(|i| record(&mut rng, i)).collect()
+}
+
+fn record(rng: &mut SplitMix64, index: u32) -> Record {
+    let first = rng.pick(FIRST_NAMES);
+    let last = rng.pick(LAST_NAMES);
+    let product = rng.pick(PRODUCTS);
+    let id = rng.next() & MAX_SAFE_ID;
+    let tag_count = rng.below(4) as usize;
+    let tags = (0..tag_count).map(|_| rng.pick(TAGS).to_owned()).collect();
+    Record {
+        id,
+        sku: format!("SKU-{:05}-{:04X}", index, rng.below(0x1_0000)),
+        name: format!("{product} {}", rng.below(1000)),
+        email: format!(
+            "{}.{}@{}",
+            first.to_ascii_lowercase(),
+            last.to_ascii_lowercase(),
+            rng.pick(DOMAINS)
+        ),
+        price_cents: 99 + rng.below(500_000) as i64,
+        currency: rng.pick(CURRENCIES).to_owned(),
+        quantity: 1 + rng.below(250) as u32,
+        tags,
+        // Up to about two years after 2024-01-01, millisecond precision.
+        created_at_ms: EPOCH_2024_MS + rng.below(63_072_000_000) as i64,
+        active: rng.below(4) != 0,
+    }
+}
+
+/// A 64-bit digest of the records' content, independent of the encoding they
+/// travelled in. Fields are length-prefixed so no two records share a digest by
+/// concatenation.
+pub fn records_digest(records: &[Record]) -> u64 {
+    let mut h = fnv1a(FNV_OFFSET, &(records.len() as u64).to_le_bytes());
+    let mut field = |h: &mut u64, bytes: &[u8]| {
+        *h = fnv1a(*h, &(bytes.len() as u64).to_le_bytes());
+        *h = fnv1a(*h, bytes);
+    };
+    for r in records {
+        field(&mut h, &r.id.to_le_bytes());
+        field(&mut h, r.sku.as_bytes());
+        field(&mut h, r.name.as_bytes());
+        field(&mut h, r.email.as_bytes());
+        field(&mut h, &r.price_cents.to_le_bytes());
+        field(&mut h, r.currency.as_bytes());
+        field(&mut h, &r.quantity.to_le_bytes());
+        field(&mut h, &(r.tags.len() as u64).to_le_bytes());
+        for t in &r.tags {
+            field(&mut h, t.as_bytes());
+        }
+        field(&mut h, &r.created_at_ms.to_le_bytes());
+        field(&mut h, &[u8::from(r.active)]);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(id: &str, items: u32) -> FetchRequest {
+        FetchRequest { request_id: id.into(), items, body: Vec::new() }
+    }
+
+    #[test]
+    fn same_request_same_records() {
+        assert_eq!(generate(&req("a-1", 20)), generate(&req("a-1", 20)));
+        assert_eq!(generate(&req("a-1", 20)).len(), 20);
+    }
+
+    #[test]
+    fn different_ids_differ() {
+        assert_ne!(generate(&req("a-1", 5)), generate(&req("a-2", 5)));
+        assert_ne!(
+            records_digest(&generate(&req("a-1", 5))),
+            records_digest(&generate(&req("a-2", 5)))
+        );
+    }
+
+    #[test]
+    fn prefix_is_stable_and_digest_sees_count() {
+        let ten = generate(&req("x", 10));
+        let five = generate(&req("x", 5));
+        assert_eq!(&ten[..5], &five[..]);
+        assert_ne!(records_digest(&ten), records_digest(&five));
+    }
+
+    #[test]
+    fn digest_sees_every_field() {
+        let base = generate(&req("d", 3));
+        let d0 = records_digest(&base);
+        let mut changed = base.clone();
+        changed[2].active = !changed[2].active;
+        assert_ne!(records_digest(&changed), d0);
+        let mut changed = base.clone();
+        changed[1].tags.push("x".into());
+        assert_ne!(records_digest(&changed), d0);
+        let mut changed = base;
+        changed[0].created_at_ms += 1;
+        assert_ne!(records_digest(&changed), d0);
+    }
+
+    #[test]
+    fn ids_are_javascript_safe() {
+        assert!(generate(&req("js", 500)).iter().all(|r| r.id <= MAX_SAFE_ID));
+    }
+}

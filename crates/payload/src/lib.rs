@@ -1,0 +1,23 @@
+//! The one logical message model both transports carry.
+//!
+//! This crate owns:
+//! * the request/response/record types and their JSON form (camelCase, RFC 3339
+//!   timestamps, base64 for the opaque body), as a typical REST API emits them;
+//! * deterministic generation of the records from a request ([`generate`]): the
+//!   same request always yields the same records, in both encodings;
+//! * conversion to and from the protobuf types of the `proto` crate;
+//! * validation against named [`Limits`], and [`verify`], which a client uses to
+//!   check that a response is the one it asked for.
+//!
+//! It does not know about sockets, servers or clients.
+
+mod generate;
+mod model;
+mod pb;
+mod validate;
+
+pub use generate::{generate, records_digest};
+pub use model::{CallRequest, FetchRequest, FetchResponse, Record};
+pub use validate::{
+    Limits, PayloadError, VerifyError, fanout_request_ids, validate, verify, verify_call,
+};

@@ -1,0 +1,118 @@
+//! Conversion between the logical model and the generated protobuf types.
+
+use crate::model::{FetchRequest, FetchResponse, Record};
+use crate::validate::PayloadError;
+
+impl From<FetchRequest> for proto::FetchRequest {
+    fn from(r: FetchRequest) -> Self {
+        proto::FetchRequest { request_id: r.request_id, items: r.items, body: r.body }
+    }
+}
+
+impl From<proto::FetchRequest> for FetchRequest {
+    fn from(r: proto::FetchRequest) -> Self {
+        FetchRequest { request_id: r.request_id, items: r.items, body: r.body }
+    }
+}
+
+impl From<Record> for proto::Record {
+    fn from(r: Record) -> Self {
+        proto::Record {
+            id: r.id,
+            sku: r.sku,
+            name: r.name,
+            email: r.email,
+            price_cents: r.price_cents,
+            currency: r.currency,
+            quantity: r.quantity,
+            tags: r.tags,
+            created_at: Some(prost_types::Timestamp {
+                seconds: r.created_at_ms.div_euclid(1000),
+                // rem_euclid(1000) is in 0..1000, so the product fits an i32.
+                nanos: (r.created_at_ms.rem_euclid(1000) * 1_000_000) as i32,
+            }),
+            active: r.active,
+        }
+    }
+}
+
+impl TryFrom<proto::Record> for Record {
+    type Error = PayloadError;
+
+    fn try_from(r: proto::Record) -> Result<Self, Self::Error> {
+        let ts = r.created_at.ok_or(PayloadError::MissingField("created_at"))?;
+        if !(0..1_000_000_000).contains(&ts.nanos) {
+            return Err(PayloadError::InvalidField("created_at.nanos"));
+        }
+        let created_at_ms = ts
+            .seconds
+            .checked_mul(1000)
+            .and_then(|ms| ms.checked_add(i64::from(ts.nanos / 1_000_000)))
+            .ok_or(PayloadError::InvalidField("created_at.seconds"))?;
+        Ok(Record {
+            id: r.id,
+            sku: r.sku,
+            name: r.name,
+            email: r.email,
+            price_cents: r.price_cents,
+            currency: r.currency,
+            quantity: r.quantity,
+            tags: r.tags,
+            created_at_ms,
+            active: r.active,
+        })
+    }
+}
+
+impl From<FetchResponse> for proto::FetchResponse {
+    fn from(r: FetchResponse) -> Self {
+        proto::FetchResponse {
+            request_id: r.request_id,
+            records: r.records.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl TryFrom<proto::FetchResponse> for FetchResponse {
+    type Error = PayloadError;
+
+    fn try_from(r: proto::FetchResponse) -> Result<Self, Self::Error> {
+        Ok(FetchResponse {
+            request_id: r.request_id,
+            records: r.records.into_iter().map(Record::try_from).collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prost::Message;
+
+    use super::*;
+    use crate::generate;
+
+    #[test]
+    fn round_trips_through_protobuf_bytes() {
+        let req = FetchRequest { request_id: "rt-1".into(), items: 25, body: vec![1, 2, 3] };
+        let resp = FetchResponse { request_id: req.request_id.clone(), records: generate(&req) };
+        let bytes = proto::FetchResponse::from(resp.clone()).encode_to_vec();
+        let back = FetchResponse::try_from(proto::FetchResponse::decode(&bytes[..]).unwrap()).unwrap();
+        assert_eq!(back, resp);
+
+        let req_bytes = proto::FetchRequest::from(req.clone()).encode_to_vec();
+        let req_back = FetchRequest::from(proto::FetchRequest::decode(&req_bytes[..]).unwrap());
+        assert_eq!(req_back, req);
+    }
+
+    #[test]
+    fn missing_timestamp_is_an_error() {
+        let mut pb = proto::Record::from(generate(&FetchRequest {
+            request_id: "m".into(),
+            items: 1,
+            body: vec![],
+        })[0]
+            .clone());
+        pb.created_at = None;
+        assert_eq!(Record::try_from(pb), Err(PayloadError::MissingField("created_at")));
+    }
+}

@@ -1,0 +1,194 @@
+//! Validation of requests against named limits, and verification of responses.
+
+use crate::generate::{generate, records_digest};
+use crate::model::{CallRequest, FetchRequest, FetchResponse};
+
+/// Named limits every service enforces on a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most records one request may ask for.
+    pub max_items: u32,
+    /// Largest opaque body, in decoded bytes.
+    pub max_body_bytes: usize,
+    /// Longest request id, in bytes.
+    pub max_request_id_bytes: usize,
+}
+
+impl Limits {
+    pub const DEFAULT_MAX_ITEMS: u32 = 10_000;
+    pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+    pub const DEFAULT_MAX_REQUEST_ID_BYTES: usize = 256;
+
+    /// Upper bound of an encoded request (JSON, with the body in base64, or
+    /// protobuf) that can still be valid: what a server may read before it
+    /// rejects a body as too large without decoding it.
+    pub fn max_encoded_request_bytes(&self) -> usize {
+        self.max_body_bytes.div_ceil(3) * 4 + self.max_request_id_bytes * 6 + 1024
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_items: Self::DEFAULT_MAX_ITEMS,
+            max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
+            max_request_id_bytes: Self::DEFAULT_MAX_REQUEST_ID_BYTES,
+        }
+    }
+}
+
+/// Why a request or a decoded message is not acceptable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PayloadError {
+    #[error("requestId must not be empty")]
+    EmptyRequestId,
+    #[error("requestId is {len} bytes; the limit is {max}")]
+    RequestIdTooLong { len: usize, max: usize },
+    #[error("items is {requested}; the limit is {max} (start the service with a larger --max-items)")]
+    TooManyItems { requested: u32, max: u32 },
+    #[error("body is {len} bytes; the limit is {max}")]
+    BodyTooLarge { len: usize, max: usize },
+    #[error("field {0} is missing")]
+    MissingField(&'static str),
+    #[error("field {0} is out of range")]
+    InvalidField(&'static str),
+}
+
+impl PayloadError {
+    /// True when the request is refused for its size (HTTP 413,
+    /// gRPC RESOURCE_EXHAUSTED) rather than for its content (400, INVALID_ARGUMENT).
+    pub fn is_too_large(&self) -> bool {
+        matches!(self, PayloadError::BodyTooLarge { .. })
+    }
+}
+
+/// Checks `req` against `limits`.
+pub fn validate(req: &FetchRequest, limits: &Limits) -> Result<(), PayloadError> {
+    if req.request_id.is_empty() {
+        return Err(PayloadError::EmptyRequestId);
+    }
+    if req.request_id.len() > limits.max_request_id_bytes {
+        return Err(PayloadError::RequestIdTooLong {
+            len: req.request_id.len(),
+            max: limits.max_request_id_bytes,
+        });
+    }
+    if req.items > limits.max_items {
+        return Err(PayloadError::TooManyItems { requested: req.items, max: limits.max_items });
+    }
+    if req.body.len() > limits.max_body_bytes {
+        return Err(PayloadError::BodyTooLarge { len: req.body.len(), max: limits.max_body_bytes });
+    }
+    Ok(())
+}
+
+/// Why a response is not the one that was asked for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    #[error("response echoes request id {got:?}, expected {expected:?}")]
+    WrongId { expected: String, got: String },
+    #[error("response carries {got} records, expected {expected}")]
+    WrongCount { expected: usize, got: usize },
+    #[error("response records differ from the ones generated for the request (digest {got:016x}, expected {expected:016x})")]
+    WrongContent { expected: u64, got: u64 },
+}
+
+/// Checks that `resp` is exactly what the downstream must answer to `req`:
+/// the id echoed, the record count, and the content digest.
+pub fn verify(req: &FetchRequest, resp: &FetchResponse) -> Result<(), VerifyError> {
+    check(&req.request_id, &generate(req), resp)
+}
+
+/// The downstream request ids one front request fans out to: the front id itself
+/// without fan-out, `<id>/<k>` for k in 0..fanout otherwise.
+pub fn fanout_request_ids(request_id: &str, fanout: u32) -> Vec<String> {
+    if fanout <= 1 {
+        vec![request_id.to_owned()]
+    } else {
+        (0..fanout).map(|k| format!("{request_id}/{k}")).collect()
+    }
+}
+
+/// Checks a caller front response: the records of every fan-out call, in order.
+pub fn verify_call(call: &CallRequest, fanout: u32, resp: &FetchResponse) -> Result<(), VerifyError> {
+    let expected: Vec<_> = fanout_request_ids(&call.request_id, fanout)
+        .into_iter()
+        .flat_map(|id| generate(&FetchRequest { request_id: id, items: call.items, body: Vec::new() }))
+        .collect();
+    check(&call.request_id, &expected, resp)
+}
+
+fn check(id: &str, expected: &[crate::Record], resp: &FetchResponse) -> Result<(), VerifyError> {
+    if resp.request_id != id {
+        return Err(VerifyError::WrongId { expected: id.to_owned(), got: resp.request_id.clone() });
+    }
+    if resp.records.len() != expected.len() {
+        return Err(VerifyError::WrongCount { expected: expected.len(), got: resp.records.len() });
+    }
+    let (want, got) = (records_digest(expected), records_digest(&resp.records));
+    if want != got {
+        return Err(VerifyError::WrongContent { expected: want, got });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(items: u32) -> FetchRequest {
+        FetchRequest { request_id: "v-1".into(), items, body: Vec::new() }
+    }
+
+    #[test]
+    fn limits_are_enforced_by_name() {
+        let limits = Limits { max_items: 10, max_body_bytes: 4, max_request_id_bytes: 8 };
+        assert_eq!(validate(&req(10), &limits), Ok(()));
+        assert_eq!(validate(&req(11), &limits), Err(PayloadError::TooManyItems { requested: 11, max: 10 }));
+        let mut r = req(1);
+        r.body = vec![0; 5];
+        let err = validate(&r, &limits).unwrap_err();
+        assert!(err.is_too_large());
+        r.body.clear();
+        r.request_id = "123456789".into();
+        assert_eq!(validate(&r, &limits), Err(PayloadError::RequestIdTooLong { len: 9, max: 8 }));
+        r.request_id.clear();
+        assert_eq!(validate(&r, &limits), Err(PayloadError::EmptyRequestId));
+    }
+
+    #[test]
+    fn verify_accepts_the_right_response_and_names_what_is_wrong() {
+        let r = req(3);
+        let good = FetchResponse { request_id: r.request_id.clone(), records: generate(&r) };
+        assert_eq!(verify(&r, &good), Ok(()));
+
+        let mut bad = good.clone();
+        bad.request_id = "other".into();
+        assert!(matches!(verify(&r, &bad), Err(VerifyError::WrongId { .. })));
+
+        let mut bad = good.clone();
+        bad.records.pop();
+        assert!(matches!(verify(&r, &bad), Err(VerifyError::WrongCount { expected: 3, got: 2 })));
+
+        let mut bad = good;
+        bad.records[1].quantity += 1;
+        assert!(matches!(verify(&r, &bad), Err(VerifyError::WrongContent { .. })));
+    }
+
+    #[test]
+    fn verify_call_checks_every_fanout_chunk_in_order() {
+        let call = CallRequest { request_id: "c".into(), items: 2 };
+        let ids = fanout_request_ids("c", 3);
+        assert_eq!(ids, ["c/0", "c/1", "c/2"]);
+        let mut records = Vec::new();
+        for id in &ids {
+            records.extend(generate(&FetchRequest { request_id: id.clone(), items: 2, body: vec![] }));
+        }
+        let resp = FetchResponse { request_id: "c".into(), records: records.clone() };
+        assert_eq!(verify_call(&call, 3, &resp), Ok(()));
+        records.swap(0, 2);
+        let resp = FetchResponse { request_id: "c".into(), records };
+        assert!(verify_call(&call, 3, &resp).is_err());
+        assert_eq!(fanout_request_ids("solo", 1), ["solo"]);
+    }
+}

@@ -1,0 +1,160 @@
+//! Shared counters of one listener or one outbound client.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use serde::{Deserialize, Serialize};
+
+/// Counters of one endpoint: a listener (bytes in = read from peers) or an
+/// outbound client (bytes in = read from the server it calls).
+///
+/// All fields are monotonic except `connections_open`, so a reader takes two
+/// snapshots and subtracts.
+#[derive(Debug)]
+pub struct Counters {
+    name: &'static str,
+    bytes_in: AtomicU64,
+    bytes_out: AtomicU64,
+    message_bytes_in: AtomicU64,
+    message_bytes_out: AtomicU64,
+    connections: AtomicU64,
+    connections_closed: AtomicU64,
+    outcomes: Vec<(&'static str, AtomicU64)>,
+}
+
+impl Counters {
+    /// Counters named `name` that count requests by the given outcome labels.
+    pub fn new(name: &'static str, outcomes: &[&'static str]) -> Self {
+        Counters {
+            name,
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            message_bytes_in: AtomicU64::new(0),
+            message_bytes_out: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
+            connections_closed: AtomicU64::new(0),
+            outcomes: outcomes.iter().map(|o| (*o, AtomicU64::new(0))).collect(),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    pub fn add_bytes_in(&self, n: u64) {
+        self.bytes_in.fetch_add(n, Relaxed);
+    }
+
+    pub fn add_bytes_out(&self, n: u64) {
+        self.bytes_out.fetch_add(n, Relaxed);
+    }
+
+    /// Encoded message bytes (the body as the transport carried it, without
+    /// HTTP or gRPC framing) of one request and its response.
+    pub fn add_message_bytes(&self, request: u64, response: u64) {
+        self.message_bytes_in.fetch_add(request, Relaxed);
+        self.message_bytes_out.fetch_add(response, Relaxed);
+    }
+
+    pub fn connection_opened(&self) {
+        self.connections.fetch_add(1, Relaxed);
+    }
+
+    pub fn connection_closed(&self) {
+        self.connections_closed.fetch_add(1, Relaxed);
+    }
+
+    /// Counts one request with outcome `label`. A label that was not declared
+    /// counts as `other`, so a typo shows up in the stats instead of vanishing.
+    pub fn record(&self, label: &str) {
+        match self.outcomes.iter().find(|(l, _)| *l == label) {
+            Some((_, c)) => c.fetch_add(1, Relaxed),
+            None => self.outcomes.iter().find(|(l, _)| *l == "other").map_or(0, |(_, c)| c.fetch_add(1, Relaxed)),
+        };
+    }
+
+    pub fn snapshot(&self) -> CountersSnapshot {
+        let connections = self.connections.load(Relaxed);
+        CountersSnapshot {
+            bytes_in: self.bytes_in.load(Relaxed),
+            bytes_out: self.bytes_out.load(Relaxed),
+            message_bytes_in: self.message_bytes_in.load(Relaxed),
+            message_bytes_out: self.message_bytes_out.load(Relaxed),
+            connections,
+            connections_open: connections.saturating_sub(self.connections_closed.load(Relaxed)),
+            requests: self.outcomes.iter().map(|(l, c)| ((*l).to_owned(), c.load(Relaxed))).collect(),
+        }
+    }
+}
+
+/// A point-in-time copy of [`Counters`], as served in `/stats`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CountersSnapshot {
+    /// Wire bytes read from the socket(s).
+    pub bytes_in: u64,
+    /// Wire bytes written to the socket(s).
+    pub bytes_out: u64,
+    /// Encoded request/response bodies read (server: requests; client: responses).
+    pub message_bytes_in: u64,
+    /// Encoded bodies written.
+    pub message_bytes_out: u64,
+    /// Connections accepted (listener) or opened (client) since start.
+    pub connections: u64,
+    /// Connections open now.
+    pub connections_open: u64,
+    /// Requests by outcome.
+    pub requests: BTreeMap<String, u64>,
+}
+
+impl CountersSnapshot {
+    /// Total requests counted, whatever the outcome.
+    pub fn requests_total(&self) -> u64 {
+        self.requests.values().sum()
+    }
+
+    /// `self - earlier` for every monotonic field; `connections_open` is kept
+    /// as read at `self`.
+    pub fn since(&self, earlier: &CountersSnapshot) -> CountersSnapshot {
+        CountersSnapshot {
+            bytes_in: self.bytes_in.saturating_sub(earlier.bytes_in),
+            bytes_out: self.bytes_out.saturating_sub(earlier.bytes_out),
+            message_bytes_in: self.message_bytes_in.saturating_sub(earlier.message_bytes_in),
+            message_bytes_out: self.message_bytes_out.saturating_sub(earlier.message_bytes_out),
+            connections: self.connections.saturating_sub(earlier.connections),
+            connections_open: self.connections_open,
+            requests: self
+                .requests
+                .iter()
+                .map(|(k, v)| (k.clone(), v.saturating_sub(earlier.requests.get(k).copied().unwrap_or(0))))
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_differences() {
+        let c = Counters::new("rest", &["ok", "bad_request", "other"]);
+        let before = c.snapshot();
+        c.add_bytes_in(10);
+        c.add_bytes_out(20);
+        c.add_message_bytes(3, 4);
+        c.connection_opened();
+        c.connection_opened();
+        c.connection_closed();
+        c.record("ok");
+        c.record("ok");
+        c.record("nonsense");
+        let after = c.snapshot();
+        assert_eq!(after.connections_open, 1);
+        let d = after.since(&before);
+        assert_eq!((d.bytes_in, d.bytes_out, d.message_bytes_in, d.message_bytes_out), (10, 20, 3, 4));
+        assert_eq!(d.connections, 2);
+        assert_eq!(d.requests["ok"], 2);
+        assert_eq!(d.requests["other"], 1);
+        assert_eq!(d.requests_total(), 3);
+    }
+}

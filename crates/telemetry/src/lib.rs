@@ -1,0 +1,28 @@
+//! What every service measures about itself, and the one accept loop that
+//! measures it.
+//!
+//! This crate owns:
+//! * [`CountingStream`]: a socket wrapper that counts the bytes each way;
+//! * [`Counters`]: shared per-listener (or per-client) counters of wire bytes,
+//!   message bytes, connections and requests by outcome;
+//! * [`ProcessStats`]: the process's own CPU seconds and resident set;
+//! * [`Registry`]: all of the above for one service, rendered as Prometheus text
+//!   and as the JSON [`StatsSnapshot`] the harness reads back;
+//! * [`serve`]: the accept loop (TCP_NODELAY, counting, HTTP/1.1 and h2c limits,
+//!   graceful drain) that every listener of every tier runs, and [`admin_router`].
+//!
+//! It does not know about the contract or the transports' message types.
+
+mod admin;
+mod counters;
+mod counting;
+mod process;
+mod registry;
+mod serve;
+
+pub use admin::admin_router;
+pub use counters::{Counters, CountersSnapshot};
+pub use counting::CountingStream;
+pub use process::{ProcessSnapshot, ProcessStats};
+pub use registry::{Registry, StatsSnapshot};
+pub use serve::{Protocols, ServerSettings, bind, serve};

@@ -1,0 +1,150 @@
+//! The accept loop every listener of every tier runs.
+//!
+//! One loop, so both transports (and the admin and front listeners) get the same
+//! socket options, the same HTTP limits and the same drain behaviour: a
+//! difference between gRPC and REST in a report then comes from the transports,
+//! not from how they were served.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::{Counters, CountingStream};
+
+/// Which HTTP versions a listener speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocols {
+    /// HTTP/1.1, and HTTP/2 cleartext with prior knowledge (detected by preface).
+    Auto,
+    /// HTTP/2 cleartext only (gRPC).
+    Http2Only,
+}
+
+/// HTTP settings that affect fairness; set explicitly and reported in `/stats`.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ServerSettings {
+    pub protocols: Protocols,
+    /// Most concurrent HTTP/2 streams one client connection may open.
+    pub http2_max_concurrent_streams: u32,
+    /// An HTTP/1.1 client must finish sending its headers within this time.
+    #[serde(with = "millis")]
+    pub header_read_timeout: Duration,
+    /// How long shutdown waits for in-flight requests before closing connections.
+    #[serde(with = "millis")]
+    pub drain_timeout: Duration,
+    /// TCP_NODELAY on every accepted socket.
+    pub tcp_nodelay: bool,
+}
+
+impl ServerSettings {
+    pub const DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS: u32 = 16_384;
+
+    pub fn new(protocols: Protocols) -> Self {
+        ServerSettings {
+            protocols,
+            http2_max_concurrent_streams: Self::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
+            header_read_timeout: Duration::from_secs(10),
+            drain_timeout: Duration::from_secs(5),
+            tcp_nodelay: true,
+        }
+    }
+}
+
+mod millis {
+    use std::time::Duration;
+
+    pub fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+}
+
+/// Binds a TCP listener on `addr`, naming the listener in the error.
+pub async fn bind(what: &str, addr: SocketAddr) -> io::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| io::Error::new(e.kind(), format!("binding {what} listener on {addr}: {e}")))
+}
+
+/// Serves `app` on `listener` until `shutdown` is cancelled, then stops
+/// accepting, lets in-flight requests finish for up to `drain_timeout`, and
+/// returns. With `counters`, every accepted connection is counted on them.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    counters: Option<Arc<Counters>>,
+    settings: ServerSettings,
+    shutdown: CancellationToken,
+) {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(settings.header_read_timeout)
+        .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(settings.http2_max_concurrent_streams);
+    let builder = match settings.protocols {
+        Protocols::Auto => builder,
+        Protocols::Http2Only => builder.http2_only(),
+    };
+    let graceful = GracefulShutdown::new();
+
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let tcp = match accepted {
+            Ok((tcp, _peer)) => tcp,
+            Err(e) => {
+                // EMFILE and friends: back off briefly instead of spinning; the
+                // connections already open keep being served.
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        if settings.tcp_nodelay {
+            let _ = tcp.set_nodelay(true);
+        }
+        let service = TowerToHyperService::new(app.clone());
+        let watcher = graceful.watcher();
+        let builder = builder.clone();
+        let counters = counters.clone();
+        tokio::spawn(async move {
+            let result = match counters {
+                Some(c) => {
+                    let io = TokioIo::new(CountingStream::new(tcp, c));
+                    watcher.watch(builder.serve_connection_with_upgrades(io, service).into_owned()).await
+                }
+                None => {
+                    let io = TokioIo::new(tcp);
+                    watcher.watch(builder.serve_connection_with_upgrades(io, service).into_owned()).await
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!("connection ended with error: {e}");
+            }
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        _ = graceful.shutdown() => {}
+        _ = tokio::time::sleep(settings.drain_timeout) => {
+            tracing::warn!("drain timed out after {:?}; closing remaining connections", settings.drain_timeout);
+        }
+    }
+}
