@@ -1,1 +1,15 @@
-//! stub
+//! The downstream tier: the internal service a team is choosing a transport for.
+//!
+//! One [`core::Core`] does the work (validate, wait the simulated service time,
+//! build the response); [`grpc`] and [`rest`] are thin adapters that only convert
+//! types and map errors, so the two transports differ in one file each.
+//! [`server`] binds the gRPC, REST and admin listeners and runs them;
+//! [`cli`] is the binary's flags.
+
+pub mod cli;
+pub mod core;
+pub mod grpc;
+pub mod rest;
+pub mod server;
+
+pub use server::{Config, Handle, start};

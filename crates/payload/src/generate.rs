@@ -7,22 +7,34 @@
 use crate::model::{FetchRequest, Record};
 
 const FIRST_NAMES: &[&str] = &[
-    "Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Margaret", "Ken", "Radia", "Leslie",
-    "Frances", "John", "Katherine", "Dennis", "Sophie", "Linus",
+    "Ada",
+    "Grace",
+    "Alan",
+    "Edsger",
+    "Barbara",
+    "Donald",
+    "Margaret",
+    "Ken",
+    "Radia",
+    "Leslie",
+    "Frances",
+    "John",
+    "Katherine",
+    "Dennis",
+    "Sophie",
+    "Linus",
 ];
 const LAST_NAMES: &[&str] = &[
-    "Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Hamilton", "Thompson",
-    "Perlman", "Lamport", "Allen", "Backus", "Johnson", "Ritchie", "Wilson", "Torvalds",
+    "Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Hamilton", "Thompson", "Perlman", "Lamport",
+    "Allen", "Backus", "Johnson", "Ritchie", "Wilson", "Torvalds",
 ];
 const PRODUCTS: &[&str] = &[
-    "Widget", "Gadget", "Sprocket", "Gizmo", "Bracket", "Flange", "Valve", "Bearing", "Coupler",
-    "Spindle", "Actuator", "Sensor",
+    "Widget", "Gadget", "Sprocket", "Gizmo", "Bracket", "Flange", "Valve", "Bearing", "Coupler", "Spindle", "Actuator",
+    "Sensor",
 ];
 const DOMAINS: &[&str] = &["example.com", "example.org", "example.net", "corp.example"];
 const CURRENCIES: &[&str] = &["EUR", "USD", "GBP", "CHF"];
-const TAGS: &[&str] = &[
-    "new", "sale", "bulk", "fragile", "eco", "imported", "limited", "gift", "premium", "clearance",
-];
+const TAGS: &[&str] = &["new", "sale", "bulk", "fragile", "eco", "imported", "limited", "gift", "premium", "clearance"];
 
 /// 2024-01-01T00:00:00Z in milliseconds: the base of generated timestamps.
 const EPOCH_2024_MS: i64 = 1_704_067_200_000;
@@ -79,12 +91,7 @@ fn record(rng: &mut SplitMix64, index: u32) -> Record {
         id,
         sku: format!("SKU-{:05}-{:04X}", index, rng.below(0x1_0000)),
         name: format!("{product} {}", rng.below(1000)),
-        email: format!(
-            "{}.{}@{}",
-            first.to_ascii_lowercase(),
-            last.to_ascii_lowercase(),
-            rng.pick(DOMAINS)
-        ),
+        email: format!("{}.{}@{}", first.to_ascii_lowercase(), last.to_ascii_lowercase(), rng.pick(DOMAINS)),
         price_cents: 99 + rng.below(500_000) as i64,
         currency: rng.pick(CURRENCIES).to_owned(),
         quantity: 1 + rng.below(250) as u32,
@@ -100,7 +107,7 @@ fn record(rng: &mut SplitMix64, index: u32) -> Record {
 /// concatenation.
 pub fn records_digest(records: &[Record]) -> u64 {
     let mut h = fnv1a(FNV_OFFSET, &(records.len() as u64).to_le_bytes());
-    let mut field = |h: &mut u64, bytes: &[u8]| {
+    let field = |h: &mut u64, bytes: &[u8]| {
         *h = fnv1a(*h, &(bytes.len() as u64).to_le_bytes());
         *h = fnv1a(*h, bytes);
     };
@@ -139,10 +146,7 @@ mod tests {
     #[test]
     fn different_ids_differ() {
         assert_ne!(generate(&req("a-1", 5)), generate(&req("a-2", 5)));
-        assert_ne!(
-            records_digest(&generate(&req("a-1", 5))),
-            records_digest(&generate(&req("a-2", 5)))
-        );
+        assert_ne!(records_digest(&generate(&req("a-1", 5))), records_digest(&generate(&req("a-2", 5))));
     }
 
     #[test]

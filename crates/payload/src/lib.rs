@@ -18,6 +18,4 @@ mod validate;
 
 pub use generate::{generate, records_digest};
 pub use model::{CallRequest, FetchRequest, FetchResponse, Record};
-pub use validate::{
-    Limits, PayloadError, VerifyError, fanout_request_ids, validate, verify, verify_call,
-};
+pub use validate::{Limits, PayloadError, VerifyError, fanout_request_ids, validate, verify, verify_call};

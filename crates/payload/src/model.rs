@@ -44,8 +44,8 @@ pub struct Record {
     pub currency: String,
     pub quantity: u32,
     pub tags: Vec<String>,
-    /// Milliseconds since the Unix epoch; RFC 3339 in JSON.
-    #[serde(with = "rfc3339_millis")]
+    /// Milliseconds since the Unix epoch; `createdAt`, RFC 3339, in JSON.
+    #[serde(rename = "createdAt", with = "rfc3339_millis")]
     pub created_at_ms: i64,
     pub active: bool,
 }

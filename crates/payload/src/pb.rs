@@ -66,10 +66,7 @@ impl TryFrom<proto::Record> for Record {
 
 impl From<FetchResponse> for proto::FetchResponse {
     fn from(r: FetchResponse) -> Self {
-        proto::FetchResponse {
-            request_id: r.request_id,
-            records: r.records.into_iter().map(Into::into).collect(),
-        }
+        proto::FetchResponse { request_id: r.request_id, records: r.records.into_iter().map(Into::into).collect() }
     }
 }
 
@@ -106,12 +103,8 @@ mod tests {
 
     #[test]
     fn missing_timestamp_is_an_error() {
-        let mut pb = proto::Record::from(generate(&FetchRequest {
-            request_id: "m".into(),
-            items: 1,
-            body: vec![],
-        })[0]
-            .clone());
+        let mut pb =
+            proto::Record::from(generate(&FetchRequest { request_id: "m".into(), items: 1, body: vec![] })[0].clone());
         pb.created_at = None;
         assert_eq!(Record::try_from(pb), Err(PayloadError::MissingField("created_at")));
     }

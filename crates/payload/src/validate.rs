@@ -68,10 +68,7 @@ pub fn validate(req: &FetchRequest, limits: &Limits) -> Result<(), PayloadError>
         return Err(PayloadError::EmptyRequestId);
     }
     if req.request_id.len() > limits.max_request_id_bytes {
-        return Err(PayloadError::RequestIdTooLong {
-            len: req.request_id.len(),
-            max: limits.max_request_id_bytes,
-        });
+        return Err(PayloadError::RequestIdTooLong { len: req.request_id.len(), max: limits.max_request_id_bytes });
     }
     if req.items > limits.max_items {
         return Err(PayloadError::TooManyItems { requested: req.items, max: limits.max_items });
@@ -89,7 +86,9 @@ pub enum VerifyError {
     WrongId { expected: String, got: String },
     #[error("response carries {got} records, expected {expected}")]
     WrongCount { expected: usize, got: usize },
-    #[error("response records differ from the ones generated for the request (digest {got:016x}, expected {expected:016x})")]
+    #[error(
+        "response records differ from the ones generated for the request (digest {got:016x}, expected {expected:016x})"
+    )]
     WrongContent { expected: u64, got: u64 },
 }
 
@@ -102,11 +101,7 @@ pub fn verify(req: &FetchRequest, resp: &FetchResponse) -> Result<(), VerifyErro
 /// The downstream request ids one front request fans out to: the front id itself
 /// without fan-out, `<id>/<k>` for k in 0..fanout otherwise.
 pub fn fanout_request_ids(request_id: &str, fanout: u32) -> Vec<String> {
-    if fanout <= 1 {
-        vec![request_id.to_owned()]
-    } else {
-        (0..fanout).map(|k| format!("{request_id}/{k}")).collect()
-    }
+    if fanout <= 1 { vec![request_id.to_owned()] } else { (0..fanout).map(|k| format!("{request_id}/{k}")).collect() }
 }
 
 /// Checks a caller front response: the records of every fan-out call, in order.

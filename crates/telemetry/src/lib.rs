@@ -16,6 +16,7 @@
 mod admin;
 mod counters;
 mod counting;
+mod lifecycle;
 mod process;
 mod registry;
 mod serve;
@@ -23,6 +24,7 @@ mod serve;
 pub use admin::admin_router;
 pub use counters::{Counters, CountersSnapshot};
 pub use counting::CountingStream;
+pub use lifecycle::{ReadyLine, cancel_on_signal};
 pub use process::{ProcessSnapshot, ProcessStats};
 pub use registry::{Registry, StatsSnapshot};
 pub use serve::{Protocols, ServerSettings, bind, serve};

@@ -107,9 +107,7 @@ fn render_prometheus(s: &StatsSnapshot) -> String {
         "bench_wire_bytes_total",
         "counter",
         "Bytes read (in) and written (out) on the sockets of the endpoint.",
-        per_endpoint(&|c| {
-            vec![(",direction=\"in\"".into(), c.bytes_in), (",direction=\"out\"".into(), c.bytes_out)]
-        }),
+        per_endpoint(&|c| vec![(",direction=\"in\"".into(), c.bytes_in), (",direction=\"out\"".into(), c.bytes_out)]),
     );
     family(
         "bench_message_bytes_total",

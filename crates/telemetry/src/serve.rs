@@ -87,15 +87,8 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(settings.header_read_timeout)
-        .keep_alive(true);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(settings.http2_max_concurrent_streams);
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(settings.header_read_timeout).keep_alive(true);
+    builder.http2().timer(TokioTimer::new()).max_concurrent_streams(settings.http2_max_concurrent_streams);
     let builder = match settings.protocols {
         Protocols::Auto => builder,
         Protocols::Http2Only => builder.http2_only(),

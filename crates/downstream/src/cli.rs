@@ -1,0 +1,77 @@
+//! The `downstream` binary's flags and entry point (also run by the harness in
+//! its hidden service role).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use payload::Limits;
+use tokio_util::sync::CancellationToken;
+
+use crate::server::{Config, start};
+
+/// The downstream tier: answers `Fetch` over gRPC and `POST /v1/fetch` over REST
+/// after a simulated service time.
+#[derive(Debug, Parser)]
+#[command(name = "downstream", version)]
+pub struct Args {
+    /// gRPC listener address (HTTP/2 cleartext).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub grpc_addr: SocketAddr,
+    /// REST listener address (HTTP/1.1, and HTTP/2 cleartext with prior knowledge).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub rest_addr: SocketAddr,
+    /// Admin listener address (/healthz, /metrics, /stats).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub admin_addr: SocketAddr,
+    /// Simulated service time of every request (e.g. 500ms, 2s).
+    #[arg(long, default_value = "500ms", value_parser = humantime::parse_duration)]
+    pub delay: Duration,
+    /// Extra service time in [0, jitter], derived from the request id.
+    #[arg(long, default_value = "0ms", value_parser = humantime::parse_duration)]
+    pub jitter: Duration,
+    /// Most records one request may ask for.
+    #[arg(long, default_value_t = Limits::DEFAULT_MAX_ITEMS)]
+    pub max_items: u32,
+    /// Largest opaque request body, in bytes.
+    #[arg(long, default_value_t = Limits::DEFAULT_MAX_BODY_BYTES)]
+    pub max_body_bytes: usize,
+    /// Most concurrent HTTP/2 streams per client connection (gRPC and h2c REST).
+    #[arg(long, default_value_t = telemetry::ServerSettings::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS)]
+    pub http2_max_streams: u32,
+    /// How long shutdown waits for in-flight requests.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub drain_timeout: Duration,
+}
+
+impl Args {
+    pub fn into_config(self) -> Config {
+        Config {
+            grpc_addr: self.grpc_addr,
+            rest_addr: self.rest_addr,
+            admin_addr: self.admin_addr,
+            delay: self.delay,
+            jitter: self.jitter,
+            limits: Limits { max_items: self.max_items, max_body_bytes: self.max_body_bytes, ..Limits::default() },
+            http2_max_concurrent_streams: self.http2_max_streams,
+            drain_timeout: self.drain_timeout,
+            ..Config::default()
+        }
+    }
+}
+
+/// Starts the downstream, prints the ready line, serves until SIGINT/SIGTERM,
+/// drains and returns.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let shutdown = CancellationToken::new();
+    telemetry::cancel_on_signal(shutdown.clone());
+    let handle = start(args.into_config(), shutdown).await.context("starting the downstream")?;
+    let line = serde_json::to_string(&handle.ready_line()).context("encoding the ready line")?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}").and_then(|()| out.flush()).context("writing the ready line to stdout")?;
+    drop(out);
+    handle.wait().await;
+    Ok(())
+}

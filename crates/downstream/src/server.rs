@@ -1,0 +1,142 @@
+//! Binds the downstream's three listeners and runs them until shutdown.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use payload::Limits;
+use telemetry::{Counters, Protocols, ReadyLine, Registry, ServerSettings, admin_router, bind, serve};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::Core;
+use crate::{grpc, rest};
+
+/// Everything the downstream needs to start; built once from the flags.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub grpc_addr: SocketAddr,
+    pub rest_addr: SocketAddr,
+    pub admin_addr: SocketAddr,
+    pub delay: Duration,
+    pub jitter: Duration,
+    pub limits: Limits,
+    pub http2_max_concurrent_streams: u32,
+    pub header_read_timeout: Duration,
+    pub drain_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        Config {
+            grpc_addr: any,
+            rest_addr: any,
+            admin_addr: any,
+            delay: Duration::from_millis(500),
+            jitter: Duration::ZERO,
+            limits: Limits::default(),
+            http2_max_concurrent_streams: ServerSettings::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
+            header_read_timeout: Duration::from_secs(10),
+            drain_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A running downstream: its bound addresses, its registry, and its tasks.
+#[derive(Debug)]
+pub struct Handle {
+    pub grpc_addr: SocketAddr,
+    pub rest_addr: SocketAddr,
+    pub admin_addr: SocketAddr,
+    pub registry: Arc<Registry>,
+    shutdown: CancellationToken,
+    tasks: JoinSet<()>,
+}
+
+impl Handle {
+    pub fn ready_line(&self) -> ReadyLine {
+        ReadyLine::new("downstream", [("grpc", self.grpc_addr), ("rest", self.rest_addr), ("admin", self.admin_addr)])
+    }
+
+    /// Waits until every listener has stopped (after the shutdown token fires
+    /// and in-flight requests drained).
+    pub async fn wait(mut self) {
+        while self.tasks.join_next().await.is_some() {}
+    }
+
+    /// Signals shutdown and waits for the drain.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.wait().await;
+    }
+}
+
+/// Binds all listeners (failing fast, naming the one that could not bind) and
+/// starts serving. Cancel `shutdown` (or call [`Handle::stop`]) to stop.
+pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Handle> {
+    let grpc_listener = bind("gRPC", config.grpc_addr).await?;
+    let rest_listener = bind("REST", config.rest_addr).await?;
+    let admin_listener = bind("admin", config.admin_addr).await?;
+
+    let server = |protocols| ServerSettings {
+        http2_max_concurrent_streams: config.http2_max_concurrent_streams,
+        header_read_timeout: config.header_read_timeout,
+        drain_timeout: config.drain_timeout,
+        ..ServerSettings::new(protocols)
+    };
+    let (grpc_settings, rest_settings, admin_settings) =
+        (server(Protocols::Http2Only), server(Protocols::Auto), server(Protocols::Auto));
+
+    let mut registry = Registry::new(
+        "downstream",
+        serde_json::json!({
+            "delay_ms": config.delay.as_secs_f64() * 1e3,
+            "jitter_ms": config.jitter.as_secs_f64() * 1e3,
+            "max_items": config.limits.max_items,
+            "max_body_bytes": config.limits.max_body_bytes,
+            "grpc_server": grpc_settings,
+            "rest_server": rest_settings,
+        }),
+    );
+    let grpc_counters = registry.listener(Counters::new("grpc", grpc::OUTCOMES));
+    let rest_counters = registry.listener(Counters::new("rest", rest::OUTCOMES));
+    let registry = Arc::new(registry);
+
+    let core = Core { delay: config.delay, jitter: config.jitter, limits: config.limits };
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter.set_serving::<proto::downstream_server::DownstreamServer<grpc::GrpcService>>().await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|e| io::Error::other(format!("building gRPC reflection service: {e}")))?;
+    let grpc_app =
+        tonic::service::Routes::new(grpc::GrpcService::new(core.clone(), grpc_counters.clone()).into_server())
+            .add_service(health_service)
+            .add_service(reflection)
+            .prepare()
+            .into_axum_router();
+
+    let handle_addrs = (grpc_listener.local_addr()?, rest_listener.local_addr()?, admin_listener.local_addr()?);
+    let mut tasks = JoinSet::new();
+    tasks.spawn(serve(grpc_listener, grpc_app, Some(grpc_counters), grpc_settings, shutdown.clone()));
+    tasks.spawn(serve(
+        rest_listener,
+        rest::router(core, rest_counters.clone()),
+        Some(rest_counters),
+        rest_settings,
+        shutdown.clone(),
+    ));
+    tasks.spawn(serve(admin_listener, admin_router(registry.clone()), None, admin_settings, shutdown.clone()));
+
+    Ok(Handle {
+        grpc_addr: handle_addrs.0,
+        rest_addr: handle_addrs.1,
+        admin_addr: handle_addrs.2,
+        registry,
+        shutdown,
+        tasks,
+    })
+}
