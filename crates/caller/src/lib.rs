@@ -1,1 +1,19 @@
-//! stub
+//! The caller tier: what a team's gateway or backend-for-frontend does when it
+//! calls an internal service.
+//!
+//! * [`front`]: the JSON front door (`POST /v1/call`), identical whatever the
+//!   transport, so the front hop is the same between runs;
+//! * [`outbound`]: the one small trait in front of the two clients, and the
+//!   error categories both map onto;
+//! * [`grpc`] and [`rest`]: the two clients, every fairness-relevant setting
+//!   explicit and reported;
+//! * [`server`] and [`cli`]: start-up, listeners and flags.
+
+pub mod cli;
+pub mod front;
+pub mod grpc;
+pub mod outbound;
+pub mod rest;
+pub mod server;
+
+pub use server::{Config, Handle, Transport, start};

@@ -6,74 +6,21 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use payload::{FetchRequest, PayloadError};
 use telemetry::Counters;
+use telemetry::api::{ApiError, decode_json, json_response};
 
 use crate::core::Core;
 
 /// Outcome labels counted on the REST listener.
-pub const OUTCOMES: &[&str] = &["ok", "bad_request", "too_large", "unsupported_media_type", "not_found", "other"];
+pub use telemetry::api::API_OUTCOMES as OUTCOMES;
 
-/// A REST error: a status and a reason, sent as `{"error": "..."}`.
-#[derive(Debug)]
-pub struct ApiError {
-    pub status: StatusCode,
-    pub reason: String,
-}
-
-impl ApiError {
-    pub fn new(status: StatusCode, reason: impl Into<String>) -> Self {
-        ApiError { status, reason: reason.into() }
-    }
-
-    fn outcome(&self) -> &'static str {
-        match self.status {
-            StatusCode::BAD_REQUEST => "bad_request",
-            StatusCode::PAYLOAD_TOO_LARGE => "too_large",
-            StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
-            StatusCode::NOT_FOUND => "not_found",
-            _ => "other",
-        }
-    }
-}
-
-impl From<PayloadError> for ApiError {
-    fn from(e: PayloadError) -> Self {
-        let status = if e.is_too_large() { StatusCode::PAYLOAD_TOO_LARGE } else { StatusCode::BAD_REQUEST };
-        ApiError::new(status, e.to_string())
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (self.status, axum::Json(serde_json::json!({ "error": self.reason }))).into_response()
-    }
-}
-
-/// True for `application/json`, with or without parameters.
-pub fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
-}
-
-/// Turns a body-read failure into the error a client should see.
-pub fn body_error(rejection: BytesRejection) -> ApiError {
-    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "request body is larger than the service accepts")
-    } else {
-        ApiError::new(StatusCode::BAD_REQUEST, rejection.body_text())
-    }
-}
-
-/// A JSON 404 for every path the API does not have.
-pub async fn not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "no such route; the API is POST /v1/fetch")
+fn api_error(e: PayloadError) -> ApiError {
+    let status = if e.is_too_large() { StatusCode::PAYLOAD_TOO_LARGE } else { StatusCode::BAD_REQUEST };
+    ApiError::new(status, e.to_string())
 }
 
 #[derive(Debug)]
@@ -92,7 +39,7 @@ pub fn router(core: Core, counters: Arc<Counters>) -> Router {
             let st = not_found_state.clone();
             async move {
                 st.counters.record("not_found");
-                not_found().await
+                ApiError::new(StatusCode::NOT_FOUND, "no such route; the API is POST /v1/fetch")
             }
         })
         .layer(DefaultBodyLimit::max(body_limit))
@@ -105,7 +52,7 @@ async fn fetch(State(st): State<Arc<RestState>>, headers: HeaderMap, body: Resul
         Ok(json) => {
             st.counters.add_message_bytes(request_bytes, json.len() as u64);
             st.counters.record("ok");
-            ([(header::CONTENT_TYPE, "application/json")], json).into_response()
+            json_response(json)
         }
         Err(e) => {
             st.counters.add_message_bytes(request_bytes, 0);
@@ -116,12 +63,7 @@ async fn fetch(State(st): State<Arc<RestState>>, headers: HeaderMap, body: Resul
 }
 
 async fn handle(core: &Core, headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Vec<u8>, ApiError> {
-    if !is_json(headers) {
-        return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json"));
-    }
-    let body = body.map_err(body_error)?;
-    let req: FetchRequest = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("malformed JSON request: {e}")))?;
-    let resp = core.fetch(req).await?;
+    let req: FetchRequest = decode_json(headers, body)?;
+    let resp = core.fetch(req).await.map_err(api_error)?;
     serde_json::to_vec(&resp).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }

@@ -89,17 +89,15 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let (grpc_settings, rest_settings, admin_settings) =
         (server(Protocols::Http2Only), server(Protocols::Auto), server(Protocols::Auto));
 
-    let mut registry = Registry::new(
-        "downstream",
-        serde_json::json!({
+    let mut registry = Registry::new("downstream");
+    registry.set_settings(serde_json::json!({
             "delay_ms": config.delay.as_secs_f64() * 1e3,
             "jitter_ms": config.jitter.as_secs_f64() * 1e3,
             "max_items": config.limits.max_items,
             "max_body_bytes": config.limits.max_body_bytes,
             "grpc_server": grpc_settings,
-            "rest_server": rest_settings,
-        }),
-    );
+        "rest_server": rest_settings,
+    }));
     let grpc_counters = registry.listener(Counters::new("grpc", grpc::OUTCOMES));
     let rest_counters = registry.listener(Counters::new("rest", rest::OUTCOMES));
     let registry = Arc::new(registry);

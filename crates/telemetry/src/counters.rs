@@ -19,6 +19,9 @@ pub struct Counters {
     message_bytes_out: AtomicU64,
     connections: AtomicU64,
     connections_closed: AtomicU64,
+    /// False for clients whose sockets we cannot wrap (reqwest): their wire
+    /// bytes and open connections are reported as unknown, never as zero.
+    sees_sockets: bool,
     outcomes: Vec<(&'static str, AtomicU64)>,
 }
 
@@ -33,8 +36,15 @@ impl Counters {
             message_bytes_out: AtomicU64::new(0),
             connections: AtomicU64::new(0),
             connections_closed: AtomicU64::new(0),
+            sees_sockets: true,
             outcomes: outcomes.iter().map(|o| (*o, AtomicU64::new(0))).collect(),
         }
+    }
+
+    /// Counters for an endpoint that only learns when a connection opens, not
+    /// its bytes or when it closes.
+    pub fn connections_only(name: &'static str, outcomes: &[&'static str]) -> Self {
+        Counters { sees_sockets: false, ..Self::new(name, outcomes) }
     }
 
     pub fn name(&self) -> &'static str {
@@ -75,13 +85,14 @@ impl Counters {
 
     pub fn snapshot(&self) -> CountersSnapshot {
         let connections = self.connections.load(Relaxed);
+        let seen = |v: u64| self.sees_sockets.then_some(v);
         CountersSnapshot {
-            bytes_in: self.bytes_in.load(Relaxed),
-            bytes_out: self.bytes_out.load(Relaxed),
+            bytes_in: seen(self.bytes_in.load(Relaxed)),
+            bytes_out: seen(self.bytes_out.load(Relaxed)),
             message_bytes_in: self.message_bytes_in.load(Relaxed),
             message_bytes_out: self.message_bytes_out.load(Relaxed),
             connections,
-            connections_open: connections.saturating_sub(self.connections_closed.load(Relaxed)),
+            connections_open: seen(connections.saturating_sub(self.connections_closed.load(Relaxed))),
             requests: self.outcomes.iter().map(|(l, c)| ((*l).to_owned(), c.load(Relaxed))).collect(),
         }
     }
@@ -90,18 +101,18 @@ impl Counters {
 /// A point-in-time copy of [`Counters`], as served in `/stats`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CountersSnapshot {
-    /// Wire bytes read from the socket(s).
-    pub bytes_in: u64,
-    /// Wire bytes written to the socket(s).
-    pub bytes_out: u64,
+    /// Wire bytes read from the socket(s); `None` where the sockets are not ours to count.
+    pub bytes_in: Option<u64>,
+    /// Wire bytes written to the socket(s); `None` where the sockets are not ours to count.
+    pub bytes_out: Option<u64>,
     /// Encoded request/response bodies read (server: requests; client: responses).
     pub message_bytes_in: u64,
     /// Encoded bodies written.
     pub message_bytes_out: u64,
     /// Connections accepted (listener) or opened (client) since start.
     pub connections: u64,
-    /// Connections open now.
-    pub connections_open: u64,
+    /// Connections open now; `None` where closes are not seen.
+    pub connections_open: Option<u64>,
     /// Requests by outcome.
     pub requests: BTreeMap<String, u64>,
 }
@@ -116,8 +127,8 @@ impl CountersSnapshot {
     /// as read at `self`.
     pub fn since(&self, earlier: &CountersSnapshot) -> CountersSnapshot {
         CountersSnapshot {
-            bytes_in: self.bytes_in.saturating_sub(earlier.bytes_in),
-            bytes_out: self.bytes_out.saturating_sub(earlier.bytes_out),
+            bytes_in: delta(self.bytes_in, earlier.bytes_in),
+            bytes_out: delta(self.bytes_out, earlier.bytes_out),
             message_bytes_in: self.message_bytes_in.saturating_sub(earlier.message_bytes_in),
             message_bytes_out: self.message_bytes_out.saturating_sub(earlier.message_bytes_out),
             connections: self.connections.saturating_sub(earlier.connections),
@@ -129,6 +140,10 @@ impl CountersSnapshot {
                 .collect(),
         }
     }
+}
+
+fn delta(now: Option<u64>, earlier: Option<u64>) -> Option<u64> {
+    Some(now?.saturating_sub(earlier?))
 }
 
 #[cfg(test)]
@@ -149,12 +164,22 @@ mod tests {
         c.record("ok");
         c.record("nonsense");
         let after = c.snapshot();
-        assert_eq!(after.connections_open, 1);
+        assert_eq!(after.connections_open, Some(1));
         let d = after.since(&before);
-        assert_eq!((d.bytes_in, d.bytes_out, d.message_bytes_in, d.message_bytes_out), (10, 20, 3, 4));
+        assert_eq!((d.bytes_in, d.bytes_out, d.message_bytes_in, d.message_bytes_out), (Some(10), Some(20), 3, 4));
         assert_eq!(d.connections, 2);
         assert_eq!(d.requests["ok"], 2);
         assert_eq!(d.requests["other"], 1);
         assert_eq!(d.requests_total(), 3);
+    }
+
+    #[test]
+    fn unseen_sockets_are_unknown_not_zero() {
+        let c = Counters::connections_only("rest", &["ok"]);
+        c.connection_opened();
+        let s = c.snapshot();
+        assert_eq!((s.bytes_in, s.bytes_out, s.connections_open), (None, None, None));
+        assert_eq!(s.connections, 1);
+        assert_eq!(s.since(&CountersSnapshot::default()).bytes_in, None);
     }
 }

@@ -14,6 +14,7 @@
 //! It does not know about the contract or the transports' message types.
 
 mod admin;
+pub mod api;
 mod counters;
 mod counting;
 mod lifecycle;

@@ -36,15 +36,20 @@ pub struct StatsSnapshot {
 }
 
 impl Registry {
-    pub fn new(service: &'static str, settings: serde_json::Value) -> Self {
+    pub fn new(service: &'static str) -> Self {
         Registry {
             service,
             started: Instant::now(),
             listeners: Vec::new(),
             clients: Vec::new(),
             process: ProcessStats::current(),
-            settings,
+            settings: serde_json::Value::Null,
         }
+    }
+
+    /// Records the settings `/stats` reports (set once, before serving).
+    pub fn set_settings(&mut self, settings: serde_json::Value) {
+        self.settings = settings;
     }
 
     /// Registers inbound counters and returns them for the listener to use.
@@ -79,6 +84,9 @@ impl Registry {
     }
 }
 
+/// Extra labels and value of each sample an endpoint contributes to a family.
+type Rows = dyn Fn(&CountersSnapshot) -> Vec<(String, Option<u64>)>;
+
 fn render_prometheus(s: &StatsSnapshot) -> String {
     let mut out = String::new();
     let endpoints: Vec<(&str, &String, &CountersSnapshot)> = s
@@ -94,12 +102,14 @@ fn render_prometheus(s: &StatsSnapshot) -> String {
             let _ = writeln!(out, "{name}{{service=\"{svc}\",{labels}}} {v}");
         }
     };
-    let per_endpoint = |f: &dyn Fn(&CountersSnapshot) -> Vec<(String, u64)>| {
+    // A figure an endpoint cannot see (None) is left out, never written as 0.
+    let per_endpoint = |f: &Rows| {
         endpoints
             .iter()
             .flat_map(|(role, name, c)| {
-                f(c).into_iter()
-                    .map(move |(extra, v)| (format!("role=\"{role}\",endpoint=\"{name}\"{extra}"), v as f64))
+                f(c).into_iter().filter_map(move |(extra, v)| {
+                    Some((format!("role=\"{role}\",endpoint=\"{name}\"{extra}"), v? as f64))
+                })
             })
             .collect::<Vec<_>>()
     };
@@ -114,14 +124,17 @@ fn render_prometheus(s: &StatsSnapshot) -> String {
         "counter",
         "Encoded message bodies read (in) and written (out), without HTTP or gRPC framing.",
         per_endpoint(&|c| {
-            vec![(",direction=\"in\"".into(), c.message_bytes_in), (",direction=\"out\"".into(), c.message_bytes_out)]
+            vec![
+                (",direction=\"in\"".into(), Some(c.message_bytes_in)),
+                (",direction=\"out\"".into(), Some(c.message_bytes_out)),
+            ]
         }),
     );
     family(
         "bench_connections_total",
         "counter",
         "Connections accepted (listener) or opened (client).",
-        per_endpoint(&|c| vec![(String::new(), c.connections)]),
+        per_endpoint(&|c| vec![(String::new(), Some(c.connections))]),
     );
     family(
         "bench_connections_open",
@@ -133,7 +146,7 @@ fn render_prometheus(s: &StatsSnapshot) -> String {
         "bench_requests_total",
         "counter",
         "Requests by outcome.",
-        per_endpoint(&|c| c.requests.iter().map(|(o, v)| (format!(",outcome=\"{o}\""), *v)).collect()),
+        per_endpoint(&|c| c.requests.iter().map(|(o, v)| (format!(",outcome=\"{o}\""), Some(*v))).collect()),
     );
     // Standard process metric names; an unreadable figure is left out, not zeroed.
     if let Some(cpu) = s.process.cpu_seconds {
@@ -157,7 +170,8 @@ mod tests {
 
     #[test]
     fn prometheus_has_every_family_and_label() {
-        let mut reg = Registry::new("downstream", serde_json::json!({"delay_ms": 5}));
+        let mut reg = Registry::new("downstream");
+        reg.set_settings(serde_json::json!({"delay_ms": 5}));
         let rest = reg.listener(Counters::new("rest", &["ok"]));
         rest.add_bytes_in(7);
         rest.record("ok");
@@ -175,7 +189,7 @@ mod tests {
 
     #[test]
     fn snapshot_round_trips_as_json() {
-        let mut reg = Registry::new("caller", serde_json::json!({"transport": "grpc"}));
+        let mut reg = Registry::new("caller");
         reg.client(Counters::new("grpc", &["ok", "timeout"])).record("timeout");
         let snap = reg.snapshot();
         let back: StatsSnapshot = serde_json::from_str(&serde_json::to_string(&snap).unwrap()).unwrap();

@@ -1,0 +1,86 @@
+//! The `caller` binary's flags and entry point (also run by the harness in its
+//! hidden service role).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use payload::Limits;
+use tokio_util::sync::CancellationToken;
+
+use crate::server::{Config, Transport, start};
+
+/// The caller tier: a JSON front door (`POST /v1/call`) that fetches from the
+/// downstream over gRPC or REST.
+#[derive(Debug, Parser)]
+#[command(name = "caller", version)]
+pub struct Args {
+    /// Front listener address (HTTP/1.1 JSON).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    /// Admin listener address (/healthz, /metrics, /stats).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub admin_addr: SocketAddr,
+    /// Transport of the internal hop.
+    #[arg(long, value_enum, default_value_t = Transport::Grpc)]
+    pub transport: Transport,
+    /// The downstream's gRPC address, e.g. http://127.0.0.1:50051 (for --transport grpc).
+    #[arg(long)]
+    pub downstream_grpc: Option<String>,
+    /// The downstream's REST address, e.g. http://127.0.0.1:8080 (for --transport rest).
+    #[arg(long)]
+    pub downstream_rest: Option<String>,
+    /// Spread gRPC calls over this many HTTP/2 connections.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub grpc_connections: u32,
+    /// REST over HTTP/2 cleartext (prior knowledge) instead of HTTP/1.1: a
+    /// control arm that separates framing from serialisation.
+    #[arg(long)]
+    pub rest_http2: bool,
+    /// Concurrent downstream calls per front request (the aggregation pattern).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub fanout: u32,
+    /// A downstream call slower than this is answered 504.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub downstream_timeout: Duration,
+    /// Most records one front request may ask for (per downstream call).
+    #[arg(long, default_value_t = Limits::DEFAULT_MAX_ITEMS)]
+    pub max_items: u32,
+    /// How long shutdown waits for in-flight requests.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub drain_timeout: Duration,
+}
+
+impl Args {
+    pub fn into_config(self) -> Config {
+        Config {
+            listen: self.listen,
+            admin_addr: self.admin_addr,
+            transport: self.transport,
+            downstream_grpc: self.downstream_grpc,
+            downstream_rest: self.downstream_rest,
+            grpc_connections: self.grpc_connections as usize,
+            rest_http2: self.rest_http2,
+            fanout: self.fanout,
+            downstream_timeout: self.downstream_timeout,
+            limits: Limits { max_items: self.max_items, ..Limits::default() },
+            drain_timeout: self.drain_timeout,
+        }
+    }
+}
+
+/// Starts the caller, prints the ready line, serves until SIGINT/SIGTERM,
+/// drains and returns.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let shutdown = CancellationToken::new();
+    telemetry::cancel_on_signal(shutdown.clone());
+    let handle = start(args.into_config(), shutdown).await.context("starting the caller")?;
+    let line = serde_json::to_string(&handle.ready_line()).context("encoding the ready line")?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}").and_then(|()| out.flush()).context("writing the ready line to stdout")?;
+    drop(out);
+    handle.wait().await;
+    Ok(())
+}

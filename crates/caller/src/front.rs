@@ -1,0 +1,125 @@
+//! The front door: `POST /v1/call`, the same for every transport.
+//!
+//! A front request fans out to `fanout` concurrent downstream calls; each is
+//! bounded by the downstream timeout, verified with [`payload::verify`] and
+//! counted by outcome, the same way for both transports. The answer carries
+//! every record as JSON plus a `Server-Timing: downstream;dur=<ms>` header with
+//! the time spent waiting on the downstream, so the harness can split latency
+//! by tier.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use payload::{CallRequest, FetchRequest, FetchResponse, Limits};
+use telemetry::Counters;
+use telemetry::api::{ApiError, decode_json, json_response};
+
+use crate::outbound::{CallError, Outbound};
+
+/// The name of the hop-timing metric in `Server-Timing`.
+pub const SERVER_TIMING_METRIC: &str = "downstream";
+
+pub struct Front {
+    pub client: Arc<dyn Outbound>,
+    pub fanout: u32,
+    pub timeout: Duration,
+    pub limits: Limits,
+    pub front_counters: Arc<Counters>,
+    pub client_counters: Arc<Counters>,
+}
+
+impl From<CallError> for ApiError {
+    fn from(e: CallError) -> Self {
+        let status = match e {
+            CallError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            CallError::Connect { .. } | CallError::Status { .. } | CallError::BadResponse { .. } => {
+                StatusCode::BAD_GATEWAY
+            }
+        };
+        ApiError::new(status, e.to_string())
+    }
+}
+
+impl Front {
+    /// One downstream call: bounded, verified and counted.
+    async fn call_one(&self, req: FetchRequest) -> Result<FetchResponse, CallError> {
+        let result = match tokio::time::timeout(self.timeout, self.client.fetch(req.clone())).await {
+            Err(_) => Err(CallError::Timeout {
+                target: self.client.target().to_owned(),
+                timeout_ms: self.timeout.as_millis(),
+            }),
+            Ok(Err(e)) => Err(e),
+            Ok(Ok(resp)) => payload::verify(&req, &resp)
+                .map(|()| resp)
+                .map_err(|e| CallError::BadResponse { target: self.client.target().to_owned(), reason: e.to_string() }),
+        };
+        self.client_counters.record(result.as_ref().map_or_else(CallError::outcome, |_| "ok"));
+        result
+    }
+
+    async fn handle(&self, headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+        let call: CallRequest = decode_json(headers, body)?;
+        let probe = FetchRequest { request_id: call.request_id.clone(), items: call.items, body: Vec::new() };
+        payload::validate(&probe, &self.limits).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+
+        let started = Instant::now();
+        let calls = payload::fanout_request_ids(&call.request_id, self.fanout)
+            .into_iter()
+            .map(|id| self.call_one(FetchRequest { request_id: id, items: call.items, body: Vec::new() }));
+        let results = futures::future::join_all(calls).await;
+        let downstream = started.elapsed();
+
+        let mut records = Vec::with_capacity(call.items as usize * self.fanout as usize);
+        for r in results {
+            records.extend(r?.records);
+        }
+        let json = serde_json::to_vec(&FetchResponse { request_id: call.request_id, records })
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        let mut resp = json_response(json);
+        let timing = format!("{SERVER_TIMING_METRIC};dur={:.3}", downstream.as_secs_f64() * 1e3);
+        // Digits, letters, ';', '=' and '.' only: always a valid header value.
+        if let Ok(v) = HeaderValue::from_str(&timing) {
+            resp.headers_mut().insert("server-timing", v);
+        }
+        Ok(resp)
+    }
+}
+
+pub fn router(front: Arc<Front>) -> Router {
+    let not_found = front.clone();
+    Router::new()
+        .route("/v1/call", post(call))
+        .fallback(move || {
+            let front = not_found.clone();
+            async move {
+                front.front_counters.record("not_found");
+                ApiError::new(StatusCode::NOT_FOUND, "no such route; the API is POST /v1/call")
+            }
+        })
+        .layer(DefaultBodyLimit::max(64 * 1024))
+        .with_state(front)
+}
+
+async fn call(State(front): State<Arc<Front>>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+    let request_bytes = body.as_ref().map_or(0, |b| b.len() as u64);
+    match front.handle(&headers, body).await {
+        Ok(resp) => {
+            let response_bytes = axum::body::HttpBody::size_hint(resp.body()).exact().unwrap_or(0);
+            front.front_counters.add_message_bytes(request_bytes, response_bytes);
+            front.front_counters.record("ok");
+            resp
+        }
+        Err(e) => {
+            front.front_counters.add_message_bytes(request_bytes, 0);
+            front.front_counters.record(e.outcome());
+            e.into_response()
+        }
+    }
+}

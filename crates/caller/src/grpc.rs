@@ -1,0 +1,101 @@
+//! The gRPC client: tonic channels over HTTP/2 cleartext.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures::future::BoxFuture;
+use hyper_util::rt::TokioIo;
+use payload::{FetchRequest, FetchResponse};
+use prost::Message;
+use proto::downstream_client::DownstreamClient;
+use telemetry::{Counters, CountingStream};
+use tokio::net::TcpStream;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+use crate::outbound::{CallError, Outbound};
+
+/// Largest response message the client decodes (tonic's default is 4 MiB;
+/// 10,000 records fan out well past that).
+pub const MAX_DECODING_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
+
+/// Spreads calls round-robin over `connections` HTTP/2 connections.
+#[derive(Debug)]
+pub struct GrpcClient {
+    target: String,
+    clients: Vec<DownstreamClient<Channel>>,
+    next: AtomicUsize,
+    counters: Arc<Counters>,
+}
+
+impl GrpcClient {
+    /// Prepares `connections` lazily-connected channels to `target`; each
+    /// connection is made through a connector that sets TCP_NODELAY and counts
+    /// the connection and its wire bytes on `counters`.
+    pub fn new(target: &str, connections: usize, counters: Arc<Counters>) -> Result<Self, tonic::transport::Error> {
+        let endpoint = Endpoint::from_shared(target.to_owned())?;
+        let clients = (0..connections.max(1))
+            .map(|_| {
+                let counters = counters.clone();
+                let connector = tower::service_fn(move |uri: Uri| {
+                    let counters = counters.clone();
+                    async move {
+                        let host = uri.host().unwrap_or("127.0.0.1").trim_matches(['[', ']']).to_owned();
+                        let port = uri.port_u16().unwrap_or(80);
+                        let tcp = TcpStream::connect((host.as_str(), port)).await?;
+                        tcp.set_nodelay(true)?;
+                        Ok::<_, std::io::Error>(TokioIo::new(CountingStream::new(tcp, counters)))
+                    }
+                });
+                let channel = endpoint.clone().connect_with_connector_lazy(connector);
+                DownstreamClient::new(channel).max_decoding_message_size(MAX_DECODING_MESSAGE_BYTES)
+            })
+            .collect();
+        Ok(GrpcClient { target: target.to_owned(), clients, next: AtomicUsize::new(0), counters })
+    }
+}
+
+fn classify(target: &str, status: tonic::Status) -> CallError {
+    let target = target.to_owned();
+    // tonic reports a failed connect as UNAVAILABLE with the transport error as
+    // its source; an UNAVAILABLE that the server itself sent has no source.
+    let transport_failure = std::error::Error::source(&status).is_some();
+    if status.code() == tonic::Code::Unavailable && transport_failure {
+        CallError::Connect { target, reason: status.message().to_owned() }
+    } else {
+        CallError::Status { target, status: format!("gRPC {:?}: {}", status.code(), status.message()) }
+    }
+}
+
+impl Outbound for GrpcClient {
+    fn fetch(&self, req: FetchRequest) -> BoxFuture<'static, Result<FetchResponse, CallError>> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
+        let mut client = self.clients[i].clone();
+        let (target, counters) = (self.target.clone(), self.counters.clone());
+        Box::pin(async move {
+            let req = proto::FetchRequest::from(req);
+            let request_bytes = req.encoded_len() as u64;
+            let resp = client.fetch(req).await.map_err(|s| classify(&target, s))?.into_inner();
+            counters.add_message_bytes(request_bytes, resp.encoded_len() as u64);
+            FetchResponse::try_from(resp).map_err(|e| CallError::BadResponse { target, reason: e.to_string() })
+        })
+    }
+
+    fn target(&self) -> &str {
+        &self.target
+    }
+
+    fn settings(&self) -> serde_json::Value {
+        serde_json::json!({
+            "transport": "grpc",
+            "library": "tonic 0.14",
+            "http_version": "HTTP/2 cleartext (prior knowledge)",
+            "connections": self.clients.len(),
+            "balancing": "round-robin over connections",
+            "tcp_nodelay": true,
+            "retries": "none",
+            "max_concurrent_streams": "as advertised by the server (SETTINGS_MAX_CONCURRENT_STREAMS)",
+            "max_decoding_message_bytes": MAX_DECODING_MESSAGE_BYTES,
+            "compression": "none",
+        })
+    }
+}

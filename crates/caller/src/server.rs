@@ -1,0 +1,164 @@
+//! Builds the chosen outbound client, binds the front and admin listeners and
+//! runs them until shutdown.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use payload::Limits;
+use telemetry::{
+    Counters, Protocols, ReadyLine, Registry, ServerSettings, admin_router, api::API_OUTCOMES, bind, serve,
+};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::front::{self, Front};
+use crate::grpc::GrpcClient;
+use crate::outbound::{OUTCOMES, Outbound};
+use crate::rest::RestClient;
+
+/// Which transport the internal hop uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    Grpc,
+    Rest,
+}
+
+impl Transport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Grpc => "grpc",
+            Transport::Rest => "rest",
+        }
+    }
+}
+
+/// Everything the caller needs to start; built once from the flags.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub admin_addr: SocketAddr,
+    pub transport: Transport,
+    /// `http://host:port` of the downstream's gRPC listener.
+    pub downstream_grpc: Option<String>,
+    /// `http://host:port` of the downstream's REST listener.
+    pub downstream_rest: Option<String>,
+    pub grpc_connections: usize,
+    pub rest_http2: bool,
+    pub fanout: u32,
+    pub downstream_timeout: Duration,
+    pub limits: Limits,
+    pub drain_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        Config {
+            listen: any,
+            admin_addr: any,
+            transport: Transport::Grpc,
+            downstream_grpc: None,
+            downstream_rest: None,
+            grpc_connections: 1,
+            rest_http2: false,
+            fanout: 1,
+            downstream_timeout: Duration::from_secs(30),
+            limits: Limits::default(),
+            drain_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A running caller: its bound addresses, its registry, and its tasks.
+#[derive(Debug)]
+pub struct Handle {
+    pub front_addr: SocketAddr,
+    pub admin_addr: SocketAddr,
+    pub registry: Arc<Registry>,
+    shutdown: CancellationToken,
+    tasks: JoinSet<()>,
+}
+
+impl Handle {
+    pub fn ready_line(&self) -> ReadyLine {
+        ReadyLine::new("caller", [("front", self.front_addr), ("admin", self.admin_addr)])
+    }
+
+    pub async fn wait(mut self) {
+        while self.tasks.join_next().await.is_some() {}
+    }
+
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.wait().await;
+    }
+}
+
+fn need(url: &Option<String>, flag: &str) -> io::Result<String> {
+    url.clone()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("{flag} is required for this transport")))
+}
+
+/// Builds the outbound client, binds both listeners and starts serving.
+pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Handle> {
+    let front_listener = bind("front", config.listen).await?;
+    let admin_listener = bind("admin", config.admin_addr).await?;
+
+    let mut registry = Registry::new("caller");
+    let front_counters = registry.listener(Counters::new("front", API_OUTCOMES));
+    let client_counters = registry.client(match config.transport {
+        Transport::Grpc => Counters::new("grpc", OUTCOMES),
+        // reqwest owns its sockets: connections are counted, wire bytes are not.
+        Transport::Rest => Counters::connections_only("rest", OUTCOMES),
+    });
+    let client: Arc<dyn Outbound> = match config.transport {
+        Transport::Grpc => {
+            let target = need(&config.downstream_grpc, "--downstream-grpc")?;
+            let client = GrpcClient::new(&target, config.grpc_connections, client_counters.clone())
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("--downstream-grpc {target}: {e}")))?;
+            Arc::new(client)
+        }
+        Transport::Rest => {
+            let target = need(&config.downstream_rest, "--downstream-rest")?;
+            let client = RestClient::new(&target, config.rest_http2, client_counters.clone())
+                .map_err(|e| io::Error::other(format!("building the REST client for {target}: {e}")))?;
+            Arc::new(client)
+        }
+    };
+
+    let front_settings = ServerSettings { drain_timeout: config.drain_timeout, ..ServerSettings::new(Protocols::Auto) };
+    registry.set_settings(serde_json::json!({
+        "transport": config.transport.as_str(),
+        "target": client.target(),
+        "fanout": config.fanout,
+        "downstream_timeout_ms": config.downstream_timeout.as_millis() as u64,
+        "client": client.settings(),
+        "front_server": front_settings,
+    }));
+    let registry = Arc::new(registry);
+
+    let front = Arc::new(Front {
+        client,
+        fanout: config.fanout.max(1),
+        timeout: config.downstream_timeout,
+        limits: config.limits,
+        front_counters: front_counters.clone(),
+        client_counters,
+    });
+
+    let front_addr = front_listener.local_addr()?;
+    let admin_addr = admin_listener.local_addr()?;
+    let mut tasks = JoinSet::new();
+    tasks.spawn(serve(front_listener, front::router(front), Some(front_counters), front_settings, shutdown.clone()));
+    tasks.spawn(serve(
+        admin_listener,
+        admin_router(registry.clone()),
+        None,
+        ServerSettings::new(Protocols::Auto),
+        shutdown.clone(),
+    ));
+    Ok(Handle { front_addr, admin_addr, registry, shutdown, tasks })
+}

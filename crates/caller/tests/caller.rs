@@ -1,0 +1,371 @@
+//! The caller over real sockets, in front of a real downstream: both transports
+//! (and the REST HTTP/2 arm), fan-out, hop timing, error mapping, admin stats.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use caller::{Config as CallerConfig, Handle as CallerHandle, Transport};
+use downstream::{Config as DsConfig, Handle as DsHandle};
+use payload::{CallRequest, FetchResponse, Limits};
+use telemetry::{Protocols, ServerSettings, StatsSnapshot};
+use tokio_util::sync::CancellationToken;
+
+async fn downstream(delay_ms: u64) -> DsHandle {
+    let config = DsConfig { delay: Duration::from_millis(delay_ms), ..DsConfig::default() };
+    downstream::start(config, CancellationToken::new()).await.unwrap()
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Arm {
+    Grpc,
+    Rest,
+    RestHttp2,
+}
+
+const ARMS: [Arm; 3] = [Arm::Grpc, Arm::Rest, Arm::RestHttp2];
+
+fn caller_config(arm: Arm, grpc: SocketAddr, rest: SocketAddr) -> CallerConfig {
+    CallerConfig {
+        transport: match arm {
+            Arm::Grpc => Transport::Grpc,
+            Arm::Rest | Arm::RestHttp2 => Transport::Rest,
+        },
+        rest_http2: matches!(arm, Arm::RestHttp2),
+        downstream_grpc: Some(format!("http://{grpc}")),
+        downstream_rest: Some(format!("http://{rest}")),
+        ..CallerConfig::default()
+    }
+}
+
+async fn caller(config: CallerConfig) -> CallerHandle {
+    caller::start(config, CancellationToken::new()).await.unwrap()
+}
+
+struct Answer {
+    status: u16,
+    server_timing: Option<String>,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap()
+    }
+    fn error(&self) -> String {
+        self.json()["error"].as_str().unwrap().to_owned()
+    }
+    fn downstream_ms(&self) -> f64 {
+        let t = self.server_timing.as_deref().expect("Server-Timing header");
+        t.strip_prefix("downstream;dur=").expect(t).parse().unwrap()
+    }
+}
+
+async fn post(front: SocketAddr, body: &str, content_type: &str) -> Answer {
+    let resp = reqwest::Client::new()
+        .post(format!("http://{front}/v1/call"))
+        .header("content-type", content_type)
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let server_timing = resp.headers().get("server-timing").map(|v| v.to_str().unwrap().to_owned());
+    Answer { status, server_timing, body: resp.bytes().await.unwrap().to_vec() }
+}
+
+async fn call(front: SocketAddr, id: &str, items: u32) -> Answer {
+    post(front, &format!(r#"{{"requestId":"{id}","items":{items}}}"#), "application/json").await
+}
+
+async fn stats(admin: SocketAddr) -> StatsSnapshot {
+    reqwest::get(format!("http://{admin}/stats")).await.unwrap().json().await.unwrap()
+}
+
+#[tokio::test]
+async fn every_arm_returns_exactly_the_generated_records_and_identical_json() {
+    let ds = downstream(5).await;
+    let mut bodies = Vec::new();
+    for arm in ARMS {
+        let c = caller(caller_config(arm, ds.grpc_addr, ds.rest_addr)).await;
+        let a = call(c.front_addr, "same-json", 12).await;
+        assert_eq!(a.status, 200, "{arm:?}: {}", String::from_utf8_lossy(&a.body));
+        let resp: FetchResponse = serde_json::from_slice(&a.body).unwrap();
+        let req = CallRequest { request_id: "same-json".into(), items: 12 };
+        assert_eq!(payload::verify_call(&req, 1, &resp), Ok(()), "{arm:?}");
+        bodies.push(a.body);
+        c.stop().await;
+    }
+    assert_eq!(bodies[0], bodies[1], "gRPC and REST front bodies differ");
+    assert_eq!(bodies[0], bodies[2], "gRPC and REST-over-HTTP/2 front bodies differ");
+    ds.stop().await;
+}
+
+#[tokio::test]
+async fn fanout_makes_overlapping_calls_counted_by_the_downstream() {
+    let delay = Duration::from_millis(300);
+    let ds = downstream(300).await;
+    for arm in [Arm::Grpc, Arm::Rest] {
+        let c = caller(CallerConfig { fanout: 5, ..caller_config(arm, ds.grpc_addr, ds.rest_addr) }).await;
+        let before = stats(ds.admin_addr).await;
+        let started = Instant::now();
+        let a = call(c.front_addr, "fan", 3).await;
+        let elapsed = started.elapsed();
+        assert_eq!(a.status, 200, "{arm:?}");
+        let resp: FetchResponse = serde_json::from_slice(&a.body).unwrap();
+        let req = CallRequest { request_id: "fan".into(), items: 3 };
+        assert_eq!(payload::verify_call(&req, 5, &resp), Ok(()));
+        let after = stats(ds.admin_addr).await;
+        let listener = if matches!(arm, Arm::Grpc) { "grpc" } else { "rest" };
+        let d = after.listeners[listener].since(&before.listeners[listener]);
+        assert_eq!(d.requests["ok"], 5, "{arm:?}: the downstream saw {:?}", d.requests);
+        // Five serial calls take 5 x delay; concurrent ones about one delay.
+        assert!(elapsed < 3 * delay, "{arm:?}: fan-out of 5 took {elapsed:?}, the calls did not overlap");
+        assert!(a.downstream_ms() >= delay.as_secs_f64() * 1e3);
+        c.stop().await;
+    }
+    ds.stop().await;
+}
+
+#[tokio::test]
+async fn server_timing_is_present_and_at_least_the_delay() {
+    let ds = downstream(40).await;
+    for arm in ARMS {
+        let c = caller(caller_config(arm, ds.grpc_addr, ds.rest_addr)).await;
+        let a = call(c.front_addr, "timing", 2).await;
+        assert_eq!(a.status, 200);
+        assert!(a.downstream_ms() >= 40.0, "{arm:?}: {:?}", a.server_timing);
+        c.stop().await;
+    }
+    ds.stop().await;
+}
+
+#[tokio::test]
+async fn unreachable_downstream_is_502_naming_it() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    for arm in ARMS {
+        let c = caller(caller_config(arm, closed, closed)).await;
+        let a = call(c.front_addr, "down", 1).await;
+        assert_eq!(a.status, 502, "{arm:?}: {}", String::from_utf8_lossy(&a.body));
+        assert!(a.error().contains("unreachable") && a.error().contains(&closed.to_string()), "{arm:?}: {}", a.error());
+        let s = stats(c.admin_addr).await;
+        assert_eq!(s.clients.values().next().unwrap().requests["connect"], 1, "{arm:?}");
+        c.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn slow_downstream_is_504() {
+    let ds = downstream(1000).await;
+    for arm in ARMS {
+        let config = CallerConfig {
+            downstream_timeout: Duration::from_millis(50),
+            ..caller_config(arm, ds.grpc_addr, ds.rest_addr)
+        };
+        let c = caller(config).await;
+        let a = call(c.front_addr, "slow", 1).await;
+        assert_eq!(a.status, 504, "{arm:?}");
+        assert!(a.error().contains("did not answer within 50 ms"), "{}", a.error());
+        assert_eq!(stats(c.admin_addr).await.clients.values().next().unwrap().requests["timeout"], 1);
+        c.stop().await;
+    }
+    ds.stop().await;
+}
+
+#[tokio::test]
+async fn downstream_error_is_502_carrying_its_status() {
+    let config = DsConfig {
+        delay: Duration::from_millis(1),
+        limits: Limits { max_items: 5, ..Limits::default() },
+        ..DsConfig::default()
+    };
+    let ds = downstream::start(config, CancellationToken::new()).await.unwrap();
+    for (arm, expected) in [(Arm::Grpc, "InvalidArgument"), (Arm::Rest, "HTTP 400"), (Arm::RestHttp2, "HTTP 400")] {
+        let c = caller(caller_config(arm, ds.grpc_addr, ds.rest_addr)).await;
+        let a = call(c.front_addr, "too-many", 6).await;
+        assert_eq!(a.status, 502, "{arm:?}");
+        assert!(a.error().contains(expected) && a.error().contains("limit is 5"), "{arm:?}: {}", a.error());
+        assert_eq!(stats(c.admin_addr).await.clients.values().next().unwrap().requests["status"], 1);
+        c.stop().await;
+    }
+    ds.stop().await;
+}
+
+/// A downstream that answers every request with the records of another one.
+mod liar {
+    use super::*;
+    use axum::Json;
+    use payload::FetchRequest;
+
+    fn wrong(req: FetchRequest) -> FetchResponse {
+        let other = FetchRequest { request_id: format!("{}-other", req.request_id), ..req.clone() };
+        FetchResponse { request_id: req.request_id, records: payload::generate(&other) }
+    }
+
+    struct Liar;
+
+    #[tonic::async_trait]
+    impl proto::downstream_server::Downstream for Liar {
+        async fn fetch(
+            &self,
+            request: tonic::Request<proto::FetchRequest>,
+        ) -> Result<tonic::Response<proto::FetchResponse>, tonic::Status> {
+            Ok(tonic::Response::new(wrong(request.into_inner().into()).into()))
+        }
+    }
+
+    pub async fn start(shutdown: CancellationToken) -> (SocketAddr, SocketAddr) {
+        let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let rest = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addrs = (grpc.local_addr().unwrap(), rest.local_addr().unwrap());
+        let grpc_app =
+            tonic::service::Routes::new(proto::downstream_server::DownstreamServer::new(Liar)).into_axum_router();
+        let rest_app = axum::Router::new()
+            .route("/v1/fetch", axum::routing::post(|Json(r): Json<FetchRequest>| async move { Json(wrong(r)) }));
+        tokio::spawn(telemetry::serve(
+            grpc,
+            grpc_app,
+            None,
+            ServerSettings::new(Protocols::Http2Only),
+            shutdown.clone(),
+        ));
+        tokio::spawn(telemetry::serve(rest, rest_app, None, ServerSettings::new(Protocols::Auto), shutdown));
+        addrs
+    }
+}
+
+#[tokio::test]
+async fn a_response_that_fails_verification_is_502_bad_downstream_response() {
+    let shutdown = CancellationToken::new();
+    let (grpc, rest) = liar::start(shutdown.clone()).await;
+    for arm in ARMS {
+        let c = caller(caller_config(arm, grpc, rest)).await;
+        let a = call(c.front_addr, "lie", 3).await;
+        assert_eq!(a.status, 502, "{arm:?}");
+        assert!(a.error().starts_with("bad downstream response"), "{arm:?}: {}", a.error());
+        assert_eq!(stats(c.admin_addr).await.clients.values().next().unwrap().requests["bad_response"], 1);
+        c.stop().await;
+    }
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn bad_front_input_is_rejected_before_any_downstream_call() {
+    let ds = downstream(1).await;
+    let c = caller(caller_config(Arm::Grpc, ds.grpc_addr, ds.rest_addr)).await;
+    let a = post(c.front_addr, "{\"requestId\":", "application/json").await;
+    assert_eq!(a.status, 400);
+    assert!(a.error().contains("malformed JSON"));
+    let a = post(c.front_addr, r#"{"requestId":"x","items":1}"#, "text/plain").await;
+    assert_eq!(a.status, 415);
+    let a = post(c.front_addr, r#"{"requestId":"","items":1}"#, "application/json").await;
+    assert_eq!(a.status, 400);
+    let a = post(c.front_addr, r#"{"requestId":"x","items":1000000}"#, "application/json").await;
+    assert_eq!(a.status, 400);
+    let resp = reqwest::get(format!("http://{}/elsewhere", c.front_addr)).await.unwrap();
+    assert_eq!(resp.status(), 404);
+    let s = stats(ds.admin_addr).await;
+    assert_eq!(s.listeners["grpc"].requests_total(), 0, "bad front input reached the downstream");
+    c.stop().await;
+    ds.stop().await;
+}
+
+#[tokio::test]
+async fn admin_stats_show_front_bytes_outbound_outcomes_connections_and_settings() {
+    let ds = downstream(1).await;
+    for (arm, name) in [(Arm::Grpc, "grpc"), (Arm::Rest, "rest")] {
+        let config = CallerConfig { grpc_connections: 2, ..caller_config(arm, ds.grpc_addr, ds.rest_addr) };
+        let c = caller(config).await;
+        for i in 0..4 {
+            assert_eq!(call(c.front_addr, &format!("adm-{i}"), 2).await.status, 200);
+        }
+        let s = stats(c.admin_addr).await;
+        assert_eq!(s.service, "caller");
+        assert_eq!(s.listeners["front"].requests["ok"], 4);
+        assert!(s.listeners["front"].bytes_in.unwrap() > 0);
+        let client = &s.clients[name];
+        assert_eq!(client.requests["ok"], 4);
+        assert!(client.connections >= 1, "{arm:?}: no outbound connection counted");
+        assert!(client.message_bytes_in > 0);
+        assert_eq!(s.settings["transport"], name);
+        assert_eq!(s.settings["client"]["retries"], "none");
+        if name == "grpc" {
+            assert_eq!(client.connections, 2, "round-robin over 2 connections should open both");
+            assert!(client.bytes_in.unwrap() > 0);
+        } else {
+            assert_eq!(client.bytes_in, None, "reqwest's sockets are not counted: unknown, not zero");
+        }
+        let metrics = reqwest::get(format!("http://{}/metrics", c.admin_addr)).await.unwrap().text().await.unwrap();
+        assert!(metrics.contains(&format!("role=\"client\",endpoint=\"{name}\",outcome=\"ok\"}} 4")), "{metrics}");
+        c.stop().await;
+    }
+    ds.stop().await;
+}
+
+/// Internal-hop wire bytes per request, read from the downstream's counters.
+/// Run with `cargo test -p caller --test caller internal_hop -- --nocapture`.
+#[tokio::test]
+async fn internal_hop_wire_bytes_per_request() {
+    let ds = downstream(1).await;
+    let n = 50u64;
+    println!("| items | transport | wire in/req | wire out/req | message in/req | message out/req | connections |");
+    println!("|---:|---|---:|---:|---:|---:|---:|");
+    for items in [10u32, 100] {
+        for (arm, name) in [(Arm::Grpc, "grpc"), (Arm::Rest, "rest"), (Arm::RestHttp2, "rest")] {
+            let c = caller(caller_config(arm, ds.grpc_addr, ds.rest_addr)).await;
+            // Warm the connection first so setup bytes do not skew the figure.
+            assert_eq!(call(c.front_addr, "warm", items).await.status, 200);
+            let before = stats(ds.admin_addr).await.listeners[name].clone();
+            let calls = (0..n).map(|i| {
+                let front = c.front_addr;
+                async move { call(front, &format!("hop-{items}-{i}"), items).await.status }
+            });
+            for status in futures::future::join_all(calls).await {
+                assert_eq!(status, 200);
+            }
+            let d = stats(ds.admin_addr).await.listeners[name].since(&before);
+            assert_eq!(d.requests["ok"], n);
+            let (wire_in, wire_out) = (d.bytes_in.unwrap(), d.bytes_out.unwrap());
+            // Framing and headers come on top of the encoded message, never below it.
+            assert!(wire_in >= d.message_bytes_in && wire_out >= d.message_bytes_out, "{arm:?}: {d:?}");
+            println!(
+                "| {items} | {arm:?} | {:.0} | {:.0} | {:.0} | {:.0} | {} |",
+                wire_in as f64 / n as f64,
+                wire_out as f64 / n as f64,
+                d.message_bytes_in as f64 / n as f64,
+                d.message_bytes_out as f64 / n as f64,
+                d.connections
+            );
+            c.stop().await;
+        }
+    }
+    ds.stop().await;
+}
+
+#[test]
+fn caller_binary_serves_in_front_of_a_downstream_and_exits_cleanly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let ds = rt.block_on(downstream(10));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_caller"))
+        .args(["--transport", "rest", "--downstream-rest", &format!("http://{}", ds.rest_addr)])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let ready: telemetry::ReadyLine = serde_json::from_str(&line).unwrap();
+    assert_eq!(ready.service, "caller");
+    let a = rt.block_on(call(ready.listeners["front"], "bin", 2));
+    assert_eq!(a.status, 200);
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+
+    let out = Command::new(env!("CARGO_BIN_EXE_caller")).args(["--transport", "soap"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(env!("CARGO_BIN_EXE_caller")).args(["--transport", "grpc"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--downstream-grpc is required"));
+    rt.block_on(ds.stop());
+}
