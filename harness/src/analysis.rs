@@ -1,0 +1,173 @@
+//! Judgements over a finished run: which metrics a report shows (and whether
+//! lower or higher is better), and whether the run was a fair measurement.
+//! Pure functions over [`RunResult`]; no I/O.
+
+use crate::result::{Resources, RoundResult, RunResult, RunStatus};
+
+/// Which direction of a metric is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Better {
+    Lower,
+    Higher,
+    /// Informational (e.g. a count or a setting).
+    Neither,
+}
+
+/// One row of a report table.
+#[derive(Clone, Copy)]
+pub struct Metric {
+    pub label: &'static str,
+    pub better: Better,
+    pub decimals: usize,
+    pub get: fn(&RoundResult) -> Option<f64>,
+}
+
+impl std::fmt::Debug for Metric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label)
+    }
+}
+
+/// Send lag p99 above this means the generator did not keep its schedule.
+pub const SEND_LAG_P99_LIMIT_MS: f64 = 10.0;
+/// Achieved throughput below this share of the target is not the offered load.
+pub const ACHIEVED_RATIO_MIN: f64 = 0.99;
+/// The harness above this CPU % of one core may itself be the bottleneck.
+pub const HARNESS_CPU_PEAK_LIMIT: f64 = 90.0;
+
+macro_rules! row {
+    ($label:expr, $better:ident, $dec:expr, |$r:ident| $body:expr) => {
+        Metric { label: $label, better: Better::$better, decimals: $dec, get: |$r: &RoundResult| $body }
+    };
+}
+
+fn res<'a>(r: &'a RoundResult, tier: &str) -> Option<&'a Resources> {
+    r.resources.get(tier)
+}
+
+/// The rows of a run table, in the order reviewers read them: memory first
+/// (the published tables' first rows), then latency, throughput, errors, CPU,
+/// bytes.
+pub fn metrics() -> Vec<Metric> {
+    vec![
+        row!("caller memory mean (MiB)", Lower, 1, |r| res(r, "caller")?.rss_mib_mean),
+        row!("caller memory peak (MiB)", Lower, 1, |r| res(r, "caller")?.rss_mib_peak),
+        row!("downstream memory mean (MiB)", Lower, 1, |r| res(r, "downstream")?.rss_mib_mean),
+        row!("downstream memory peak (MiB)", Lower, 1, |r| res(r, "downstream")?.rss_mib_peak),
+        row!("latency min (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.min_ms)),
+        row!("latency mean (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.mean_ms)),
+        row!("latency p50 (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.p50_ms)),
+        row!("latency p90 (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.p90_ms)),
+        row!("latency p95 (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.p95_ms)),
+        row!("latency p99 (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.p99_ms)),
+        row!("latency p99.9 (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.p999_ms)),
+        row!("latency max (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.max_ms)),
+        row!("service time p50 (ms)", Lower, 2, |r| r.latency.service.as_ref().map(|s| s.p50_ms)),
+        row!("service time p99 (ms)", Lower, 2, |r| r.latency.service.as_ref().map(|s| s.p99_ms)),
+        row!("downstream hop p50 (ms)", Lower, 2, |r| r.latency.downstream_hop.as_ref().map(|s| s.p50_ms)),
+        row!("downstream hop p99 (ms)", Lower, 2, |r| r.latency.downstream_hop.as_ref().map(|s| s.p99_ms)),
+        row!("caller overhead p50 (ms)", Lower, 3, |r| r.latency.caller_overhead.as_ref().map(|s| s.p50_ms)),
+        row!("caller overhead p99 (ms)", Lower, 3, |r| r.latency.caller_overhead.as_ref().map(|s| s.p99_ms)),
+        row!("throughput (ok/s)", Higher, 2, |r| Some(r.throughput.ok_per_second)),
+        row!("target rate (req/s)", Neither, 2, |r| Some(r.throughput.target_qps)),
+        row!("send rate (req/s)", Neither, 2, |r| Some(r.throughput.send_rate)),
+        row!("achieved (% of target)", Higher, 2, |r| Some(r.throughput.achieved_ratio * 100.0)),
+        row!("requests sent", Neither, 0, |r| Some(r.requests.sent as f64)),
+        row!("errors (all classes)", Lower, 0, |r| Some(r.requests.error_total() as f64)),
+        row!("dropped", Lower, 0, |r| Some(r.requests.errors.get("dropped").copied().unwrap_or(0) as f64)),
+        row!("send lag p99 (ms)", Lower, 3, |r| r.latency.send_lag.as_ref().map(|s| s.p99_ms)),
+        row!("caller CPU (s)", Lower, 2, |r| res(r, "caller")?.cpu_seconds),
+        row!("caller CPU mean (% of a core)", Lower, 1, |r| res(r, "caller")?.cpu_percent_mean),
+        row!("caller CPU peak (% of a core)", Lower, 1, |r| res(r, "caller")?.cpu_percent_peak),
+        row!("caller CPU per request (µs)", Lower, 1, |r| res(r, "caller")?.cpu_us_per_request),
+        row!("downstream CPU (s)", Lower, 2, |r| res(r, "downstream")?.cpu_seconds),
+        row!("downstream CPU mean (% of a core)", Lower, 1, |r| res(r, "downstream")?.cpu_percent_mean),
+        row!("downstream CPU peak (% of a core)", Lower, 1, |r| res(r, "downstream")?.cpu_percent_peak),
+        row!("downstream CPU per request (µs)", Lower, 1, |r| res(r, "downstream")?.cpu_us_per_request),
+        row!("harness CPU (s)", Neither, 2, |r| res(r, "harness")?.cpu_seconds),
+        row!("harness CPU peak (% of a core)", Neither, 1, |r| res(r, "harness")?.cpu_percent_peak),
+        row!("internal hop wire bytes per request, caller → downstream", Lower, 0, |r| r
+            .bytes
+            .internal
+            .request_wire_bytes_per_request),
+        row!("internal hop wire bytes per request, downstream → caller", Lower, 0, |r| r
+            .bytes
+            .internal
+            .response_wire_bytes_per_request),
+        row!("internal hop message bytes per request, caller → downstream", Lower, 0, |r| r
+            .bytes
+            .internal
+            .request_message_bytes_per_request),
+        row!("internal hop message bytes per request, downstream → caller", Lower, 0, |r| r
+            .bytes
+            .internal
+            .response_message_bytes_per_request),
+        row!("internal hop connections opened", Neither, 0, |r| r.bytes.internal.connections_opened.map(|c| c as f64)),
+        row!("internal hop connections open at end", Neither, 0, |r| r
+            .bytes
+            .internal
+            .connections_open_at_end
+            .map(|c| c as f64)),
+        row!("front hop wire bytes per request, harness → caller", Neither, 0, |r| r
+            .bytes
+            .front
+            .request_wire_bytes_per_request),
+        row!("front hop wire bytes per request, caller → harness", Neither, 0, |r| r
+            .bytes
+            .front
+            .response_wire_bytes_per_request),
+        row!("front hop connections opened", Neither, 0, |r| r.bytes.front.connections_opened.map(|c| c as f64)),
+    ]
+}
+
+/// Reasons a run is not a fair measurement of the transports; empty if it is.
+pub fn validity(run: &RunResult) -> Vec<String> {
+    let mut problems = Vec::new();
+    if run.environment.build_profile != "release" {
+        problems.push(format!(
+            "built with the {} profile: figures are not representative; run with --release",
+            run.environment.build_profile
+        ));
+    }
+    match run.status {
+        RunStatus::Complete => {}
+        RunStatus::Interrupted => problems.push("the run was interrupted; the last round is partial".into()),
+        RunStatus::Aborted => problems.push(format!(
+            "the run was aborted: {}",
+            run.status_reason.as_deref().unwrap_or("reason unknown").lines().next().unwrap_or("")
+        )),
+    }
+    for r in &run.rounds {
+        let k = r.index;
+        if r.throughput.achieved_ratio < ACHIEVED_RATIO_MIN {
+            problems.push(format!(
+                "round {k}: achieved {:.1}% of the target rate (below {:.0}%): the system did not keep up",
+                r.throughput.achieved_ratio * 100.0,
+                ACHIEVED_RATIO_MIN * 100.0
+            ));
+        }
+        if let Some(&dropped) = r.requests.errors.get("dropped").filter(|d| **d > 0) {
+            problems.push(format!("round {k}: {dropped} requests dropped at --max-in-flight"));
+        }
+        let errors = r.requests.error_total() - r.requests.errors.get("dropped").copied().unwrap_or(0);
+        if errors > 0 {
+            let classes: Vec<String> =
+                r.requests.errors.iter().filter(|(c, _)| *c != "dropped").map(|(c, n)| format!("{c} {n}")).collect();
+            problems.push(format!("round {k}: {errors} errors ({})", classes.join(", ")));
+        }
+        if let Some(lag) = r.latency.send_lag.as_ref().filter(|s| s.p99_ms > SEND_LAG_P99_LIMIT_MS) {
+            problems.push(format!(
+                "round {k}: send lag p99 {:.1} ms (over {SEND_LAG_P99_LIMIT_MS} ms): the generator fell behind its schedule",
+                lag.p99_ms
+            ));
+        }
+        if let Some(peak) = r.resources.get("harness").and_then(|h| h.cpu_percent_peak) {
+            if peak > HARNESS_CPU_PEAK_LIMIT {
+                problems.push(format!(
+                    "round {k}: the harness peaked at {peak:.0}% of a core: the load generator may be the bottleneck"
+                ));
+            }
+        }
+    }
+    problems
+}

@@ -1,0 +1,318 @@
+//! The run's flags and the one validated [`Config`] they become before anything
+//! starts (hyperfine's `Options::from_cli_arguments` habit): the rest of the
+//! harness never sees clap.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use caller::Transport;
+use clap::Args;
+use payload::Limits;
+use serde::{Deserialize, Serialize};
+
+/// Flags of a measured run.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Transport of the internal hop (caller → downstream).
+    #[arg(long, value_enum, default_value_t = Transport::Grpc)]
+    pub transport: Transport,
+    /// Target rate in requests per second (open loop: request i is due at t0 + i/qps).
+    #[arg(long, default_value = "100", allow_hyphen_values = true)]
+    pub qps: String,
+    /// Length of each measured round (e.g. 60s, 2m).
+    #[arg(long, default_value = "60s")]
+    pub duration: String,
+    /// Unrecorded load before the first round.
+    #[arg(long, default_value = "10s")]
+    pub warmup: String,
+    /// Measured rounds, back to back on the same processes, each with fresh histograms.
+    #[arg(long, default_value = "1", allow_hyphen_values = true)]
+    pub rounds: String,
+    /// Simulated service time of the downstream.
+    #[arg(long, default_value = "500ms")]
+    pub delay: String,
+    /// Extra downstream service time in [0, jitter], derived from the request id.
+    #[arg(long, default_value = "0ms")]
+    pub jitter: String,
+    /// Records per downstream response (10 ≈ 1 KB of protobuf).
+    #[arg(long, default_value_t = 10)]
+    pub items: u32,
+    /// Concurrent downstream calls per front request.
+    #[arg(long, default_value_t = 1)]
+    pub fanout: u32,
+    /// A request not answered within this time counts as a timeout.
+    #[arg(long, default_value = "30s")]
+    pub timeout: String,
+    /// Most requests in flight; a request due beyond it is counted as dropped, never delayed.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_in_flight: usize,
+    /// How often CPU and RSS of every tier are sampled (at least 200ms, sysinfo's minimum).
+    #[arg(long, default_value = "250ms")]
+    pub sample_interval: String,
+    /// Bound the front hop to N keep-alive connections, wrk2-style: a due request
+    /// waits for a free connection, and that wait counts in the corrected
+    /// latency, not in the service time. 0 (default): one connection per
+    /// request in flight.
+    #[arg(long, default_value_t = 0)]
+    pub connections: usize,
+    /// HTTP/2 connections the caller spreads gRPC calls over.
+    #[arg(long, default_value_t = 1)]
+    pub grpc_connections: u32,
+    /// REST over HTTP/2 cleartext instead of HTTP/1.1 on the internal hop (a control arm).
+    #[arg(long)]
+    pub rest_http2: bool,
+    /// Folder under which the run folder is written.
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+    /// A word added to the run folder's name and the report.
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Print nothing but errors.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Print the machine-readable summary on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A flag that cannot be used, with the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{flag}: {problem}")]
+pub struct ConfigError {
+    pub flag: &'static str,
+    pub problem: String,
+}
+
+fn bad(flag: &'static str, problem: impl Into<String>) -> ConfigError {
+    ConfigError { flag, problem: problem.into() }
+}
+
+/// Everything a run needs, validated. Serialized into `run.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    pub transport: Transport,
+    pub qps: f64,
+    #[serde(with = "secs")]
+    pub duration: Duration,
+    #[serde(with = "secs")]
+    pub warmup: Duration,
+    pub rounds: u32,
+    #[serde(with = "secs")]
+    pub delay: Duration,
+    #[serde(with = "secs")]
+    pub jitter: Duration,
+    pub items: u32,
+    pub fanout: u32,
+    #[serde(with = "secs")]
+    pub timeout: Duration,
+    pub max_in_flight: usize,
+    /// Front-hop connection bound; 0 = one per request in flight.
+    pub connections: usize,
+    #[serde(with = "secs")]
+    pub sample_interval: Duration,
+    pub grpc_connections: u32,
+    pub rest_http2: bool,
+    pub out: PathBuf,
+    pub label: Option<String>,
+    pub quiet: bool,
+    pub json: bool,
+}
+
+/// Durations as fractional seconds in JSON.
+mod secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let v = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom)
+    }
+}
+
+fn duration(flag: &'static str, text: &str, example: &str) -> Result<Duration, ConfigError> {
+    humantime::parse_duration(text.trim())
+        .map_err(|e| bad(flag, format!("{text:?} is not a duration ({e}); write it like {flag} {example}")))
+}
+
+impl Config {
+    /// Validates the flags. Checks that touch nothing come first; the output
+    /// folder is checked last, by writing and removing a probe file in it.
+    pub fn from_args(a: &RunArgs) -> Result<Config, ConfigError> {
+        let qps: f64 = a
+            .qps
+            .trim()
+            .parse()
+            .map_err(|_| bad("--qps", format!("{:?} is not a number; give requests per second, e.g. --qps 100", a.qps)))?;
+        if !(qps.is_finite() && qps > 0.0) {
+            return Err(bad("--qps", format!("must be a positive rate, got {}; e.g. --qps 100", a.qps)));
+        }
+        if qps > 1_000_000.0 {
+            return Err(bad("--qps", "at most 1000000 requests per second"));
+        }
+        let rounds: u32 = a
+            .rounds
+            .trim()
+            .parse()
+            .map_err(|_| bad("--rounds", format!("{:?} is not a whole number; e.g. --rounds 3", a.rounds)))?;
+        if rounds == 0 {
+            return Err(bad("--rounds", "must be at least 1"));
+        }
+        let duration_v = duration("--duration", &a.duration, "60s")?;
+        if duration_v.is_zero() {
+            return Err(bad("--duration", "must be longer than 0s; e.g. --duration 60s"));
+        }
+        if duration_v.as_secs_f64() * qps < 1.0 {
+            return Err(bad("--duration", format!("{} at --qps {qps} schedules no request; run longer", a.duration)));
+        }
+        let warmup = duration("--warmup", &a.warmup, "10s")?;
+        let delay = duration("--delay", &a.delay, "500ms")?;
+        let jitter = duration("--jitter", &a.jitter, "20ms")?;
+        let timeout = duration("--timeout", &a.timeout, "30s")?;
+        if timeout.is_zero() {
+            return Err(bad("--timeout", "must be longer than 0s"));
+        }
+        let sample_interval = duration("--sample-interval", &a.sample_interval, "250ms")?;
+        if sample_interval < sysinfo::MINIMUM_CPU_UPDATE_INTERVAL {
+            return Err(bad(
+                "--sample-interval",
+                format!(
+                    "{} is below the {} ms CPU usage can be measured over; use at least --sample-interval {}ms",
+                    a.sample_interval,
+                    sysinfo::MINIMUM_CPU_UPDATE_INTERVAL.as_millis(),
+                    sysinfo::MINIMUM_CPU_UPDATE_INTERVAL.as_millis()
+                ),
+            ));
+        }
+        if a.items > Limits::DEFAULT_MAX_ITEMS {
+            return Err(bad(
+                "--items",
+                format!("{} is over the services' limit of {} records per response", a.items, Limits::DEFAULT_MAX_ITEMS),
+            ));
+        }
+        if !(1..=1000).contains(&a.fanout) {
+            return Err(bad("--fanout", "must be between 1 and 1000"));
+        }
+        if a.max_in_flight == 0 {
+            return Err(bad("--max-in-flight", "must be at least 1"));
+        }
+        if !(1..=1024).contains(&a.grpc_connections) {
+            return Err(bad("--grpc-connections", "must be between 1 and 1024"));
+        }
+        let label = match &a.label {
+            None => None,
+            Some(l) if !l.is_empty() && l.len() <= 64 && l.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) => {
+                Some(l.clone())
+            }
+            Some(l) => {
+                return Err(bad("--label", format!("{l:?}: use 1 to 64 letters, digits, '.', '_' or '-'")));
+            }
+        };
+        check_writable(&a.out)?;
+        Ok(Config {
+            transport: a.transport,
+            qps,
+            duration: duration_v,
+            warmup,
+            rounds,
+            delay,
+            jitter,
+            items: a.items,
+            fanout: a.fanout,
+            timeout,
+            max_in_flight: a.max_in_flight,
+            connections: a.connections,
+            sample_interval,
+            grpc_connections: a.grpc_connections,
+            rest_http2: a.rest_http2,
+            out: a.out.clone(),
+            label,
+            quiet: a.quiet,
+            json: a.json,
+        })
+    }
+
+    /// Requests scheduled in one round.
+    pub fn requests_per_round(&self) -> u64 {
+        (self.duration.as_secs_f64() * self.qps).round() as u64
+    }
+}
+
+/// The output folder must exist (or be creatable) and accept a file.
+fn check_writable(out: &Path) -> Result<(), ConfigError> {
+    let fail = |e: std::io::Error| {
+        bad("--out", format!("{} is not writable ({e}); choose a folder you can write to", out.display()))
+    };
+    std::fs::create_dir_all(out).map_err(fail)?;
+    let probe = out.join(format!(".write-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(fail)?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<Config, ConfigError> {
+        let dir = std::env::temp_dir().join("gvr-config-test");
+        let out = dir.to_string_lossy().into_owned();
+        let mut full = vec!["harness", "--out", &out];
+        full.extend_from_slice(args);
+        Config::from_args(&Cli::try_parse_from(full).expect("clap accepts").run)
+    }
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.qps, 100.0);
+        assert_eq!(c.duration, Duration::from_secs(60));
+        assert_eq!(c.warmup, Duration::from_secs(10));
+        assert_eq!(c.delay, Duration::from_millis(500));
+        assert_eq!(c.timeout, Duration::from_secs(30));
+        assert_eq!(c.sample_interval, Duration::from_millis(250));
+        assert_eq!(c.rounds, 1);
+        assert_eq!(c.requests_per_round(), 6000);
+    }
+
+    #[test]
+    fn bad_values_name_the_flag() {
+        for (args, flag) in [
+            (&["--qps", "0"][..], "--qps"),
+            (&["--qps", "-5"], "--qps"),
+            (&["--qps", "abc"], "--qps"),
+            (&["--duration", "0s"], "--duration"),
+            (&["--duration", "soon"], "--duration"),
+            (&["--rounds", "0"], "--rounds"),
+            (&["--items", "10001"], "--items"),
+            (&["--sample-interval", "10ms"], "--sample-interval"),
+            (&["--fanout", "0"], "--fanout"),
+            (&["--label", "a b"], "--label"),
+            (&["--max-in-flight", "0"], "--max-in-flight"),
+        ] {
+            let err = parse(args).unwrap_err();
+            assert_eq!(err.flag, flag, "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn unwritable_out_is_refused() {
+        let file = std::env::temp_dir().join(format!("gvr-not-a-dir-{}", std::process::id()));
+        std::fs::write(&file, b"x").unwrap();
+        let a = RunArgs { out: file.join("sub"), ..Cli::try_parse_from(["harness"]).unwrap().run };
+        assert_eq!(Config::from_args(&a).unwrap_err().flag, "--out");
+        std::fs::remove_file(file).unwrap();
+    }
+}

@@ -1,0 +1,183 @@
+//! `report.md`: the table reviewers paste into a decision record (rows =
+//! metrics with units, columns = rounds and their mean), then validity,
+//! configuration and environment. Turns a result into text, nothing else.
+
+use std::fmt::Write;
+
+use crate::analysis::{metrics, validity};
+use crate::result::{RunResult, RunStatus};
+use crate::stats::mean;
+
+/// A number with fixed decimals, or `n/a` where it was not measured.
+pub fn num(v: Option<f64>, decimals: usize) -> String {
+    match v {
+        Some(v) if v.is_finite() => format!("{v:.decimals$}"),
+        _ => "n/a".to_owned(),
+    }
+}
+
+/// A duration as people write it (`500ms`, `1m 30s`).
+fn hd(d: std::time::Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+fn transport_name(t: &str) -> &str {
+    match t {
+        "grpc" => "gRPC",
+        "rest" => "REST",
+        other => other,
+    }
+}
+
+pub fn title(run: &RunResult) -> String {
+    let c = &run.config;
+    let mut t = format!(
+        "{} at {} req/s, {} ms delay, {} items",
+        transport_name(c.transport.as_str()),
+        num(Some(c.qps), if c.qps.fract() == 0.0 { 0 } else { 2 }),
+        c.delay.as_millis(),
+        c.items
+    );
+    if c.fanout > 1 {
+        let _ = write!(t, ", fan-out {}", c.fanout);
+    }
+    if let Some(label) = &c.label {
+        let _ = write!(t, " ({label})");
+    }
+    t
+}
+
+pub fn render(run: &RunResult) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# grpc-vs-rest: {}\n", title(run));
+    if run.environment.build_profile != "release" {
+        let _ = writeln!(
+            out,
+            "> **WARNING: {} build.** These figures are not representative; rerun with `cargo run --release`.\n",
+            run.environment.build_profile.to_uppercase()
+        );
+    }
+    if run.status != RunStatus::Complete {
+        let _ = writeln!(
+            out,
+            "> **Run {}**: {}\n",
+            match run.status {
+                RunStatus::Interrupted => "interrupted",
+                _ => "aborted",
+            },
+            run.status_reason.as_deref().unwrap_or("").replace('\n', "\n> ")
+        );
+    }
+
+    let many = run.rounds.len() > 1;
+    let _ = write!(out, "| metric |");
+    for r in &run.rounds {
+        let _ = write!(out, " round {}{} |", r.index, if r.complete { "" } else { " (partial)" });
+    }
+    if many {
+        let _ = write!(out, " mean |");
+    }
+    let _ = write!(out, "\n|---|");
+    for _ in 0..run.rounds.len() + usize::from(many) {
+        let _ = write!(out, "---:|");
+    }
+    let _ = writeln!(out);
+    for m in metrics() {
+        let values: Vec<Option<f64>> = run.rounds.iter().map(|r| (m.get)(r)).collect();
+        let _ = write!(out, "| {} |", m.label);
+        for v in &values {
+            let _ = write!(out, " {} |", num(*v, m.decimals));
+        }
+        if many {
+            let _ = write!(out, " {} |", num(mean(values.iter().flatten().copied()), m.decimals));
+        }
+        let _ = writeln!(out);
+    }
+    if run.rounds.is_empty() {
+        let _ = writeln!(out, "\nNo round was measured.");
+    }
+
+    let _ = writeln!(out, "\n## Validity\n");
+    let problems = validity(run);
+    if problems.is_empty() {
+        let _ = writeln!(
+            out,
+            "Valid: every round achieved at least 99% of the target with no errors or drops, the generator kept its schedule (send lag p99 under 10 ms) and was not near a full core."
+        );
+    } else {
+        let _ = writeln!(out, "**Not a valid measurement of the transports:**\n");
+        for p in problems {
+            let _ = writeln!(out, "- {p}");
+        }
+    }
+
+    let c = &run.config;
+    let _ = writeln!(out, "\n## Configuration\n\n| setting | value |\n|---|---|");
+    let rows: Vec<(&str, String)> = vec![
+        ("transport (internal hop)", c.transport.as_str().to_owned()),
+        ("target rate", format!("{} req/s, open loop", c.qps)),
+        ("rounds × duration", format!("{} × {}", c.rounds, hd(c.duration))),
+        ("warm-up", hd(c.warmup)),
+        ("service delay / jitter", format!("{} / {}", hd(c.delay), hd(c.jitter))),
+        ("items per response", c.items.to_string()),
+        ("fan-out", c.fanout.to_string()),
+        ("timeout", hd(c.timeout)),
+        ("max in flight", c.max_in_flight.to_string()),
+        (
+            "front connections",
+            if c.connections == 0 { "one per request in flight".into() } else { c.connections.to_string() },
+        ),
+        ("gRPC connections (caller)", c.grpc_connections.to_string()),
+        ("REST over HTTP/2", c.rest_http2.to_string()),
+        ("sample interval", hd(c.sample_interval)),
+    ];
+    for (k, v) in rows {
+        let _ = writeln!(out, "| {k} | {v} |");
+    }
+    for (tier, info) in &run.tiers {
+        let _ = writeln!(out, "| {tier} settings | `{}` |", info.settings);
+    }
+
+    let e = &run.environment;
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
+    let _ = writeln!(out, "\n## Environment\n\n| | |\n|---|---|");
+    let env_rows: Vec<(&str, String)> = vec![
+        ("build profile", e.build_profile.clone()),
+        ("tool version", e.tool_version.clone()),
+        (
+            "git commit",
+            match (&e.git_commit, e.git_dirty) {
+                (Some(c), Some(true)) => format!("{c} (uncommitted changes)"),
+                (Some(c), _) => c.clone(),
+                (None, _) => "unknown".into(),
+            },
+        ),
+        ("rustc", opt(&e.rustc)),
+        ("CPU", opt(&e.cpu_model)),
+        (
+            "cores (logical / physical)",
+            format!("{} / {}", num(e.logical_cores.map(|v| v as f64), 0), num(e.physical_cores.map(|v| v as f64), 0)),
+        ),
+        ("memory", num(e.memory_bytes.map(|b| b as f64 / 1024f64.powi(3)), 1) + " GiB"),
+        ("OS / kernel", format!("{} / {}", opt(&e.os), opt(&e.kernel))),
+        (
+            "open files (soft before → soft / hard)",
+            format!(
+                "{} → {} / {}",
+                num(e.nofile_soft_before.map(|v| v as f64), 0),
+                num(e.nofile_soft.map(|v| v as f64), 0),
+                num(e.nofile_hard.map(|v| v as f64), 0)
+            ),
+        ),
+        ("started", run.started_at.clone()),
+    ];
+    for (k, v) in env_rows {
+        let _ = writeln!(out, "| {k} | {v} |");
+    }
+    let _ = writeln!(
+        out,
+        "\nLatency is measured from each request's intended send time (coordinated-omission corrected); \
+         service time from its actual send. Raw data: `run.json`; latency distribution: `latency.hgrm`."
+    );
+    out
+}

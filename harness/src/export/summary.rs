@@ -1,0 +1,135 @@
+//! What the harness prints when a run ends: a compact table for people, or a
+//! JSON summary for machines (`--json`).
+
+use std::fmt::Write;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::analysis::validity;
+use crate::export::markdown::{num, title};
+use crate::result::{Latency, RunResult, RunStatus, Throughput};
+
+pub fn text(run: &RunResult, folder: Option<&Path>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "grpc-vs-rest: {}", title(run));
+    for r in &run.rounds {
+        let l = r.latency.corrected.as_ref();
+        let g = |f: fn(&crate::result::Summary) -> f64| num(l.map(f), 1);
+        let _ = writeln!(
+            out,
+            "round {}{}: {} ok/s of {} target ({}%) · sent {} · errors {}",
+            r.index,
+            if r.complete { "" } else { " (partial)" },
+            num(Some(r.throughput.ok_per_second), 1),
+            num(Some(r.throughput.target_qps), 0),
+            num(Some(r.throughput.achieved_ratio * 100.0), 1),
+            r.requests.sent,
+            if r.requests.errors.is_empty() {
+                "none".to_owned()
+            } else {
+                r.requests.errors.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
+            }
+        );
+        let _ = writeln!(
+            out,
+            "  latency ms    min {} · p50 {} · p90 {} · p99 {} · p99.9 {} · max {}   (downstream hop p50 {})",
+            g(|s| s.min_ms),
+            g(|s| s.p50_ms),
+            g(|s| s.p90_ms),
+            g(|s| s.p99_ms),
+            g(|s| s.p999_ms),
+            g(|s| s.max_ms),
+            num(r.latency.downstream_hop.as_ref().map(|s| s.p50_ms), 1)
+        );
+        for tier in ["caller", "downstream", "harness"] {
+            if let Some(res) = r.resources.get(tier) {
+                let _ = writeln!(
+                    out,
+                    "  {tier:<12}  RSS {} MiB mean / {} peak · CPU {} s, {}% mean · {} µs/request",
+                    num(res.rss_mib_mean, 1),
+                    num(res.rss_mib_peak, 1),
+                    num(res.cpu_seconds, 2),
+                    num(res.cpu_percent_mean, 1),
+                    num(res.cpu_us_per_request, 0)
+                );
+            }
+        }
+        let hop = &r.bytes.internal;
+        let _ = writeln!(
+            out,
+            "  internal hop  {} B → / {} B ← wire per request · {} B → / {} B ← message · {} connections",
+            num(hop.request_wire_bytes_per_request, 0),
+            num(hop.response_wire_bytes_per_request, 0),
+            num(hop.request_message_bytes_per_request, 0),
+            num(hop.response_message_bytes_per_request, 0),
+            num(hop.connections_opened.map(|c| c as f64), 0)
+        );
+    }
+    match run.status {
+        RunStatus::Complete => {}
+        _ => {
+            let _ = writeln!(out, "run {:?}: {}", run.status, run.status_reason.as_deref().unwrap_or(""));
+        }
+    }
+    let problems = validity(run);
+    if problems.is_empty() {
+        let _ = writeln!(out, "valid measurement");
+    } else {
+        for p in problems {
+            let _ = writeln!(out, "NOT VALID: {p}");
+        }
+    }
+    if let Some(f) = folder {
+        let _ = writeln!(out, "written to {}", f.display());
+    }
+    out
+}
+
+#[derive(Debug, Serialize)]
+struct JsonSummary<'a> {
+    folder: Option<&'a Path>,
+    status: RunStatus,
+    status_reason: Option<&'a str>,
+    build_profile: &'a str,
+    valid: bool,
+    validity: Vec<String>,
+    rounds: Vec<JsonRound<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct JsonRound<'a> {
+    index: u32,
+    complete: bool,
+    throughput: &'a Throughput,
+    latency: &'a Latency,
+    requests: &'a crate::result::Requests,
+    resources: &'a std::collections::BTreeMap<String, crate::result::Resources>,
+    bytes: &'a crate::result::Hops,
+}
+
+pub fn json(run: &RunResult, folder: Option<&Path>) -> String {
+    let problems = validity(run);
+    let s = JsonSummary {
+        folder,
+        status: run.status,
+        status_reason: run.status_reason.as_deref(),
+        build_profile: &run.environment.build_profile,
+        valid: problems.is_empty(),
+        validity: problems,
+        rounds: run
+            .rounds
+            .iter()
+            .map(|r| JsonRound {
+                index: r.index,
+                complete: r.complete,
+                throughput: &r.throughput,
+                latency: &r.latency,
+                requests: &r.requests,
+                resources: &r.resources,
+                bytes: &r.bytes,
+            })
+            .collect(),
+    };
+    serde_json::to_string_pretty(&s).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}

@@ -1,0 +1,192 @@
+//! The structure of `run.json`: everything a run measured, with enough raw data
+//! (serialized histograms, every sample) that any figure in a report can be
+//! recomputed. `results/README.md` documents each field.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Config;
+use crate::env::Environment;
+
+pub const SCHEMA: &str = "grpc-vs-rest/run/1";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Every round ran to its end.
+    Complete,
+    /// Stopped by Ctrl-C; finished rounds are whole, the current one partial.
+    Interrupted,
+    /// A tier died or failed; finished rounds are whole, the current one partial.
+    Aborted,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub schema: String,
+    pub tool_version: String,
+    pub status: RunStatus,
+    /// Why the run did not complete (which tier, when, how).
+    pub status_reason: Option<String>,
+    /// RFC 3339, UTC.
+    pub started_at: String,
+    pub config: Config,
+    pub environment: Environment,
+    /// Each tier's pid and reported settings (pools, stream limits, timeouts).
+    pub tiers: BTreeMap<String, TierInfo>,
+    pub rounds: Vec<RoundResult>,
+    /// CPU and RSS of every tier over time.
+    pub samples: Vec<ResourceSample>,
+    /// The generator's state over time.
+    pub load_samples: Vec<LoadSample>,
+    /// Reasons this run is not a fair measurement; empty when it is.
+    pub validity: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TierInfo {
+    pub pid: u32,
+    pub settings: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundResult {
+    /// 1-based.
+    pub index: u32,
+    /// False when the run stopped inside this round.
+    pub complete: bool,
+    /// Seconds from the round's first due time to its end (or to the stop).
+    pub window_seconds: f64,
+    pub requests: Requests,
+    pub throughput: Throughput,
+    pub latency: Latency,
+    /// HdrHistogram V2 serialization, base64, of each latency histogram (µs).
+    pub histograms: BTreeMap<String, String>,
+    /// By tier: `caller`, `downstream`, `harness`.
+    pub resources: BTreeMap<String, Resources>,
+    pub bytes: Hops,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Requests {
+    /// Due in this round's window.
+    pub scheduled: u64,
+    /// Actually sent (scheduled minus dropped, minus any not sent before a stop).
+    pub sent: u64,
+    pub ok: u64,
+    /// By class: `connect`, `timeout`, `http_<status>`, `bad_response`, `dropped`.
+    pub errors: BTreeMap<String, u64>,
+}
+
+impl Requests {
+    pub fn error_total(&self) -> u64 {
+        self.errors.values().sum()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Throughput {
+    pub target_qps: f64,
+    /// Requests sent per second of the window.
+    pub send_rate: f64,
+    /// OK responses per second of the window.
+    pub ok_per_second: f64,
+    /// `ok_per_second / target_qps`.
+    pub achieved_ratio: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    /// From the intended send time (coordinated-omission corrected).
+    pub corrected: Option<Summary>,
+    /// From the actual send time.
+    pub service: Option<Summary>,
+    /// Actual send time minus intended send time.
+    pub send_lag: Option<Summary>,
+    /// The caller's own measure of its downstream call(s) (`Server-Timing`).
+    pub downstream_hop: Option<Summary>,
+    /// Service time minus the downstream hop: the caller and the front hop.
+    pub caller_overhead: Option<Summary>,
+}
+
+/// Percentiles in milliseconds. `None` where a histogram is empty.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub count: u64,
+    pub min_ms: f64,
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+    pub stdev_ms: f64,
+}
+
+/// One tier's resources over one round. A figure that could not be measured
+/// is `None`, never zero.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Resources {
+    /// CPU seconds used in the window (from accumulated CPU time).
+    pub cpu_seconds: Option<f64>,
+    /// Mean and peak CPU over the samples, % of one core.
+    pub cpu_percent_mean: Option<f64>,
+    pub cpu_percent_peak: Option<f64>,
+    /// CPU µs per request (per OK response for the tiers, per sent request for the harness).
+    pub cpu_us_per_request: Option<f64>,
+    /// Resident set over the samples.
+    pub rss_mib_mean: Option<f64>,
+    pub rss_mib_peak: Option<f64>,
+    pub samples: u32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Hops {
+    /// harness → caller, counted by the caller's front listener.
+    pub front: HopBytes,
+    /// caller → downstream, counted by the downstream's listener of the transport.
+    pub internal: HopBytes,
+}
+
+/// Bytes of one hop over one window. "Request" is the direction towards the
+/// server, "response" back.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HopBytes {
+    /// Which listener counted them (`front`, `grpc`, `rest`).
+    pub listener: String,
+    /// Requests the listener finished in the window: the divisor of the per-request figures.
+    pub requests: u64,
+    pub request_wire_bytes: Option<u64>,
+    pub response_wire_bytes: Option<u64>,
+    pub request_message_bytes: Option<u64>,
+    pub response_message_bytes: Option<u64>,
+    pub request_wire_bytes_per_request: Option<f64>,
+    pub response_wire_bytes_per_request: Option<f64>,
+    pub request_message_bytes_per_request: Option<f64>,
+    pub response_message_bytes_per_request: Option<f64>,
+    pub connections_opened: Option<u64>,
+    /// Connections open at the end of the window (HTTP/1.1 holds one per request in flight).
+    pub connections_open_at_end: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceSample {
+    /// Seconds since the first request was due (negative: before).
+    pub t_seconds: f64,
+    pub tier: String,
+    /// % of one core since the previous sample; `None` on the first.
+    pub cpu_percent: Option<f64>,
+    pub rss_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadSample {
+    pub t_seconds: f64,
+    pub in_flight: u64,
+    pub sent: u64,
+    pub ok: u64,
+    pub errors: u64,
+    pub dropped: u64,
+}

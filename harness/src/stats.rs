@@ -1,0 +1,121 @@
+//! Pure statistics over recorded data (criterion's `stats/` habit): unit
+//! tested with known inputs, no I/O.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
+
+use crate::result::Summary;
+
+/// Highest trackable latency: one hour in microseconds.
+pub const MAX_TRACKABLE_US: u64 = 3_600_000_000;
+
+/// A latency histogram: microseconds, 3 significant digits.
+pub fn new_histogram() -> Histogram<u64> {
+    // Bounds are constants within HdrHistogram's valid range (low >= 1,
+    // high >= 2 * low, sigfig <= 5), so construction cannot fail.
+    #[allow(clippy::expect_used)]
+    Histogram::new_with_bounds(1, MAX_TRACKABLE_US, 3).expect("valid constant histogram bounds")
+}
+
+/// Percentile summary in milliseconds of a µs histogram; `None` when empty.
+pub fn summarize(h: &Histogram<u64>) -> Option<Summary> {
+    if h.is_empty() {
+        return None;
+    }
+    let ms = |us: u64| us as f64 / 1000.0;
+    Some(Summary {
+        count: h.len(),
+        min_ms: ms(h.min()),
+        mean_ms: h.mean() / 1000.0,
+        p50_ms: ms(h.value_at_quantile(0.50)),
+        p90_ms: ms(h.value_at_quantile(0.90)),
+        p95_ms: ms(h.value_at_quantile(0.95)),
+        p99_ms: ms(h.value_at_quantile(0.99)),
+        p999_ms: ms(h.value_at_quantile(0.999)),
+        max_ms: ms(h.max()),
+        stdev_ms: h.stdev() / 1000.0,
+    })
+}
+
+/// HdrHistogram V2 serialization, base64: loadable by any HdrHistogram library.
+pub fn encode_histogram(h: &Histogram<u64>) -> String {
+    let mut buf = Vec::new();
+    match V2Serializer::new().serialize(h, &mut buf) {
+        Ok(_) => STANDARD.encode(buf),
+        Err(_) => String::new(),
+    }
+}
+
+pub fn decode_histogram(text: &str) -> Option<Histogram<u64>> {
+    let bytes = STANDARD.decode(text).ok()?;
+    Deserializer::new().deserialize(&mut bytes.as_slice()).ok()
+}
+
+/// Mean and peak of the values present.
+pub fn mean_peak(values: impl IntoIterator<Item = f64>) -> (Option<f64>, Option<f64>) {
+    let (mut n, mut sum, mut peak) = (0u32, 0.0, f64::MIN);
+    for v in values {
+        n += 1;
+        sum += v;
+        peak = peak.max(v);
+    }
+    if n == 0 { (None, None) } else { (Some(sum / f64::from(n)), Some(peak)) }
+}
+
+/// Mean of the values present.
+pub fn mean(values: impl IntoIterator<Item = f64>) -> Option<f64> {
+    mean_peak(values).0
+}
+
+/// Sample standard deviation (n − 1); `None` for fewer than two values.
+pub fn stdev(values: &[f64]) -> Option<f64> {
+    if values.len() < 2 {
+        return None;
+    }
+    let m = values.iter().sum::<f64>() / values.len() as f64;
+    let var = values.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (values.len() - 1) as f64;
+    Some(var.sqrt())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_of_known_values() {
+        let mut h = new_histogram();
+        for us in 1..=1000u64 {
+            h.record(us * 1000).unwrap();
+        }
+        let s = summarize(&h).unwrap();
+        assert_eq!(s.count, 1000);
+        assert!((s.min_ms - 1.0).abs() < 0.01);
+        assert!((s.p50_ms - 500.0).abs() < 1.0, "{}", s.p50_ms);
+        assert!((s.p99_ms - 990.0).abs() < 1.0, "{}", s.p99_ms);
+        assert!((s.max_ms - 1000.0).abs() < 1.0);
+        assert!((s.mean_ms - 500.5).abs() < 0.5);
+        assert!(summarize(&new_histogram()).is_none());
+    }
+
+    #[test]
+    fn histograms_round_trip_through_text() {
+        let mut h = new_histogram();
+        for v in [5u64, 500, 5_000, 500_000] {
+            h.record(v).unwrap();
+        }
+        let back = decode_histogram(&encode_histogram(&h)).unwrap();
+        assert_eq!(back.len(), 4);
+        assert_eq!(back.max(), h.max());
+        assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));
+    }
+
+    #[test]
+    fn mean_peak_and_stdev() {
+        assert_eq!(mean_peak([1.0, 3.0, 2.0]), (Some(2.0), Some(3.0)));
+        assert_eq!(mean_peak(std::iter::empty()), (None, None));
+        assert_eq!(stdev(&[2.0]), None);
+        assert!((stdev(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]).unwrap() - 2.138).abs() < 0.001);
+    }
+}

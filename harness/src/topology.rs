@@ -1,0 +1,216 @@
+//! Starts the downstream and the caller as separate child processes (the
+//! harness's own executable in a hidden `__tier` role, so `cargo run -p harness`
+//! needs nothing else built), reads their ready lines, and stops them.
+//!
+//! Each tier is its own OS process so its CPU and memory are measured as a team
+//! would see them in production.
+
+use std::collections::VecDeque;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use telemetry::ReadyLine;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::config::Config;
+
+/// The argument that puts the harness executable in a tier's role.
+pub const TIER_ROLE_ARG: &str = "__tier";
+/// How long a tier may take to print its ready line.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Lines of a tier's stderr kept for error messages.
+const STDERR_TAIL_LINES: usize = 20;
+
+/// Why a tier could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum TierError {
+    #[error("could not start the {tier}: {reason}")]
+    Spawn { tier: &'static str, reason: String },
+    #[error("the {tier} exited before it was ready ({status}); its last stderr lines:\n{stderr}")]
+    Exited { tier: &'static str, status: String, stderr: String },
+    #[error("the {tier} printed no ready line within {timeout:?}; its last stderr lines:\n{stderr}")]
+    NotReady { tier: &'static str, timeout: Duration, stderr: String },
+}
+
+/// One running tier.
+#[derive(Debug)]
+pub struct Tier {
+    pub name: &'static str,
+    pub ready: ReadyLine,
+    child: Child,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Tier {
+    pub fn pid(&self) -> u32 {
+        self.ready.pid
+    }
+
+    pub fn admin_url(&self) -> String {
+        format!("http://{}", self.ready.listeners.get("admin").map(ToString::to_string).unwrap_or_default())
+    }
+
+    /// The last lines the tier wrote to stderr.
+    pub fn stderr_tail(&self) -> String {
+        tail_text(&self.stderr_tail)
+    }
+
+    /// `Some(status)` once the tier has exited.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// SIGTERM, then up to `grace` for the drain, then SIGKILL.
+    pub async fn stop(mut self, grace: Duration) -> Option<ExitStatus> {
+        if let Some(status) = self.exited() {
+            return Some(status);
+        }
+        let _ = kill(Pid::from_raw(self.ready.pid as i32), Signal::SIGTERM);
+        match tokio::time::timeout(grace, self.child.wait()).await {
+            Ok(status) => status.ok(),
+            Err(_) => {
+                let _ = self.child.start_kill();
+                self.child.wait().await.ok()
+            }
+        }
+    }
+}
+
+fn tail_text(tail: &Mutex<VecDeque<String>>) -> String {
+    let lines = tail.lock().unwrap_or_else(|e| e.into_inner());
+    if lines.is_empty() { "(nothing)".to_owned() } else { lines.iter().cloned().collect::<Vec<_>>().join("\n") }
+}
+
+/// Both tiers of the embedded topology.
+#[derive(Debug)]
+pub struct Topology {
+    pub downstream: Tier,
+    pub caller: Tier,
+}
+
+impl Topology {
+    /// Starts the downstream, then the caller pointed at it.
+    pub async fn start(cfg: &Config) -> Result<Topology, TierError> {
+        let ms = |d: Duration| format!("{}us", d.as_micros());
+        let downstream = spawn(
+            "downstream",
+            vec![
+                "--delay".into(),
+                ms(cfg.delay),
+                "--jitter".into(),
+                ms(cfg.jitter),
+                "--max-items".into(),
+                payload::Limits::DEFAULT_MAX_ITEMS.to_string(),
+            ],
+        )
+        .await?;
+        let addr = |name: &str| downstream.ready.listeners.get(name).map(|a| format!("http://{a}")).unwrap_or_default();
+        let mut caller_args = vec![
+            "--transport".into(),
+            cfg.transport.as_str().into(),
+            "--downstream-grpc".into(),
+            addr("grpc"),
+            "--downstream-rest".into(),
+            addr("rest"),
+            "--grpc-connections".into(),
+            cfg.grpc_connections.to_string(),
+            "--fanout".into(),
+            cfg.fanout.to_string(),
+            "--downstream-timeout".into(),
+            ms(cfg.timeout),
+        ];
+        if cfg.rest_http2 {
+            caller_args.push("--rest-http2".into());
+        }
+        let caller = match spawn("caller", caller_args).await {
+            Ok(c) => c,
+            Err(e) => {
+                downstream.stop(Duration::from_secs(2)).await;
+                return Err(e);
+            }
+        };
+        Ok(Topology { downstream, caller })
+    }
+
+    pub fn front_url(&self) -> String {
+        format!("http://{}/v1/call", self.caller.ready.listeners.get("front").map(ToString::to_string).unwrap_or_default())
+    }
+
+    /// Stops the caller first (so the downstream sees no new calls), then the downstream.
+    pub async fn stop(self) {
+        let grace = Duration::from_secs(6);
+        self.caller.stop(grace).await;
+        self.downstream.stop(grace).await;
+    }
+}
+
+async fn spawn(tier: &'static str, args: Vec<String>) -> Result<Tier, TierError> {
+    let spawn_err = |reason: String| TierError::Spawn { tier, reason };
+    let exe = std::env::current_exe().map_err(|e| spawn_err(format!("finding the harness executable: {e}")))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg(TIER_ROLE_ARG)
+        .arg(tier)
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    die_with_parent(&mut cmd);
+    let mut child = cmd.spawn().map_err(|e| spawn_err(e.to_string()))?;
+
+    let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+    if let Some(stderr) = child.stderr.take() {
+        let tail = stderr_tail.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+                if t.len() == STDERR_TAIL_LINES {
+                    t.pop_front();
+                }
+                t.push_back(line);
+            }
+        });
+    }
+    let stdout = child.stdout.take().ok_or_else(|| spawn_err("no stdout pipe".into()))?;
+    let mut lines = BufReader::new(stdout).lines();
+    let first = tokio::time::timeout(READY_TIMEOUT, lines.next_line()).await;
+    let line = match first {
+        Ok(Ok(Some(line))) => line,
+        Ok(_) => {
+            let status = child.wait().await.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+            // Give the stderr reader a moment to take the last lines.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            return Err(TierError::Exited { tier, status, stderr: tail_text(&stderr_tail) });
+        }
+        Err(_) => {
+            let _ = child.start_kill();
+            return Err(TierError::NotReady { tier, timeout: READY_TIMEOUT, stderr: tail_text(&stderr_tail) });
+        }
+    };
+    let ready: ReadyLine = serde_json::from_str(&line)
+        .map_err(|e| spawn_err(format!("its ready line {line:?} is not the expected JSON: {e}")))?;
+    Ok(Tier { name: tier, ready, child, stderr_tail })
+}
+
+/// Asks the kernel to SIGKILL the child when the harness dies, even by SIGKILL,
+/// so no tier outlives a run.
+#[cfg(target_os = "linux")]
+fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: the closure runs in the forked child before exec and only calls
+    // prctl(2), which is async-signal-safe.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_cmd: &mut Command) {}
