@@ -161,12 +161,12 @@ pub fn validity(run: &RunResult) -> Vec<String> {
                 lag.p99_ms
             ));
         }
-        if let Some(peak) = r.resources.get("harness").and_then(|h| h.cpu_percent_peak) {
-            if peak > HARNESS_CPU_PEAK_LIMIT {
-                problems.push(format!(
-                    "round {k}: the harness peaked at {peak:.0}% of a core: the load generator may be the bottleneck"
-                ));
-            }
+        if let Some(peak) =
+            r.resources.get("harness").and_then(|h| h.cpu_percent_peak).filter(|p| *p > HARNESS_CPU_PEAK_LIMIT)
+        {
+            problems.push(format!(
+                "round {k}: the harness peaked at {peak:.0}% of a core: the load generator may be the bottleneck"
+            ));
         }
     }
     problems

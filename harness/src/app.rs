@@ -122,11 +122,14 @@ fn tier_main(args: &[OsString]) -> ExitCode {
     let rest = &args[1..];
     let result = match role {
         "downstream" => {
-            let a = downstream::cli::Args::parse_from(std::iter::once(OsString::from("downstream")).chain(rest.iter().cloned()));
+            let a = downstream::cli::Args::parse_from(
+                std::iter::once(OsString::from("downstream")).chain(rest.iter().cloned()),
+            );
             runtime.block_on(downstream::cli::run(a))
         }
         "caller" => {
-            let a = caller::cli::Args::parse_from(std::iter::once(OsString::from("caller")).chain(rest.iter().cloned()));
+            let a =
+                caller::cli::Args::parse_from(std::iter::once(OsString::from("caller")).chain(rest.iter().cloned()));
             runtime.block_on(caller::cli::run(a))
         }
         other => {

@@ -143,11 +143,9 @@ impl Config {
     /// Validates the flags. Checks that touch nothing come first; the output
     /// folder is checked last, by writing and removing a probe file in it.
     pub fn from_args(a: &RunArgs) -> Result<Config, ConfigError> {
-        let qps: f64 = a
-            .qps
-            .trim()
-            .parse()
-            .map_err(|_| bad("--qps", format!("{:?} is not a number; give requests per second, e.g. --qps 100", a.qps)))?;
+        let qps: f64 = a.qps.trim().parse().map_err(|_| {
+            bad("--qps", format!("{:?} is not a number; give requests per second, e.g. --qps 100", a.qps))
+        })?;
         if !(qps.is_finite() && qps > 0.0) {
             return Err(bad("--qps", format!("must be a positive rate, got {}; e.g. --qps 100", a.qps)));
         }
@@ -191,7 +189,11 @@ impl Config {
         if a.items > Limits::DEFAULT_MAX_ITEMS {
             return Err(bad(
                 "--items",
-                format!("{} is over the services' limit of {} records per response", a.items, Limits::DEFAULT_MAX_ITEMS),
+                format!(
+                    "{} is over the services' limit of {} records per response",
+                    a.items,
+                    Limits::DEFAULT_MAX_ITEMS
+                ),
             ));
         }
         if !(1..=1000).contains(&a.fanout) {
@@ -205,7 +207,11 @@ impl Config {
         }
         let label = match &a.label {
             None => None,
-            Some(l) if !l.is_empty() && l.len() <= 64 && l.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) => {
+            Some(l)
+                if !l.is_empty()
+                    && l.len() <= 64
+                    && l.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) =>
+            {
                 Some(l.clone())
             }
             Some(l) => {

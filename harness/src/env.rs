@@ -76,8 +76,9 @@ fn command_line(cmd: &str, args: &[&str]) -> Option<String> {
 fn git() -> (Option<String>, Option<bool>) {
     let commit = command_line("git", &["rev-parse", "HEAD"]);
     let dirty = commit.as_ref().and_then(|_| {
-        let out = std::process::Command::new("git").args(["status", "--porcelain", "--untracked-files=no"]).output().ok()?;
-        out.status.success().then(|| !out.stdout.is_empty())
+        let out =
+            std::process::Command::new("git").args(["status", "--porcelain", "--untracked-files=no"]).output().ok()?;
+        out.status.success().then_some(!out.stdout.is_empty())
     });
     (commit, dirty)
 }

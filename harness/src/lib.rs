@@ -21,4 +21,5 @@ pub mod result;
 pub mod run;
 pub mod sample;
 pub mod stats;
+pub mod testing;
 pub mod topology;

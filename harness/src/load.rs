@@ -185,11 +185,8 @@ async fn request(index: u64, target: &Target) -> (Outcome, Option<u64>) {
         Err(e) => return (classify(&e), None),
     };
     let status = resp.status();
-    let downstream_us = resp
-        .headers()
-        .get("server-timing")
-        .and_then(|v| v.to_str().ok())
-        .and_then(parse_server_timing_us);
+    let downstream_us =
+        resp.headers().get("server-timing").and_then(|v| v.to_str().ok()).and_then(parse_server_timing_us);
     let bytes = match resp.bytes().await {
         Ok(b) => b,
         Err(e) => return (classify(&e), downstream_us),

@@ -133,7 +133,7 @@ pub async fn collect(
         let Some(r) = phases.round_of(shot.index) else { continue };
         rounds[r].add(&shot);
         n += 1;
-        if n % 64 == 0 {
+        if n.is_multiple_of(64) {
             live_p99_us.store(rounds[r].corrected.value_at_quantile(0.99), Relaxed);
         }
     }

@@ -21,8 +21,8 @@ use crate::load::{Live, Schedule, Target, dispatch};
 use crate::progress::Progress;
 use crate::record::{Phases, RoundRecord, collect};
 use crate::result::{
-    HopBytes, Hops, Latency, LoadSample, Requests, ResourceSample, Resources, RoundResult, RunResult, RunStatus, SCHEMA,
-    Throughput, TierInfo,
+    HopBytes, Hops, Latency, LoadSample, Requests, ResourceSample, Resources, RoundResult, RunResult, RunStatus,
+    SCHEMA, Throughput, TierInfo,
 };
 use crate::sample::Sampler;
 use crate::stats::{encode_histogram, mean_peak, summarize};
@@ -67,7 +67,12 @@ enum Stop {
 }
 
 /// Waits until `at`, watching the tiers and the interrupt token.
-async fn wait_until(at: Instant, topology: &mut Topology, interrupt: &CancellationToken, t0: Instant) -> Result<(), Stop> {
+async fn wait_until(
+    at: Instant,
+    topology: &mut Topology,
+    interrupt: &CancellationToken,
+    t0: Instant,
+) -> Result<(), Stop> {
     loop {
         for tier in [&mut topology.downstream, &mut topology.caller] {
             if let Some(status) = tier.exited() {
@@ -187,7 +192,8 @@ pub async fn run(cfg: &Config, interrupt: CancellationToken) -> anyhow::Result<R
     // Requests still unanswered after the drain are left out; everything
     // recorded so far is kept.
     finish_collecting.cancel();
-    let records: Vec<RoundRecord> = collector.await.unwrap_or_else(|_| vec![RoundRecord::default(); cfg.rounds as usize]);
+    let records: Vec<RoundRecord> =
+        collector.await.unwrap_or_else(|_| vec![RoundRecord::default(); cfg.rounds as usize]);
     stop_sampling.cancel();
     let (samples, load_samples) = sampler.await.unwrap_or_default();
     topology.stop().await;
@@ -197,7 +203,8 @@ pub async fn run(cfg: &Config, interrupt: CancellationToken) -> anyhow::Result<R
         Some(Stop::Interrupted) => (RunStatus::Interrupted, Some("interrupted by the user (SIGINT)".to_owned())),
         Some(Stop::TierDied(reason)) => (RunStatus::Aborted, Some(reason)),
     };
-    let rounds = assemble_rounds(cfg, phases, dispatched, &boundaries, complete_boundaries, &records, &samples, schedule.t0);
+    let rounds =
+        assemble_rounds(cfg, phases, dispatched, &boundaries, complete_boundaries, &records, &samples, schedule.t0);
     let mut result = RunResult {
         schema: SCHEMA.to_owned(),
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),

@@ -137,7 +137,10 @@ impl Topology {
     }
 
     pub fn front_url(&self) -> String {
-        format!("http://{}/v1/call", self.caller.ready.listeners.get("front").map(ToString::to_string).unwrap_or_default())
+        format!(
+            "http://{}/v1/call",
+            self.caller.ready.listeners.get("front").map(ToString::to_string).unwrap_or_default()
+        )
     }
 
     /// Stops the caller first (so the downstream sees no new calls), then the downstream.

@@ -16,7 +16,11 @@ use crate::stats::{decode_histogram, new_histogram};
 /// `<timestamp>-<transport>-<qps>qps[-label]`, e.g. `20261129T193505Z-grpc-100qps`.
 pub fn folder_name(run: &RunResult) -> String {
     let stamp: String = run.started_at.chars().filter(|c| !matches!(c, '-' | ':')).collect();
-    let qps = if run.config.qps.fract() == 0.0 { format!("{}", run.config.qps as u64) } else { format!("{}", run.config.qps) };
+    let qps = if run.config.qps.fract() == 0.0 {
+        format!("{}", run.config.qps as u64)
+    } else {
+        format!("{}", run.config.qps)
+    };
     let mut name = format!("{stamp}-{}-{qps}qps", run.config.transport.as_str());
     if let Some(label) = &run.config.label {
         name.push('-');

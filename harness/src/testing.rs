@@ -1,0 +1,149 @@
+//! Synthetic results for tests of the renderers and analysis (fixed numbers,
+//! no measurement). Not used by the product itself.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use caller::Transport;
+
+use crate::config::Config;
+use crate::env::Environment;
+use crate::result::{
+    HopBytes, Hops, Latency, Requests, Resources, RoundResult, RunResult, RunStatus, SCHEMA, Summary, Throughput,
+    TierInfo,
+};
+use crate::stats::{encode_histogram, new_histogram, summarize};
+
+pub fn config(transport: Transport) -> Config {
+    Config {
+        transport,
+        qps: 100.0,
+        duration: Duration::from_secs(60),
+        warmup: Duration::from_secs(10),
+        rounds: 1,
+        delay: Duration::from_millis(500),
+        jitter: Duration::ZERO,
+        items: 10,
+        fanout: 1,
+        timeout: Duration::from_secs(30),
+        max_in_flight: 10_000,
+        connections: 0,
+        sample_interval: Duration::from_millis(250),
+        grpc_connections: 1,
+        rest_http2: false,
+        out: PathBuf::from("results"),
+        label: None,
+        quiet: true,
+        json: false,
+    }
+}
+
+pub fn environment() -> Environment {
+    Environment {
+        tool_version: "0.1.0".into(),
+        build_profile: "release".into(),
+        rustc: Some("rustc 1.95.0".into()),
+        git_commit: Some("0123456789abcdef0123456789abcdef01234567".into()),
+        git_dirty: Some(false),
+        os: Some("Linux (Debian GNU/Linux 12)".into()),
+        kernel: Some("6.1.0".into()),
+        hostname: Some("bench-1".into()),
+        cpu_model: Some("Example CPU".into()),
+        logical_cores: Some(2),
+        physical_cores: Some(2),
+        memory_bytes: Some(24 * 1024 * 1024 * 1024),
+        nofile_soft_before: Some(1024),
+        nofile_soft: Some(1_048_576),
+        nofile_hard: Some(1_048_576),
+    }
+}
+
+/// A round whose latencies are `base_ms` + 0..100 µs steps and whose other
+/// figures scale with `scale`.
+pub fn round(index: u32, base_ms: f64, scale: f64) -> RoundResult {
+    let mut h = new_histogram();
+    for i in 0..6000u64 {
+        h.record((base_ms * 1000.0) as u64 + i % 100 * 10).unwrap_or(());
+    }
+    let mut errors = BTreeMap::new();
+    if scale > 2.0 {
+        errors.insert("timeout".to_owned(), 3);
+    }
+    let resources = |rss: f64, cpu: f64| Resources {
+        cpu_seconds: Some(cpu * scale),
+        cpu_percent_mean: Some(cpu * scale / 60.0 * 100.0),
+        cpu_percent_peak: Some(cpu * scale / 60.0 * 150.0),
+        cpu_us_per_request: Some(cpu * scale * 1e6 / 6000.0),
+        rss_mib_mean: Some(rss * scale),
+        rss_mib_peak: Some(rss * scale * 1.1),
+        samples: 240,
+    };
+    let mut res = BTreeMap::new();
+    res.insert("caller".to_owned(), resources(20.0, 1.2));
+    res.insert("downstream".to_owned(), resources(15.0, 0.9));
+    res.insert("harness".to_owned(), resources(18.0, 0.6));
+    let summary: Option<Summary> = summarize(&h);
+    RoundResult {
+        index,
+        complete: true,
+        window_seconds: 60.0,
+        requests: Requests { scheduled: 6000, sent: 6000, ok: 6000 - errors.values().sum::<u64>(), errors },
+        throughput: Throughput {
+            target_qps: 100.0,
+            send_rate: 100.0,
+            ok_per_second: 100.0 / scale.max(1.0),
+            achieved_ratio: 1.0 / scale.max(1.0),
+        },
+        latency: Latency {
+            corrected: summary.clone(),
+            service: summary.clone(),
+            send_lag: None,
+            downstream_hop: summary,
+            caller_overhead: None,
+        },
+        histograms: [("corrected".to_owned(), encode_histogram(&h))].into_iter().collect(),
+        resources: res,
+        bytes: Hops {
+            front: HopBytes { listener: "front".into(), requests: 6000, ..HopBytes::default() },
+            internal: HopBytes {
+                listener: "grpc".into(),
+                requests: 6000,
+                request_wire_bytes: Some((66.0 * scale * 6000.0) as u64),
+                response_wire_bytes: Some((1095.0 * scale * 6000.0) as u64),
+                request_message_bytes: Some(7 * 6000),
+                response_message_bytes: Some(1058 * 6000),
+                request_wire_bytes_per_request: Some(66.0 * scale),
+                response_wire_bytes_per_request: Some(1095.0 * scale),
+                request_message_bytes_per_request: Some(7.0),
+                response_message_bytes_per_request: Some(1058.0),
+                connections_opened: Some(0),
+                connections_open_at_end: Some(1),
+            },
+        },
+    }
+}
+
+/// A complete single-round run with fixed figures.
+pub fn run(transport: Transport, scale: f64) -> RunResult {
+    let mut tiers = BTreeMap::new();
+    tiers.insert(
+        "caller".to_owned(),
+        TierInfo { pid: 11, settings: serde_json::json!({"transport": transport.as_str()}) },
+    );
+    tiers.insert("downstream".to_owned(), TierInfo { pid: 10, settings: serde_json::json!({"delay_ms": 500.0}) });
+    RunResult {
+        schema: SCHEMA.into(),
+        tool_version: "0.1.0".into(),
+        status: RunStatus::Complete,
+        status_reason: None,
+        started_at: "2026-11-29T12:00:00Z".into(),
+        config: config(transport),
+        environment: environment(),
+        tiers,
+        rounds: vec![round(1, 500.0, scale)],
+        samples: Vec::new(),
+        load_samples: Vec::new(),
+        validity: Vec::new(),
+    }
+}

@@ -1,0 +1,183 @@
+//! The real harness binary end to end: short runs of the whole topology with
+//! short delays, checked through the files it writes.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use harness::result::{RunResult, RunStatus};
+use harness::stats::decode_histogram;
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gvr-harness-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn harness(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
+    cmd.args(args);
+    cmd
+}
+
+/// The one run folder under `out`.
+fn run_folder(out: &Path) -> PathBuf {
+    let folders: Vec<_> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .collect();
+    assert_eq!(folders.len(), 1, "expected one run folder in {}: {folders:?}", out.display());
+    folders.into_iter().next().unwrap()
+}
+
+fn load(folder: &Path) -> RunResult {
+    let text = std::fs::read_to_string(folder.join("run.json")).unwrap();
+    serde_json::from_str(&text).expect("run.json parses into the documented structure")
+}
+
+#[test]
+fn a_short_run_sends_qps_times_duration_and_writes_every_file() {
+    for transport in ["grpc", "rest"] {
+        let out = out_dir(&format!("basic-{transport}"));
+        let output = harness(&[
+            "--transport",
+            transport,
+            "--qps",
+            "200",
+            "--duration",
+            "2s",
+            "--warmup",
+            "500ms",
+            "--delay",
+            "30ms",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{stderr}");
+        assert!(stderr.contains("DEBUG build"), "a debug build must warn loudly: {stderr}");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(stdout.contains("round 1:") && stdout.contains("written to"), "{stdout}");
+
+        let folder = run_folder(&out);
+        let name = folder.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.ends_with(&format!("-{transport}-200qps")), "{name}");
+        for file in ["run.json", "report.md", "latency.hgrm"] {
+            assert!(folder.join(file).is_file(), "{file} missing in {name}");
+        }
+        let run = load(&folder);
+        assert_eq!(run.status, RunStatus::Complete);
+        assert_eq!(run.environment.build_profile, "debug");
+        assert!(run.validity.iter().any(|v| v.contains("debug")), "{:?}", run.validity);
+        let r = &run.rounds[0];
+        // qps × duration = 400, within 1%.
+        assert!((396..=404).contains(&r.requests.sent), "sent {}", r.requests.sent);
+        assert_eq!(r.requests.error_total(), 0, "{:?}", r.requests.errors);
+        assert_eq!(r.requests.ok, r.requests.sent);
+        let corrected = r.latency.corrected.as_ref().unwrap();
+        assert!(corrected.min_ms >= 30.0, "min latency {} below the 30 ms delay", corrected.min_ms);
+        assert!(r.latency.downstream_hop.as_ref().unwrap().min_ms >= 30.0);
+        for tier in ["caller", "downstream"] {
+            let res = &r.resources[tier];
+            assert!(res.rss_mib_peak.unwrap() > 0.0, "{tier} RSS");
+            assert!(res.cpu_seconds.unwrap() > 0.0, "{tier} CPU");
+        }
+        let hop = &r.bytes.internal;
+        assert_eq!(hop.listener, transport);
+        assert!(hop.requests >= r.requests.ok, "the downstream saw fewer requests than answered");
+        assert!(hop.response_wire_bytes_per_request.unwrap() > hop.response_message_bytes_per_request.unwrap());
+        let hgrm = std::fs::read_to_string(folder.join("latency.hgrm")).unwrap();
+        assert!(hgrm.contains("#[Max     ="), "{hgrm}");
+        let report = std::fs::read_to_string(folder.join("report.md")).unwrap();
+        assert!(report.contains("WARNING: DEBUG build"));
+        assert!(report.contains("| latency p99 (ms) |"));
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
+
+#[test]
+fn a_stalled_tier_shows_in_corrected_latency_but_not_in_service_time() {
+    // With 4 front connections (wrk2-style), requests due while the downstream
+    // is frozen wait for a connection: that wait is latency the user sees, and
+    // it must appear in the corrected histogram but not in service time.
+    let out = out_dir("stall");
+    let mut child = harness(&[
+        "--transport",
+        "grpc",
+        "--qps",
+        "50",
+        "--duration",
+        "5s",
+        "--warmup",
+        "0s",
+        "--delay",
+        "20ms",
+        "--connections",
+        "4",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let downstream_pid = loop {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "harness ended before naming its tiers");
+        if let Some(rest) = line.strip_prefix("tiers: downstream pid ") {
+            break rest.split_whitespace().next().unwrap().parse::<i32>().unwrap();
+        }
+    };
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = nix::unistd::Pid::from_raw(downstream_pid);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+
+    let run = load(&run_folder(&out));
+    let r = &run.rounds[0];
+    assert_eq!(r.requests.error_total(), 0, "{:?}", r.requests.errors);
+    let corrected = decode_histogram(&r.histograms["corrected"]).unwrap();
+    let service = decode_histogram(&r.histograms["service"]).unwrap();
+    let over = |h: &hdrhistogram::Histogram<u64>| h.count_between(400_000, u64::MAX);
+    // ~50 requests fall due during the 1 s stall; only the 4 on the wire when it
+    // began see it in their service time.
+    assert!(over(&corrected) >= 15, "corrected histogram lacks the stall: {} over 400 ms", over(&corrected));
+    assert!(over(&service) <= 8, "service time carries the queueing wait: {} over 400 ms", over(&service));
+    assert!(r.latency.corrected.as_ref().unwrap().max_ms >= 800.0);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn bad_flags_exit_2_naming_the_flag_and_write_nothing() {
+    let out = out_dir("badflags");
+    for (args, flag) in [
+        (&["--qps", "0"][..], "--qps"),
+        (&["--qps", "-5"], "--qps"),
+        (&["--qps", "abc"], "--qps"),
+        (&["--duration", "0s"], "--duration"),
+        (&["--rounds", "0"], "--rounds"),
+        (&["--items", "20000"], "--items"),
+        (&["--sample-interval", "10ms"], "--sample-interval"),
+        (&["--transport", "soap"], "--transport"),
+    ] {
+        let mut full = vec!["--out", out.to_str().unwrap()];
+        full.extend_from_slice(args);
+        let output = harness(&full).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(flag), "{args:?}: the message should name {flag}: {stderr}");
+        assert!(!stderr.contains("tiers:"), "{args:?}: a tier was started");
+    }
+    let leftovers = std::fs::read_dir(&out).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(leftovers, 0, "bad flags wrote into --out");
+    let _ = std::fs::remove_dir_all(&out);
+}
