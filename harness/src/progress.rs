@@ -62,12 +62,15 @@ impl Progress {
                     .floor() as u32;
                     format!("round {}/{}", (r + 1).min(phases.rounds), phases.rounds)
                 };
+                let p99 = match p99_us.load(Relaxed) {
+                    0 => "-".to_owned(),
+                    us => format!("{:.1} ms", us as f64 / 1000.0),
+                };
                 let msg = format!(
-                    "{phase} · {rate:.0}/{qps} req/s · in flight {} · errors {} · dropped {} · p99 {:.1} ms",
+                    "{phase} · {rate:.0}/{qps} req/s · in flight {} · errors {} · dropped {} · p99 {p99}",
                     live.in_flight.load(Relaxed),
                     live.errors.load(Relaxed),
                     live.dropped.load(Relaxed),
-                    p99_us.load(Relaxed) as f64 / 1000.0
                 );
                 match &bar {
                     Some(bar) => {

@@ -58,12 +58,12 @@ pub fn text(run: &RunResult, folder: Option<&Path>) -> String {
         let hop = &r.bytes.internal;
         let _ = writeln!(
             out,
-            "  internal hop  {} B → / {} B ← wire per request · {} B → / {} B ← message · {} connections",
+            "  internal hop  {} B → / {} B ← wire per request · {} B → / {} B ← message · {} connections open",
             num(hop.request_wire_bytes_per_request, 0),
             num(hop.response_wire_bytes_per_request, 0),
             num(hop.request_message_bytes_per_request, 0),
             num(hop.response_message_bytes_per_request, 0),
-            num(hop.connections_opened.map(|c| c as f64), 0)
+            num(hop.connections_open_at_end.map(|c| c as f64), 0)
         );
     }
     match run.status {
