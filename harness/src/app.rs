@@ -7,21 +7,48 @@
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use clap::Parser;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, RunArgs};
-use crate::result::RunStatus;
+use crate::config::{Plan, RunArgs};
+use crate::export::folder::RunFolder;
+use crate::export::timeseries::TimeseriesWriter;
+use crate::result::{RunResult, RunStatus};
 use crate::topology::TIER_ROLE_ARG;
 
 /// Stands up caller and downstream as separate processes on loopback, drives
 /// them at a fixed rate (open loop, latency from the intended send time), and
-/// writes run.json, report.md and latency.hgrm to a new folder under --out.
+/// writes run.json, report.md, latency histograms, charts and (for
+/// `--transport both`) comparison.md to a new folder under --out.
 #[derive(Debug, Parser)]
-#[command(name = "harness", version)]
+#[command(name = "harness", version, args_conflicts_with_subcommands = true)]
 pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Compare saved runs: metric | A | B | difference, from run folders (a
+    /// `--transport both` folder counts as its two arms).
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// Run folders written by the harness (at least two runs in all).
+    #[arg(required = true)]
+    pub folders: Vec<PathBuf>,
+    /// Write comparison.md and the overlaid charts into this folder instead of
+    /// printing the comparison.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 pub const EXIT_OK: u8 = 0;
@@ -35,8 +62,11 @@ pub fn main() -> ExitCode {
         return tier_main(&args[2..]);
     }
     let cli = Cli::parse();
-    let cfg = match Config::from_args(&cli.run) {
-        Ok(cfg) => cfg,
+    if let Some(Command::Compare(args)) = cli.command {
+        return ExitCode::from(compare(&args));
+    }
+    let plan = match Plan::from_args(&cli.run) {
+        Ok(plan) => plan,
         Err(e) => {
             eprintln!("harness: {e}");
             return ExitCode::from(EXIT_USAGE);
@@ -53,10 +83,11 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_FAILED);
         }
     };
-    ExitCode::from(runtime.block_on(run_main(cfg)))
+    ExitCode::from(runtime.block_on(run_main(plan)))
 }
 
-async fn run_main(cfg: Config) -> u8 {
+async fn run_main(plan: Plan) -> u8 {
+    let cfg = plan.config.clone();
     if crate::env::is_debug_build() && !cfg.quiet {
         eprintln!(
             "\n  WARNING: this harness is a DEBUG build. Figures from it are not representative\n  \
@@ -75,14 +106,32 @@ async fn run_main(cfg: Config) -> u8 {
             }
         }
     });
-    let result = match crate::run::run(&cfg, interrupt).await {
+    let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let name = crate::export::folder_name(&started_at, plan.transport_name(), cfg.qps, cfg.label.as_deref());
+    let folder = match RunFolder::create(&cfg.out, &name) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("harness: creating the run folder under {}: {e}", cfg.out.display());
+            return EXIT_FAILED;
+        }
+    };
+    let timeseries = match TimeseriesWriter::create(&folder.path().join("timeseries.csv")) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            eprintln!("harness: timeseries.csv will be missing: {e}");
+            None
+        }
+    };
+    let runs = match crate::run::run(&plan, started_at, interrupt, timeseries).await {
         Ok(r) => r,
         Err(e) => {
+            folder.discard();
             eprintln!("harness: {e:#}");
             return EXIT_FAILED;
         }
     };
-    let folder = match crate::export::write_run(&result, &cfg.out) {
+    let written = crate::export::write_results(folder.path(), &runs).and_then(|()| folder.commit());
+    let folder = match written {
         Ok(f) => Some(f),
         Err(e) => {
             eprintln!("harness: writing the run folder under {}: {e}", cfg.out.display());
@@ -90,16 +139,57 @@ async fn run_main(cfg: Config) -> u8 {
         }
     };
     if cfg.json {
-        println!("{}", crate::export::summary::json(&result, folder.as_deref()));
+        println!("{}", crate::export::summary::json(&runs, folder.as_deref()));
     } else if !cfg.quiet {
-        print!("{}", crate::export::summary::text(&result, folder.as_deref()));
+        print!("{}", crate::export::summary::text(&runs, folder.as_deref(), std::io::stdout().is_terminal()));
     }
-    match (result.status, folder) {
-        (_, None) => EXIT_FAILED,
+    exit_code(&runs, folder.is_some())
+}
+
+fn exit_code(runs: &[RunResult], written: bool) -> u8 {
+    let status = runs.first().map_or(RunStatus::Aborted, |r| r.status);
+    match (status, written) {
+        (_, false) => EXIT_FAILED,
         (RunStatus::Complete, _) => EXIT_OK,
         (RunStatus::Interrupted, _) => EXIT_INTERRUPTED,
         (RunStatus::Aborted, _) => EXIT_FAILED,
     }
+}
+
+/// `harness compare A B [C …]`.
+fn compare(args: &CompareArgs) -> u8 {
+    let mut runs = Vec::new();
+    for folder in &args.folders {
+        match crate::export::read_runs(folder) {
+            Ok(r) => runs.extend(r),
+            Err(e) => {
+                eprintln!("harness compare: {e}");
+                return EXIT_USAGE;
+            }
+        }
+    }
+    if runs.len() < 2 {
+        eprintln!("harness compare: these folders hold {} run(s); a comparison needs at least two", runs.len());
+        return EXIT_USAGE;
+    }
+    let refs: Vec<&RunResult> = runs.iter().collect();
+    let names = crate::export::arm_names(&refs);
+    let arms: Vec<crate::export::comparison::Arm<'_>> =
+        names.iter().zip(&runs).map(|(name, run)| crate::export::comparison::Arm { name, run }).collect();
+    for w in crate::export::comparison::config_warnings(&arms) {
+        eprintln!("harness compare: warning: {w}");
+    }
+    match &args.out {
+        Some(out) => {
+            if let Err(e) = std::fs::create_dir_all(out).and_then(|()| crate::export::write_comparison(out, &refs)) {
+                eprintln!("harness compare: writing into {}: {e}", out.display());
+                return EXIT_FAILED;
+            }
+            println!("written to {}", out.join("comparison.md").display());
+        }
+        None => print!("{}", crate::export::comparison::render(&arms, false)),
+    }
+    EXIT_OK
 }
 
 /// `harness __tier downstream|caller [flags]`: run a tier in this process.

@@ -10,12 +10,22 @@ use clap::Args;
 use payload::Limits;
 use serde::{Deserialize, Serialize};
 
+/// Which transports a run measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TransportArg {
+    Grpc,
+    Rest,
+    /// Both, each on fresh tier processes, rounds alternating.
+    Both,
+}
+
 /// Flags of a measured run.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Transport of the internal hop (caller → downstream).
-    #[arg(long, value_enum, default_value_t = Transport::Grpc)]
-    pub transport: Transport,
+    /// Transport of the internal hop (caller → downstream); `both` measures gRPC
+    /// and REST with the same configuration and writes a comparison.
+    #[arg(long, value_enum, default_value_t = TransportArg::Grpc)]
+    pub transport: TransportArg,
     /// Target rate in requests per second (open loop: request i is due at t0 + i/qps).
     #[arg(long, default_value = "100", allow_hyphen_values = true)]
     pub qps: String,
@@ -87,7 +97,50 @@ fn bad(flag: &'static str, problem: impl Into<String>) -> ConfigError {
     ConfigError { flag, problem: problem.into() }
 }
 
-/// Everything a run needs, validated. Serialized into `run.json`.
+/// A validated run: the shared configuration and the arms (transports) to
+/// measure with it, in the order of their first round.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub config: Config,
+    pub arms: Vec<Transport>,
+}
+
+impl Plan {
+    pub fn from_args(a: &RunArgs) -> Result<Plan, ConfigError> {
+        let arms = match a.transport {
+            TransportArg::Grpc => vec![Transport::Grpc],
+            TransportArg::Rest => vec![Transport::Rest],
+            TransportArg::Both => vec![Transport::Grpc, Transport::Rest],
+        };
+        let config = Config::from_args(a, arms[0])?;
+        Ok(Plan { config, arms })
+    }
+
+    /// The configuration of one arm.
+    pub fn arm(&self, transport: Transport) -> Config {
+        Config { transport, ..self.config.clone() }
+    }
+
+    /// The order in which (arm, 0-based round) pairs run. With two arms the
+    /// order is counterbalanced (A B, B A, A B, …) so that drift on a shared
+    /// machine hits both arms equally, linear drift cancelling out.
+    pub fn order(&self) -> Vec<(usize, u32)> {
+        let n = self.arms.len();
+        (0..self.config.rounds)
+            .flat_map(|r| {
+                let arms: Vec<usize> = if r % 2 == 1 { (0..n).rev().collect() } else { (0..n).collect() };
+                arms.into_iter().map(move |a| (a, r))
+            })
+            .collect()
+    }
+
+    /// `grpc`, `rest` or `both`: the transport part of the run folder's name.
+    pub fn transport_name(&self) -> &'static str {
+        if self.arms.len() > 1 { "both" } else { self.config.transport.as_str() }
+    }
+}
+
+/// Everything one arm of a run needs, validated. Serialized into `run.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Config {
     pub transport: Transport,
@@ -142,7 +195,7 @@ fn duration(flag: &'static str, text: &str, example: &str) -> Result<Duration, C
 impl Config {
     /// Validates the flags. Checks that touch nothing come first; the output
     /// folder is checked last, by writing and removing a probe file in it.
-    pub fn from_args(a: &RunArgs) -> Result<Config, ConfigError> {
+    pub fn from_args(a: &RunArgs, transport: Transport) -> Result<Config, ConfigError> {
         let qps: f64 = a.qps.trim().parse().map_err(|_| {
             bad("--qps", format!("{:?} is not a number; give requests per second, e.g. --qps 100", a.qps))
         })?;
@@ -220,7 +273,7 @@ impl Config {
         };
         check_writable(&a.out)?;
         Ok(Config {
-            transport: a.transport,
+            transport,
             qps,
             duration: duration_v,
             warmup,
@@ -272,12 +325,28 @@ mod tests {
         run: RunArgs,
     }
 
-    fn parse(args: &[&str]) -> Result<Config, ConfigError> {
+    fn plan(args: &[&str]) -> Result<Plan, ConfigError> {
         let dir = std::env::temp_dir().join("gvr-config-test");
         let out = dir.to_string_lossy().into_owned();
         let mut full = vec!["harness", "--out", &out];
         full.extend_from_slice(args);
-        Config::from_args(&Cli::try_parse_from(full).expect("clap accepts").run)
+        Plan::from_args(&Cli::try_parse_from(full).expect("clap accepts").run)
+    }
+
+    fn parse(args: &[&str]) -> Result<Config, ConfigError> {
+        plan(args).map(|p| p.config)
+    }
+
+    #[test]
+    fn both_alternates_counterbalanced() {
+        let p = plan(&["--transport", "both", "--rounds", "3"]).unwrap();
+        assert_eq!(p.arms, [Transport::Grpc, Transport::Rest]);
+        assert_eq!(p.order(), [(0, 0), (1, 0), (1, 1), (0, 1), (0, 2), (1, 2)]);
+        assert_eq!(p.transport_name(), "both");
+        assert_eq!(p.arm(Transport::Rest).transport, Transport::Rest);
+        let single = plan(&["--transport", "rest", "--rounds", "2"]).unwrap();
+        assert_eq!(single.order(), [(0, 0), (0, 1)]);
+        assert_eq!(single.transport_name(), "rest");
     }
 
     #[test]
@@ -318,7 +387,7 @@ mod tests {
         let file = std::env::temp_dir().join(format!("gvr-not-a-dir-{}", std::process::id()));
         std::fs::write(&file, b"x").unwrap();
         let a = RunArgs { out: file.join("sub"), ..Cli::try_parse_from(["harness"]).unwrap().run };
-        assert_eq!(Config::from_args(&a).unwrap_err().flag, "--out");
+        assert_eq!(Config::from_args(&a, Transport::Grpc).unwrap_err().flag, "--out");
         std::fs::remove_file(file).unwrap();
     }
 }

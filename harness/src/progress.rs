@@ -1,21 +1,38 @@
 //! What the user sees while a run measures: a progress bar on a terminal,
 //! plain periodic lines otherwise, nothing with `--quiet`. It only reads the
-//! live counters; it never touches the records.
+//! live counters and the phase label; it never touches the records.
 
 use std::io::IsTerminal;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
 use crate::load::Live;
-use crate::record::Phases;
 
 /// How often plain progress lines are printed when stderr is not a terminal.
 const PLAIN_EVERY: Duration = Duration::from_secs(5);
+
+/// What the display shows: shared with the run, which updates the phase.
+#[derive(Debug, Default)]
+pub struct Status {
+    pub live: Arc<Live>,
+    /// The corrected p99 of the current segment, µs (0: none yet).
+    pub p99_us: Arc<AtomicU64>,
+    /// e.g. `gRPC warm-up`, `REST round 2/3`.
+    pub phase: Mutex<String>,
+    /// The current segment's target rate.
+    pub qps: Mutex<f64>,
+}
+
+impl Status {
+    pub fn set_phase(&self, phase: String) {
+        *self.phase.lock().unwrap_or_else(|e| e.into_inner()) = phase;
+        self.p99_us.store(0, Relaxed);
+    }
+}
 
 pub struct Progress {
     stop: CancellationToken,
@@ -23,17 +40,16 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn start(cfg: &Config, t0: Instant, phases: Phases, live: Arc<Live>, p99_us: Arc<AtomicU64>) -> Progress {
+    /// Starts the display for a run expected to last `total`; `quiet` shows nothing.
+    pub fn start(quiet: bool, total: Duration, status: Arc<Status>) -> Progress {
         let stop = CancellationToken::new();
-        if cfg.quiet {
+        if quiet {
             return Progress { stop, task: None };
         }
-        let total = cfg.warmup + cfg.duration * cfg.rounds;
-        let warmup = cfg.warmup;
-        let qps = cfg.qps;
         let token = stop.clone();
         let tty = std::io::stderr().is_terminal();
         let task = tokio::spawn(async move {
+            let started = Instant::now();
             let bar = tty.then(|| {
                 let bar = ProgressBar::new(total.as_millis() as u64);
                 let style = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {msg}")
@@ -42,36 +58,30 @@ impl Progress {
                 bar
             });
             let every = if tty { Duration::from_millis(200) } else { PLAIN_EVERY };
-            let mut last_sent = 0u64;
-            let mut last_at = Instant::now();
+            let (mut last_sent, mut last_at) = (0u64, Instant::now());
             loop {
                 tokio::select! {
                     _ = token.cancelled() => break,
                     _ = tokio::time::sleep(every) => {}
                 }
                 let now = Instant::now();
-                let elapsed = now.saturating_duration_since(t0);
+                let live = &status.live;
                 let sent = live.sent.load(Relaxed);
-                let rate = (sent - last_sent.min(sent)) as f64 / now.duration_since(last_at).as_secs_f64().max(1e-3);
+                let rate = sent.saturating_sub(last_sent) as f64 / now.duration_since(last_at).as_secs_f64().max(1e-3);
                 (last_sent, last_at) = (sent, now);
-                let phase = if elapsed < warmup {
-                    "warm-up".to_owned()
-                } else {
-                    let r = ((elapsed - warmup).as_secs_f64() / (total - warmup).as_secs_f64().max(1e-9)
-                        * f64::from(phases.rounds))
-                    .floor() as u32;
-                    format!("round {}/{}", (r + 1).min(phases.rounds), phases.rounds)
-                };
-                let p99 = match p99_us.load(Relaxed) {
+                let p99 = match status.p99_us.load(Relaxed) {
                     0 => "-".to_owned(),
                     us => format!("{:.1} ms", us as f64 / 1000.0),
                 };
+                let phase = status.phase.lock().map(|p| p.clone()).unwrap_or_default();
+                let qps = status.qps.lock().map(|q| *q).unwrap_or_default();
                 let msg = format!(
                     "{phase} · {rate:.0}/{qps} req/s · in flight {} · errors {} · dropped {} · p99 {p99}",
                     live.in_flight.load(Relaxed),
                     live.errors.load(Relaxed),
                     live.dropped.load(Relaxed),
                 );
+                let elapsed = now.duration_since(started);
                 match &bar {
                     Some(bar) => {
                         bar.set_position(elapsed.min(total).as_millis() as u64);

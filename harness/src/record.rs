@@ -1,6 +1,6 @@
 //! The collector: the one owner of every request's record. Workers send
-//! [`Shot`]s over a channel; the collector files each into the round its due
-//! time falls in, with fresh histograms per round. Nothing renders here.
+//! [`Shot`]s over a channel; one collector per segment (warm-up or round)
+//! files them, so every round starts with fresh histograms. Nothing renders here.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,32 +12,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::load::{Outcome, Shot};
 use crate::stats::new_histogram;
-
-/// Which requests belong to the warm-up and to each round, by index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Phases {
-    pub warmup_requests: u64,
-    pub requests_per_round: u64,
-    pub rounds: u32,
-}
-
-impl Phases {
-    pub fn total(&self) -> u64 {
-        self.warmup_requests + self.requests_per_round * u64::from(self.rounds)
-    }
-
-    /// The 0-based round request `index` belongs to; `None` for the warm-up.
-    pub fn round_of(&self, index: u64) -> Option<usize> {
-        let i = index.checked_sub(self.warmup_requests)?;
-        let r = (i / self.requests_per_round.max(1)) as usize;
-        (r < self.rounds as usize).then_some(r)
-    }
-
-    /// Index of the first request of round `r` (or one past the end for `rounds`).
-    pub fn first_of_round(&self, r: u32) -> u64 {
-        self.warmup_requests + self.requests_per_round * u64::from(r)
-    }
-}
 
 /// One round's records.
 #[derive(Debug, Clone)]
@@ -107,16 +81,16 @@ impl RoundRecord {
     }
 }
 
-/// Files shots into rounds until every sender is gone or `finish` fires (then
-/// it files what is already queued and returns). `live_p99_us` is kept up to
-/// date with the current round's corrected p99 for the progress display.
+/// Files the shots of one segment (a warm-up or a round) until every sender
+/// is gone or `finish` fires (then it files what is already queued and
+/// returns). `live_p99_us` is kept up to date with the corrected p99 for the
+/// progress display.
 pub async fn collect(
     mut shots: UnboundedReceiver<Shot>,
-    phases: Phases,
     live_p99_us: Arc<AtomicU64>,
     finish: CancellationToken,
-) -> Vec<RoundRecord> {
-    let mut rounds = vec![RoundRecord::default(); phases.rounds as usize];
+) -> RoundRecord {
+    let mut round = RoundRecord::default();
     let mut n = 0u64;
     loop {
         let shot = tokio::select! {
@@ -130,14 +104,13 @@ pub async fn collect(
                 Err(_) => break,
             },
         };
-        let Some(r) = phases.round_of(shot.index) else { continue };
-        rounds[r].add(&shot);
+        round.add(&shot);
         n += 1;
         if n.is_multiple_of(64) {
-            live_p99_us.store(rounds[r].corrected.value_at_quantile(0.99), Relaxed);
+            live_p99_us.store(round.corrected.value_at_quantile(0.99), Relaxed);
         }
     }
-    rounds
+    round
 }
 
 #[cfg(test)]
@@ -145,19 +118,6 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-
-    #[test]
-    fn phases_split_by_index() {
-        let p = Phases { warmup_requests: 10, requests_per_round: 100, rounds: 3 };
-        assert_eq!(p.total(), 310);
-        assert_eq!(p.round_of(9), None);
-        assert_eq!(p.round_of(10), Some(0));
-        assert_eq!(p.round_of(109), Some(0));
-        assert_eq!(p.round_of(110), Some(1));
-        assert_eq!(p.round_of(309), Some(2));
-        assert_eq!(p.round_of(310), None);
-        assert_eq!(p.first_of_round(3), 310);
-    }
 
     #[test]
     fn corrected_latency_carries_the_wait_service_time_does_not() {

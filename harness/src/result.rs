@@ -56,6 +56,9 @@ pub struct RoundResult {
     pub index: u32,
     /// False when the run stopped inside this round.
     pub complete: bool,
+    /// When the round began, in seconds since the run's origin (the time base
+    /// of `samples`).
+    pub started_seconds: f64,
     /// Seconds from the round's first due time to its end (or to the stop).
     pub window_seconds: f64,
     pub requests: Requests,
@@ -173,8 +176,9 @@ pub struct HopBytes {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResourceSample {
-    /// Seconds since the first request was due (negative: before).
+    /// Seconds since the run's origin, shortly before the first request was due.
     pub t_seconds: f64,
+    /// `caller`, `downstream` or `harness`.
     pub tier: String,
     /// % of one core since the previous sample; `None` on the first.
     pub cpu_percent: Option<f64>,

@@ -1,25 +1,30 @@
-//! One measured run of the embedded topology: start the tiers, warm up, drive
-//! the rounds, sample, snapshot the tiers' counters at every round boundary,
-//! drain, stop the tiers, and assemble the [`RunResult`].
+//! One measured run: start every arm's tiers, then run the segments (one
+//! warm-up per arm before its first round, then the rounds, arms alternating),
+//! sample all processes, snapshot the tiers' counters at every round boundary,
+//! drain, stop the tiers, and assemble one [`RunResult`] per arm.
 //!
-//! Measuring and rendering never overlap: this module only measures; `export`
-//! turns the result into files afterwards.
+//! Measuring and rendering never overlap: this module only measures (and
+//! appends samples to the time-series file as they come, so a crash loses at
+//! most one interval); `export` turns the results into files afterwards.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use caller::Transport;
 use telemetry::{CountersSnapshot, ProcessSnapshot, ProcessStats, StatsSnapshot};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
+use crate::config::{Config, Plan};
 use crate::env::Environment;
-use crate::load::{Live, Schedule, Target, dispatch};
-use crate::progress::Progress;
-use crate::record::{Phases, RoundRecord, collect};
+use crate::export::timeseries::TimeseriesWriter;
+use crate::load::{Schedule, Target, dispatch};
+use crate::progress::{Progress, Status};
+use crate::record::{RoundRecord, collect};
 use crate::result::{
     HopBytes, Hops, Latency, LoadSample, Requests, ResourceSample, Resources, RoundResult, RunResult, RunStatus,
     SCHEMA, Throughput, TierInfo,
@@ -32,8 +37,10 @@ use crate::topology::{Tier, Topology};
 const STOP_GRACE: Duration = Duration::from_secs(5);
 /// How often tier liveness is checked while the load runs.
 const LIVENESS_POLL: Duration = Duration::from_millis(100);
+/// Pause between the drain of one arm and the first request of the next.
+const ARM_SWITCH_PAUSE: Duration = Duration::from_millis(100);
 
-/// The counters and process figures of every tier at one instant.
+/// The counters and process figures of one arm's tiers at one instant.
 #[derive(Debug, Clone)]
 struct Snapshot {
     at: Instant,
@@ -66,23 +73,48 @@ enum Stop {
     TierDied(String),
 }
 
-/// Waits until `at`, watching the tiers and the interrupt token.
-async fn wait_until(
-    at: Instant,
-    topology: &mut Topology,
-    interrupt: &CancellationToken,
-    t0: Instant,
-) -> Result<(), Stop> {
+/// One arm: its configuration, its tiers and its load target.
+struct Arm {
+    config: Config,
+    topology: Topology,
+    target: Target,
+    tiers: BTreeMap<String, TierInfo>,
+}
+
+/// A measured round whose requests may still be finishing.
+struct PendingRound {
+    arm: usize,
+    round: u32,
+    start: Snapshot,
+    end: Snapshot,
+    complete: bool,
+    scheduled: JoinHandle<u64>,
+    collector: JoinHandle<RoundRecord>,
+    finish: CancellationToken,
+}
+
+fn transport_title(t: Transport) -> &'static str {
+    match t {
+        Transport::Grpc => "gRPC",
+        Transport::Rest => "REST",
+    }
+}
+
+/// Waits until `at`, watching every tier and the interrupt token.
+async fn wait_until(at: Instant, arms: &mut [Arm], interrupt: &CancellationToken, origin: Instant) -> Result<(), Stop> {
     loop {
-        for tier in [&mut topology.downstream, &mut topology.caller] {
-            if let Some(status) = tier.exited() {
-                let when = Instant::now().saturating_duration_since(t0).as_secs_f64();
-                return Err(Stop::TierDied(format!(
-                    "the {} (pid {}) exited at t={when:.1}s with {status}; its last stderr lines:\n{}",
-                    tier.name,
-                    tier.pid(),
-                    tier.stderr_tail()
-                )));
+        for arm in arms.iter_mut() {
+            let label = transport_title(arm.config.transport);
+            for tier in [&mut arm.topology.downstream, &mut arm.topology.caller] {
+                if let Some(status) = tier.exited() {
+                    let when = Instant::now().saturating_duration_since(origin).as_secs_f64();
+                    return Err(Stop::TierDied(format!(
+                        "the {} of the {label} arm (pid {}) exited at t={when:.1}s with {status}; its last stderr lines:\n{}",
+                        tier.name,
+                        tier.pid(),
+                        tier.stderr_tail()
+                    )));
+                }
             }
         }
         let now = Instant::now();
@@ -96,145 +128,260 @@ async fn wait_until(
     }
 }
 
-/// Runs the whole measurement. Errors only for failures before any load
-/// (tiers that do not start); later failures end the run with a partial result.
-pub async fn run(cfg: &Config, interrupt: CancellationToken) -> anyhow::Result<RunResult> {
-    let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-    let environment = Environment::capture();
-    let mut topology = Topology::start(cfg).await?;
-    if !cfg.quiet {
-        eprintln!(
-            "tiers: downstream pid {} ({}), caller pid {} ({}), harness pid {}",
-            topology.downstream.pid(),
-            listeners(&topology.downstream),
-            topology.caller.pid(),
-            listeners(&topology.caller),
-            std::process::id()
-        );
+/// Starts every arm's tiers; on a failure stops the ones already started.
+async fn start_arms(plan: &Plan) -> anyhow::Result<Vec<Arm>> {
+    let mut arms: Vec<Arm> = Vec::new();
+    for &transport in &plan.arms {
+        let config = plan.arm(transport);
+        let topology = match Topology::start(&config).await {
+            Ok(t) => t,
+            Err(e) => {
+                for arm in arms {
+                    arm.topology.stop().await;
+                }
+                return Err(e.into());
+            }
+        };
+        let target = Target::new(topology.front_url(), config.items, config.fanout, config.timeout, config.connections)
+            .context("building the load client")?;
+        arms.push(Arm { config, topology, target, tiers: BTreeMap::new() });
     }
+    Ok(arms)
+}
+
+/// Runs the whole plan. Errors only for failures before any load (tiers that do
+/// not start); later failures end the run with partial results.
+pub async fn run(
+    plan: &Plan,
+    started_at: String,
+    interrupt: CancellationToken,
+    mut timeseries: Option<TimeseriesWriter>,
+) -> anyhow::Result<Vec<RunResult>> {
+    let quiet = plan.config.quiet;
+    let environment = Environment::capture();
+    let mut arms = start_arms(plan).await?;
     let admin = Admin {
         http: reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(5)).build()?,
         harness: ProcessStats::current(),
     };
-    let mut tiers = BTreeMap::new();
-    for tier in [&topology.downstream, &topology.caller] {
-        let settings = admin.stats(tier).await.map(|s| s.settings).unwrap_or(serde_json::Value::Null);
-        tiers.insert(tier.name.to_owned(), TierInfo { pid: tier.pid(), settings });
+    for arm in arms.iter_mut() {
+        if !quiet {
+            let prefix =
+                if plan.arms.len() > 1 { format!("tiers ({})", arm.config.transport.as_str()) } else { "tiers".into() };
+            eprintln!(
+                "{prefix}: downstream pid {} ({}), caller pid {} ({}), harness pid {}",
+                arm.topology.downstream.pid(),
+                listeners(&arm.topology.downstream),
+                arm.topology.caller.pid(),
+                listeners(&arm.topology.caller),
+                std::process::id()
+            );
+        }
+        for tier in [&arm.topology.downstream, &arm.topology.caller] {
+            let settings = admin.stats(tier).await.map(|s| s.settings).unwrap_or(serde_json::Value::Null);
+            arm.tiers.insert(tier.name.to_owned(), TierInfo { pid: tier.pid(), settings });
+        }
     }
 
-    let phases = Phases {
-        warmup_requests: (cfg.warmup.as_secs_f64() * cfg.qps).round() as u64,
-        requests_per_round: cfg.requests_per_round(),
-        rounds: cfg.rounds,
-    };
-    let schedule = Schedule { t0: Instant::now() + Duration::from_millis(100), qps: cfg.qps };
-    let live = Arc::new(Live::default());
-    let live_p99_us = Arc::new(AtomicU64::new(0));
-    let (shots_tx, shots_rx) = mpsc::unbounded_channel();
-    let finish_collecting = CancellationToken::new();
-    let collector = tokio::spawn(collect(shots_rx, phases, live_p99_us.clone(), finish_collecting.clone()));
-    let target = Target::new(topology.front_url(), cfg.items, cfg.fanout, cfg.timeout, cfg.connections)
-        .context("building the load client")?;
-    let stop_load = CancellationToken::new();
-    let dispatcher = tokio::spawn(dispatch(
-        schedule,
-        phases.total(),
-        cfg.max_in_flight,
-        target,
-        live.clone(),
-        shots_tx,
-        stop_load.clone(),
-    ));
-
+    let cfg = &plan.config;
+    let origin = Instant::now() + ARM_SWITCH_PAUSE;
+    let status = Arc::new(Status::default());
     let stop_sampling = CancellationToken::new();
-    let sampler = tokio::spawn(sample_loop(
-        Sampler::new(&[
-            ("downstream", topology.downstream.pid()),
-            ("caller", topology.caller.pid()),
-            ("harness", std::process::id()),
-        ]),
-        cfg.sample_interval,
-        schedule.t0,
-        live.clone(),
-        stop_sampling.clone(),
-    ));
-    let progress = Progress::start(cfg, schedule.t0, phases, live.clone(), live_p99_us.clone());
+    let mut watched: Vec<(String, u32)> = Vec::new();
+    for (i, arm) in arms.iter().enumerate() {
+        watched.push((format!("{i}/downstream"), arm.topology.downstream.pid()));
+        watched.push((format!("{i}/caller"), arm.topology.caller.pid()));
+    }
+    watched.push(("harness".into(), std::process::id()));
+    let arm_names: Vec<String> = arms.iter().map(|a| a.config.transport.as_str().to_owned()).collect();
+    let sampler = {
+        let watched: Vec<(&str, u32)> = watched.iter().map(|(n, p)| (n.as_str(), *p)).collect();
+        let sampler = Sampler::new(&watched);
+        let (status, stop, ts, interval) =
+            (status.clone(), stop_sampling.clone(), timeseries.take(), cfg.sample_interval);
+        tokio::spawn(sample_loop(sampler, interval, origin, status, stop, ts, arm_names))
+    };
+    let total = (cfg.warmup + cfg.duration * cfg.rounds) * plan.arms.len() as u32;
+    let progress = Progress::start(quiet, total, status.clone());
+    *status.qps.lock().unwrap_or_else(|e| e.into_inner()) = cfg.qps;
 
-    // Round boundaries: a snapshot at the start of every round and at the end.
-    let mut boundaries = Vec::new();
+    let stop_load = CancellationToken::new();
+    let mut pending: Vec<PendingRound> = Vec::new();
+    let mut warmed = vec![false; arms.len()];
+    let mut cursor = origin;
+    let mut previous_arm = None;
     let mut stopped = None;
-    for k in 0..=cfg.rounds {
-        let at = schedule.due(phases.first_of_round(k));
-        if let Err(why) = wait_until(at, &mut topology, &interrupt, schedule.t0).await {
-            stopped = Some(why);
-            break;
+    'segments: for (a, round) in plan.order() {
+        if previous_arm.is_some_and(|p| p != a) {
+            // Let the other arm's tail finish so the two never overlap.
+            drain(&status, cfg.timeout + STOP_GRACE).await;
+            cursor = Instant::now() + ARM_SWITCH_PAUSE;
         }
-        boundaries.push(admin.snapshot(&topology).await);
-    }
-    let complete_boundaries = boundaries.len();
-    if stopped.is_some() {
-        stop_load.cancel();
-        // Close the partial round at the moment the load stopped.
-        if !boundaries.is_empty() {
-            boundaries.push(admin.snapshot(&topology).await);
+        previous_arm = Some(a);
+        let title = transport_title(arms[a].config.transport);
+        let mut segments = Vec::new();
+        if !warmed[a] && !cfg.warmup.is_zero() {
+            segments.push((None, cfg.warmup));
+        }
+        warmed[a] = true;
+        segments.push((Some(round), cfg.duration));
+        for (measured, length) in segments {
+            status.set_phase(match measured {
+                None => format!("{title} warm-up"),
+                Some(r) => format!("{title} round {}/{}", r + 1, cfg.rounds),
+            });
+            let n = (length.as_secs_f64() * cfg.qps).round() as u64;
+            let schedule = Schedule { t0: cursor, qps: cfg.qps };
+            let (tx, rx) = mpsc::unbounded_channel();
+            let finish = CancellationToken::new();
+            let collector = tokio::spawn(collect(rx, status.p99_us.clone(), finish.clone()));
+            let live = status.live.clone();
+            let segment_stop = stop_load.child_token();
+            let target = arms[a].target.clone();
+            let max_in_flight = cfg.max_in_flight;
+            let scheduled =
+                tokio::spawn(async move { dispatch(schedule, n, max_in_flight, target, live, tx, segment_stop).await });
+            let end_at = schedule.due(n);
+            cursor = end_at;
+            if let Err(why) = wait_until(schedule.t0, &mut arms, &interrupt, origin).await {
+                stopped = Some(why);
+            }
+            let start = admin.snapshot(&arms[a].topology).await;
+            if stopped.is_none()
+                && let Err(why) = wait_until(end_at, &mut arms, &interrupt, origin).await
+            {
+                stopped = Some(why);
+            }
+            if stopped.is_some() {
+                stop_load.cancel();
+            }
+            match measured {
+                Some(round) => {
+                    let end = admin.snapshot(&arms[a].topology).await;
+                    pending.push(PendingRound {
+                        arm: a,
+                        round,
+                        start,
+                        end,
+                        complete: stopped.is_none(),
+                        scheduled,
+                        collector,
+                        finish,
+                    });
+                }
+                None => {
+                    // Warm-up records are not kept; the collector ends with its senders.
+                    finish.cancel();
+                    drop(collector);
+                }
+            }
+            if stopped.is_some() {
+                break 'segments;
+            }
         }
     }
-    let dispatched = dispatcher.await.unwrap_or(0);
 
     // Drain: requests already sent get their answer or their timeout; after a
     // stop only a short grace.
-    let drain_limit = if stopped.is_some() { STOP_GRACE } else { cfg.timeout + STOP_GRACE };
-    let drain_deadline = Instant::now() + drain_limit;
-    while live.in_flight.load(Relaxed) > 0 && Instant::now() < drain_deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    drain(&status, if stopped.is_some() { STOP_GRACE } else { cfg.timeout + STOP_GRACE }).await;
     progress.finish().await;
-    // Requests still unanswered after the drain are left out; everything
-    // recorded so far is kept.
-    finish_collecting.cancel();
-    let records: Vec<RoundRecord> =
-        collector.await.unwrap_or_else(|_| vec![RoundRecord::default(); cfg.rounds as usize]);
     stop_sampling.cancel();
     let (samples, load_samples) = sampler.await.unwrap_or_default();
-    topology.stop().await;
+    let mut finished = Vec::with_capacity(arms.len());
+    for arm in arms {
+        arm.topology.stop().await;
+        finished.push((arm.config, arm.tiers));
+    }
 
-    let (status, status_reason) = match stopped {
+    let (run_status, reason) = match stopped {
         None => (RunStatus::Complete, None),
         Some(Stop::Interrupted) => (RunStatus::Interrupted, Some("interrupted by the user (SIGINT)".to_owned())),
         Some(Stop::TierDied(reason)) => (RunStatus::Aborted, Some(reason)),
     };
-    let rounds =
-        assemble_rounds(cfg, phases, dispatched, &boundaries, complete_boundaries, &records, &samples, schedule.t0);
-    let mut result = RunResult {
-        schema: SCHEMA.to_owned(),
-        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-        status,
-        status_reason,
-        started_at,
-        config: cfg.clone(),
-        environment,
-        tiers,
-        rounds,
-        samples,
-        load_samples,
-        validity: Vec::new(),
-    };
-    result.validity = crate::export::validity(&result);
-    Ok(result)
+    let mut rounds_by_arm: Vec<Vec<RoundResult>> = vec![Vec::new(); finished.len()];
+    for p in pending {
+        // Requests still unanswered after the drain are left out; everything
+        // recorded so far is kept.
+        p.finish.cancel();
+        let record = p.collector.await.unwrap_or_default();
+        let scheduled = p.scheduled.await.unwrap_or(0);
+        let samples_of_arm = arm_samples(&samples, p.arm);
+        rounds_by_arm[p.arm].push(assemble_round(
+            &finished[p.arm].0,
+            p.round,
+            p.complete,
+            scheduled,
+            &p.start,
+            &p.end,
+            &record,
+            &samples_of_arm,
+            origin,
+        ));
+    }
+    let results = finished
+        .into_iter()
+        .zip(rounds_by_arm)
+        .enumerate()
+        .map(|(i, ((config, tiers), mut rounds))| {
+            rounds.sort_by_key(|r| r.index);
+            let mut result = RunResult {
+                schema: SCHEMA.to_owned(),
+                tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+                status: run_status,
+                status_reason: reason.clone(),
+                started_at: started_at.clone(),
+                config,
+                environment: environment.clone(),
+                tiers,
+                rounds,
+                samples: arm_samples(&samples, i),
+                load_samples: load_samples.clone(),
+                validity: Vec::new(),
+            };
+            result.validity = crate::analysis::validity(&result);
+            result
+        })
+        .collect();
+    Ok(results)
+}
+
+/// Waits until nothing is in flight, at most `limit`.
+async fn drain(status: &Status, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while status.live.in_flight.load(Relaxed) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The samples of arm `i`'s tiers (renamed `caller`/`downstream`) and of the harness.
+fn arm_samples(samples: &[ResourceSample], i: usize) -> Vec<ResourceSample> {
+    let prefix = format!("{i}/");
+    samples
+        .iter()
+        .filter_map(|s| match s.tier.strip_prefix(&prefix) {
+            Some(tier) => Some(ResourceSample { tier: tier.to_owned(), ..s.clone() }),
+            None if s.tier == "harness" => Some(s.clone()),
+            None => None,
+        })
+        .collect()
 }
 
 fn listeners(tier: &Tier) -> String {
     tier.ready.listeners.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
 }
 
+/// Samples every process each `interval` until `stop`, appending each batch to
+/// the time-series file as it comes.
 async fn sample_loop(
     mut sampler: Sampler,
     interval: Duration,
     origin: Instant,
-    live: Arc<Live>,
+    status: Arc<Status>,
     stop: CancellationToken,
+    mut timeseries: Option<TimeseriesWriter>,
+    arm_names: Vec<String>,
 ) -> (Vec<ResourceSample>, Vec<LoadSample>) {
-    let (mut samples, mut load) = (Vec::new(), Vec::new());
+    let (mut samples, mut load) = (Vec::new(), Vec::<LoadSample>::new());
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticker.tick().await;
@@ -245,113 +392,121 @@ async fn sample_loop(
         }
         let batch = sampler.sample(origin);
         let t_seconds = batch.first().map_or(0.0, |s| s.t_seconds);
-        samples.extend(batch);
-        load.push(LoadSample {
+        let live = &status.live;
+        let point = LoadSample {
             t_seconds,
             in_flight: live.in_flight.load(Relaxed) as u64,
             sent: live.sent.load(Relaxed),
             ok: live.ok.load(Relaxed),
             errors: live.errors.load(Relaxed),
             dropped: live.dropped.load(Relaxed),
-        });
+        };
+        let ok_rate = load
+            .last()
+            .map(|prev| (point.ok.saturating_sub(prev.ok)) as f64 / (point.t_seconds - prev.t_seconds).max(1e-3));
+        if let Some(ts) = timeseries.as_mut() {
+            for s in &batch {
+                let (arm, tier) = match s.tier.split_once('/') {
+                    Some((i, tier)) => {
+                        (i.parse::<usize>().ok().and_then(|i| arm_names.get(i)).map_or("-", |n| n.as_str()), tier)
+                    }
+                    None => ("-", s.tier.as_str()),
+                };
+                ts.append(s, arm, tier, point.in_flight, ok_rate);
+            }
+            ts.flush();
+        }
+        samples.extend(batch);
+        load.push(point);
     }
     (samples, load)
 }
 
 #[allow(clippy::too_many_arguments)]
-fn assemble_rounds(
+fn assemble_round(
     cfg: &Config,
-    phases: Phases,
-    dispatched: u64,
-    boundaries: &[Snapshot],
-    complete_boundaries: usize,
-    records: &[RoundRecord],
+    round: u32,
+    complete: bool,
+    scheduled: u64,
+    start: &Snapshot,
+    end: &Snapshot,
+    rec: &RoundRecord,
     samples: &[ResourceSample],
-    t0: Instant,
-) -> Vec<RoundResult> {
-    let rel = |at: Instant| at.saturating_duration_since(t0).as_secs_f64();
-    boundaries
-        .windows(2)
-        .enumerate()
-        .filter_map(|(k, pair)| {
-            let (start, end) = (&pair[0], &pair[1]);
-            let rec = records.get(k)?;
-            let window = end.at.saturating_duration_since(start.at).as_secs_f64().max(1e-9);
-            let scheduled = phases.requests_per_round.min(dispatched.saturating_sub(phases.first_of_round(k as u32)));
-            let requests = Requests { scheduled, sent: rec.sent, ok: rec.ok, errors: rec.errors.clone() };
-            let throughput = Throughput {
-                target_qps: cfg.qps,
-                send_rate: rec.sent as f64 / window,
-                ok_per_second: rec.ok as f64 / window,
-                achieved_ratio: rec.ok as f64 / window / cfg.qps,
-            };
-            let latency = Latency {
-                corrected: summarize(&rec.corrected),
-                service: summarize(&rec.service),
-                send_lag: summarize(&rec.send_lag),
-                downstream_hop: summarize(&rec.downstream_hop),
-                caller_overhead: summarize(&rec.caller_overhead),
-            };
-            let histograms = [
-                ("corrected", &rec.corrected),
-                ("service", &rec.service),
-                ("send_lag", &rec.send_lag),
-                ("downstream_hop", &rec.downstream_hop),
-                ("caller_overhead", &rec.caller_overhead),
-            ]
-            .into_iter()
-            .map(|(k, h)| (k.to_owned(), encode_histogram(h)))
-            .collect();
-            let (from, to) = (rel(start.at), rel(end.at));
-            let in_window: Vec<&ResourceSample> =
-                samples.iter().filter(|s| s.t_seconds >= from && s.t_seconds <= to).collect();
-            let resources_of = |tier: &str, cpu: Option<f64>, per: u64| {
-                let tier_samples: Vec<_> = in_window.iter().filter(|s| s.tier == tier).collect();
-                let (cpu_mean, cpu_peak) = mean_peak(tier_samples.iter().filter_map(|s| s.cpu_percent));
-                let (rss_mean, rss_peak) =
-                    mean_peak(tier_samples.iter().filter_map(|s| s.rss_bytes).map(|b| b as f64 / (1024.0 * 1024.0)));
-                Resources {
-                    cpu_seconds: cpu,
-                    cpu_percent_mean: cpu_mean,
-                    cpu_percent_peak: cpu_peak,
-                    cpu_us_per_request: cpu.filter(|_| per > 0).map(|c| c * 1e6 / per as f64),
-                    rss_mib_mean: rss_mean,
-                    rss_mib_peak: rss_peak,
-                    samples: tier_samples.len() as u32,
-                }
-            };
-            let cpu_delta = |a: Option<&StatsSnapshot>, b: Option<&StatsSnapshot>| {
-                Some(b?.process.cpu_seconds? - a?.process.cpu_seconds?)
-            };
-            let mut resources = BTreeMap::new();
-            resources.insert(
-                "downstream".to_owned(),
-                resources_of("downstream", cpu_delta(start.downstream.as_ref(), end.downstream.as_ref()), rec.ok),
-            );
-            resources.insert(
-                "caller".to_owned(),
-                resources_of("caller", cpu_delta(start.caller.as_ref(), end.caller.as_ref()), rec.ok),
-            );
-            let harness_cpu = end.harness.cpu_seconds.zip(start.harness.cpu_seconds).map(|(b, a)| b - a);
-            resources.insert("harness".to_owned(), resources_of("harness", harness_cpu, rec.sent));
+    origin: Instant,
+) -> RoundResult {
+    let rel = |at: Instant| at.saturating_duration_since(origin).as_secs_f64();
+    let window = end.at.saturating_duration_since(start.at).as_secs_f64().max(1e-9);
+    let requests = Requests { scheduled, sent: rec.sent, ok: rec.ok, errors: rec.errors.clone() };
+    let throughput = Throughput {
+        target_qps: cfg.qps,
+        send_rate: rec.sent as f64 / window,
+        ok_per_second: rec.ok as f64 / window,
+        achieved_ratio: rec.ok as f64 / window / cfg.qps,
+    };
+    let latency = Latency {
+        corrected: summarize(&rec.corrected),
+        service: summarize(&rec.service),
+        send_lag: summarize(&rec.send_lag),
+        downstream_hop: summarize(&rec.downstream_hop),
+        caller_overhead: summarize(&rec.caller_overhead),
+    };
+    let histograms = [
+        ("corrected", &rec.corrected),
+        ("service", &rec.service),
+        ("send_lag", &rec.send_lag),
+        ("downstream_hop", &rec.downstream_hop),
+        ("caller_overhead", &rec.caller_overhead),
+    ]
+    .into_iter()
+    .map(|(k, h)| (k.to_owned(), encode_histogram(h)))
+    .collect();
+    let (from, to) = (rel(start.at), rel(end.at));
+    let in_window: Vec<&ResourceSample> = samples.iter().filter(|s| s.t_seconds >= from && s.t_seconds <= to).collect();
+    let resources_of = |tier: &str, cpu: Option<f64>, per: u64| {
+        let tier_samples: Vec<_> = in_window.iter().filter(|s| s.tier == tier).collect();
+        let (cpu_mean, cpu_peak) = mean_peak(tier_samples.iter().filter_map(|s| s.cpu_percent));
+        let (rss_mean, rss_peak) =
+            mean_peak(tier_samples.iter().filter_map(|s| s.rss_bytes).map(|b| b as f64 / (1024.0 * 1024.0)));
+        Resources {
+            cpu_seconds: cpu,
+            cpu_percent_mean: cpu_mean,
+            cpu_percent_peak: cpu_peak,
+            cpu_us_per_request: cpu.filter(|_| per > 0).map(|c| c * 1e6 / per as f64),
+            rss_mib_mean: rss_mean,
+            rss_mib_peak: rss_peak,
+            samples: tier_samples.len() as u32,
+        }
+    };
+    let cpu_delta =
+        |a: Option<&StatsSnapshot>, b: Option<&StatsSnapshot>| Some(b?.process.cpu_seconds? - a?.process.cpu_seconds?);
+    let mut resources = BTreeMap::new();
+    resources.insert(
+        "downstream".to_owned(),
+        resources_of("downstream", cpu_delta(start.downstream.as_ref(), end.downstream.as_ref()), rec.ok),
+    );
+    resources.insert(
+        "caller".to_owned(),
+        resources_of("caller", cpu_delta(start.caller.as_ref(), end.caller.as_ref()), rec.ok),
+    );
+    let harness_cpu = end.harness.cpu_seconds.zip(start.harness.cpu_seconds).map(|(b, a)| b - a);
+    resources.insert("harness".to_owned(), resources_of("harness", harness_cpu, rec.sent));
 
-            let bytes = Hops {
-                front: hop_bytes("front", start.caller.as_ref(), end.caller.as_ref()),
-                internal: hop_bytes(cfg.transport.as_str(), start.downstream.as_ref(), end.downstream.as_ref()),
-            };
-            Some(RoundResult {
-                index: k as u32 + 1,
-                complete: k + 1 < complete_boundaries,
-                window_seconds: window,
-                requests,
-                throughput,
-                latency,
-                histograms,
-                resources,
-                bytes,
-            })
-        })
-        .collect()
+    let bytes = Hops {
+        front: hop_bytes("front", start.caller.as_ref(), end.caller.as_ref()),
+        internal: hop_bytes(cfg.transport.as_str(), start.downstream.as_ref(), end.downstream.as_ref()),
+    };
+    RoundResult {
+        index: round + 1,
+        complete,
+        started_seconds: from,
+        window_seconds: window,
+        requests,
+        throughput,
+        latency,
+        histograms,
+        resources,
+        bytes,
+    }
 }
 
 /// Byte and connection deltas of one listener between two snapshots; figures

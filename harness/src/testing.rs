@@ -87,6 +87,7 @@ pub fn round(index: u32, base_ms: f64, scale: f64) -> RoundResult {
     RoundResult {
         index,
         complete: true,
+        started_seconds: 10.0 + 60.0 * f64::from(index - 1),
         window_seconds: 60.0,
         requests: Requests { scheduled: 6000, sent: 6000, ok: 6000 - errors.values().sum::<u64>(), errors },
         throughput: Throughput {

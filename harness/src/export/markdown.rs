@@ -21,7 +21,7 @@ fn hd(d: std::time::Duration) -> String {
     humantime::format_duration(d).to_string()
 }
 
-fn transport_name(t: &str) -> &str {
+pub fn transport_name(t: &str) -> &str {
     match t {
         "grpc" => "gRPC",
         "rest" => "REST",
@@ -29,11 +29,16 @@ fn transport_name(t: &str) -> &str {
     }
 }
 
+/// `gRPC at 100 req/s, 500 ms delay, 10 items`.
 pub fn title(run: &RunResult) -> String {
+    format!("{} at {}", transport_name(run.config.transport.as_str()), setup(run))
+}
+
+/// `100 req/s, 500 ms delay, 10 items` (and fan-out and label when set).
+pub fn setup(run: &RunResult) -> String {
     let c = &run.config;
     let mut t = format!(
-        "{} at {} req/s, {} ms delay, {} items",
-        transport_name(c.transport.as_str()),
+        "{} req/s, {} ms delay, {} items",
         num(Some(c.qps), if c.qps.fract() == 0.0 { 0 } else { 2 }),
         c.delay.as_millis(),
         c.items
@@ -47,7 +52,50 @@ pub fn title(run: &RunResult) -> String {
     t
 }
 
-pub fn render(run: &RunResult) -> String {
+/// The environment of a run as a two-column Markdown table.
+pub fn environment_table(run: &RunResult) -> String {
+    let mut out = String::new();
+    let e = &run.environment;
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
+    let _ = writeln!(out, "| | |\n|---|---|");
+    let env_rows: Vec<(&str, String)> = vec![
+        ("build profile", e.build_profile.clone()),
+        ("tool version", e.tool_version.clone()),
+        (
+            "git commit",
+            match (&e.git_commit, e.git_dirty) {
+                (Some(c), Some(true)) => format!("{c} (uncommitted changes)"),
+                (Some(c), _) => c.clone(),
+                (None, _) => "unknown".into(),
+            },
+        ),
+        ("rustc", opt(&e.rustc)),
+        ("CPU", opt(&e.cpu_model)),
+        (
+            "cores (logical / physical)",
+            format!("{} / {}", num(e.logical_cores.map(|v| v as f64), 0), num(e.physical_cores.map(|v| v as f64), 0)),
+        ),
+        ("memory", num(e.memory_bytes.map(|b| b as f64 / 1024f64.powi(3)), 1) + " GiB"),
+        ("OS / kernel", format!("{} / {}", opt(&e.os), opt(&e.kernel))),
+        (
+            "open files (soft before → soft / hard)",
+            format!(
+                "{} → {} / {}",
+                num(e.nofile_soft_before.map(|v| v as f64), 0),
+                num(e.nofile_soft.map(|v| v as f64), 0),
+                num(e.nofile_hard.map(|v| v as f64), 0)
+            ),
+        ),
+        ("started", run.started_at.clone()),
+    ];
+    for (k, v) in env_rows {
+        let _ = writeln!(out, "| {k} | {v} |");
+    }
+    out
+}
+
+/// `report.md`. With `charts`, it shows the charts written beside it.
+pub fn render(run: &RunResult, charts: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# grpc-vs-rest: {}\n", title(run));
     if run.environment.build_profile != "release" {
@@ -75,10 +123,10 @@ pub fn render(run: &RunResult) -> String {
         let _ = write!(out, " round {}{} |", r.index, if r.complete { "" } else { " (partial)" });
     }
     if many {
-        let _ = write!(out, " mean |");
+        let _ = write!(out, " mean | min | max |");
     }
     let _ = write!(out, "\n|---|");
-    for _ in 0..run.rounds.len() + usize::from(many) {
+    for _ in 0..run.rounds.len() + if many { 3 } else { 0 } {
         let _ = write!(out, "---:|");
     }
     let _ = writeln!(out);
@@ -89,7 +137,17 @@ pub fn render(run: &RunResult) -> String {
             let _ = write!(out, " {} |", num(*v, m.decimals));
         }
         if many {
-            let _ = write!(out, " {} |", num(mean(values.iter().flatten().copied()), m.decimals));
+            let present: Vec<f64> = values.iter().flatten().copied().collect();
+            let (lo, hi) = present.iter().fold((None, None), |(lo, hi): (Option<f64>, Option<f64>), v| {
+                (Some(lo.map_or(*v, |l| l.min(*v))), Some(hi.map_or(*v, |h| h.max(*v))))
+            });
+            let _ = write!(
+                out,
+                " {} | {} | {} |",
+                num(mean(present.iter().copied()), m.decimals),
+                num(lo, m.decimals),
+                num(hi, m.decimals)
+            );
         }
         let _ = writeln!(out);
     }
@@ -138,46 +196,24 @@ pub fn render(run: &RunResult) -> String {
         let _ = writeln!(out, "| {tier} settings | `{}` |", info.settings);
     }
 
-    let e = &run.environment;
-    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
-    let _ = writeln!(out, "\n## Environment\n\n| | |\n|---|---|");
-    let env_rows: Vec<(&str, String)> = vec![
-        ("build profile", e.build_profile.clone()),
-        ("tool version", e.tool_version.clone()),
-        (
-            "git commit",
-            match (&e.git_commit, e.git_dirty) {
-                (Some(c), Some(true)) => format!("{c} (uncommitted changes)"),
-                (Some(c), _) => c.clone(),
-                (None, _) => "unknown".into(),
-            },
-        ),
-        ("rustc", opt(&e.rustc)),
-        ("CPU", opt(&e.cpu_model)),
-        (
-            "cores (logical / physical)",
-            format!("{} / {}", num(e.logical_cores.map(|v| v as f64), 0), num(e.physical_cores.map(|v| v as f64), 0)),
-        ),
-        ("memory", num(e.memory_bytes.map(|b| b as f64 / 1024f64.powi(3)), 1) + " GiB"),
-        ("OS / kernel", format!("{} / {}", opt(&e.os), opt(&e.kernel))),
-        (
-            "open files (soft before → soft / hard)",
-            format!(
-                "{} → {} / {}",
-                num(e.nofile_soft_before.map(|v| v as f64), 0),
-                num(e.nofile_soft.map(|v| v as f64), 0),
-                num(e.nofile_hard.map(|v| v as f64), 0)
-            ),
-        ),
-        ("started", run.started_at.clone()),
-    ];
-    for (k, v) in env_rows {
-        let _ = writeln!(out, "| {k} | {v} |");
-    }
+    let _ = writeln!(out, "\n## Environment\n");
+    out.push_str(&environment_table(run));
     let _ = writeln!(
         out,
         "\nLatency is measured from each request's intended send time (coordinated-omission corrected); \
-         service time from its actual send. Raw data: `run.json`; latency distribution: `latency.hgrm`."
+         service time from its actual send. Raw data: `run.json`; latency distribution: `latency.hgrm` \
+         (and `latency-round-<k>.hgrm` per round)."
     );
+    if charts {
+        let _ = writeln!(out, "\n## Charts\n");
+        for (file, what) in [
+            ("latency.svg", "Latency by percentile"),
+            ("rss.svg", "Memory over time"),
+            ("cpu.svg", "CPU over time"),
+            ("rate.svg", "Achieved rate and in flight over time"),
+        ] {
+            let _ = writeln!(out, "![{what}]({file})\n");
+        }
+    }
     out
 }

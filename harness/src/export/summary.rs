@@ -7,10 +7,29 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::analysis::validity;
+use crate::export::comparison::{Arm, terminal};
 use crate::export::markdown::{num, title};
 use crate::result::{Latency, RunResult, RunStatus, Throughput};
 
-pub fn text(run: &RunResult, folder: Option<&Path>) -> String {
+/// The summary of every arm, then (with several) the comparison table.
+pub fn text(runs: &[RunResult], folder: Option<&Path>, color: bool) -> String {
+    let mut out = String::new();
+    for run in runs {
+        out.push_str(&arm_text(run));
+    }
+    if runs.len() > 1 {
+        let names = crate::export::arm_names(&runs.iter().collect::<Vec<_>>());
+        let arms: Vec<Arm<'_>> = names.iter().zip(runs).map(|(name, run)| Arm { name, run }).collect();
+        out.push('\n');
+        out.push_str(&terminal(&arms, color));
+    }
+    if let Some(f) = folder {
+        let _ = writeln!(out, "written to {}", f.display());
+    }
+    out
+}
+
+fn arm_text(run: &RunResult) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "grpc-vs-rest: {}", title(run));
     for r in &run.rounds {
@@ -80,15 +99,18 @@ pub fn text(run: &RunResult, folder: Option<&Path>) -> String {
             let _ = writeln!(out, "NOT VALID: {p}");
         }
     }
-    if let Some(f) = folder {
-        let _ = writeln!(out, "written to {}", f.display());
-    }
     out
 }
 
 #[derive(Debug, Serialize)]
 struct JsonSummary<'a> {
     folder: Option<&'a Path>,
+    arms: Vec<JsonArm<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct JsonArm<'a> {
+    transport: &'a str,
     status: RunStatus,
     status_reason: Option<&'a str>,
     build_profile: &'a str,
@@ -108,10 +130,15 @@ struct JsonRound<'a> {
     bytes: &'a crate::result::Hops,
 }
 
-pub fn json(run: &RunResult, folder: Option<&Path>) -> String {
+pub fn json(runs: &[RunResult], folder: Option<&Path>) -> String {
+    let s = JsonSummary { folder, arms: runs.iter().map(json_arm).collect() };
+    serde_json::to_string_pretty(&s).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+fn json_arm(run: &RunResult) -> JsonArm<'_> {
     let problems = validity(run);
-    let s = JsonSummary {
-        folder,
+    JsonArm {
+        transport: run.config.transport.as_str(),
         status: run.status,
         status_reason: run.status_reason.as_deref(),
         build_profile: &run.environment.build_profile,
@@ -130,6 +157,5 @@ pub fn json(run: &RunResult, folder: Option<&Path>) -> String {
                 bytes: &r.bytes,
             })
             .collect(),
-    };
-    serde_json::to_string_pretty(&s).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
 }

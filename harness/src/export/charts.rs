@@ -1,0 +1,282 @@
+//! SVG charts (plotters' SVG backend: text stays text, no fonts needed), one
+//! series per arm or per arm and tier: latency by percentile on a log "1 in N"
+//! axis as HdrHistogram plots it, RSS and CPU over time, achieved rate and
+//! requests in flight over time.
+
+use hdrhistogram::Histogram;
+use plotters::prelude::*;
+
+use crate::result::RunResult;
+use crate::stats::{decode_histogram, new_histogram};
+
+const SIZE: (u32, u32) = (900, 520);
+
+/// One line of a chart.
+#[derive(Debug, Clone)]
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+fn bounds(series: &[Series]) -> (f64, f64, f64, f64) {
+    let pts = series.iter().flat_map(|s| s.points.iter());
+    let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0f64);
+    for &(x, y) in pts {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y1 = y1.max(y);
+    }
+    if x0 > x1 {
+        (0.0, 1.0, 0.0, 1.0)
+    } else {
+        (x0, if x1 > x0 { x1 } else { x0 + 1.0 }, 0.0, if y1 > 0.0 { y1 * 1.08 } else { 1.0 })
+    }
+}
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+fn draw_panel(area: &Area<'_>, title: &str, x_desc: &str, y_desc: &str, series: &[Series]) -> Result<(), String> {
+    let (x0, x1, y0, y1) = bounds(series);
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(|e| e.to_string())?;
+    chart.configure_mesh().x_desc(x_desc).y_desc(y_desc).draw().map_err(|e| e.to_string())?;
+    for (i, s) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        // A series with gaps (an arm idle while the other runs) is drawn as
+        // separate runs, not joined across the gap; only the first is labelled.
+        for (k, run) in split_at_gaps(&s.points).into_iter().enumerate() {
+            let drawn = chart
+                .draw_series(LineSeries::new(run.iter().copied(), color.stroke_width(2)))
+                .map_err(|e| e.to_string())?;
+            if k == 0 {
+                drawn
+                    .label(s.name.as_str())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            }
+        }
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Splits a time series where a step is more than three times the median step.
+pub fn split_at_gaps(points: &[(f64, f64)]) -> Vec<Vec<(f64, f64)>> {
+    let mut steps: Vec<f64> = points.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    steps.sort_by(f64::total_cmp);
+    let Some(median) = steps.get(steps.len() / 2).copied() else { return vec![points.to_vec()] };
+    let mut runs = vec![Vec::new()];
+    for (i, p) in points.iter().enumerate() {
+        if i > 0 && p.0 - points[i - 1].0 > 3.0 * median {
+            runs.push(Vec::new());
+        }
+        if let Some(run) = runs.last_mut() {
+            run.push(*p);
+        }
+    }
+    runs
+}
+
+/// A line chart over linear axes.
+pub fn line_chart(title: &str, x_desc: &str, y_desc: &str, series: &[Series]) -> String {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        if let Err(e) = draw_panel(&root, title, x_desc, y_desc, series) {
+            tracing::warn!("chart {title}: {e}");
+        }
+        let _ = root.present();
+    }
+    svg
+}
+
+/// Two line charts stacked.
+pub fn stacked_chart(top: (&str, &str, &[Series]), bottom: (&str, &str, &[Series]), x_desc: &str) -> String {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (SIZE.0, SIZE.1 * 3 / 2)).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let (upper, lower) = root.split_vertically(SIZE.1 * 3 / 4);
+        for (area, (title, y_desc, series)) in [(&upper, top), (&lower, bottom)] {
+            if let Err(e) = draw_panel(area, title, x_desc, y_desc, series) {
+                tracing::warn!("chart {title}: {e}");
+            }
+        }
+        let _ = root.present();
+    }
+    svg
+}
+
+/// The percentile curve of a µs histogram: x = 1/(1-q) ("1 in N"), y = ms.
+pub fn percentile_points(h: &Histogram<u64>) -> Vec<(f64, f64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    let mut pts: Vec<(f64, f64)> = h
+        .iter_quantiles(5)
+        .filter(|v| v.quantile_iterated_to() < 1.0)
+        .map(|v| (1.0 / (1.0 - v.quantile_iterated_to()), v.value_iterated_to() as f64 / 1000.0))
+        .collect();
+    pts.push(((h.len() as f64).max(2.0), h.max() as f64 / 1000.0));
+    pts
+}
+
+/// Latency by percentile, one curve per arm, on a log "1 in N" axis.
+pub fn latency_chart(arms: &[(String, Histogram<u64>)]) -> String {
+    let series: Vec<Series> =
+        arms.iter().map(|(name, h)| Series { name: name.clone(), points: percentile_points(h) }).collect();
+    let max_x = series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).fold(10.0f64, f64::max);
+    let max_y = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(1.0f64, f64::max) * 1.08;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let result = (|| -> Result<(), String> {
+            let mut chart = ChartBuilder::on(&root)
+                .caption("Latency by percentile (corrected)", ("sans-serif", 18))
+                .margin(12)
+                .x_label_area_size(36)
+                .y_label_area_size(56)
+                .build_cartesian_2d((1f64..max_x).log_scale(), 0f64..max_y)
+                .map_err(|e| e.to_string())?;
+            chart
+                .configure_mesh()
+                .x_desc("percentile (log scale of 1 in N)")
+                .y_desc("latency (ms)")
+                .x_label_formatter(&|x| {
+                    // Only the decades are labelled: 1 in 10 → 90%, 1 in 1000 → 99.9%.
+                    let decade = x.log10();
+                    if (decade - decade.round()).abs() > 1e-6 {
+                        return String::new();
+                    }
+                    let decimals = (decade.round() - 2.0).max(0.0) as usize;
+                    format!("{:.decimals$}%", 100.0 * (1.0 - 1.0 / x))
+                })
+                .draw()
+                .map_err(|e| e.to_string())?;
+            for (i, s) in series.iter().enumerate() {
+                let color = Palette99::pick(i).to_rgba();
+                chart
+                    .draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))
+                    .map_err(|e| e.to_string())?
+                    .label(s.name.as_str())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperLeft)
+                .draw()
+                .map_err(|e| e.to_string())
+        })();
+        if let Err(e) = result {
+            tracing::warn!("latency chart: {e}");
+        }
+        let _ = root.present();
+    }
+    svg
+}
+
+/// The corrected-latency histogram of all rounds of a run.
+pub fn merged_corrected(run: &RunResult) -> Histogram<u64> {
+    let mut merged = new_histogram();
+    for r in &run.rounds {
+        if let Some(h) = r.histograms.get("corrected").and_then(|t| decode_histogram(t)) {
+            let _ = merged.add(&h);
+        }
+    }
+    merged
+}
+
+/// Every chart of a set of runs (one run, or the arms of a comparison), by file name.
+pub fn all(runs: &[(String, &RunResult)]) -> Vec<(&'static str, String)> {
+    let latency = latency_chart(&runs.iter().map(|(n, r)| (n.clone(), merged_corrected(r))).collect::<Vec<_>>());
+    let mut rss = Vec::new();
+    let mut cpu = Vec::new();
+    let mut rate = Vec::new();
+    let mut in_flight = Vec::new();
+    let prefix = |name: &str| if runs.len() > 1 { format!("{name} ") } else { String::new() };
+    for (name, run) in runs {
+        for tier in ["caller", "downstream"] {
+            let of_tier = run.samples.iter().filter(|s| s.tier == tier);
+            rss.push(Series {
+                name: format!("{}{tier}", prefix(name)),
+                points: of_tier.clone().filter_map(|s| Some((s.t_seconds, s.rss_bytes? as f64 / 1048576.0))).collect(),
+            });
+            cpu.push(Series {
+                name: format!("{}{tier}", prefix(name)),
+                points: of_tier.filter_map(|s| Some((s.t_seconds, s.cpu_percent?))).collect(),
+            });
+        }
+        // The generator's figures, inside this arm's rounds only.
+        let inside =
+            |t: f64| run.rounds.iter().any(|r| t >= r.started_seconds && t <= r.started_seconds + r.window_seconds);
+        let pts: Vec<_> = run.load_samples.windows(2).filter(|w| inside(w[1].t_seconds)).collect();
+        rate.push(Series {
+            name: format!("{}achieved rate", prefix(name)),
+            points: pts
+                .iter()
+                .map(|w| {
+                    (
+                        w[1].t_seconds,
+                        w[1].ok.saturating_sub(w[0].ok) as f64 / (w[1].t_seconds - w[0].t_seconds).max(1e-3),
+                    )
+                })
+                .collect(),
+        });
+        in_flight.push(Series {
+            name: format!("{}in flight", prefix(name)),
+            points: pts.iter().map(|w| (w[1].t_seconds, w[1].in_flight as f64)).collect(),
+        });
+    }
+    let harness = runs.first().map(|(_, run)| run.samples.iter().filter(|s| s.tier == "harness").collect::<Vec<_>>());
+    if let Some(h) = harness {
+        rss.push(Series {
+            name: "harness".into(),
+            points: h.iter().filter_map(|s| Some((s.t_seconds, s.rss_bytes? as f64 / 1048576.0))).collect(),
+        });
+        cpu.push(Series {
+            name: "harness".into(),
+            points: h.iter().filter_map(|s| Some((s.t_seconds, s.cpu_percent?))).collect(),
+        });
+    }
+    vec![
+        ("latency.svg", latency),
+        ("rss.svg", line_chart("Resident memory (RSS) over time", "time (s)", "MiB", &rss)),
+        ("cpu.svg", line_chart("CPU over time", "time (s)", "% of one core", &cpu)),
+        (
+            "rate.svg",
+            stacked_chart(
+                ("Achieved rate (OK responses per second)", "req/s", &rate),
+                ("Requests in flight", "requests", &in_flight),
+                "time (s)",
+            ),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gaps_split_a_series() {
+        let pts = [(0.0, 1.0), (0.25, 1.0), (0.5, 1.0), (5.0, 2.0), (5.25, 2.0)];
+        let runs = split_at_gaps(&pts);
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs[1], vec![(5.0, 2.0), (5.25, 2.0)]);
+        assert_eq!(split_at_gaps(&[(1.0, 1.0)]).len(), 1);
+    }
+}

@@ -1,0 +1,149 @@
+//! `--transport both` end to end, and `harness compare` over its saved arms.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use harness::result::RunResult;
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gvr-both-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn harness(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_harness")).args(args).output().unwrap()
+}
+
+fn only_folder(out: &Path) -> PathBuf {
+    let mut v: Vec<_> = std::fs::read_dir(out).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    assert_eq!(v.len(), 1, "{v:?}");
+    v.remove(0)
+}
+
+/// The legend texts of an SVG, after checking it parses as XML.
+fn legend(svg_path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(svg_path).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("{} is not XML: {e}", svg_path.display()));
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    doc.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).map(|t| t.trim().to_owned()).collect()
+}
+
+#[test]
+fn both_writes_two_arms_a_comparison_and_compare_reproduces_it() {
+    let out = out_dir("run");
+    let o = harness(&[
+        "--transport",
+        "both",
+        "--qps",
+        "40",
+        "--duration",
+        "1s",
+        "--warmup",
+        "300ms",
+        "--rounds",
+        "2",
+        "--delay",
+        "20ms",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = only_folder(&out);
+    assert!(folder.file_name().unwrap().to_string_lossy().ends_with("-both-40qps"));
+
+    let mut arms = Vec::new();
+    for arm in ["grpc", "rest"] {
+        let dir = folder.join(arm);
+        let run: RunResult = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+        assert_eq!(run.config.transport.as_str(), arm);
+        assert_eq!(run.rounds.len(), 2);
+        assert!(run.rounds.iter().all(|r| r.complete && r.requests.ok == r.requests.sent && r.requests.sent >= 39));
+        for f in ["report.md", "latency.hgrm", "latency-round-1.hgrm", "latency-round-2.hgrm"] {
+            assert!(dir.join(f).is_file(), "{arm}/{f}");
+        }
+        arms.push(run);
+    }
+    // Each arm ran on its own processes.
+    assert_ne!(arms[0].tiers["caller"].pid, arms[1].tiers["caller"].pid);
+    assert_ne!(arms[0].tiers["downstream"].pid, arms[1].tiers["downstream"].pid);
+    // Counterbalanced order: gRPC 1, REST 1, REST 2, gRPC 2.
+    let start = |a: usize, r: usize| arms[a].rounds[r].started_seconds;
+    assert!(start(0, 0) < start(1, 0) && start(1, 0) < start(1, 1) && start(1, 1) < start(0, 1));
+
+    let csv = std::fs::read_to_string(folder.join("timeseries.csv")).unwrap();
+    assert!(csv.starts_with("t_seconds,arm,tier,cpu_percent,rss_bytes,in_flight,achieved_rate\n"));
+    for row in ["grpc,caller", "grpc,downstream", "rest,caller", "rest,downstream", "-,harness"] {
+        assert!(csv.contains(row), "timeseries.csv lacks {row}");
+    }
+
+    // Charts: XML, one series per arm (latency) and per arm and tier (RSS, CPU).
+    let l = legend(&folder.join("latency.svg"));
+    assert!(l.contains(&"gRPC".to_owned()) && l.contains(&"REST".to_owned()), "{l:?}");
+    for chart in ["rss.svg", "cpu.svg"] {
+        let l = legend(&folder.join(chart));
+        for series in ["gRPC caller", "gRPC downstream", "REST caller", "REST downstream", "harness"] {
+            assert!(l.iter().any(|t| t == series), "{chart} lacks the series {series}: {l:?}");
+        }
+    }
+    let l = legend(&folder.join("rate.svg"));
+    for series in ["gRPC achieved rate", "REST achieved rate", "gRPC in flight", "REST in flight"] {
+        assert!(l.iter().any(|t| t == series), "rate.svg lacks {series}: {l:?}");
+    }
+    let single = legend(&folder.join("grpc").join("rss.svg"));
+    assert!(single.iter().any(|t| t == "caller") && single.iter().any(|t| t == "downstream"), "{single:?}");
+
+    let comparison = std::fs::read_to_string(folder.join("comparison.md")).unwrap();
+    assert!(comparison.starts_with("# grpc-vs-rest comparison: gRPC vs REST"));
+    assert!(comparison.contains("| metric | gRPC | REST | difference |"));
+    assert!(comparison.contains("## Validity") && comparison.contains("![Latency by percentile](latency.svg)"));
+
+    // compare on the two saved arm folders reproduces the comparison byte for byte.
+    let again = out_dir("compare");
+    let o = harness(&[
+        "compare",
+        folder.join("grpc").to_str().unwrap(),
+        folder.join("rest").to_str().unwrap(),
+        "--out",
+        again.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_to_string(again.join("comparison.md")).unwrap(), comparison);
+    // The both folder itself counts as its two arms.
+    let o = harness(&["compare", folder.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("| metric | gRPC | REST | difference |"));
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_dir_all(&again);
+}
+
+#[test]
+fn compare_refuses_what_is_not_a_run_folder_and_warns_on_different_setups() {
+    let dir = out_dir("refuse");
+    std::fs::create_dir_all(&dir).unwrap();
+    let o = harness(&["compare", dir.to_str().unwrap(), dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("is not a run folder"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    let out = dir.join("runs");
+    let a = harness::testing::run(caller::Transport::Grpc, 1.0);
+    let mut b = harness::testing::run(caller::Transport::Rest, 1.0);
+    b.config.qps = 200.0;
+    b.environment.build_profile = "debug".into();
+    let fa = harness::export::write_run(&a, &out).unwrap();
+    let fb = harness::export::write_run(&b, &out).unwrap();
+    let o = harness(&["compare", fa.to_str().unwrap(), fb.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("warning: rate differs") && err.contains("warning: build profile differs"), "{err}");
+    let md = String::from_utf8_lossy(&o.stdout);
+    assert!(md.contains("> **The configurations differ:**"), "{md}");
+    let o = harness(&["compare", fa.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "one run is not a comparison");
+    let _ = std::fs::remove_dir_all(&dir);
+}
