@@ -65,7 +65,7 @@ pub fn main() -> ExitCode {
     if let Some(Command::Compare(args)) = cli.command {
         return ExitCode::from(compare(&args));
     }
-    let plan = match Plan::from_args(&cli.run) {
+    let plan = match Plan::from_args(&cli.run).and_then(|p| crate::env::check_open_files(&p).map(|()| p)) {
         Ok(plan) => plan,
         Err(e) => {
             eprintln!("harness: {e}");

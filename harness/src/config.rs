@@ -68,6 +68,12 @@ pub struct RunArgs {
     /// HTTP/2 connections the caller spreads gRPC calls over.
     #[arg(long, default_value_t = 1)]
     pub grpc_connections: u32,
+    /// IP address the tiers listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: String,
+    /// Port of the caller's front listener (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    pub caller_port: u16,
     /// REST over HTTP/2 cleartext instead of HTTP/1.1 on the internal hop (a control arm).
     #[arg(long)]
     pub rest_http2: bool,
@@ -165,6 +171,10 @@ pub struct Config {
     pub sample_interval: Duration,
     pub grpc_connections: u32,
     pub rest_http2: bool,
+    /// IP address the tiers listen on.
+    pub bind: std::net::IpAddr,
+    /// Port of the caller's front listener (0: any free port).
+    pub caller_port: u16,
     pub out: PathBuf,
     pub label: Option<String>,
     pub quiet: bool,
@@ -271,6 +281,9 @@ impl Config {
                 return Err(bad("--label", format!("{l:?}: use 1 to 64 letters, digits, '.', '_' or '-'")));
             }
         };
+        let bind = a.bind.trim().parse().map_err(|_| {
+            bad("--bind", format!("{:?} is not an IP address; e.g. --bind 127.0.0.1 or --bind ::1", a.bind))
+        })?;
         check_writable(&a.out)?;
         Ok(Config {
             transport,
@@ -288,11 +301,34 @@ impl Config {
             sample_interval,
             grpc_connections: a.grpc_connections,
             rest_http2: a.rest_http2,
+            bind,
+            caller_port: a.caller_port,
             out: a.out.clone(),
             label,
             quiet: a.quiet,
             json: a.json,
         })
+    }
+
+    /// About how many requests are in flight at the target rate: rate times
+    /// the slowest service time, plus a margin, capped by `--max-in-flight`.
+    pub fn expected_in_flight(&self) -> u64 {
+        let per_request = (self.delay + self.jitter).as_secs_f64() + 0.1;
+        ((self.qps * per_request).ceil() as u64 + 16).min(self.max_in_flight as u64)
+    }
+
+    /// Open files the busiest process (the caller) needs: its front
+    /// connections, its outbound ones (one per call in flight over HTTP/1.1,
+    /// a fixed few over HTTP/2), and a margin for everything else.
+    pub fn expected_open_files(&self) -> u64 {
+        let in_flight = self.expected_in_flight();
+        let front = if self.connections == 0 { in_flight } else { in_flight.min(self.connections as u64) };
+        let outbound = match self.transport {
+            Transport::Rest if !self.rest_http2 => in_flight * u64::from(self.fanout),
+            Transport::Rest => 1,
+            Transport::Grpc => u64::from(self.grpc_connections),
+        };
+        front + outbound + 128
     }
 
     /// Requests scheduled in one round.
@@ -376,10 +412,22 @@ mod tests {
             (&["--fanout", "0"], "--fanout"),
             (&["--label", "a b"], "--label"),
             (&["--max-in-flight", "0"], "--max-in-flight"),
+            (&["--bind", "localhost:80"], "--bind"),
         ] {
             let err = parse(args).unwrap_err();
             assert_eq!(err.flag, flag, "{args:?}: {err}");
         }
+    }
+
+    #[test]
+    fn open_files_follow_the_transport() {
+        let grpc = parse(&["--qps", "1000"]).unwrap();
+        assert_eq!(grpc.expected_in_flight(), 616);
+        assert_eq!(grpc.expected_open_files(), 616 + 1 + 128);
+        let rest = Config { transport: Transport::Rest, fanout: 2, ..grpc.clone() };
+        assert_eq!(rest.expected_open_files(), 616 + 2 * 616 + 128);
+        let capped = Config { max_in_flight: 100, ..rest };
+        assert_eq!(capped.expected_in_flight(), 100);
     }
 
     #[test]

@@ -62,6 +62,29 @@ impl Environment {
     }
 }
 
+/// Raises the soft open-files limit to the hard one (children inherit it) and
+/// refuses a plan whose connections cannot fit, saying how to fix it.
+pub fn check_open_files(plan: &crate::config::Plan) -> Result<(), crate::config::ConfigError> {
+    let (_, Some(soft), Some(hard)) = raise_nofile() else { return Ok(()) };
+    let needed = plan.arms.iter().map(|t| plan.arm(*t).expected_open_files()).max().unwrap_or(0);
+    if needed <= soft {
+        return Ok(());
+    }
+    let c = &plan.config;
+    Err(crate::config::ConfigError {
+        flag: "--qps",
+        problem: format!(
+            "{} req/s with a {} service time keeps about {} requests in flight; the caller then needs about {needed} \
+             open files, but this shell allows {soft} (hard limit {hard}). Raise the limit (`ulimit -n {}` in a shell \
+             whose hard limit allows it, or LimitNOFILE= for a service) or lower --qps / --max-in-flight.",
+            c.qps,
+            humantime::format_duration(c.delay + c.jitter),
+            c.expected_in_flight(),
+            (needed * 2).next_power_of_two()
+        ),
+    })
+}
+
 fn raise_nofile() -> (Option<u64>, Option<u64>, Option<u64>) {
     let Ok((soft, hard)) = rlimit::getrlimit(rlimit::Resource::NOFILE) else { return (None, None, None) };
     let raised = rlimit::increase_nofile_limit(hard).ok();

@@ -32,6 +32,8 @@ pub fn config(transport: Transport) -> Config {
         sample_interval: Duration::from_millis(250),
         grpc_connections: 1,
         rest_http2: false,
+        bind: std::net::IpAddr::from([127, 0, 0, 1]),
+        caller_port: 0,
         out: PathBuf::from("results"),
         label: None,
         quiet: true,

@@ -96,9 +96,16 @@ impl Topology {
     /// Starts the downstream, then the caller pointed at it.
     pub async fn start(cfg: &Config) -> Result<Topology, TierError> {
         let ms = |d: Duration| format!("{}us", d.as_micros());
+        let any_port = std::net::SocketAddr::new(cfg.bind, 0).to_string();
         let downstream = spawn(
             "downstream",
             vec![
+                "--grpc-addr".into(),
+                any_port.clone(),
+                "--rest-addr".into(),
+                any_port.clone(),
+                "--admin-addr".into(),
+                any_port.clone(),
                 "--delay".into(),
                 ms(cfg.delay),
                 "--jitter".into(),
@@ -110,6 +117,10 @@ impl Topology {
         .await?;
         let addr = |name: &str| downstream.ready.listeners.get(name).map(|a| format!("http://{a}")).unwrap_or_default();
         let mut caller_args = vec![
+            "--listen".into(),
+            std::net::SocketAddr::new(cfg.bind, cfg.caller_port).to_string(),
+            "--admin-addr".into(),
+            any_port,
             "--transport".into(),
             cfg.transport.as_str().into(),
             "--downstream-grpc".into(),
@@ -161,7 +172,10 @@ async fn spawn(tier: &'static str, args: Vec<String>) -> Result<Tier, TierError>
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        .kill_on_drop(true)
+        // Its own process group: a Ctrl-C at the terminal reaches only the
+        // harness, which then stops the load and the tiers in order.
+        .process_group(0);
     die_with_parent(&mut cmd);
     let mut child = cmd.spawn().map_err(|e| spawn_err(e.to_string()))?;
 

@@ -67,6 +67,7 @@ impl Args {
             downstream_timeout: self.downstream_timeout,
             limits: Limits { max_items: self.max_items, ..Limits::default() },
             drain_timeout: self.drain_timeout,
+            ..Config::default()
         }
     }
 }

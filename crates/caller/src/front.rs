@@ -11,15 +11,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::body::Body;
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use payload::{CallRequest, FetchRequest, FetchResponse, Limits};
 use telemetry::Counters;
-use telemetry::api::{ApiError, decode_json, json_response};
+use telemetry::api::{ApiError, BodyPolicy, json_response, read_json};
 
 use crate::outbound::{CallError, Outbound};
 
@@ -33,7 +32,12 @@ pub struct Front {
     pub limits: Limits,
     pub front_counters: Arc<Counters>,
     pub client_counters: Arc<Counters>,
+    /// Front request bodies are small JSON objects.
+    pub body: BodyPolicy,
 }
+
+/// The largest front request body the caller reads.
+pub const MAX_FRONT_BODY_BYTES: usize = 64 * 1024;
 
 impl From<CallError> for ApiError {
     fn from(e: CallError) -> Self {
@@ -64,8 +68,7 @@ impl Front {
         result
     }
 
-    async fn handle(&self, headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
-        let call: CallRequest = decode_json(headers, body)?;
+    async fn handle(&self, call: CallRequest) -> Result<Response, ApiError> {
         let probe = FetchRequest { request_id: call.request_id.clone(), items: call.items, body: Vec::new() };
         payload::validate(&probe, &self.limits).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
 
@@ -103,13 +106,15 @@ pub fn router(front: Arc<Front>) -> Router {
                 ApiError::new(StatusCode::NOT_FOUND, "no such route; the API is POST /v1/call")
             }
         })
-        .layer(DefaultBodyLimit::max(64 * 1024))
         .with_state(front)
 }
 
-async fn call(State(front): State<Arc<Front>>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
-    let request_bytes = body.as_ref().map_or(0, |b| b.len() as u64);
-    match front.handle(&headers, body).await {
+async fn call(State(front): State<Arc<Front>>, headers: HeaderMap, body: Body) -> Response {
+    let (result, request_bytes) = match read_json::<CallRequest>(&headers, body, &front.body).await {
+        Ok((call, n)) => (front.handle(call).await, n as u64),
+        Err(e) => (Err(e), 0),
+    };
+    match result {
         Ok(resp) => {
             let response_bytes = axum::body::HttpBody::size_hint(resp.body()).exact().unwrap_or(0);
             front.front_counters.add_message_bytes(request_bytes, response_bytes);

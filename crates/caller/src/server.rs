@@ -51,6 +51,8 @@ pub struct Config {
     pub downstream_timeout: Duration,
     pub limits: Limits,
     pub drain_timeout: Duration,
+    /// A client must send a complete request head within this time.
+    pub header_read_timeout: Duration,
 }
 
 impl Default for Config {
@@ -68,6 +70,7 @@ impl Default for Config {
             downstream_timeout: Duration::from_secs(30),
             limits: Limits::default(),
             drain_timeout: Duration::from_secs(5),
+            header_read_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -129,7 +132,11 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         }
     };
 
-    let front_settings = ServerSettings { drain_timeout: config.drain_timeout, ..ServerSettings::new(Protocols::Auto) };
+    let front_settings = ServerSettings {
+        drain_timeout: config.drain_timeout,
+        header_read_timeout: config.header_read_timeout,
+        ..ServerSettings::new(Protocols::Auto)
+    };
     registry.set_settings(serde_json::json!({
         "transport": config.transport.as_str(),
         "target": client.target(),
@@ -147,6 +154,10 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         limits: config.limits,
         front_counters: front_counters.clone(),
         client_counters,
+        body: telemetry::api::BodyPolicy {
+            limit_bytes: front::MAX_FRONT_BODY_BYTES,
+            read_timeout: config.header_read_timeout,
+        },
     });
 
     let front_addr = front_listener.local_addr()?;

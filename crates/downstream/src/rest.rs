@@ -3,15 +3,14 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::body::Body;
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use payload::{FetchRequest, PayloadError};
 use telemetry::Counters;
-use telemetry::api::{ApiError, decode_json, json_response};
+use telemetry::api::{ApiError, BodyPolicy, json_response, read_json};
 
 use crate::core::Core;
 
@@ -27,11 +26,13 @@ fn api_error(e: PayloadError) -> ApiError {
 struct RestState {
     core: Core,
     counters: Arc<Counters>,
+    body: BodyPolicy,
 }
 
-pub fn router(core: Core, counters: Arc<Counters>) -> Router {
-    let body_limit = core.limits.max_encoded_request_bytes();
-    let state = Arc::new(RestState { core, counters });
+/// The REST API; request bodies must arrive within `body_read_timeout`.
+pub fn router(core: Core, counters: Arc<Counters>, body_read_timeout: std::time::Duration) -> Router {
+    let body = BodyPolicy { limit_bytes: core.limits.max_encoded_request_bytes(), read_timeout: body_read_timeout };
+    let state = Arc::new(RestState { core, counters, body });
     let not_found_state = state.clone();
     Router::new()
         .route("/v1/fetch", post(fetch))
@@ -42,28 +43,29 @@ pub fn router(core: Core, counters: Arc<Counters>) -> Router {
                 ApiError::new(StatusCode::NOT_FOUND, "no such route; the API is POST /v1/fetch")
             }
         })
-        .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state)
 }
 
-async fn fetch(State(st): State<Arc<RestState>>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
-    let request_bytes = body.as_ref().map_or(0, |b| b.len() as u64);
-    match handle(&st.core, &headers, body).await {
-        Ok(json) => {
-            st.counters.add_message_bytes(request_bytes, json.len() as u64);
+async fn fetch(State(st): State<Arc<RestState>>, headers: HeaderMap, body: Body) -> Response {
+    let result = match read_json::<FetchRequest>(&headers, body, &st.body).await {
+        Ok((req, request_bytes)) => match st.core.fetch(req).await.map_err(api_error) {
+            Ok(resp) => serde_json::to_vec(&resp)
+                .map(|json| (json, request_bytes))
+                .map_err(|e| (ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()), request_bytes)),
+            Err(e) => Err((e, request_bytes)),
+        },
+        Err(e) => Err((e, 0)),
+    };
+    match result {
+        Ok((json, request_bytes)) => {
+            st.counters.add_message_bytes(request_bytes as u64, json.len() as u64);
             st.counters.record("ok");
             json_response(json)
         }
-        Err(e) => {
-            st.counters.add_message_bytes(request_bytes, 0);
+        Err((e, request_bytes)) => {
+            st.counters.add_message_bytes(request_bytes as u64, 0);
             st.counters.record(e.outcome());
             e.into_response()
         }
     }
-}
-
-async fn handle(core: &Core, headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Vec<u8>, ApiError> {
-    let req: FetchRequest = decode_json(headers, body)?;
-    let resp = core.fetch(req).await.map_err(api_error)?;
-    serde_json::to_vec(&resp).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }

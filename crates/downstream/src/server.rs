@@ -122,7 +122,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     tasks.spawn(serve(grpc_listener, grpc_app, Some(grpc_counters), grpc_settings, shutdown.clone()));
     tasks.spawn(serve(
         rest_listener,
-        rest::router(core, rest_counters.clone()),
+        rest::router(core, rest_counters.clone(), config.header_read_timeout),
         Some(rest_counters),
         rest_settings,
         shutdown.clone(),

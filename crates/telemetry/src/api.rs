@@ -2,8 +2,7 @@
 //! (the downstream's REST listener and the caller's front door), so both answer
 //! bad input the same way.
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
@@ -29,6 +28,7 @@ impl ApiError {
             StatusCode::NOT_FOUND => "not_found",
             StatusCode::BAD_GATEWAY => "bad_gateway",
             StatusCode::GATEWAY_TIMEOUT => "gateway_timeout",
+            StatusCode::REQUEST_TIMEOUT => "request_timeout",
             _ => "other",
         }
     }
@@ -43,12 +43,19 @@ pub const API_OUTCOMES: &[&str] = &[
     "not_found",
     "bad_gateway",
     "gateway_timeout",
+    "request_timeout",
     "other",
 ];
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, axum::Json(serde_json::json!({ "error": self.reason }))).into_response()
+        let mut resp = (self.status, axum::Json(serde_json::json!({ "error": self.reason }))).into_response();
+        if matches!(self.status, StatusCode::PAYLOAD_TOO_LARGE | StatusCode::REQUEST_TIMEOUT) {
+            // The unread rest of the body would otherwise keep the connection
+            // (and whatever the client still sends) busy: close it.
+            resp.headers_mut().insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+        }
+        resp
     }
 }
 
@@ -61,24 +68,63 @@ pub fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
 }
 
-/// Checks the content type (415), the body read (413 over the router's body
-/// limit, 400 otherwise) and decodes the JSON (400 with serde's reason).
-pub fn decode_json<T: DeserializeOwned>(
+/// How much of a request body a handler reads, and for how long.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyPolicy {
+    /// Larger bodies are refused with 413, by their Content-Length before a
+    /// byte of them is read, or as soon as they pass the limit.
+    pub limit_bytes: usize,
+    /// A body not complete within this time is refused with 408.
+    pub read_timeout: std::time::Duration,
+}
+
+/// Checks the content type (415) and the declared length (413), reads the
+/// body within the policy's limit and time (413, 408), and decodes the JSON
+/// (400 with serde's reason). Returns the value and the body's size.
+pub async fn read_json<T: DeserializeOwned>(
     headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<T, ApiError> {
+    body: Body,
+    policy: &BodyPolicy,
+) -> Result<(T, usize), ApiError> {
     if !is_json(headers) {
         return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json"));
     }
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "request body is larger than the service accepts")
-        } else {
-            ApiError::new(StatusCode::BAD_REQUEST, rejection.body_text())
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body is larger than the {} bytes this service accepts", policy.limit_bytes),
+        )
+    };
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > policy.limit_bytes as u64) {
+        return Err(too_large());
+    }
+    let bytes = match tokio::time::timeout(policy.read_timeout, axum::body::to_bytes(body, policy.limit_bytes)).await {
+        Err(_) => {
+            return Err(ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("the request body did not arrive within {:?}", policy.read_timeout),
+            ));
         }
-    })?;
-    serde_json::from_slice(&body)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("malformed JSON request: {e}")))
+        Ok(Err(e)) if is_length_limit(&e) => return Err(too_large()),
+        Ok(Err(e)) => return Err(ApiError::new(StatusCode::BAD_REQUEST, format!("reading the request body: {e}"))),
+        Ok(Ok(b)) => b,
+    };
+    let value = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("malformed JSON request: {e}")))?;
+    Ok((value, bytes.len()))
+}
+
+fn is_length_limit(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if err.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = err.source();
+    }
+    false
 }
 
 /// A `200 application/json` response from already-encoded bytes.

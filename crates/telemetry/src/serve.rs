@@ -8,9 +8,11 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
 use axum::Router;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
@@ -18,6 +20,7 @@ use hyper_util::service::TowerToHyperService;
 use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
 
 use crate::{Counters, CountingStream};
 
@@ -37,7 +40,9 @@ pub struct ServerSettings {
     pub protocols: Protocols,
     /// Most concurrent HTTP/2 streams one client connection may open.
     pub http2_max_concurrent_streams: u32,
-    /// An HTTP/1.1 client must finish sending its headers within this time.
+    /// A client must finish sending a request head within this time (the first
+    /// one on a connection, HTTP/1.1 or HTTP/2, and every later HTTP/1.1 one);
+    /// otherwise the connection is closed.
     #[serde(with = "millis")]
     pub header_read_timeout: Duration,
     /// How long shutdown waits for in-flight requests before closing connections.
@@ -113,19 +118,41 @@ pub async fn serve(
         if settings.tcp_nodelay {
             let _ = tcp.set_nodelay(true);
         }
-        let service = TowerToHyperService::new(app.clone());
+        // A connection must deliver its first complete request head within the
+        // header-read timeout (hyper enforces it for later HTTP/1.1 requests;
+        // this covers HTTP/2 prefaces and frames that never complete too).
+        let seen_request = Arc::new(AtomicBool::new(false));
+        let seen = seen_request.clone();
+        let service = TowerToHyperService::new(app.clone().map_request(move |req: http::Request<Incoming>| {
+            seen.store(true, Relaxed);
+            req
+        }));
         let watcher = graceful.watcher();
         let builder = builder.clone();
         let counters = counters.clone();
+        let first_request_deadline = settings.header_read_timeout;
         tokio::spawn(async move {
-            let result = match counters {
-                Some(c) => {
-                    let io = TokioIo::new(CountingStream::new(tcp, c));
-                    watcher.watch(builder.serve_connection_with_upgrades(io, service).into_owned()).await
+            let conn = async {
+                match counters {
+                    Some(c) => {
+                        let io = TokioIo::new(CountingStream::new(tcp, c));
+                        watcher.watch(builder.serve_connection_with_upgrades(io, service).into_owned()).await
+                    }
+                    None => {
+                        let io = TokioIo::new(tcp);
+                        watcher.watch(builder.serve_connection_with_upgrades(io, service).into_owned()).await
+                    }
                 }
-                None => {
-                    let io = TokioIo::new(tcp);
-                    watcher.watch(builder.serve_connection_with_upgrades(io, service).into_owned()).await
+            };
+            tokio::pin!(conn);
+            let result = tokio::select! {
+                r = &mut conn => r,
+                _ = tokio::time::sleep(first_request_deadline) => {
+                    if !seen_request.load(Relaxed) {
+                        tracing::debug!("no complete request within {first_request_deadline:?}; closing the connection");
+                        return;
+                    }
+                    conn.await
                 }
             };
             if let Err(e) = result {

@@ -1,0 +1,191 @@
+//! Both services fed garbage over real sockets: random bytes, truncated HTTP/2
+//! frames, a huge Content-Length, a connection that never finishes its
+//! headers. Each gets an error status or a closed connection within the
+//! header-read timeout; the service keeps serving others and its memory stays
+//! bounded.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+const HEADER_TIMEOUT: Duration = Duration::from_millis(500);
+/// Far more than the header timeout, far less than forever.
+const WITHIN: Duration = Duration::from_secs(10);
+
+struct Services {
+    ds: downstream::Handle,
+    caller: caller::Handle,
+}
+
+async fn services() -> Services {
+    let ds = downstream::start(
+        downstream::Config {
+            delay: Duration::from_millis(5),
+            header_read_timeout: HEADER_TIMEOUT,
+            ..downstream::Config::default()
+        },
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let caller = caller::start(
+        caller::Config {
+            downstream_grpc: Some(format!("http://{}", ds.grpc_addr)),
+            header_read_timeout: HEADER_TIMEOUT,
+            ..caller::Config::default()
+        },
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    Services { ds, caller }
+}
+
+/// Writes `bytes`, then reads until the server closes; returns what it sent
+/// back, or panics if it kept the connection open past `WITHIN`.
+async fn send_and_wait_for_close(addr: SocketAddr, bytes: &[u8]) -> Vec<u8> {
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    let _ = tcp.write_all(bytes).await;
+    let mut got = Vec::new();
+    let started = Instant::now();
+    let read = tokio::time::timeout(WITHIN, async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "{addr} kept a garbage connection open for {:?}", started.elapsed());
+    got
+}
+
+async fn still_serves(s: &Services) {
+    let http = reqwest::Client::new();
+    let ok = http
+        .post(format!("http://{}/v1/call", s.caller.front_addr))
+        .json(&serde_json::json!({"requestId": "after-garbage", "items": 2}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    let ok = http
+        .post(format!("http://{}/v1/fetch", s.ds.rest_addr))
+        .json(&serde_json::json!({"requestId": "after-garbage", "items": 2}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+}
+
+fn rss_bytes() -> u64 {
+    telemetry::ProcessStats::current().snapshot().rss_bytes.unwrap()
+}
+
+/// Deterministic pseudo-random bytes (SplitMix64), so a failure reproduces.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed;
+    (0..len)
+        .map(|_| {
+            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            (z ^ (z >> 27)) as u8
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn random_bytes_get_an_error_or_a_close_on_every_listener() {
+    let s = services().await;
+    let http1 = [s.ds.rest_addr, s.caller.front_addr, s.ds.admin_addr];
+    for (i, addr) in http1.iter().chain([&s.ds.grpc_addr]).enumerate() {
+        for seed in 0..5u64 {
+            let reply = send_and_wait_for_close(*addr, &noise(seed * 31 + i as u64, 2048)).await;
+            if !reply.is_empty() && http1.contains(addr) {
+                assert!(reply.starts_with(b"HTTP/1.1 4"), "{addr}: {}", String::from_utf8_lossy(&reply));
+            }
+        }
+    }
+    still_serves(&s).await;
+}
+
+#[tokio::test]
+async fn truncated_http2_frames_are_closed_within_the_header_timeout() {
+    let s = services().await;
+    let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    // A SETTINGS frame header announcing 60 bytes of payload, then only 3 of them.
+    let mut truncated = preface.to_vec();
+    truncated.extend_from_slice(&[0, 0, 60, 0x4, 0, 0, 0, 0, 0, 0, 1, 0]);
+    for addr in [s.ds.grpc_addr, s.ds.rest_addr, s.caller.front_addr] {
+        let started = Instant::now();
+        send_and_wait_for_close(addr, &truncated).await;
+        send_and_wait_for_close(addr, &preface[..10]).await;
+        assert!(started.elapsed() >= HEADER_TIMEOUT, "{addr} closed before the timeout: was it even waiting?");
+    }
+    still_serves(&s).await;
+}
+
+#[tokio::test]
+async fn a_huge_content_length_is_refused_without_reading_it() {
+    let s = services().await;
+    for (addr, path) in [(s.ds.rest_addr, "/v1/fetch"), (s.caller.front_addr, "/v1/call")] {
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 99999999999\r\n\r\n{{\"requestId\":"
+        );
+        let reply = send_and_wait_for_close(addr, head.as_bytes()).await;
+        assert!(reply.starts_with(b"HTTP/1.1 413"), "{addr}: {}", String::from_utf8_lossy(&reply));
+    }
+    still_serves(&s).await;
+}
+
+#[tokio::test]
+async fn a_body_that_never_completes_is_refused_with_408() {
+    let s = services().await;
+    for (addr, path) in [(s.ds.rest_addr, "/v1/fetch"), (s.caller.front_addr, "/v1/call")] {
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{{\"req"
+        );
+        let reply = send_and_wait_for_close(addr, head.as_bytes()).await;
+        assert!(reply.starts_with(b"HTTP/1.1 408"), "{addr}: {}", String::from_utf8_lossy(&reply));
+    }
+    still_serves(&s).await;
+}
+
+#[tokio::test]
+async fn a_connection_holding_its_headers_open_is_closed() {
+    let s = services().await;
+    for addr in [s.ds.rest_addr, s.caller.front_addr, s.ds.admin_addr] {
+        let started = Instant::now();
+        send_and_wait_for_close(addr, b"POST /v1/fetch HTTP/1.1\r\nHost: x\r\nContent-Type: app").await;
+        assert!(started.elapsed() >= HEADER_TIMEOUT / 2, "{addr}");
+        // Connected but silent.
+        send_and_wait_for_close(addr, b"").await;
+    }
+    still_serves(&s).await;
+}
+
+#[tokio::test]
+async fn memory_stays_bounded_under_many_garbage_connections() {
+    let s = services().await;
+    still_serves(&s).await;
+    let before = rss_bytes();
+    let addrs = [s.ds.rest_addr, s.ds.grpc_addr, s.caller.front_addr];
+    let tasks = (0..300u64).map(|i| {
+        let addr = addrs[i as usize % addrs.len()];
+        tokio::spawn(async move { send_and_wait_for_close(addr, &noise(i, 64 * 1024)).await })
+    });
+    for t in futures::future::join_all(tasks).await {
+        t.unwrap();
+    }
+    still_serves(&s).await;
+    let grown = rss_bytes().saturating_sub(before);
+    // 300 connections of 64 KiB garbage each would be ~19 MiB if buffered and
+    // kept; the services must not hold on to them.
+    assert!(grown < 64 * 1024 * 1024, "RSS grew by {} MiB", grown / (1024 * 1024));
+}
