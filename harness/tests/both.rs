@@ -1,24 +1,14 @@
 //! `--transport both` end to end, and `harness compare` over its saved arms.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
+use std::path::Path;
+
+use common::*;
 use harness::result::RunResult;
 
-fn out_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gvr-both-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
 fn harness(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_harness")).args(args).output().unwrap()
-}
-
-fn only_folder(out: &Path) -> PathBuf {
-    let mut v: Vec<_> = std::fs::read_dir(out).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
-    assert_eq!(v.len(), 1, "{v:?}");
-    v.remove(0)
+    harness_cmd(args).output().unwrap()
 }
 
 /// The legend texts of an SVG, after checking it parses as XML.
@@ -31,7 +21,7 @@ fn legend(svg_path: &Path) -> Vec<String> {
 
 #[test]
 fn both_writes_two_arms_a_comparison_and_compare_reproduces_it() {
-    let out = out_dir("run");
+    let out = out_dir("both-run");
     let o = harness(&[
         "--transport",
         "both",
@@ -50,7 +40,7 @@ fn both_writes_two_arms_a_comparison_and_compare_reproduces_it() {
         out.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    let folder = only_folder(&out);
+    let folder = run_folder(&out);
     assert!(folder.file_name().unwrap().to_string_lossy().ends_with("-both-40qps"));
 
     let mut arms = Vec::new();
@@ -100,7 +90,7 @@ fn both_writes_two_arms_a_comparison_and_compare_reproduces_it() {
     assert!(comparison.contains("## Validity") && comparison.contains("![Latency by percentile](latency.svg)"));
 
     // compare on the two saved arm folders reproduces the comparison byte for byte.
-    let again = out_dir("compare");
+    let again = out_dir("both-compare");
     let o = harness(&[
         "compare",
         folder.join("grpc").to_str().unwrap(),
@@ -120,7 +110,7 @@ fn both_writes_two_arms_a_comparison_and_compare_reproduces_it() {
 
 #[test]
 fn compare_refuses_what_is_not_a_run_folder_and_warns_on_different_setups() {
-    let dir = out_dir("refuse");
+    let dir = out_dir("both-refuse");
     std::fs::create_dir_all(&dir).unwrap();
     let o = harness(&["compare", dir.to_str().unwrap(), dir.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));

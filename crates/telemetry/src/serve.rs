@@ -40,6 +40,11 @@ pub struct ServerSettings {
     pub protocols: Protocols,
     /// Most concurrent HTTP/2 streams one client connection may open.
     pub http2_max_concurrent_streams: u32,
+    /// Streams a client may reset before they were accepted, before the
+    /// connection is closed (HTTP/2 rapid-reset protection). A caller whose
+    /// calls time out while the service is stalled resets every one of them,
+    /// so the limit must sit above what a stall produces.
+    pub http2_max_pending_accept_reset_streams: usize,
     /// A client must finish sending a request head within this time (the first
     /// one on a connection, HTTP/1.1 or HTTP/2, and every later HTTP/1.1 one);
     /// otherwise the connection is closed.
@@ -59,6 +64,7 @@ impl ServerSettings {
         ServerSettings {
             protocols,
             http2_max_concurrent_streams: Self::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
+            http2_max_pending_accept_reset_streams: 4096,
             header_read_timeout: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(5),
             tcp_nodelay: true,
@@ -93,7 +99,11 @@ pub async fn serve(
 ) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(settings.header_read_timeout).keep_alive(true);
-    builder.http2().timer(TokioTimer::new()).max_concurrent_streams(settings.http2_max_concurrent_streams);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(settings.http2_max_concurrent_streams)
+        .max_pending_accept_reset_streams(settings.http2_max_pending_accept_reset_streams);
     let builder = match settings.protocols {
         Protocols::Auto => builder,
         Protocols::Http2Only => builder.http2_only(),

@@ -1,0 +1,169 @@
+//! Helpers for tests that run the real harness binary: temporary output
+//! folders, spawning with a marker so every process a test started can be
+//! found (and proved gone) afterwards, and reading the run folder back.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use harness::result::RunResult;
+
+/// The environment variable that marks a test's processes (tiers inherit it).
+pub const MARK_VAR: &str = "GVR_TEST_MARK";
+
+pub fn out_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gvr-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+pub fn harness_cmd(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
+    cmd.args(args);
+    cmd
+}
+
+/// A harness started in the background, its tiers known.
+pub struct Started {
+    pub child: Child,
+    pub mark: String,
+    pub downstream: i32,
+    pub caller: i32,
+    /// When the harness named its tiers (shortly before the load starts).
+    pub tiers_at: Instant,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Started {
+    /// Everything the harness wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits for the harness to exit (at most `limit`) and returns its exit code.
+    pub fn wait(&mut self, limit: Duration) -> Option<i32> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                // Let the stderr reader take the last lines.
+                std::thread::sleep(Duration::from_millis(100));
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("the harness did not exit within {limit:?}; stderr:\n{}", self.stderr());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn sleep_until(&self, since_tiers: Duration) {
+        let at = self.tiers_at + since_tiers;
+        let now = Instant::now();
+        if at > now {
+            std::thread::sleep(at - now);
+        }
+    }
+}
+
+/// Starts the harness with `args` and waits until it names its tiers.
+pub fn start(args: &[&str]) -> Started {
+    let mark = format!("{}-{}", std::process::id(), MARKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let mut child =
+        harness_cmd(args).env(MARK_VAR, &mark).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let text = Arc::new(Mutex::new(String::new()));
+    let mut line = String::new();
+    let (downstream, caller) = loop {
+        line.clear();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            let _ = child.wait();
+            panic!("the harness ended before naming its tiers:\n{}", text.lock().unwrap());
+        }
+        text.lock().unwrap().push_str(&line);
+        if let Some(rest) = line.strip_prefix("tiers: downstream pid ") {
+            let ds = rest.split_whitespace().next().unwrap().parse().unwrap();
+            let caller = rest.split("caller pid ").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+            break (ds, caller);
+        }
+    };
+    let tiers_at = Instant::now();
+    let sink = text.clone();
+    std::thread::spawn(move || {
+        for line in stderr.lines() {
+            let Ok(line) = line else { break };
+            let mut t = sink.lock().unwrap();
+            t.push_str(&line);
+            t.push('\n');
+        }
+    });
+    Started { child, mark, downstream, caller, tiers_at, stderr: text }
+}
+
+static MARKS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// True if `pid` is running (a zombie has already died).
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"),
+        Err(_) => false,
+    }
+}
+
+/// Live processes carrying `mark` in their environment.
+pub fn marked(mark: &str) -> Vec<i32> {
+    let needle = format!("{MARK_VAR}={mark}");
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .map(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+                .unwrap_or(false)
+        })
+        .filter(|pid| alive(*pid))
+        .collect()
+}
+
+/// Asserts that every process carrying `mark` is gone within `limit`.
+pub fn assert_none_left(mark: &str, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = marked(mark);
+        if left.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "processes still running: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn signal(pid: i32, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).unwrap();
+}
+
+/// The one run folder under `out`.
+pub fn run_folder(out: &Path) -> PathBuf {
+    let folders: Vec<_> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .collect();
+    assert_eq!(folders.len(), 1, "expected one run folder in {}: {folders:?}", out.display());
+    folders.into_iter().next().unwrap()
+}
+
+pub fn load(folder: &Path) -> RunResult {
+    let text = std::fs::read_to_string(folder.join("run.json")).unwrap();
+    serde_json::from_str(&text).expect("run.json parses into the documented structure")
+}
+
+/// Entries of `out`, hidden ones included.
+pub fn entries(out: &Path) -> Vec<String> {
+    std::fs::read_dir(out)
+        .map(|d| d.filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned())).collect())
+        .unwrap_or_default()
+}
