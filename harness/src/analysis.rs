@@ -69,9 +69,9 @@ pub fn metrics() -> Vec<Metric> {
         row!("caller overhead p50 (ms)", Lower, 3, |r| r.latency.caller_overhead.as_ref().map(|s| s.p50_ms)),
         row!("caller overhead p99 (ms)", Lower, 3, |r| r.latency.caller_overhead.as_ref().map(|s| s.p99_ms)),
         row!("throughput (ok/s)", Higher, 2, |r| Some(r.throughput.ok_per_second)),
-        row!("target rate (req/s)", Neither, 2, |r| Some(r.throughput.target_qps)),
+        row!("target rate (req/s)", Neither, 2, |r| r.throughput.target_qps),
         row!("send rate (req/s)", Neither, 2, |r| Some(r.throughput.send_rate)),
-        row!("achieved (% of target)", Higher, 2, |r| Some(r.throughput.achieved_ratio * 100.0)),
+        row!("achieved (% of target)", Higher, 2, |r| r.throughput.achieved_ratio.map(|a| a * 100.0)),
         row!("requests sent", Neither, 0, |r| Some(r.requests.sent as f64)),
         row!("errors (all classes)", Lower, 0, |r| Some(r.requests.error_total() as f64)),
         row!("dropped", Lower, 0, |r| Some(r.requests.errors.get("dropped").copied().unwrap_or(0) as f64)),
@@ -139,10 +139,10 @@ pub fn validity(run: &RunResult) -> Vec<String> {
     }
     for r in &run.rounds {
         let k = r.index;
-        if r.throughput.achieved_ratio < ACHIEVED_RATIO_MIN {
+        if let Some(ratio) = r.throughput.achieved_ratio.filter(|a| *a < ACHIEVED_RATIO_MIN) {
             problems.push(format!(
                 "round {k}: achieved {:.1}% of the target rate (below {:.0}%): the system did not keep up",
-                r.throughput.achieved_ratio * 100.0,
+                ratio * 100.0,
                 ACHIEVED_RATIO_MIN * 100.0
             ));
         }

@@ -106,8 +106,17 @@ async fn run_main(plan: Plan) -> u8 {
             }
         }
     });
+    if plan.is_sweep() {
+        return sweep_main(&plan, interrupt).await;
+    }
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-    let name = crate::export::folder_name(&started_at, plan.transport_name(), cfg.qps, cfg.label.as_deref());
+    let load_name = if cfg.closed_loop { format!("{}conn", cfg.connections) } else { String::new() };
+    let name = if cfg.closed_loop {
+        crate::export::folder_name(&started_at, plan.transport_name(), 0.0, cfg.label.as_deref())
+            .replace("-0qps", &format!("-{load_name}"))
+    } else {
+        crate::export::folder_name(&started_at, plan.transport_name(), cfg.qps, cfg.label.as_deref())
+    };
     let folder = match RunFolder::create(&cfg.out, &name) {
         Ok(f) => f,
         Err(e) => {
@@ -144,6 +153,112 @@ async fn run_main(plan: Plan) -> u8 {
         print!("{}", crate::export::summary::text(&runs, folder.as_deref(), std::io::stdout().is_terminal()));
     }
     exit_code(&runs, folder.is_some())
+}
+
+/// A rate sweep: every step a full measured run (fresh tiers per arm, warm-up,
+/// rounds) in its own sub-folder, then the capacity report. An arm whose last
+/// two steps both failed is not run at higher rates.
+async fn sweep_main(plan: &Plan, interrupt: CancellationToken) -> u8 {
+    use crate::capacity::{ArmCapacity, Capacity, knee, should_stop, step};
+    let cfg = &plan.config;
+    let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let (first, last) = (plan.rates[0], plan.rates[plan.rates.len() - 1]);
+    let name = crate::export::folder_name(&started_at, plan.transport_name(), last, cfg.label.as_deref())
+        .replace(&format!("-{}qps", last as u64), &format!("-sweep-{}-{}qps", first as u64, last as u64));
+    let folder = match RunFolder::create(&cfg.out, &name) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("harness: creating the sweep folder under {}: {e}", cfg.out.display());
+            return EXIT_FAILED;
+        }
+    };
+    let slo_ms = cfg.slo_p99.as_secs_f64() * 1e3;
+    let mut arms: Vec<ArmCapacity> = plan
+        .arms
+        .iter()
+        .map(|t| ArmCapacity {
+            transport: t.as_str().to_owned(),
+            steps: Vec::new(),
+            knee_qps: None,
+            stopped_early: None,
+        })
+        .collect();
+    let mut last_status = RunStatus::Complete;
+    let mut setup = String::new();
+    for &rate in &plan.rates {
+        let active: Vec<_> =
+            plan.arms.iter().zip(&arms).filter(|(_, a)| a.stopped_early.is_none()).map(|(t, _)| *t).collect();
+        if active.is_empty() || interrupt.is_cancelled() {
+            break;
+        }
+        let step_plan = plan.step(rate, &active);
+        let step_name =
+            format!("step-{}qps", crate::export::markdown::num(Some(rate), if rate.fract() == 0.0 { 0 } else { 2 }));
+        let dir = folder.path().join(&step_name);
+        let timeseries =
+            std::fs::create_dir_all(&dir).and_then(|()| TimeseriesWriter::create(&dir.join("timeseries.csv"))).ok();
+        if !cfg.quiet {
+            eprintln!("sweep: {rate} req/s ({})", active.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", "));
+        }
+        let runs = match crate::run::run(&step_plan, started_at.clone(), interrupt.clone(), timeseries).await {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("harness: step {rate} req/s: {e:#}");
+                last_status = RunStatus::Aborted;
+                break;
+            }
+        };
+        if let Err(e) = crate::export::write_results(&dir, &runs) {
+            eprintln!("harness: writing {}: {e}", dir.display());
+        }
+        if setup.is_empty() {
+            setup = crate::export::markdown::setup(&runs[0]);
+        }
+        for run in &runs {
+            let Some(arm) = arms.iter_mut().find(|a| a.transport == run.config.transport.as_str()) else { continue };
+            let folder_rel = if runs.len() > 1 { format!("{step_name}/{}", arm.transport) } else { step_name.clone() };
+            arm.steps.push(step(run, slo_ms, folder_rel));
+            if should_stop(&arm.steps) {
+                arm.stopped_early = Some(format!(
+                    "The sweep stopped early for this arm after two steps in a row were not sustained (last: {rate} req/s)."
+                ));
+            }
+        }
+        last_status = runs.first().map_or(RunStatus::Aborted, |r| r.status);
+        if last_status != RunStatus::Complete {
+            break;
+        }
+    }
+    for arm in &mut arms {
+        arm.knee_qps = knee(&arm.steps);
+    }
+    let capacity = Capacity { slo_p99_ms: slo_ms, arms };
+    let setup = setup
+        .split(" req/s, ")
+        .nth(1)
+        .map_or(setup.clone(), |rest| format!("offered {} … {} req/s, {rest}", first, last));
+    let written = crate::export::capacity::write(folder.path(), &capacity, &setup).and_then(|()| folder.commit());
+    let path = match written {
+        Ok(p) => Some(p),
+        Err(e) => {
+            eprintln!("harness: writing the sweep folder: {e}");
+            None
+        }
+    };
+    if cfg.json {
+        println!("{}", serde_json::json!({ "folder": path, "capacity": capacity, "status": last_status }));
+    } else if !cfg.quiet {
+        print!("{}", crate::export::capacity::terminal(&capacity));
+        if let Some(p) = &path {
+            println!("written to {}", p.display());
+        }
+    }
+    match (last_status, path.is_some()) {
+        (_, false) => EXIT_FAILED,
+        (RunStatus::Complete, _) => EXIT_OK,
+        (RunStatus::Interrupted, _) => EXIT_INTERRUPTED,
+        (RunStatus::Aborted, _) => EXIT_FAILED,
+    }
 }
 
 fn exit_code(runs: &[RunResult], written: bool) -> u8 {

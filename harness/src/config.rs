@@ -19,6 +19,14 @@ pub enum TransportArg {
     Both,
 }
 
+/// Which tier the harness sends its load to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetTier {
+    Caller,
+    Downstream,
+}
+
 /// Flags of a measured run.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
@@ -26,9 +34,24 @@ pub struct RunArgs {
     /// and REST with the same configuration and writes a comparison.
     #[arg(long, value_enum, default_value_t = TransportArg::Grpc)]
     pub transport: TransportArg,
-    /// Target rate in requests per second (open loop: request i is due at t0 + i/qps).
-    #[arg(long, default_value = "100", allow_hyphen_values = true)]
-    pub qps: String,
+    /// Target rate in requests per second (open loop: request i is due at
+    /// t0 + i/qps): one rate (default 100), or a sweep as a list (500,1000,2000)
+    /// or a geometric range (500..16000x2). Leave it out and give --connections
+    /// for closed-loop throughput mode.
+    #[arg(long, allow_hyphen_values = true)]
+    pub qps: Option<String>,
+    /// Which tier the load goes to: the caller (three tiers), or the
+    /// downstream directly over --transport (two tiers, raw-transport figures).
+    #[arg(long, value_enum, default_value_t = TargetTier::Caller)]
+    pub target: TargetTier,
+    /// With --target downstream: send to an already running downstream at this
+    /// URL (its gRPC or REST listener, per --transport) instead of starting one.
+    #[arg(long)]
+    pub downstream_url: Option<String>,
+    /// In a sweep, a step is sustained only if its p99 is under this (default:
+    /// the delay plus 100ms).
+    #[arg(long)]
+    pub slo_p99: Option<String>,
     /// Length of each measured round (e.g. 60s, 2m).
     #[arg(long, default_value = "60s")]
     pub duration: String,
@@ -109,6 +132,56 @@ fn bad(flag: &'static str, problem: impl Into<String>) -> ConfigError {
 pub struct Plan {
     pub config: Config,
     pub arms: Vec<Transport>,
+    /// The offered rates: one for a single run, several for a sweep (empty in
+    /// closed-loop mode).
+    pub rates: Vec<f64>,
+}
+
+/// Parses `--qps`: `100`, `500,1000,2000` (ascending), or `500..16000x2`
+/// (geometric: 500, 1000, 2000, … up to 16000).
+pub fn parse_rates(text: &str) -> Result<Vec<f64>, ConfigError> {
+    let number = |t: &str| -> Result<f64, ConfigError> {
+        let v: f64 = t.trim().parse().map_err(|_| {
+            bad("--qps", format!("{t:?} is not a number; give requests per second, e.g. --qps 100, --qps 500,1000 or --qps 500..16000x2"))
+        })?;
+        if !(v.is_finite() && v > 0.0) {
+            return Err(bad("--qps", format!("must be a positive rate, got {}; e.g. --qps 100", t.trim())));
+        }
+        if v > 1_000_000.0 {
+            return Err(bad("--qps", "at most 1000000 requests per second"));
+        }
+        Ok(v)
+    };
+    let rates = if let Some((from, rest)) = text.split_once("..") {
+        let (to, factor) = rest
+            .split_once('x')
+            .ok_or_else(|| bad("--qps", format!("{text:?}: a range needs a factor, e.g. --qps 500..16000x2")))?;
+        let (from, to) = (number(from)?, number(to)?);
+        let factor: f64 = factor
+            .trim()
+            .parse()
+            .ok()
+            .filter(|f: &f64| f.is_finite() && *f > 1.0)
+            .ok_or_else(|| bad("--qps", format!("{text:?}: the factor after 'x' must be a number above 1")))?;
+        if to < from {
+            return Err(bad("--qps", format!("{text:?}: the range must go up")));
+        }
+        let mut v = vec![from];
+        // A little tolerance so 500..16000x2 ends at 16000 despite rounding.
+        while v.len() <= 64 && v[v.len() - 1] * factor <= to * (1.0 + 1e-9) {
+            v.push(v[v.len() - 1] * factor);
+        }
+        v
+    } else {
+        text.split(',').map(number).collect::<Result<Vec<_>, _>>()?
+    };
+    if rates.len() > 64 {
+        return Err(bad("--qps", "at most 64 steps in a sweep"));
+    }
+    if rates.windows(2).any(|w| w[1] <= w[0]) {
+        return Err(bad("--qps", format!("{text:?}: the rates of a sweep must go up")));
+    }
+    Ok(rates)
 }
 
 impl Plan {
@@ -118,8 +191,24 @@ impl Plan {
             TransportArg::Rest => vec![Transport::Rest],
             TransportArg::Both => vec![Transport::Grpc, Transport::Rest],
         };
-        let config = Config::from_args(a, arms[0])?;
-        Ok(Plan { config, arms })
+        let rates = match (&a.qps, a.connections) {
+            (Some(text), _) => parse_rates(text)?,
+            // Throughput mode: N connections back to back, no target rate.
+            (None, n) if n > 0 => Vec::new(),
+            (None, _) => vec![100.0],
+        };
+        let config = Config::from_args(a, arms[0], rates.first().copied())?;
+        Ok(Plan { config, arms, rates })
+    }
+
+    /// True for a sweep over several rates.
+    pub fn is_sweep(&self) -> bool {
+        self.rates.len() > 1
+    }
+
+    /// The plan of one step of a sweep, over the given arms.
+    pub fn step(&self, qps: f64, arms: &[Transport]) -> Plan {
+        Plan { config: Config { qps, ..self.config.clone() }, arms: arms.to_vec(), rates: vec![qps] }
     }
 
     /// The configuration of one arm.
@@ -150,7 +239,18 @@ impl Plan {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Config {
     pub transport: Transport,
+    /// Offered rate (0 in closed-loop throughput mode).
     pub qps: f64,
+    /// Throughput mode: `connections` workers send back to back; latency is
+    /// then not corrected for coordinated omission.
+    pub closed_loop: bool,
+    /// Where the load goes: `caller` (three tiers) or `downstream` (two).
+    pub target: TargetTier,
+    /// An already running downstream the load goes to (with target downstream).
+    pub downstream_url: Option<String>,
+    /// The p99 a sweep step must stay under to count as sustained.
+    #[serde(with = "secs")]
+    pub slo_p99: Duration,
     #[serde(with = "secs")]
     pub duration: Duration,
     #[serde(with = "secs")]
@@ -205,16 +305,9 @@ fn duration(flag: &'static str, text: &str, example: &str) -> Result<Duration, C
 impl Config {
     /// Validates the flags. Checks that touch nothing come first; the output
     /// folder is checked last, by writing and removing a probe file in it.
-    pub fn from_args(a: &RunArgs, transport: Transport) -> Result<Config, ConfigError> {
-        let qps: f64 = a.qps.trim().parse().map_err(|_| {
-            bad("--qps", format!("{:?} is not a number; give requests per second, e.g. --qps 100", a.qps))
-        })?;
-        if !(qps.is_finite() && qps > 0.0) {
-            return Err(bad("--qps", format!("must be a positive rate, got {}; e.g. --qps 100", a.qps)));
-        }
-        if qps > 1_000_000.0 {
-            return Err(bad("--qps", "at most 1000000 requests per second"));
-        }
+    /// `qps` is the (first) offered rate, `None` for closed-loop throughput mode.
+    pub fn from_args(a: &RunArgs, transport: Transport, qps: Option<f64>) -> Result<Config, ConfigError> {
+        let closed_loop = qps.is_none();
         let rounds: u32 = a
             .rounds
             .trim()
@@ -227,9 +320,10 @@ impl Config {
         if duration_v.is_zero() {
             return Err(bad("--duration", "must be longer than 0s; e.g. --duration 60s"));
         }
-        if duration_v.as_secs_f64() * qps < 1.0 {
-            return Err(bad("--duration", format!("{} at --qps {qps} schedules no request; run longer", a.duration)));
+        if let Some(q) = qps.filter(|q| duration_v.as_secs_f64() * q < 1.0) {
+            return Err(bad("--duration", format!("{} at --qps {q} schedules no request; run longer", a.duration)));
         }
+        let qps = qps.unwrap_or(0.0);
         let warmup = duration("--warmup", &a.warmup, "10s")?;
         let delay = duration("--delay", &a.delay, "500ms")?;
         let jitter = duration("--jitter", &a.jitter, "20ms")?;
@@ -281,6 +375,18 @@ impl Config {
                 return Err(bad("--label", format!("{l:?}: use 1 to 64 letters, digits, '.', '_' or '-'")));
             }
         };
+        let slo_p99 = match &a.slo_p99 {
+            Some(t) => duration("--slo-p99", t, "600ms")?,
+            None => delay + jitter + Duration::from_millis(100),
+        };
+        if a.downstream_url.is_some() && a.target != TargetTier::Downstream {
+            return Err(bad("--downstream-url", "goes with --target downstream"));
+        }
+        if let Some(url) = &a.downstream_url
+            && !(url.starts_with("http://") && url.len() > "http://".len())
+        {
+            return Err(bad("--downstream-url", format!("{url:?}: give it as http://host:port")));
+        }
         let bind = a.bind.trim().parse().map_err(|_| {
             bad("--bind", format!("{:?} is not an IP address; e.g. --bind 127.0.0.1 or --bind ::1", a.bind))
         })?;
@@ -288,6 +394,10 @@ impl Config {
         Ok(Config {
             transport,
             qps,
+            closed_loop,
+            target: a.target,
+            downstream_url: a.downstream_url.clone(),
+            slo_p99,
             duration: duration_v,
             warmup,
             rounds,
@@ -321,7 +431,7 @@ impl Config {
     /// connections, its outbound ones (one per call in flight over HTTP/1.1,
     /// a fixed few over HTTP/2), and a margin for everything else.
     pub fn expected_open_files(&self) -> u64 {
-        let in_flight = self.expected_in_flight();
+        let in_flight = self.sizing_in_flight();
         let front = if self.connections == 0 { in_flight } else { in_flight.min(self.connections as u64) };
         let outbound = match self.transport {
             Transport::Rest if !self.rest_http2 => in_flight * u64::from(self.fanout),
@@ -329,6 +439,12 @@ impl Config {
             Transport::Grpc => u64::from(self.grpc_connections),
         };
         front + outbound + 128
+    }
+
+    /// The rate used to size connection pools and limits: the offered rate,
+    /// or in closed loop the connections' worth.
+    fn sizing_in_flight(&self) -> u64 {
+        if self.closed_loop { self.connections as u64 + 16 } else { self.expected_in_flight() }
     }
 
     /// Requests scheduled in one round.
@@ -371,6 +487,29 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Config, ConfigError> {
         plan(args).map(|p| p.config)
+    }
+
+    #[test]
+    fn rates_parse_as_single_list_or_geometric_range() {
+        assert_eq!(parse_rates("100").unwrap(), [100.0]);
+        assert_eq!(parse_rates("500, 1000,2000").unwrap(), [500.0, 1000.0, 2000.0]);
+        assert_eq!(parse_rates("500..16000x2").unwrap(), [500.0, 1000.0, 2000.0, 4000.0, 8000.0, 16000.0]);
+        assert_eq!(parse_rates("100..1000x3").unwrap(), [100.0, 300.0, 900.0]);
+        for bad in ["0", "-5", "abc", "500..100x2", "500..1000", "500..1000x1", "1000,500", "1,,2", "1..1e9x2"] {
+            assert_eq!(parse_rates(bad).unwrap_err().flag, "--qps", "{bad}");
+        }
+    }
+
+    #[test]
+    fn throughput_mode_is_connections_without_qps() {
+        let p = plan(&["--connections", "8"]).unwrap();
+        assert!(p.config.closed_loop && p.rates.is_empty());
+        let p = plan(&["--connections", "8", "--qps", "50"]).unwrap();
+        assert!(!p.config.closed_loop && p.config.qps == 50.0);
+        let p = plan(&["--qps", "100..400x2"]).unwrap();
+        assert!(p.is_sweep() && p.step(200.0, &p.arms).config.qps == 200.0);
+        assert_eq!(p.config.slo_p99, Duration::from_millis(600));
+        assert_eq!(plan(&["--downstream-url", "http://x:1"]).unwrap_err().flag, "--downstream-url");
     }
 
     #[test]
@@ -435,7 +574,7 @@ mod tests {
         let file = std::env::temp_dir().join(format!("gvr-not-a-dir-{}", std::process::id()));
         std::fs::write(&file, b"x").unwrap();
         let a = RunArgs { out: file.join("sub"), ..Cli::try_parse_from(["harness"]).unwrap().run };
-        assert_eq!(Config::from_args(&a, Transport::Grpc).unwrap_err().flag, "--out");
+        assert_eq!(Config::from_args(&a, Transport::Grpc, Some(1.0)).unwrap_err().flag, "--out");
         std::fs::remove_file(file).unwrap();
     }
 }

@@ -11,6 +11,7 @@
 
 pub mod analysis;
 pub mod app;
+pub mod capacity;
 pub mod config;
 pub mod env;
 pub mod export;

@@ -30,6 +30,8 @@ pub enum Outcome {
     Timeout,
     /// The caller answered with a non-200 status.
     Status(u16),
+    /// The downstream, called directly, answered with an error status (HTTP or gRPC).
+    DownstreamStatus,
     /// An answer that did not parse or was not the one asked for.
     BadResponse,
     /// Not sent: `--max-in-flight` requests were outstanding when it was due.
@@ -73,21 +75,41 @@ pub struct Live {
     pub in_flight: AtomicUsize,
 }
 
-/// What the generator needs to send requests to the caller's front door.
+/// Where requests go.
+#[derive(Clone)]
+pub enum Endpoint {
+    /// The caller's JSON front door, over HTTP/1.1.
+    Front { client: reqwest::Client, url: String },
+    /// The downstream itself, over the transport under test (the caller's own
+    /// clients, so both paths use the same code).
+    Direct(Arc<dyn caller::outbound::Outbound>),
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Front { url, .. } => write!(f, "Front({url})"),
+            Endpoint::Direct(c) => write!(f, "Direct({})", c.target()),
+        }
+    }
+}
+
+/// What the generator needs to send requests.
 #[derive(Debug, Clone)]
 pub struct Target {
-    pub url: String,
+    pub endpoint: Endpoint,
     pub items: u32,
     pub fanout: u32,
-    pub client: reqwest::Client,
+    pub timeout: Duration,
     /// wrk2-style connection bound: a request is sent once it holds a permit.
     pub connections: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl Target {
-    /// An HTTP/1.1 keep-alive client with every fairness setting explicit: one
-    /// connection per in-flight request, no retries, no proxy, TCP_NODELAY.
-    pub fn new(url: String, items: u32, fanout: u32, timeout: Duration, connections: usize) -> reqwest::Result<Self> {
+    /// The caller's front door through an HTTP/1.1 keep-alive client with every
+    /// fairness setting explicit: one connection per in-flight request, no
+    /// retries, no proxy, TCP_NODELAY.
+    pub fn front(url: String, items: u32, fanout: u32, timeout: Duration, connections: usize) -> reqwest::Result<Self> {
         let client = reqwest::Client::builder()
             .http1_only()
             .no_proxy()
@@ -97,8 +119,12 @@ impl Target {
             .retry(reqwest::retry::never())
             .timeout(timeout)
             .build()?;
+        Ok(Self::with(Endpoint::Front { client, url }, items, 1.max(fanout), timeout, connections))
+    }
+
+    pub fn with(endpoint: Endpoint, items: u32, fanout: u32, timeout: Duration, connections: usize) -> Self {
         let connections = (connections > 0).then(|| Arc::new(tokio::sync::Semaphore::new(connections)));
-        Ok(Target { url, items, fanout, client, connections })
+        Target { endpoint, items, fanout, timeout, connections }
     }
 }
 
@@ -149,6 +175,40 @@ pub async fn dispatch(
     i
 }
 
+/// Closed loop (throughput mode, as wrk or bombardier): `connections` workers
+/// send back to back until `until` or `stop`. Each request is "due" when it is
+/// sent, so latency here is not corrected for coordinated omission. Returns
+/// how many requests were sent.
+pub async fn closed_loop(
+    connections: usize,
+    until: Instant,
+    target: Target,
+    live: Arc<Live>,
+    shots: UnboundedSender<Shot>,
+    stop: CancellationToken,
+    first_index: u64,
+) -> u64 {
+    let target = Arc::new(target);
+    let next = Arc::new(AtomicU64::new(first_index));
+    let workers: Vec<_> = (0..connections.max(1))
+        .map(|_| {
+            let (target, live, shots, stop, next) =
+                (target.clone(), live.clone(), shots.clone(), stop.clone(), next.clone());
+            tokio::spawn(async move {
+                while Instant::now() < until && !stop.is_cancelled() {
+                    let index = next.fetch_add(1, Relaxed);
+                    live.in_flight.fetch_add(1, Relaxed);
+                    send_one(index, Instant::now(), target.clone(), live.clone(), shots.clone()).await;
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        let _ = w.await;
+    }
+    next.load(Relaxed) - first_index
+}
+
 async fn send_one(index: u64, due: Instant, target: Arc<Target>, live: Arc<Live>, shots: UnboundedSender<Shot>) {
     // With a connection bound, the request is sent only once a connection is
     // free; the wait before that is in the corrected latency, not the service time.
@@ -171,15 +231,29 @@ async fn send_one(index: u64, due: Instant, target: Arc<Target>, live: Arc<Live>
 }
 
 async fn request(index: u64, target: &Target) -> (Outcome, Option<u64>) {
+    match &target.endpoint {
+        Endpoint::Front { client, url } => front_request(index, target, client, url).await,
+        Endpoint::Direct(client) => (direct_request(index, target, client.as_ref()).await, None),
+    }
+}
+
+async fn direct_request(index: u64, target: &Target, client: &dyn caller::outbound::Outbound) -> Outcome {
+    use caller::outbound::CallError;
+    let req = payload::FetchRequest { request_id: index.to_string(), items: target.items, body: Vec::new() };
+    match tokio::time::timeout(target.timeout, client.fetch(req.clone())).await {
+        Err(_) => Outcome::Timeout,
+        Ok(Ok(resp)) if payload::verify(&req, &resp).is_ok() => Outcome::Ok,
+        Ok(Ok(_)) | Ok(Err(CallError::BadResponse { .. })) => Outcome::BadResponse,
+        Ok(Err(CallError::Connect { .. })) => Outcome::Connect,
+        Ok(Err(CallError::Timeout { .. })) => Outcome::Timeout,
+        Ok(Err(CallError::Status { .. })) => Outcome::DownstreamStatus,
+    }
+}
+
+async fn front_request(index: u64, target: &Target, client: &reqwest::Client, url: &str) -> (Outcome, Option<u64>) {
     let call = CallRequest { request_id: index.to_string(), items: target.items };
     let body = format!(r#"{{"requestId":"{}","items":{}}}"#, call.request_id, call.items);
-    let resp = target
-        .client
-        .post(&target.url)
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(body)
-        .send()
-        .await;
+    let resp = client.post(url).header(reqwest::header::CONTENT_TYPE, "application/json").body(body).send().await;
     let resp = match resp {
         Ok(r) => r,
         Err(e) => return (classify(&e), None),

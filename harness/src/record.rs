@@ -51,6 +51,7 @@ pub fn error_class(outcome: Outcome) -> Option<String> {
         Outcome::Connect => Some("connect".into()),
         Outcome::Timeout => Some("timeout".into()),
         Outcome::Status(code) => Some(format!("http_{code}")),
+        Outcome::DownstreamStatus => Some("status".into()),
         Outcome::BadResponse => Some("bad_response".into()),
         Outcome::Dropped => Some("dropped".into()),
     }

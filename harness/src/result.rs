@@ -90,13 +90,14 @@ impl Requests {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Throughput {
-    pub target_qps: f64,
+    /// `None` in closed-loop throughput mode, which has no target.
+    pub target_qps: Option<f64>,
     /// Requests sent per second of the window.
     pub send_rate: f64,
     /// OK responses per second of the window.
     pub ok_per_second: f64,
-    /// `ok_per_second / target_qps`.
-    pub achieved_ratio: f64,
+    /// `ok_per_second / target_qps`; `None` without a target.
+    pub achieved_ratio: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, Plan};
 use crate::env::Environment;
 use crate::export::timeseries::TimeseriesWriter;
-use crate::load::{Schedule, Target, dispatch};
+use crate::load::{Endpoint, Schedule, Target, closed_loop, dispatch};
 use crate::progress::{Progress, Status};
 use crate::record::{RoundRecord, collect};
 use crate::result::{
@@ -55,14 +55,15 @@ struct Admin {
 }
 
 impl Admin {
-    async fn stats(&self, tier: &Tier) -> Option<StatsSnapshot> {
-        let resp = self.http.get(format!("{}/stats", tier.admin_url())).send().await.ok()?;
+    async fn stats(&self, tier: Option<&Tier>) -> Option<StatsSnapshot> {
+        let resp = self.http.get(format!("{}/stats", tier?.admin_url())).send().await.ok()?;
         resp.json().await.ok()
     }
 
     async fn snapshot(&self, topology: &Topology) -> Snapshot {
         let at = Instant::now();
-        let (downstream, caller) = tokio::join!(self.stats(&topology.downstream), self.stats(&topology.caller));
+        let (downstream, caller) =
+            tokio::join!(self.stats(topology.downstream.as_ref()), self.stats(topology.caller.as_ref()));
         Snapshot { at, downstream, caller, harness: self.harness.snapshot() }
     }
 }
@@ -105,7 +106,7 @@ async fn wait_until(at: Instant, arms: &mut [Arm], interrupt: &CancellationToken
     loop {
         for arm in arms.iter_mut() {
             let label = transport_title(arm.config.transport);
-            for tier in [&mut arm.topology.downstream, &mut arm.topology.caller] {
+            for tier in arm.topology.tiers_mut() {
                 if let Some(status) = tier.exited() {
                     let when = Instant::now().saturating_duration_since(origin).as_secs_f64();
                     return Err(Stop::TierDied(format!(
@@ -142,8 +143,7 @@ async fn start_arms(plan: &Plan) -> anyhow::Result<Vec<Arm>> {
                 return Err(e.into());
             }
         };
-        let target = Target::new(topology.front_url(), config.items, config.fanout, config.timeout, config.connections)
-            .context("building the load client")?;
+        let target = load_target(&config, &topology.target_url)?;
         arms.push(Arm { config, topology, target, tiers: BTreeMap::new() });
     }
     Ok(arms)
@@ -168,17 +168,16 @@ pub async fn run(
         if !quiet {
             let prefix =
                 if plan.arms.len() > 1 { format!("tiers ({})", arm.config.transport.as_str()) } else { "tiers".into() };
-            eprintln!(
-                "{prefix}: downstream pid {} ({}), caller pid {} ({}), harness pid {}",
-                arm.topology.downstream.pid(),
-                listeners(&arm.topology.downstream),
-                arm.topology.caller.pid(),
-                listeners(&arm.topology.caller),
-                std::process::id()
-            );
+            let named: Vec<String> = arm
+                .topology
+                .tiers()
+                .map(|t| format!("{} pid {} ({})", t.name, t.pid(), listeners(t)))
+                .chain(std::iter::once(format!("harness pid {}", std::process::id())))
+                .collect();
+            eprintln!("{prefix}: {}; load goes to {}", named.join(", "), arm.topology.target_url);
         }
-        for tier in [&arm.topology.downstream, &arm.topology.caller] {
-            let settings = admin.stats(tier).await.map(|s| s.settings).unwrap_or(serde_json::Value::Null);
+        for tier in arm.topology.tiers() {
+            let settings = admin.stats(Some(tier)).await.map(|s| s.settings).unwrap_or(serde_json::Value::Null);
             arm.tiers.insert(tier.name.to_owned(), TierInfo { pid: tier.pid(), settings });
         }
     }
@@ -189,8 +188,9 @@ pub async fn run(
     let stop_sampling = CancellationToken::new();
     let mut watched: Vec<(String, u32)> = Vec::new();
     for (i, arm) in arms.iter().enumerate() {
-        watched.push((format!("{i}/downstream"), arm.topology.downstream.pid()));
-        watched.push((format!("{i}/caller"), arm.topology.caller.pid()));
+        for tier in arm.topology.tiers() {
+            watched.push((format!("{i}/{}", tier.name), tier.pid()));
+        }
     }
     watched.push(("harness".into(), std::process::id()));
     let arm_names: Vec<String> = arms.iter().map(|a| a.config.transport.as_str().to_owned()).collect();
@@ -211,6 +211,8 @@ pub async fn run(
     let mut cursor = origin;
     let mut previous_arm = None;
     let mut stopped = None;
+    // Closed-loop request ids: a fresh range per segment.
+    let mut next_index = 0u64;
     'segments: for (a, round) in plan.order() {
         if previous_arm.is_some_and(|p| p != a) {
             // Let the other arm's tail finish so the two never overlap.
@@ -230,8 +232,6 @@ pub async fn run(
                 None => format!("{title} warm-up"),
                 Some(r) => format!("{title} round {}/{}", r + 1, cfg.rounds),
             });
-            let n = (length.as_secs_f64() * cfg.qps).round() as u64;
-            let schedule = Schedule { t0: cursor, qps: cfg.qps };
             let (tx, rx) = mpsc::unbounded_channel();
             let finish = CancellationToken::new();
             let collector = tokio::spawn(collect(rx, status.p99_us.clone(), finish.clone()));
@@ -239,11 +239,27 @@ pub async fn run(
             let segment_stop = stop_load.child_token();
             let target = arms[a].target.clone();
             let max_in_flight = cfg.max_in_flight;
-            let scheduled =
-                tokio::spawn(async move { dispatch(schedule, n, max_in_flight, target, live, tx, segment_stop).await });
-            let end_at = schedule.due(n);
+            let t0 = cursor;
+            let (end_at, scheduled) = if cfg.closed_loop {
+                let until = t0 + length;
+                let (connections, first) = (cfg.connections, next_index);
+                next_index += 1 << 40;
+                let task = tokio::spawn(async move {
+                    tokio::time::sleep_until(t0.into()).await;
+                    closed_loop(connections, until, target, live, tx, segment_stop, first).await
+                });
+                (until, task)
+            } else {
+                let n = (length.as_secs_f64() * cfg.qps).round() as u64;
+                let schedule = Schedule { t0, qps: cfg.qps };
+                let task =
+                    tokio::spawn(
+                        async move { dispatch(schedule, n, max_in_flight, target, live, tx, segment_stop).await },
+                    );
+                (schedule.due(n), task)
+            };
             cursor = end_at;
-            if let Err(why) = wait_until(schedule.t0, &mut arms, &interrupt, origin).await {
+            if let Err(why) = wait_until(t0, &mut arms, &interrupt, origin).await {
                 stopped = Some(why);
             }
             let start = admin.snapshot(&arms[a].topology).await;
@@ -366,6 +382,31 @@ fn arm_samples(samples: &[ResourceSample], i: usize) -> Vec<ResourceSample> {
         .collect()
 }
 
+/// The load target of an arm: the caller's front door, or the downstream
+/// directly through the caller's own client for the transport.
+fn load_target(config: &Config, url: &str) -> anyhow::Result<Target> {
+    use crate::config::TargetTier;
+    let c = config;
+    if c.target == TargetTier::Caller {
+        return Target::front(url.to_owned(), c.items, c.fanout, c.timeout, c.connections)
+            .context("building the load client");
+    }
+    // The harness's own client counters are not reported: the downstream's
+    // listener counts the hop.
+    let counters = Arc::new(telemetry::Counters::new("harness", caller::outbound::OUTCOMES));
+    let client: Arc<dyn caller::outbound::Outbound> = match c.transport {
+        Transport::Grpc => Arc::new(
+            caller::grpc::GrpcClient::new(url, c.grpc_connections as usize, counters)
+                .with_context(|| format!("building the gRPC client for {url}"))?,
+        ),
+        Transport::Rest => Arc::new(
+            caller::rest::RestClient::new(url, c.rest_http2, counters)
+                .with_context(|| format!("building the REST client for {url}"))?,
+        ),
+    };
+    Ok(Target::with(Endpoint::Direct(client), c.items, 1, c.timeout, if c.closed_loop { 0 } else { c.connections }))
+}
+
 fn listeners(tier: &Tier) -> String {
     tier.ready.listeners.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
 }
@@ -438,10 +479,10 @@ fn assemble_round(
     let window = end.at.saturating_duration_since(start.at).as_secs_f64().max(1e-9);
     let requests = Requests { scheduled, sent: rec.sent, ok: rec.ok, errors: rec.errors.clone() };
     let throughput = Throughput {
-        target_qps: cfg.qps,
+        target_qps: (!cfg.closed_loop).then_some(cfg.qps),
         send_rate: rec.sent as f64 / window,
         ok_per_second: rec.ok as f64 / window,
-        achieved_ratio: rec.ok as f64 / window / cfg.qps,
+        achieved_ratio: (!cfg.closed_loop).then(|| rec.ok as f64 / window / cfg.qps),
     };
     let latency = Latency {
         corrected: summarize(&rec.corrected),

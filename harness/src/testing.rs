@@ -19,6 +19,10 @@ pub fn config(transport: Transport) -> Config {
     Config {
         transport,
         qps: 100.0,
+        closed_loop: false,
+        target: crate::config::TargetTier::Caller,
+        downstream_url: None,
+        slo_p99: Duration::from_millis(600),
         duration: Duration::from_secs(60),
         warmup: Duration::from_secs(10),
         rounds: 1,
@@ -93,10 +97,10 @@ pub fn round(index: u32, base_ms: f64, scale: f64) -> RoundResult {
         window_seconds: 60.0,
         requests: Requests { scheduled: 6000, sent: 6000, ok: 6000 - errors.values().sum::<u64>(), errors },
         throughput: Throughput {
-            target_qps: 100.0,
+            target_qps: Some(100.0),
             send_rate: 100.0,
             ok_per_second: 100.0 / scale.max(1.0),
-            achieved_ratio: 1.0 / scale.max(1.0),
+            achieved_ratio: Some(1.0 / scale.max(1.0)),
         },
         latency: Latency {
             corrected: summary.clone(),

@@ -16,7 +16,7 @@ use telemetry::ReadyLine;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::config::Config;
+use crate::config::{Config, TargetTier};
 
 /// The argument that puts the harness executable in a tier's role.
 pub const TIER_ROLE_ARG: &str = "__tier";
@@ -85,16 +85,25 @@ fn tail_text(tail: &Mutex<VecDeque<String>>) -> String {
     if lines.is_empty() { "(nothing)".to_owned() } else { lines.iter().cloned().collect::<Vec<_>>().join("\n") }
 }
 
-/// Both tiers of the embedded topology.
+/// The tiers of one arm: the downstream, and the caller when the load goes
+/// through it. With `--downstream-url`, none are started and the load goes to
+/// the given downstream.
 #[derive(Debug)]
 pub struct Topology {
-    pub downstream: Tier,
-    pub caller: Tier,
+    pub downstream: Option<Tier>,
+    pub caller: Option<Tier>,
+    /// Where the load goes: the caller's front door or the downstream's
+    /// listener for the transport.
+    pub target_url: String,
 }
 
 impl Topology {
-    /// Starts the downstream, then the caller pointed at it.
+    /// Starts the downstream, then (for the three-tier topology) the caller
+    /// pointed at it.
     pub async fn start(cfg: &Config) -> Result<Topology, TierError> {
+        if let Some(url) = &cfg.downstream_url {
+            return Ok(Topology { downstream: None, caller: None, target_url: url.clone() });
+        }
         let ms = |d: Duration| format!("{}us", d.as_micros());
         let any_port = std::net::SocketAddr::new(cfg.bind, 0).to_string();
         let downstream = spawn(
@@ -116,6 +125,10 @@ impl Topology {
         )
         .await?;
         let addr = |name: &str| downstream.ready.listeners.get(name).map(|a| format!("http://{a}")).unwrap_or_default();
+        if cfg.target == TargetTier::Downstream {
+            let target_url = addr(cfg.transport.as_str());
+            return Ok(Topology { downstream: Some(downstream), caller: None, target_url });
+        }
         let mut caller_args = vec![
             "--listen".into(),
             std::net::SocketAddr::new(cfg.bind, cfg.caller_port).to_string(),
@@ -144,21 +157,31 @@ impl Topology {
                 return Err(e);
             }
         };
-        Ok(Topology { downstream, caller })
+        let target_url = format!(
+            "http://{}/v1/call",
+            caller.ready.listeners.get("front").map(ToString::to_string).unwrap_or_default()
+        );
+        Ok(Topology { downstream: Some(downstream), caller: Some(caller), target_url })
     }
 
-    pub fn front_url(&self) -> String {
-        format!(
-            "http://{}/v1/call",
-            self.caller.ready.listeners.get("front").map(ToString::to_string).unwrap_or_default()
-        )
+    /// The tiers this arm started.
+    pub fn tiers(&self) -> impl Iterator<Item = &Tier> {
+        self.downstream.iter().chain(self.caller.iter())
+    }
+
+    pub fn tiers_mut(&mut self) -> impl Iterator<Item = &mut Tier> {
+        self.downstream.iter_mut().chain(self.caller.iter_mut())
     }
 
     /// Stops the caller first (so the downstream sees no new calls), then the downstream.
     pub async fn stop(self) {
         let grace = Duration::from_secs(6);
-        self.caller.stop(grace).await;
-        self.downstream.stop(grace).await;
+        if let Some(c) = self.caller {
+            c.stop(grace).await;
+        }
+        if let Some(d) = self.downstream {
+            d.stop(grace).await;
+        }
     }
 }
 

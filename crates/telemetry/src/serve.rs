@@ -55,6 +55,8 @@ pub struct ServerSettings {
     pub drain_timeout: Duration,
     /// TCP_NODELAY on every accepted socket.
     pub tcp_nodelay: bool,
+    /// Accept queue length asked of the kernel.
+    pub listen_backlog: u32,
 }
 
 impl ServerSettings {
@@ -68,6 +70,7 @@ impl ServerSettings {
             header_read_timeout: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(5),
             tcp_nodelay: true,
+            listen_backlog: LISTEN_BACKLOG,
         }
     }
 }
@@ -80,11 +83,20 @@ mod millis {
     }
 }
 
-/// Binds a TCP listener on `addr`, naming the listener in the error.
+/// The accept queue every listener asks for (the kernel caps it at
+/// `net.core.somaxconn`): a REST arm at thousands of requests per second opens
+/// hundreds of connections at once, and a short queue would drop their SYNs.
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// Binds a TCP listener on `addr` with [`LISTEN_BACKLOG`], naming the listener
+/// in the error.
 pub async fn bind(what: &str, addr: SocketAddr) -> io::Result<TcpListener> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|e| io::Error::new(e.kind(), format!("binding {what} listener on {addr}: {e}")))
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("binding {what} listener on {addr}: {e}"));
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4() } else { tokio::net::TcpSocket::new_v6() }
+        .map_err(named)?;
+    socket.set_reuseaddr(true).map_err(named)?;
+    socket.bind(addr).map_err(named)?;
+    socket.listen(LISTEN_BACKLOG).map_err(named)
 }
 
 /// Serves `app` on `listener` until `shutdown` is cancelled, then stops

@@ -37,12 +37,15 @@ pub fn title(run: &RunResult) -> String {
 /// `100 req/s, 500 ms delay, 10 items` (and fan-out and label when set).
 pub fn setup(run: &RunResult) -> String {
     let c = &run.config;
-    let mut t = format!(
-        "{} req/s, {} ms delay, {} items",
-        num(Some(c.qps), if c.qps.fract() == 0.0 { 0 } else { 2 }),
-        c.delay.as_millis(),
-        c.items
-    );
+    let load = if c.closed_loop {
+        format!("{} connections closed loop", c.connections)
+    } else {
+        format!("{} req/s", num(Some(c.qps), if c.qps.fract() == 0.0 { 0 } else { 2 }))
+    };
+    let mut t = format!("{load}, {} ms delay, {} items", c.delay.as_millis(), c.items);
+    if c.target == crate::config::TargetTier::Downstream {
+        t.push_str(", straight to the downstream");
+    }
     if c.fanout > 1 {
         let _ = write!(t, ", fan-out {}", c.fanout);
     }
@@ -103,6 +106,15 @@ pub fn render(run: &RunResult, charts: bool) -> String {
             out,
             "> **WARNING: {} build.** These figures are not representative; rerun with `cargo run --release`.\n",
             run.environment.build_profile.to_uppercase()
+        );
+    }
+    if run.config.closed_loop {
+        let _ = writeln!(
+            out,
+            "> **Throughput mode (closed loop):** {} connections send back to back. Latency here is *not* corrected \
+             for coordinated omission: a slow response delays the requests behind it instead of showing in the \
+             percentiles. Use an open-loop run (`--qps`) for latency figures.\n",
+            run.config.connections
         );
     }
     if run.status != RunStatus::Complete {
@@ -173,7 +185,22 @@ pub fn render(run: &RunResult, charts: bool) -> String {
     let _ = writeln!(out, "\n## Configuration\n\n| setting | value |\n|---|---|");
     let rows: Vec<(&str, String)> = vec![
         ("transport (internal hop)", c.transport.as_str().to_owned()),
-        ("target rate", format!("{} req/s, open loop", c.qps)),
+        (
+            "load",
+            if c.closed_loop {
+                format!("closed loop, {} connections", c.connections)
+            } else {
+                format!("{} req/s, open loop", c.qps)
+            },
+        ),
+        (
+            "target",
+            match (&c.target, &c.downstream_url) {
+                (crate::config::TargetTier::Caller, _) => "caller (three tiers)".to_owned(),
+                (_, Some(url)) => format!("downstream at {url} (two tiers, not started by the harness)"),
+                (_, None) => "downstream (two tiers)".to_owned(),
+            },
+        ),
         ("rounds × duration", format!("{} × {}", c.rounds, hd(c.duration))),
         ("warm-up", hd(c.warmup)),
         ("service delay / jitter", format!("{} / {}", hd(c.delay), hd(c.jitter))),

@@ -6,6 +6,7 @@
 //! time series at its top, and one complete arm folder per transport
 //! (`grpc/`, `rest/`), each of which `harness compare` accepts on its own.
 
+pub mod capacity;
 pub mod charts;
 pub mod comparison;
 pub mod folder;

@@ -35,20 +35,30 @@ fn arm_text(run: &RunResult) -> String {
     for r in &run.rounds {
         let l = r.latency.corrected.as_ref();
         let g = |f: fn(&crate::result::Summary) -> f64| num(l.map(f), 1);
+        let errors = if r.requests.errors.is_empty() {
+            "none".to_owned()
+        } else {
+            r.requests.errors.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
+        };
+        let rate = match (r.throughput.target_qps, r.throughput.achieved_ratio) {
+            (Some(target), Some(ratio)) => format!(
+                "{} ok/s of {} target ({}%)",
+                num(Some(r.throughput.ok_per_second), 1),
+                num(Some(target), 0),
+                num(Some(ratio * 100.0), 1)
+            ),
+            _ => format!(
+                "{} ok/s over {} connections (closed loop: latency not corrected for coordinated omission)",
+                num(Some(r.throughput.ok_per_second), 1),
+                run.config.connections
+            ),
+        };
         let _ = writeln!(
             out,
-            "round {}{}: {} ok/s of {} target ({}%) · sent {} · errors {}",
+            "round {}{}: {rate} · sent {} · errors {errors}",
             r.index,
             if r.complete { "" } else { " (partial)" },
-            num(Some(r.throughput.ok_per_second), 1),
-            num(Some(r.throughput.target_qps), 0),
-            num(Some(r.throughput.achieved_ratio * 100.0), 1),
             r.requests.sent,
-            if r.requests.errors.is_empty() {
-                "none".to_owned()
-            } else {
-                r.requests.errors.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
-            }
         );
         let _ = writeln!(
             out,
@@ -62,7 +72,8 @@ fn arm_text(run: &RunResult) -> String {
             num(r.latency.downstream_hop.as_ref().map(|s| s.p50_ms), 1)
         );
         for tier in ["caller", "downstream", "harness"] {
-            if let Some(res) = r.resources.get(tier) {
+            // A tier this run did not have (no caller with --target downstream) is left out.
+            if let Some(res) = r.resources.get(tier).filter(|res| res.samples > 0 || res.cpu_seconds.is_some()) {
                 let _ = writeln!(
                     out,
                     "  {tier:<12}  RSS {} MiB mean / {} peak · CPU {} s, {}% mean · {} µs/request",

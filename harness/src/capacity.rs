@@ -1,0 +1,162 @@
+//! Capacity sweeps: one summary per arm and offered rate, whether the arm
+//! sustained it, and the knee. Pure functions over results; no I/O.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::ACHIEVED_RATIO_MIN;
+use crate::result::RunResult;
+use crate::stats::mean;
+
+/// One arm at one offered rate, averaged over its rounds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub transport: String,
+    pub offered_qps: f64,
+    pub achieved_ok_per_second: Option<f64>,
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub errors: u64,
+    pub dropped: u64,
+    /// CPU µs per request and mean RSS (MiB) by tier.
+    pub cpu_us_per_request: BTreeMap<String, Option<f64>>,
+    pub rss_mib: BTreeMap<String, Option<f64>>,
+    pub sustained: bool,
+    /// Why a step was not sustained.
+    pub shortfalls: Vec<String>,
+    /// The step's folder, relative to the sweep folder.
+    pub folder: String,
+}
+
+/// Everything a sweep found for one arm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArmCapacity {
+    pub transport: String,
+    pub steps: Vec<Step>,
+    /// The highest offered rate the arm sustained.
+    pub knee_qps: Option<f64>,
+    /// Set when the sweep stopped early for this arm.
+    pub stopped_early: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Capacity {
+    pub slo_p99_ms: f64,
+    pub arms: Vec<ArmCapacity>,
+}
+
+/// Failed steps in a row after which a sweep stops for an arm.
+pub const STOP_AFTER_FAILURES: usize = 2;
+
+/// Summarizes one arm's run at one offered rate and judges it: sustained means
+/// achieved at least 99% of the offered rate, no errors, no drops, and p99
+/// under `slo_p99_ms`.
+pub fn step(run: &RunResult, slo_p99_ms: f64, folder: String) -> Step {
+    let rounds = &run.rounds;
+    let m = |f: &dyn Fn(&crate::result::RoundResult) -> Option<f64>| mean(rounds.iter().filter_map(f));
+    let errors: u64 =
+        rounds.iter().map(|r| r.requests.error_total() - r.requests.errors.get("dropped").copied().unwrap_or(0)).sum();
+    let dropped: u64 = rounds.iter().map(|r| r.requests.errors.get("dropped").copied().unwrap_or(0)).sum();
+    let tiers = ["caller", "downstream", "harness"];
+    let per_tier = |f: fn(&crate::result::Resources) -> Option<f64>| {
+        tiers
+            .iter()
+            .map(|t| ((*t).to_owned(), mean(rounds.iter().filter_map(|r| r.resources.get(*t).and_then(f)))))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let mut s = Step {
+        transport: run.config.transport.as_str().to_owned(),
+        offered_qps: run.config.qps,
+        achieved_ok_per_second: m(&|r| Some(r.throughput.ok_per_second)),
+        p50_ms: m(&|r| r.latency.corrected.as_ref().map(|l| l.p50_ms)),
+        p99_ms: m(&|r| r.latency.corrected.as_ref().map(|l| l.p99_ms)),
+        errors,
+        dropped,
+        cpu_us_per_request: per_tier(|r| r.cpu_us_per_request),
+        rss_mib: per_tier(|r| r.rss_mib_mean),
+        sustained: false,
+        shortfalls: Vec::new(),
+        folder,
+    };
+    s.shortfalls = shortfalls(&s, slo_p99_ms, run.rounds.iter().all(|r| r.complete) && !rounds.is_empty());
+    s.sustained = s.shortfalls.is_empty();
+    s
+}
+
+fn shortfalls(s: &Step, slo_p99_ms: f64, complete: bool) -> Vec<String> {
+    let mut why = Vec::new();
+    if !complete {
+        why.push("did not complete".to_owned());
+    }
+    match s.achieved_ok_per_second {
+        Some(a) if a >= ACHIEVED_RATIO_MIN * s.offered_qps => {}
+        Some(a) => why.push(format!("achieved {:.1}%", a / s.offered_qps * 100.0)),
+        None => why.push("no throughput measured".to_owned()),
+    }
+    if s.errors > 0 {
+        why.push(format!("{} errors", s.errors));
+    }
+    if s.dropped > 0 {
+        why.push(format!("{} dropped", s.dropped));
+    }
+    match s.p99_ms {
+        Some(p) if p < slo_p99_ms => {}
+        Some(p) => why.push(format!("p99 {p:.1} ms ≥ {slo_p99_ms:.0} ms")),
+        None => why.push("no latency measured".to_owned()),
+    }
+    why
+}
+
+/// The highest offered rate among the sustained steps.
+pub fn knee(steps: &[Step]) -> Option<f64> {
+    steps.iter().filter(|s| s.sustained).map(|s| s.offered_qps).fold(None, |k, q| Some(k.map_or(q, |k: f64| k.max(q))))
+}
+
+/// True once the last `STOP_AFTER_FAILURES` steps all failed.
+pub fn should_stop(steps: &[Step]) -> bool {
+    steps.len() >= STOP_AFTER_FAILURES && steps[steps.len() - STOP_AFTER_FAILURES..].iter().all(|s| !s.sustained)
+}
+
+#[cfg(test)]
+mod tests {
+    use caller::Transport;
+
+    use super::*;
+    use crate::testing;
+
+    fn synthetic(offered: f64, achieved: f64, p99_base_ms: f64, errors: bool) -> Step {
+        let mut run = testing::run(Transport::Grpc, if errors { 3.0 } else { 1.0 });
+        run.config.qps = offered;
+        run.rounds = vec![testing::round(1, p99_base_ms, if errors { 3.0 } else { 1.0 })];
+        run.rounds[0].throughput.ok_per_second = achieved;
+        step(&run, 600.0, format!("step-{offered}qps"))
+    }
+
+    #[test]
+    fn a_step_is_sustained_only_at_rate_without_errors_and_under_the_slo() {
+        assert!(synthetic(1000.0, 995.0, 500.0, false).sustained);
+        let slow = synthetic(1000.0, 980.0, 500.0, false);
+        assert!(!slow.sustained && slow.shortfalls == ["achieved 98.0%"], "{:?}", slow.shortfalls);
+        let late = synthetic(1000.0, 1000.0, 650.0, false);
+        assert!(!late.sustained && late.shortfalls[0].starts_with("p99 651"), "{:?}", late.shortfalls);
+        let failing = synthetic(1000.0, 1000.0, 500.0, true);
+        assert!(failing.shortfalls.contains(&"3 errors".to_owned()), "{:?}", failing.shortfalls);
+    }
+
+    #[test]
+    fn knee_is_the_highest_sustained_rate_and_two_failures_stop_the_arm() {
+        let steps = vec![
+            synthetic(500.0, 500.0, 500.0, false),
+            synthetic(1000.0, 1000.0, 500.0, false),
+            synthetic(2000.0, 1500.0, 900.0, false),
+        ];
+        assert_eq!(knee(&steps), Some(1000.0));
+        assert!(!should_stop(&steps));
+        let mut more = steps.clone();
+        more.push(synthetic(4000.0, 1600.0, 2000.0, false));
+        assert!(should_stop(&more));
+        assert_eq!(knee(&more), Some(1000.0));
+        assert_eq!(knee(&more[2..]), None);
+    }
+}

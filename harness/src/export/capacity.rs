@@ -1,0 +1,122 @@
+//! `capacity.md`, `capacity.json` and the capacity charts of a rate sweep.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use crate::capacity::Capacity;
+use crate::export::charts::{Series, line_chart};
+use crate::export::markdown::{num, transport_name};
+
+pub fn render(c: &Capacity, setup: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# grpc-vs-rest capacity sweep\n\n{setup}\n");
+    let _ = writeln!(
+        out,
+        "A step is *sustained* when the arm achieved at least 99% of the offered rate with no errors or drops and a \
+         p99 under {:.0} ms (`--slo-p99`). The knee is the highest sustained offered rate. Figures are means over \
+         the step's rounds; each step's full report is in its folder.\n",
+        c.slo_p99_ms
+    );
+    for arm in &c.arms {
+        let name = transport_name(&arm.transport);
+        let _ = writeln!(out, "## {name}\n");
+        match arm.knee_qps {
+            Some(k) => {
+                let _ = writeln!(out, "**Knee: {} req/s.**\n", num(Some(k), 0));
+            }
+            None => {
+                let _ = writeln!(out, "**Knee: none** — no step was sustained.\n");
+            }
+        }
+        if let Some(why) = &arm.stopped_early {
+            let _ = writeln!(out, "> {why}\n");
+        }
+        let _ = writeln!(
+            out,
+            "| offered (req/s) | achieved (ok/s) | p50 (ms) | p99 (ms) | errors | dropped | caller CPU (µs/req) | downstream CPU (µs/req) | caller RSS (MiB) | downstream RSS (MiB) | sustained | report |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
+        );
+        for s in &arm.steps {
+            let tier = |m: &std::collections::BTreeMap<String, Option<f64>>, t: &str| m.get(t).copied().flatten();
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | [{}]({}/report.md) |",
+                num(Some(s.offered_qps), 0),
+                num(s.achieved_ok_per_second, 1),
+                num(s.p50_ms, 1),
+                num(s.p99_ms, 1),
+                s.errors,
+                s.dropped,
+                num(tier(&s.cpu_us_per_request, "caller"), 0),
+                num(tier(&s.cpu_us_per_request, "downstream"), 0),
+                num(tier(&s.rss_mib, "caller"), 1),
+                num(tier(&s.rss_mib, "downstream"), 1),
+                if s.sustained { "yes".to_owned() } else { format!("no ({})", s.shortfalls.join(", ")) },
+                s.folder,
+                s.folder,
+            );
+        }
+        let _ = writeln!(out);
+    }
+    let _ = writeln!(out, "![Achieved vs offered](capacity-rate.svg)\n\n![p99 vs offered](capacity-p99.svg)");
+    out
+}
+
+/// The charts: achieved vs offered and p99 vs offered, arms overlaid.
+pub fn charts(c: &Capacity) -> Vec<(&'static str, String)> {
+    let max_offered = c.arms.iter().flat_map(|a| a.steps.iter().map(|s| s.offered_qps)).fold(0.0, f64::max);
+    let mut rate = vec![Series { name: "offered".into(), points: vec![(0.0, 0.0), (max_offered, max_offered)] }];
+    let mut p99 = Vec::new();
+    for arm in &c.arms {
+        let name = transport_name(&arm.transport).to_owned();
+        rate.push(Series {
+            name: name.clone(),
+            points: arm.steps.iter().filter_map(|s| Some((s.offered_qps, s.achieved_ok_per_second?))).collect(),
+        });
+        p99.push(Series { name, points: arm.steps.iter().filter_map(|s| Some((s.offered_qps, s.p99_ms?))).collect() });
+    }
+    p99.push(Series { name: "SLO".into(), points: vec![(0.0, c.slo_p99_ms), (max_offered, c.slo_p99_ms)] });
+    vec![
+        ("capacity-rate.svg", line_chart("Achieved vs offered rate", "offered (req/s)", "achieved (ok/s)", &rate)),
+        ("capacity-p99.svg", line_chart("p99 latency vs offered rate", "offered (req/s)", "p99 (ms)", &p99)),
+    ]
+}
+
+pub fn write(dir: &Path, c: &Capacity, setup: &str) -> std::io::Result<()> {
+    std::fs::write(dir.join("capacity.md"), render(c, setup))?;
+    std::fs::write(dir.join("capacity.json"), serde_json::to_vec_pretty(c).map_err(std::io::Error::other)?)?;
+    for (file, svg) in charts(c) {
+        std::fs::write(dir.join(file), svg)?;
+    }
+    Ok(())
+}
+
+/// The knees and each arm's steps, compactly, for the terminal.
+pub fn terminal(c: &Capacity) -> String {
+    let mut out = String::new();
+    for arm in &c.arms {
+        let _ = writeln!(
+            out,
+            "{}: knee {}{}",
+            transport_name(&arm.transport),
+            arm.knee_qps.map_or("none".to_owned(), |k| format!("{k:.0} req/s")),
+            arm.stopped_early.as_ref().map_or(String::new(), |w| format!(" ({w})"))
+        );
+        for s in &arm.steps {
+            let _ = writeln!(
+                out,
+                "  {:>9} req/s → {:>9} ok/s · p99 {:>8} ms · errors {} · dropped {} · {}",
+                num(Some(s.offered_qps), 0),
+                num(s.achieved_ok_per_second, 1),
+                num(s.p99_ms, 1),
+                s.errors,
+                s.dropped,
+                if s.sustained {
+                    "sustained".to_owned()
+                } else {
+                    format!("not sustained: {}", s.shortfalls.join(", "))
+                }
+            );
+        }
+    }
+    out
+}

@@ -1,0 +1,126 @@
+//! Rate sweeps, throughput mode and the direct target, as short real runs.
+
+mod common;
+
+use common::*;
+use harness::capacity::Capacity;
+
+#[test]
+fn a_sweep_writes_every_step_and_the_capacity_report() {
+    let out = out_dir("sweep");
+    let o = harness_cmd(&[
+        "--transport",
+        "both",
+        "--qps",
+        "40..160x2",
+        "--duration",
+        "1s",
+        "--warmup",
+        "200ms",
+        "--delay",
+        "20ms",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    assert!(folder.file_name().unwrap().to_string_lossy().ends_with("-both-sweep-40-160qps"));
+    for step in ["step-40qps", "step-80qps", "step-160qps"] {
+        for arm in ["grpc", "rest"] {
+            assert!(folder.join(step).join(arm).join("run.json").is_file(), "{step}/{arm}");
+        }
+        assert!(folder.join(step).join("comparison.md").is_file());
+    }
+    let c: Capacity = serde_json::from_slice(&std::fs::read(folder.join("capacity.json")).unwrap()).unwrap();
+    assert_eq!(c.slo_p99_ms, 120.0);
+    assert_eq!(c.arms.len(), 2);
+    for arm in &c.arms {
+        let offered: Vec<f64> = arm.steps.iter().map(|s| s.offered_qps).collect();
+        assert_eq!(offered, [40.0, 80.0, 160.0]);
+        // A light load on loopback is sustained, so the knee is the top step.
+        assert_eq!(arm.knee_qps, Some(160.0), "{:?}", arm.steps);
+    }
+    let md = std::fs::read_to_string(folder.join("capacity.md")).unwrap();
+    assert!(md.contains("**Knee: 160 req/s.**") && md.contains("capacity-rate.svg"), "{md}");
+    for chart in ["capacity-rate.svg", "capacity-p99.svg"] {
+        roxmltree::Document::parse(&std::fs::read_to_string(folder.join(chart)).unwrap()).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn throughput_mode_against_the_downstream_writes_a_valid_run_folder() {
+    let out = out_dir("closed");
+    let o = harness_cmd(&[
+        "--target",
+        "downstream",
+        "--transport",
+        "rest",
+        "--connections",
+        "2",
+        "--duration",
+        "1s",
+        "--warmup",
+        "200ms",
+        "--delay",
+        "1ms",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    assert!(folder.file_name().unwrap().to_string_lossy().ends_with("-rest-2conn"));
+    let run = load(&folder);
+    assert!(run.config.closed_loop);
+    assert!(!run.tiers.contains_key("caller"), "no caller in the two-tier topology");
+    let r = &run.rounds[0];
+    assert!(r.requests.ok > 20 && r.requests.error_total() == 0, "{:?}", r.requests);
+    assert_eq!(r.throughput.target_qps, None);
+    assert!(r.throughput.ok_per_second > 10.0);
+    // Two workers back to back: never more than two in flight.
+    assert!(r.bytes.internal.requests >= r.requests.ok / 2);
+    assert_eq!(r.resources["caller"].samples, 0);
+    let report = std::fs::read_to_string(folder.join("report.md")).unwrap();
+    assert!(report.contains("not* corrected for coordinated omission"), "{report}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn the_direct_target_drives_the_downstream_over_either_transport() {
+    for transport in ["grpc", "rest"] {
+        let out = out_dir(&format!("direct-{transport}"));
+        let o = harness_cmd(&[
+            "--target",
+            "downstream",
+            "--transport",
+            transport,
+            "--qps",
+            "100",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0s",
+            "--delay",
+            "10ms",
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        let run = load(&run_folder(&out));
+        let r = &run.rounds[0];
+        assert_eq!((r.requests.sent, r.requests.ok), (100, 100), "{:?}", r.requests);
+        assert!(r.latency.corrected.as_ref().unwrap().min_ms >= 10.0);
+        assert_eq!(r.bytes.internal.listener, transport);
+        assert!(r.bytes.internal.requests >= 95);
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
