@@ -139,20 +139,42 @@ pub async fn dispatch(
     shots: UnboundedSender<Shot>,
     stop: CancellationToken,
 ) -> u64 {
+    // The dispatcher runs on its own OS thread: tokio's timer wheel has 1 ms
+    // ticks (every wake-up would be up to a millisecond late), while a
+    // thread's sleep is a high-resolution kernel timer (~50 µs slack). The
+    // requests themselves still run as tasks on the runtime.
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        dispatch_on_thread(runtime, schedule, total, max_in_flight, target, live, shots, stop)
+    })
+    .await
+    .unwrap_or(0)
+}
+
+/// Longest single sleep, so a stop is noticed promptly.
+const MAX_SLEEP: Duration = Duration::from_millis(5);
+
+#[allow(clippy::too_many_arguments)]
+fn dispatch_on_thread(
+    runtime: tokio::runtime::Handle,
+    schedule: Schedule,
+    total: u64,
+    max_in_flight: usize,
+    target: Target,
+    live: Arc<Live>,
+    shots: UnboundedSender<Shot>,
+    stop: CancellationToken,
+) -> u64 {
     let target = Arc::new(target);
     let mut i = 0;
-    while i < total {
+    while i < total && !stop.is_cancelled() {
         let next = schedule.due(i);
-        if next > Instant::now() {
-            tokio::select! {
-                _ = stop.cancelled() => break,
-                _ = tokio::time::sleep_until(next.into()) => {}
-            }
-        } else if stop.is_cancelled() {
-            break;
+        let now = Instant::now();
+        if next > now {
+            std::thread::sleep((next - now).min(MAX_SLEEP));
+            continue;
         }
         // Everything due by now goes out now, each stamped with its own due time.
-        let now = Instant::now();
         while i < total && schedule.due(i) <= now {
             let due = schedule.due(i);
             if live.in_flight.load(Relaxed) >= max_in_flight {
@@ -167,7 +189,7 @@ pub async fn dispatch(
                 });
             } else {
                 live.in_flight.fetch_add(1, Relaxed);
-                tokio::spawn(send_one(i, due, target.clone(), live.clone(), shots.clone()));
+                runtime.spawn(send_one(i, due, target.clone(), live.clone(), shots.clone()));
             }
             i += 1;
         }
