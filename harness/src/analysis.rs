@@ -20,6 +20,15 @@ pub struct Metric {
     pub better: Better,
     pub decimals: usize,
     pub get: fn(&RoundResult) -> Option<f64>,
+    /// A row about an optional tier (the proxy): shown only where some run has it.
+    pub optional: bool,
+}
+
+impl Metric {
+    /// Whether a table over `runs` shows this row.
+    pub fn shown_for<'a>(&self, mut runs: impl Iterator<Item = &'a RunResult>) -> bool {
+        !self.optional || runs.any(|run| run.rounds.iter().any(|r| (self.get)(r).is_some()))
+    }
 }
 
 impl std::fmt::Debug for Metric {
@@ -37,7 +46,16 @@ pub const HARNESS_CPU_PEAK_LIMIT: f64 = 90.0;
 
 macro_rules! row {
     ($label:expr, $better:ident, $dec:expr, |$r:ident| $body:expr) => {
-        Metric { label: $label, better: Better::$better, decimals: $dec, get: |$r: &RoundResult| $body }
+        Metric {
+            label: $label,
+            better: Better::$better,
+            decimals: $dec,
+            get: |$r: &RoundResult| $body,
+            optional: false,
+        }
+    };
+    (optional $label:expr, $better:ident, $dec:expr, |$r:ident| $body:expr) => {
+        Metric { label: $label, better: Better::$better, decimals: $dec, get: |$r: &RoundResult| $body, optional: true }
     };
 }
 
@@ -84,6 +102,11 @@ pub fn metrics() -> Vec<Metric> {
         row!("downstream CPU mean (% of a core)", Lower, 1, |r| res(r, "downstream")?.cpu_percent_mean),
         row!("downstream CPU peak (% of a core)", Lower, 1, |r| res(r, "downstream")?.cpu_percent_peak),
         row!("downstream CPU per request (µs)", Lower, 1, |r| res(r, "downstream")?.cpu_us_per_request),
+        row!(optional "proxy memory mean (MiB)", Lower, 1, |r| res(r, "proxy")?.rss_mib_mean),
+        row!(optional "proxy memory peak (MiB)", Lower, 1, |r| res(r, "proxy")?.rss_mib_peak),
+        row!(optional "proxy CPU (s)", Lower, 2, |r| res(r, "proxy")?.cpu_seconds),
+        row!(optional "proxy CPU mean (% of a core)", Lower, 1, |r| res(r, "proxy")?.cpu_percent_mean),
+        row!(optional "proxy CPU per request (µs)", Lower, 1, |r| res(r, "proxy")?.cpu_us_per_request),
         row!("harness CPU (s)", Neither, 2, |r| res(r, "harness")?.cpu_seconds),
         row!("harness CPU peak (% of a core)", Neither, 1, |r| res(r, "harness")?.cpu_percent_peak),
         row!("internal hop wire bytes per request, caller → downstream", Lower, 0, |r| r

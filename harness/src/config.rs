@@ -48,6 +48,14 @@ pub struct RunArgs {
     /// URL (its gRPC or REST listener, per --transport) instead of starting one.
     #[arg(long)]
     pub downstream_url: Option<String>,
+    /// Put a real reverse proxy between two tiers (the binary must be
+    /// installed: `apt-get install nginx` / `caddy`).
+    #[arg(long, value_enum)]
+    pub proxy: Option<crate::proxy::ProxyKind>,
+    /// Where the proxy sits: `internal` (caller → proxy → downstream) or
+    /// `front` (harness → proxy → caller).
+    #[arg(long, value_enum, default_value_t = crate::proxy::ProxyHop::Internal)]
+    pub proxy_hop: crate::proxy::ProxyHop,
     /// In a sweep, a step is sustained only if its p99 is under this (default:
     /// the delay plus 100ms).
     #[arg(long)]
@@ -251,6 +259,11 @@ pub struct Config {
     /// The p99 a sweep step must stay under to count as sustained.
     #[serde(with = "secs")]
     pub slo_p99: Duration,
+    /// A reverse proxy between two tiers, and on which hop.
+    #[serde(default)]
+    pub proxy: Option<crate::proxy::ProxyKind>,
+    #[serde(default = "default_hop")]
+    pub proxy_hop: crate::proxy::ProxyHop,
     #[serde(with = "secs")]
     pub duration: Duration,
     #[serde(with = "secs")]
@@ -295,6 +308,10 @@ mod secs {
         let v = f64::deserialize(d)?;
         Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom)
     }
+}
+
+fn default_hop() -> crate::proxy::ProxyHop {
+    crate::proxy::ProxyHop::Internal
 }
 
 fn duration(flag: &'static str, text: &str, example: &str) -> Result<Duration, ConfigError> {
@@ -379,6 +396,9 @@ impl Config {
             Some(t) => duration("--slo-p99", t, "600ms")?,
             None => delay + jitter + Duration::from_millis(100),
         };
+        if a.proxy.is_some() && a.target != TargetTier::Caller {
+            return Err(bad("--proxy", "goes with the three-tier topology (--target caller)"));
+        }
         if a.downstream_url.is_some() && a.target != TargetTier::Downstream {
             return Err(bad("--downstream-url", "goes with --target downstream"));
         }
@@ -398,6 +418,8 @@ impl Config {
             target: a.target,
             downstream_url: a.downstream_url.clone(),
             slo_p99,
+            proxy: a.proxy,
+            proxy_hop: a.proxy_hop,
             duration: duration_v,
             warmup,
             rounds,

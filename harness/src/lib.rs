@@ -17,6 +17,7 @@ pub mod env;
 pub mod export;
 pub mod load;
 pub mod progress;
+pub mod proxy;
 pub mod record;
 pub mod result;
 pub mod run;

@@ -181,9 +181,12 @@ pub struct ResourceSample {
     pub t_seconds: f64,
     /// `caller`, `downstream` or `harness`.
     pub tier: String,
-    /// % of one core since the previous sample; `None` on the first.
+    /// % of one core since the previous sample.
     pub cpu_percent: Option<f64>,
     pub rss_bytes: Option<u64>,
+    /// CPU time the process (a proxy: all its processes) has used so far.
+    #[serde(default)]
+    pub cpu_seconds: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

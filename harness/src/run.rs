@@ -177,7 +177,10 @@ pub async fn run(
             eprintln!("{prefix}: {}; load goes to {}", named.join(", "), arm.topology.target_url);
         }
         for tier in arm.topology.tiers() {
-            let settings = admin.stats(Some(tier)).await.map(|s| s.settings).unwrap_or(serde_json::Value::Null);
+            let settings = match (tier.name, &arm.topology.proxy_settings) {
+                ("proxy", Some(s)) => s.clone(),
+                _ => admin.stats(Some(tier)).await.map(|s| s.settings).unwrap_or(serde_json::Value::Null),
+            };
             arm.tiers.insert(tier.name.to_owned(), TierInfo { pid: tier.pid(), settings });
         }
     }
@@ -531,6 +534,12 @@ fn assemble_round(
     );
     let harness_cpu = end.harness.cpu_seconds.zip(start.harness.cpu_seconds).map(|(b, a)| b - a);
     resources.insert("harness".to_owned(), resources_of("harness", harness_cpu, rec.sent));
+    // The proxy has no /stats of its own: its CPU time comes from the samples.
+    let proxy: Vec<f64> = in_window.iter().filter(|s| s.tier == "proxy").filter_map(|s| s.cpu_seconds).collect();
+    if !proxy.is_empty() {
+        let cpu = (proxy.len() > 1).then(|| proxy[proxy.len() - 1] - proxy[0]);
+        resources.insert("proxy".to_owned(), resources_of("proxy", cpu, rec.ok));
+    }
 
     let bytes = Hops {
         front: hop_bytes("front", start.caller.as_ref(), end.caller.as_ref()),

@@ -12,13 +12,18 @@ use crate::result::ResourceSample;
 pub struct Sampler {
     system: Option<System>,
     tiers: Vec<(String, Pid)>,
+    /// Tiers sampled as a whole process tree (a proxy's master and workers).
+    trees: Vec<Pid>,
 }
 
 impl Sampler {
+    /// Samples `tiers`; those whose name ends in `proxy` are summed over the
+    /// process and its children.
     pub fn new(tiers: &[(&str, u32)]) -> Self {
         let mut s = Sampler {
             system: System::new().ok(),
             tiers: tiers.iter().map(|(n, p)| ((*n).to_owned(), Pid::from_u32(*p))).collect(),
+            trees: tiers.iter().filter(|(n, _)| n.ends_with("proxy")).map(|(_, p)| Pid::from_u32(*p)).collect(),
         };
         // This first refresh sets the CPU baseline the first sample is measured from.
         s.refresh();
@@ -27,13 +32,25 @@ impl Sampler {
 
     fn refresh(&mut self) {
         let pids: Vec<Pid> = self.tiers.iter().map(|(_, p)| *p).collect();
+        let which = if self.trees.is_empty() { ProcessesToUpdate::Some(&pids) } else { ProcessesToUpdate::All };
         if let Some(system) = self.system.as_mut() {
-            system.refresh_processes_specifics(
-                ProcessesToUpdate::Some(&pids),
-                true,
-                ProcessRefreshKind::nothing().with_cpu().with_memory(),
-            );
+            system.refresh_processes_specifics(which, true, ProcessRefreshKind::nothing().with_cpu().with_memory());
         }
+    }
+
+    /// The process `pid` and, for a tree, every process whose parent it is.
+    fn members(&self, pid: Pid) -> Vec<&sysinfo::Process> {
+        let Some(system) = self.system.as_ref() else { return Vec::new() };
+        if !self.trees.contains(&pid) {
+            return system.process(pid).into_iter().collect();
+        }
+        // sysinfo lists a process's threads as tasks whose parent is the
+        // process: they share its memory and CPU, so only real processes count.
+        system
+            .processes()
+            .values()
+            .filter(|p| p.thread_kind().is_none() && (p.pid() == pid || p.parent() == Some(pid)))
+            .collect()
     }
 
     /// One sample per tier, `t_seconds` after `origin`. A tier that is gone (or
@@ -49,12 +66,14 @@ impl Sampler {
         self.tiers
             .iter()
             .map(|(tier, pid)| {
-                let p = self.system.as_ref().and_then(|s| s.process(*pid));
+                let procs = self.members(*pid);
+                let any = !procs.is_empty();
                 ResourceSample {
                     t_seconds,
                     tier: tier.clone(),
-                    cpu_percent: p.map(|p| f64::from(p.cpu_usage())),
-                    rss_bytes: p.map(|p| p.memory()),
+                    cpu_percent: any.then(|| procs.iter().map(|p| f64::from(p.cpu_usage())).sum()),
+                    rss_bytes: any.then(|| procs.iter().map(|p| p.memory()).sum()),
+                    cpu_seconds: any.then(|| procs.iter().map(|p| p.accumulated_cpu_time() as f64 / 1000.0).sum()),
                 }
             })
             .collect()

@@ -23,6 +23,8 @@ pub fn config(transport: Transport) -> Config {
         target: crate::config::TargetTier::Caller,
         downstream_url: None,
         slo_p99: Duration::from_millis(600),
+        proxy: None,
+        proxy_hop: crate::proxy::ProxyHop::Internal,
         duration: Duration::from_secs(60),
         warmup: Duration::from_secs(10),
         rounds: 1,

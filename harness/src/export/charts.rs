@@ -209,8 +209,11 @@ pub fn all(runs: &[(String, &RunResult)]) -> Vec<(&'static str, String)> {
     let mut in_flight = Vec::new();
     let prefix = |name: &str| if runs.len() > 1 { format!("{name} ") } else { String::new() };
     for (name, run) in runs {
-        for tier in ["caller", "downstream"] {
+        for tier in ["caller", "downstream", "proxy"] {
             let of_tier = run.samples.iter().filter(|s| s.tier == tier);
+            if of_tier.clone().next().is_none() {
+                continue;
+            }
             rss.push(Series {
                 name: format!("{}{tier}", prefix(name)),
                 points: of_tier.clone().filter_map(|s| Some((s.t_seconds, s.rss_bytes? as f64 / 1048576.0))).collect(),

@@ -138,7 +138,7 @@ pub fn render(arms: &[Arm<'_>], charts: bool) -> String {
         let _ = write!(out, "---:|");
     }
     let _ = writeln!(out);
-    for m in metrics() {
+    for m in metrics().into_iter().filter(|m| m.shown_for(arms.iter().map(|a| a.run))) {
         let _ = write!(out, "| {} |", m.label);
         for a in arms {
             let _ = write!(out, " {} |", num(mean(values(&m, a.run)), m.decimals));
@@ -227,7 +227,7 @@ pub fn terminal(arms: &[Arm<'_>], color: bool) -> String {
     header.extend(arms.iter().map(|a| (a.name.to_owned(), false)));
     header.extend(arms.iter().skip(1).map(|_| ("difference".to_owned(), false)));
     rows.push(header);
-    for m in metrics() {
+    for m in metrics().into_iter().filter(|m| m.shown_for(arms.iter().map(|a| a.run))) {
         let mut row = vec![(m.label.to_owned(), false)];
         row.extend(arms.iter().map(|a| (num(mean(values(&m, a.run)), m.decimals), false)));
         for b in arms.iter().skip(1) {

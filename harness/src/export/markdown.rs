@@ -142,7 +142,7 @@ pub fn render(run: &RunResult, charts: bool) -> String {
         let _ = write!(out, "---:|");
     }
     let _ = writeln!(out);
-    for m in metrics() {
+    for m in metrics().into_iter().filter(|m| m.shown_for(std::iter::once(run))) {
         let values: Vec<Option<f64>> = run.rounds.iter().map(|r| (m.get)(r)).collect();
         let _ = write!(out, "| {} |", m.label);
         for v in &values {

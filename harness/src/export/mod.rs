@@ -39,8 +39,20 @@ pub fn folder_name(started_at: &str, transport: &str, qps: f64, label: Option<&s
 /// The name an arm goes by in a comparison: `gRPC` / `REST`, or its label when
 /// two arms share a transport.
 pub fn arm_names(runs: &[&RunResult]) -> Vec<String> {
-    let base: Vec<String> =
-        runs.iter().map(|r| markdown::transport_name(r.config.transport.as_str()).to_owned()).collect();
+    let base: Vec<String> = runs
+        .iter()
+        .map(|r| {
+            let t = markdown::transport_name(r.config.transport.as_str());
+            match r.config.proxy {
+                Some(p) => format!(
+                    "{t} via {}{}",
+                    p.as_str(),
+                    if r.config.proxy_hop == crate::proxy::ProxyHop::Front { " (front)" } else { "" }
+                ),
+                None => t.to_owned(),
+            }
+        })
+        .collect();
     base.iter()
         .enumerate()
         .map(|(i, name)| {
@@ -67,6 +79,12 @@ pub fn write_arm(dir: &Path, run: &RunResult) -> io::Result<()> {
         if let Some(h) = r.histograms.get("corrected").and_then(|t| decode_histogram(t)) {
             std::fs::write(dir.join(format!("latency-round-{}.hgrm", r.index)), hgrm::render(&h))?;
         }
+    }
+    // The proxy's configuration, so a reviewer can read exactly what was measured.
+    if let Some(settings) = run.tiers.get("proxy").map(|t| &t.settings)
+        && let (Some(file), Some(text)) = (settings["config_file"].as_str(), settings["config"].as_str())
+    {
+        std::fs::write(dir.join(file), text)?;
     }
     let name = arm_names(&[run]).remove(0);
     for (file, svg) in charts::all(&[(name, run)]) {

@@ -71,7 +71,7 @@ fn arm_text(run: &RunResult) -> String {
             g(|s| s.max_ms),
             num(r.latency.downstream_hop.as_ref().map(|s| s.p50_ms), 1)
         );
-        for tier in ["caller", "downstream", "harness"] {
+        for tier in ["caller", "downstream", "proxy", "harness"] {
             // A tier this run did not have (no caller with --target downstream) is left out.
             if let Some(res) = r.resources.get(tier).filter(|res| res.samples > 0 || res.cpu_seconds.is_some()) {
                 let _ = writeln!(

@@ -48,7 +48,13 @@ mod tests {
     fn rows_are_flushed_and_unknowns_are_empty() {
         let path = std::env::temp_dir().join(format!("gvr-ts-{}.csv", std::process::id()));
         let mut w = TimeseriesWriter::create(&path).unwrap();
-        let s = ResourceSample { t_seconds: 1.5, tier: "0/caller".into(), cpu_percent: Some(12.345), rss_bytes: None };
+        let s = ResourceSample {
+            t_seconds: 1.5,
+            tier: "0/caller".into(),
+            cpu_percent: Some(12.345),
+            rss_bytes: None,
+            cpu_seconds: None,
+        };
         w.append(&s, "grpc", "caller", 50, Some(99.5));
         w.append(&s, "grpc", "caller", 51, None);
         w.flush();

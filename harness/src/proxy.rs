@@ -1,0 +1,272 @@
+//! A real reverse proxy (nginx or caddy) between two tiers, started as a child
+//! on loopback with its own temporary and log paths (no root paths, no system
+//! service), its configuration kept for the report.
+//!
+//! * internal hop: caller → proxy → downstream; for gRPC the proxy speaks
+//!   HTTP/2 cleartext on both sides (nginx `grpc_pass`, caddy `h2c://`), for
+//!   REST it keeps an upstream keep-alive pool;
+//! * front hop: harness → proxy → caller, the classic edge.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use telemetry::ReadyLine;
+use tokio::process::Command;
+
+use crate::topology::{Tier, TierError, exited, launch};
+
+/// How long a proxy may take to accept connections.
+const READY_TIMEOUT: Duration = Duration::from_secs(15);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProxyKind {
+    Nginx,
+    Caddy,
+}
+
+/// Which hop the proxy sits on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProxyHop {
+    /// caller → proxy → downstream.
+    Internal,
+    /// harness → proxy → caller.
+    Front,
+}
+
+impl ProxyKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProxyKind::Nginx => "nginx",
+            ProxyKind::Caddy => "caddy",
+        }
+    }
+
+    /// The Debian package that provides the binary.
+    pub fn package(self) -> &'static str {
+        self.as_str()
+    }
+
+    fn config_file(self) -> &'static str {
+        match self {
+            ProxyKind::Nginx => "nginx.conf",
+            ProxyKind::Caddy => "Caddyfile",
+        }
+    }
+}
+
+/// The proxy's configuration: listen on `listen`, forward everything to
+/// `upstream`, over HTTP/2 cleartext on both sides when `h2c`.
+pub fn config(kind: ProxyKind, listen: SocketAddr, upstream: SocketAddr, h2c: bool, work: &Path) -> String {
+    let w = work.display();
+    match kind {
+        ProxyKind::Nginx => {
+            let (listen_opts, location) = if h2c {
+                (" http2", "grpc_pass grpc://backend;".to_owned())
+            } else {
+                (
+                    "",
+                    "proxy_pass http://backend;\n            proxy_http_version 1.1;\n            proxy_set_header Connection \"\";"
+                        .to_owned(),
+                )
+            };
+            format!(
+                r#"# Written by grpc-vs-rest: nginx between two tiers, on loopback.
+daemon off;
+master_process on;
+worker_processes auto;
+worker_rlimit_nofile 65536;
+pid {w}/nginx.pid;
+error_log {w}/error.log warn;
+
+events {{
+    worker_connections 16384;
+}}
+
+http {{
+    access_log off;
+    client_body_temp_path {w}/client_body;
+    proxy_temp_path {w}/proxy;
+    fastcgi_temp_path {w}/fastcgi;
+    uwsgi_temp_path {w}/uwsgi;
+    scgi_temp_path {w}/scgi;
+    keepalive_requests 1000000;
+    keepalive_timeout 75s;
+    http2_max_concurrent_streams 16384;
+
+    upstream backend {{
+        server {upstream};
+        keepalive 1024;
+        keepalive_requests 1000000;
+    }}
+
+    server {{
+        listen {listen}{listen_opts};
+        location / {{
+            {location}
+        }}
+    }}
+}}
+"#
+            )
+        }
+        ProxyKind::Caddy => {
+            let scheme = if h2c { "h2c" } else { "http" };
+            format!(
+                r#"# Written by grpc-vs-rest: caddy between two tiers, on loopback.
+{{
+	admin off
+	auto_https off
+	servers {{
+		protocols h1 h2c
+	}}
+}}
+
+http://{listen} {{
+	reverse_proxy {scheme}://{upstream} {{
+		transport http {{
+			keepalive 90s
+			keepalive_idle_conns 1024
+		}}
+	}}
+}}
+"#
+            )
+        }
+    }
+}
+
+/// A free loopback port, found by binding port 0 and letting it go.
+fn free_port(ip: std::net::IpAddr) -> std::io::Result<SocketAddr> {
+    std::net::TcpListener::bind(SocketAddr::new(ip, 0))?.local_addr()
+}
+
+/// Where a proxy binary is looked for: PATH, then the sbin folders a
+/// non-root PATH often lacks.
+fn search_dirs() -> Vec<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).chain(["/usr/sbin", "/usr/local/sbin", "/sbin"].map(PathBuf::from)).collect()
+}
+
+/// The proxy's binary, or an error naming the package that provides it.
+fn locate(kind: ProxyKind, dirs: &[PathBuf]) -> Result<PathBuf, TierError> {
+    dirs.iter().map(|d| d.join(kind.as_str())).find(|p| p.is_file()).ok_or_else(|| TierError::Spawn {
+        tier: "proxy",
+        reason: format!(
+            "{} is not installed (no `{}` on PATH); install it with `apt-get install {}`",
+            kind.as_str(),
+            kind.as_str(),
+            kind.package()
+        ),
+    })
+}
+
+/// The proxy's version line, e.g. `nginx/1.22.1` or `2.6.2`.
+fn version(kind: ProxyKind, bin: &Path) -> Option<String> {
+    let args: &[&str] = match kind {
+        ProxyKind::Nginx => &["-v"],
+        ProxyKind::Caddy => &["version"],
+    };
+    let out = std::process::Command::new(bin).args(args).output().ok()?;
+    let text = String::from_utf8_lossy(if out.stdout.is_empty() { &out.stderr } else { &out.stdout }).trim().to_owned();
+    Some(text.trim_start_matches("nginx version: ").to_owned()).filter(|t| !t.is_empty())
+}
+
+/// A running proxy and what the report needs to know about it.
+pub struct Started {
+    pub tier: Tier,
+    pub listen: SocketAddr,
+    pub settings: serde_json::Value,
+}
+
+/// Starts `kind` in front of `upstream` and waits until it accepts connections.
+pub async fn start(
+    kind: ProxyKind,
+    hop: ProxyHop,
+    ip: std::net::IpAddr,
+    upstream: SocketAddr,
+    h2c: bool,
+) -> Result<Started, TierError> {
+    let fail = |reason: String| TierError::Spawn { tier: "proxy", reason };
+    let bin = locate(kind, &search_dirs())?;
+    let work =
+        std::env::temp_dir().join(format!("grpc-vs-rest-{}-{}-{}", kind.as_str(), std::process::id(), upstream.port()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).map_err(|e| fail(format!("creating {}: {e}", work.display())))?;
+    let listen = free_port(ip).map_err(|e| fail(format!("finding a free port: {e}")))?;
+    let text = config(kind, listen, upstream, h2c, &work);
+    let conf = work.join(kind.config_file());
+    std::fs::write(&conf, &text).map_err(|e| fail(format!("writing {}: {e}", conf.display())))?;
+
+    let mut cmd = Command::new(&bin);
+    match kind {
+        ProxyKind::Nginx => {
+            cmd.arg("-p").arg(&work).arg("-e").arg(work.join("error.log")).arg("-c").arg(&conf);
+        }
+        ProxyKind::Caddy => {
+            cmd.args(["run", "--adapter", "caddyfile", "--config"]).arg(&conf);
+            // Caddy keeps state under $HOME and the XDG folders: keep it in the work folder.
+            cmd.env("HOME", &work).env("XDG_DATA_HOME", &work).env("XDG_CONFIG_HOME", &work);
+        }
+    }
+    let (mut child, tail) = launch("proxy", cmd)?;
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        if child.try_wait().ok().flatten().is_some() {
+            return Err(exited("proxy", &mut child, &tail).await);
+        }
+        if tokio::net::TcpStream::connect(listen).await.is_ok() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.start_kill();
+            return Err(TierError::NotReady { tier: "proxy", timeout: READY_TIMEOUT, stderr: String::new() });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pid = child.id().unwrap_or_default();
+    let ready = ReadyLine { service: kind.as_str().to_owned(), pid, listeners: [("proxy".to_owned(), listen)].into() };
+    let settings = serde_json::json!({
+        "kind": kind.as_str(),
+        "version": version(kind, &bin),
+        "binary": bin,
+        "hop": hop,
+        "listen": listen,
+        "upstream": upstream,
+        "protocol": if h2c { "HTTP/2 cleartext on both sides" } else { "HTTP/1.1 with an upstream keep-alive pool" },
+        "workers": "counted in the samples: every process of the proxy's group",
+        "config_file": kind.config_file(),
+        "work_dir": work,
+        "config": text,
+    });
+    Ok(Started { tier: Tier::from_process("proxy", ready, child, tail), listen, settings })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_binary_names_the_package() {
+        let err = locate(ProxyKind::Caddy, &[PathBuf::from("/nonexistent")]).unwrap_err().to_string();
+        assert!(err.contains("could not start the proxy") && err.contains("apt-get install caddy"), "{err}");
+    }
+
+    #[test]
+    fn configs_forward_to_the_upstream_with_the_right_protocol() {
+        let (l, u): (SocketAddr, SocketAddr) = ("127.0.0.1:8000".parse().unwrap(), "127.0.0.1:9000".parse().unwrap());
+        let w = Path::new("/tmp/w");
+        let n = config(ProxyKind::Nginx, l, u, true, w);
+        assert!(n.contains("listen 127.0.0.1:8000 http2;") && n.contains("grpc_pass grpc://backend;"), "{n}");
+        assert!(n.contains("server 127.0.0.1:9000;") && n.contains("pid /tmp/w/nginx.pid;"));
+        let n = config(ProxyKind::Nginx, l, u, false, w);
+        assert!(n.contains("listen 127.0.0.1:8000;") && n.contains("proxy_pass http://backend;"));
+        assert!(n.contains("keepalive 1024;") && n.contains(r#"proxy_set_header Connection "";"#));
+        let c = config(ProxyKind::Caddy, l, u, true, w);
+        assert!(c.contains("http://127.0.0.1:8000 {") && c.contains("reverse_proxy h2c://127.0.0.1:9000"), "{c}");
+        assert!(config(ProxyKind::Caddy, l, u, false, w).contains("reverse_proxy http://127.0.0.1:9000"));
+    }
+}
