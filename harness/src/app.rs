@@ -72,17 +72,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-        .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("harness: starting the async runtime: {e}");
-            return ExitCode::from(EXIT_FAILED);
-        }
-    };
+    let Some(runtime) = runtime("harness") else { return ExitCode::from(EXIT_FAILED) };
     ExitCode::from(runtime.block_on(run_main(plan)))
 }
 
@@ -313,17 +303,7 @@ fn tier_main(args: &[OsString]) -> ExitCode {
         eprintln!("harness {TIER_ROLE_ARG}: name a tier (downstream or caller)");
         return ExitCode::from(EXIT_USAGE);
     };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-        .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("{role}: starting the async runtime: {e}");
-            return ExitCode::from(EXIT_FAILED);
-        }
-    };
+    let Some(runtime) = runtime(role) else { return ExitCode::from(EXIT_FAILED) };
     let rest = &args[1..];
     let result = match role {
         "downstream" => {
@@ -342,11 +322,17 @@ fn tier_main(args: &[OsString]) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
+    telemetry::exit_code(role, result)
+}
+
+/// Logging on stderr and a multi-threaded runtime, for the harness and its tier roles.
+fn runtime(name: &str) -> Option<tokio::runtime::Runtime> {
+    telemetry::init_logging();
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => Some(rt),
         Err(e) => {
-            eprintln!("{role}: {e:#}");
-            ExitCode::from(EXIT_FAILED)
+            eprintln!("{name}: starting the async runtime: {e}");
+            None
         }
     }
 }

@@ -1,7 +1,6 @@
 //! The `caller` binary's flags and entry point (also run by the harness in its
 //! hidden service role).
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -78,10 +77,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     telemetry::cancel_on_signal(shutdown.clone());
     let handle = start(args.into_config(), shutdown).await.context("starting the caller")?;
-    let line = serde_json::to_string(&handle.ready_line()).context("encoding the ready line")?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").and_then(|()| out.flush()).context("writing the ready line to stdout")?;
-    drop(out);
+    telemetry::print_ready(&handle.ready_line()).context("writing the ready line to stdout")?;
     handle.wait().await;
     Ok(())
 }

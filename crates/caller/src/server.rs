@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use payload::Limits;
 use telemetry::{
-    Counters, Protocols, ReadyLine, Registry, ServerSettings, admin_router, api::API_OUTCOMES, bind, serve,
+    Counters, Protocols, ReadyLine, Registry, Served, ServerSettings, admin_router, api::API_OUTCOMES, bind, serve,
 };
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -81,8 +81,7 @@ pub struct Handle {
     pub front_addr: SocketAddr,
     pub admin_addr: SocketAddr,
     pub registry: Arc<Registry>,
-    shutdown: CancellationToken,
-    tasks: JoinSet<()>,
+    served: Served,
 }
 
 impl Handle {
@@ -90,13 +89,12 @@ impl Handle {
         ReadyLine::new("caller", [("front", self.front_addr), ("admin", self.admin_addr)])
     }
 
-    pub async fn wait(mut self) {
-        while self.tasks.join_next().await.is_some() {}
+    pub async fn wait(self) {
+        self.served.wait().await;
     }
 
     pub async fn stop(self) {
-        self.shutdown.cancel();
-        self.wait().await;
+        self.served.stop().await;
     }
 }
 
@@ -171,5 +169,5 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         ServerSettings::new(Protocols::Auto),
         shutdown.clone(),
     ));
-    Ok(Handle { front_addr, admin_addr, registry, shutdown, tasks })
+    Ok(Handle { front_addr, admin_addr, registry, served: Served::new(shutdown, tasks) })
 }

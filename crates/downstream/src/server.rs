@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use payload::Limits;
-use telemetry::{Counters, Protocols, ReadyLine, Registry, ServerSettings, admin_router, bind, serve};
+use telemetry::{Counters, Protocols, ReadyLine, Registry, Served, ServerSettings, admin_router, bind, serve};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -51,8 +51,7 @@ pub struct Handle {
     pub rest_addr: SocketAddr,
     pub admin_addr: SocketAddr,
     pub registry: Arc<Registry>,
-    shutdown: CancellationToken,
-    tasks: JoinSet<()>,
+    served: Served,
 }
 
 impl Handle {
@@ -62,14 +61,13 @@ impl Handle {
 
     /// Waits until every listener has stopped (after the shutdown token fires
     /// and in-flight requests drained).
-    pub async fn wait(mut self) {
-        while self.tasks.join_next().await.is_some() {}
+    pub async fn wait(self) {
+        self.served.wait().await;
     }
 
     /// Signals shutdown and waits for the drain.
     pub async fn stop(self) {
-        self.shutdown.cancel();
-        self.wait().await;
+        self.served.stop().await;
     }
 }
 
@@ -134,7 +132,6 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         rest_addr: handle_addrs.1,
         admin_addr: handle_addrs.2,
         registry,
-        shutdown,
-        tasks,
+        served: Served::new(shutdown, tasks),
     })
 }

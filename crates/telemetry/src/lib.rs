@@ -25,7 +25,7 @@ mod serve;
 pub use admin::admin_router;
 pub use counters::{Counters, CountersSnapshot};
 pub use counting::CountingStream;
-pub use lifecycle::{ReadyLine, cancel_on_signal};
+pub use lifecycle::{ReadyLine, Served, cancel_on_signal, exit_code, init_logging, print_ready};
 pub use process::{ProcessSnapshot, ProcessStats};
 pub use registry::{Registry, StatsSnapshot};
 pub use serve::{Protocols, ServerSettings, bind, serve};

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 /// The one JSON line a service prints on stdout once it is ready.
@@ -26,6 +27,57 @@ impl ReadyLine {
             pid: std::process::id(),
             listeners: listeners.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
         }
+    }
+}
+
+/// Prints `line` as one JSON line on stdout and flushes it.
+pub fn print_ready(line: &ReadyLine) -> std::io::Result<()> {
+    use std::io::Write;
+    let text = serde_json::to_string(line).map_err(std::io::Error::other)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")?;
+    out.flush()
+}
+
+/// Logs to stderr, `warn` and above unless `RUST_LOG` says otherwise.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
+    let _ = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).try_init();
+}
+
+/// A binary's exit code for its result: 0, or 1 with the whole error chain.
+pub fn exit_code<E: std::fmt::Display>(name: &str, result: Result<(), E>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// A service's serving tasks and the token that stops them.
+#[derive(Debug)]
+pub struct Served {
+    shutdown: CancellationToken,
+    tasks: JoinSet<()>,
+}
+
+impl Served {
+    pub fn new(shutdown: CancellationToken, tasks: JoinSet<()>) -> Self {
+        Served { shutdown, tasks }
+    }
+
+    /// Waits until every listener has stopped (after the shutdown token fires
+    /// and in-flight requests drained).
+    pub async fn wait(mut self) {
+        while self.tasks.join_next().await.is_some() {}
+    }
+
+    /// Signals shutdown and waits for the drain.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.wait().await;
     }
 }
 

@@ -8,7 +8,7 @@
 use std::fmt::Write;
 
 use crate::analysis::{Better, Metric, metrics, validity};
-use crate::export::markdown::{environment_table, num, setup};
+use crate::export::markdown::{charts_section, environment_table, num, setup};
 use crate::result::RunResult;
 use crate::stats::mean;
 
@@ -206,15 +206,7 @@ pub fn render(arms: &[Arm<'_>], charts: bool) -> String {
         out.push_str(&environment_table(first.run));
     }
     if charts {
-        let _ = writeln!(out, "\n## Charts\n");
-        for (file, what) in [
-            ("latency.svg", "Latency by percentile"),
-            ("rss.svg", "Memory over time"),
-            ("cpu.svg", "CPU over time"),
-            ("rate.svg", "Achieved rate and in flight over time"),
-        ] {
-            let _ = writeln!(out, "![{what}]({file})\n");
-        }
+        out.push_str(&charts_section());
     }
     out
 }

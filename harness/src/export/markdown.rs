@@ -55,6 +55,20 @@ pub fn setup(run: &RunResult) -> String {
     t
 }
 
+/// The "Charts" section linking the SVGs written beside a report.
+pub fn charts_section() -> String {
+    let mut out = String::from("\n## Charts\n\n");
+    for (file, what) in [
+        ("latency.svg", "Latency by percentile"),
+        ("rss.svg", "Memory over time"),
+        ("cpu.svg", "CPU over time"),
+        ("rate.svg", "Achieved rate and in flight over time"),
+    ] {
+        let _ = writeln!(out, "![{what}]({file})\n");
+    }
+    out
+}
+
 /// The environment of a run as a two-column Markdown table.
 pub fn environment_table(run: &RunResult) -> String {
     let mut out = String::new();
@@ -232,15 +246,7 @@ pub fn render(run: &RunResult, charts: bool) -> String {
          (and `latency-round-<k>.hgrm` per round)."
     );
     if charts {
-        let _ = writeln!(out, "\n## Charts\n");
-        for (file, what) in [
-            ("latency.svg", "Latency by percentile"),
-            ("rss.svg", "Memory over time"),
-            ("cpu.svg", "CPU over time"),
-            ("rate.svg", "Achieved rate and in flight over time"),
-        ] {
-            let _ = writeln!(out, "![{what}]({file})\n");
-        }
+        out.push_str(&charts_section());
     }
     out
 }
