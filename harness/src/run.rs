@@ -55,9 +55,18 @@ struct Admin {
 }
 
 impl Admin {
+    /// A tier's `/stats`, tried twice: a snapshot that cannot be read leaves
+    /// its figures unmeasured for the whole round.
     async fn stats(&self, tier: Option<&Tier>) -> Option<StatsSnapshot> {
-        let resp = self.http.get(format!("{}/stats", tier?.admin_url())).send().await.ok()?;
-        resp.json().await.ok()
+        let url = format!("{}/stats", tier?.admin_url());
+        for _ in 0..2 {
+            if let Ok(resp) = self.http.get(&url).send().await
+                && let Ok(stats) = resp.json().await
+            {
+                return Some(stats);
+            }
+        }
+        None
     }
 
     async fn snapshot(&self, topology: &Topology) -> Snapshot {
@@ -161,7 +170,13 @@ pub async fn run(
     let environment = Environment::capture();
     let mut arms = start_arms(plan).await?;
     let admin = Admin {
-        http: reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(5)).build()?,
+        // A fresh connection per read: an idle keep-alive connection may have
+        // been closed by the tier's header-read timeout between two snapshots.
+        http: reqwest::Client::builder()
+            .no_proxy()
+            .pool_max_idle_per_host(0)
+            .timeout(Duration::from_secs(5))
+            .build()?,
         harness: ProcessStats::current(),
     };
     for arm in arms.iter_mut() {
