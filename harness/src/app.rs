@@ -100,13 +100,8 @@ async fn run_main(plan: Plan) -> u8 {
         return sweep_main(&plan, interrupt).await;
     }
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-    let load_name = if cfg.closed_loop { format!("{}conn", cfg.connections) } else { String::new() };
-    let name = if cfg.closed_loop {
-        crate::export::folder_name(&started_at, plan.transport_name(), 0.0, cfg.label.as_deref())
-            .replace("-0qps", &format!("-{load_name}"))
-    } else {
-        crate::export::folder_name(&started_at, plan.transport_name(), cfg.qps, cfg.label.as_deref())
-    };
+    let load = if cfg.closed_loop { format!("{}conn", cfg.connections) } else { crate::export::qps_part(cfg.qps) };
+    let name = crate::export::folder_name(&started_at, plan.transport_name(), &load, cfg.label.as_deref());
     let folder = match RunFolder::create(&cfg.out, &name) {
         Ok(f) => f,
         Err(e) => {
@@ -153,8 +148,8 @@ async fn sweep_main(plan: &Plan, interrupt: CancellationToken) -> u8 {
     let cfg = &plan.config;
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let (first, last) = (plan.rates[0], plan.rates[plan.rates.len() - 1]);
-    let name = crate::export::folder_name(&started_at, plan.transport_name(), last, cfg.label.as_deref())
-        .replace(&format!("-{}qps", last as u64), &format!("-sweep-{}-{}qps", first as u64, last as u64));
+    let load = format!("sweep-{}-{}", first, crate::export::qps_part(last));
+    let name = crate::export::folder_name(&started_at, plan.transport_name(), &load, cfg.label.as_deref());
     let folder = match RunFolder::create(&cfg.out, &name) {
         Ok(f) => f,
         Err(e) => {

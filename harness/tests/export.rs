@@ -9,7 +9,7 @@ fn the_same_name_twice_gets_a_suffix_and_both_folders_are_whole() {
     let out = std::env::temp_dir().join(format!("gvr-export-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let run = harness::testing::run(Transport::Grpc, 1.0);
-    assert_eq!(folder_name(&run.started_at, "grpc", 100.0, None), "20261129T120000Z-grpc-100qps");
+    assert_eq!(folder_name(&run.started_at, "grpc", "100qps", None), "20261129T120000Z-grpc-100qps");
     let first = write_run(&run, &out).unwrap();
     let second = write_run(&run, &out).unwrap();
     assert_ne!(first, second);

@@ -24,11 +24,16 @@ use crate::stats::decode_histogram;
 use comparison::Arm;
 use folder::RunFolder;
 
-/// `<timestamp>-<transport>-<qps>qps[-label]`, e.g. `20261129T193505Z-grpc-100qps`.
-pub fn folder_name(started_at: &str, transport: &str, qps: f64, label: Option<&str>) -> String {
+/// A rate as a folder name part: `100qps`, `2.5qps`.
+pub fn qps_part(qps: f64) -> String {
+    if qps.fract() == 0.0 { format!("{}qps", qps as u64) } else { format!("{qps}qps") }
+}
+
+/// `<timestamp>-<transport>-<load>[-label]`, e.g. `20261129T193505Z-grpc-100qps`,
+/// with `load` from [`qps_part`], `<N>conn` or `sweep-<a>-<b>qps`.
+pub fn folder_name(started_at: &str, transport: &str, load: &str, label: Option<&str>) -> String {
     let stamp: String = started_at.chars().filter(|c| !matches!(c, '-' | ':')).collect();
-    let qps = if qps.fract() == 0.0 { format!("{}", qps as u64) } else { format!("{qps}") };
-    let mut name = format!("{stamp}-{transport}-{qps}qps");
+    let mut name = format!("{stamp}-{transport}-{load}");
     if let Some(label) = label {
         name.push('-');
         name.push_str(label);
@@ -122,7 +127,12 @@ pub fn write_results(folder: &Path, runs: &[RunResult]) -> io::Result<()> {
 /// Writes a single run as a new folder under `out` (whole or absent, never
 /// over an existing one) and returns its path.
 pub fn write_run(run: &RunResult, out: &Path) -> io::Result<PathBuf> {
-    let name = folder_name(&run.started_at, run.config.transport.as_str(), run.config.qps, run.config.label.as_deref());
+    let name = folder_name(
+        &run.started_at,
+        run.config.transport.as_str(),
+        &qps_part(run.config.qps),
+        run.config.label.as_deref(),
+    );
     let folder = RunFolder::create(out, &name)?;
     if let Err(e) = write_results(folder.path(), std::slice::from_ref(run)) {
         folder.discard();
