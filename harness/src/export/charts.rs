@@ -45,14 +45,29 @@ fn draw_panel(area: &Area<'_>, title: &str, x_desc: &str, y_desc: &str, series: 
         .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(|e| e.to_string())?;
     chart.configure_mesh().x_desc(x_desc).y_desc(y_desc).draw().map_err(|e| e.to_string())?;
+    draw_lines(&mut chart, series, true)
+}
+
+/// Draws each series and the legend. With `split_gaps`, a time series is
+/// split at its gaps, so an arm idle while the other runs is not joined
+/// across the gap.
+fn draw_lines<'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    series: &[Series],
+    split_gaps: bool,
+) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
     for (i, s) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
-        // A series with gaps (an arm idle while the other runs) is drawn as
-        // separate runs, not joined across the gap; only the first is labelled.
-        for (k, run) in split_at_gaps(&s.points).into_iter().enumerate() {
+        let runs = if split_gaps { split_at_gaps(&s.points) } else { vec![s.points.clone()] };
+        for (k, run) in runs.into_iter().enumerate() {
             let drawn = chart
                 .draw_series(LineSeries::new(run.iter().copied(), color.stroke_width(2)))
                 .map_err(|e| e.to_string())?;
+            // Only the first run of a series is labelled.
             if k == 0 {
                 drawn
                     .label(s.name.as_str())
@@ -66,8 +81,7 @@ fn draw_panel(area: &Area<'_>, title: &str, x_desc: &str, y_desc: &str, series: 
         .border_style(BLACK)
         .position(SeriesLabelPosition::UpperLeft)
         .draw()
-        .map_err(|e| e.to_string())?;
-    Ok(())
+        .map_err(|e| e.to_string())
 }
 
 /// Splits a time series where a step is more than three times the median step.
@@ -165,21 +179,7 @@ pub fn latency_chart(arms: &[(String, Histogram<u64>)]) -> String {
                 })
                 .draw()
                 .map_err(|e| e.to_string())?;
-            for (i, s) in series.iter().enumerate() {
-                let color = Palette99::pick(i).to_rgba();
-                chart
-                    .draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))
-                    .map_err(|e| e.to_string())?
-                    .label(s.name.as_str())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
-            }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperLeft)
-                .draw()
-                .map_err(|e| e.to_string())
+            draw_lines(&mut chart, &series, false)
         })();
         if let Err(e) = result {
             tracing::warn!("latency chart: {e}");
