@@ -175,6 +175,32 @@ fn version(kind: ProxyKind, bin: &Path) -> Option<String> {
     Some(text.trim_start_matches("nginx version: ").to_owned()).filter(|t| !t.is_empty())
 }
 
+/// How many worker processes the proxy runs: nginx's children of its master
+/// (waited for briefly, they start right after the master listens); caddy
+/// serves from its one process.
+async fn worker_processes(kind: ProxyKind, pid: u32) -> Option<usize> {
+    if kind == ProxyKind::Caddy {
+        return Some(1);
+    }
+    let mut system = sysinfo::System::new().ok()?;
+    let master = sysinfo::Pid::from_u32(pid);
+    let mut last = 0;
+    for _ in 0..20 {
+        system.refresh_processes_specifics(
+            sysinfo::ProcessesToUpdate::All,
+            true,
+            sysinfo::ProcessRefreshKind::nothing(),
+        );
+        let n = system.processes().values().filter(|p| p.thread_kind().is_none() && p.parent() == Some(master)).count();
+        if n > 0 && n == last {
+            return Some(n);
+        }
+        last = n;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (last > 0).then_some(last)
+}
+
 /// A running proxy and what the report needs to know about it.
 pub struct Started {
     pub tier: Tier,
@@ -228,6 +254,7 @@ pub async fn start(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let pid = child.id().unwrap_or_default();
+    let workers = worker_processes(kind, pid).await;
     let ready = ReadyLine { service: kind.as_str().to_owned(), pid, listeners: [("proxy".to_owned(), listen)].into() };
     let settings = serde_json::json!({
         "kind": kind.as_str(),
@@ -237,7 +264,8 @@ pub async fn start(
         "listen": listen,
         "upstream": upstream,
         "protocol": if h2c { "HTTP/2 cleartext on both sides" } else { "HTTP/1.1 with an upstream keep-alive pool" },
-        "workers": "counted in the samples: every process of the proxy's group",
+        "worker_processes": workers,
+        "sampled": "CPU and RSS summed over the proxy's process and its child processes",
         "config_file": kind.config_file(),
         "work_dir": work,
         "config": text,

@@ -55,6 +55,7 @@ fn nginx_and_caddy_on_either_hop_carry_both_transports() {
                 let info = &run.tiers["proxy"];
                 assert_eq!(info.settings["kind"], proxy);
                 assert!(info.settings["version"].is_string(), "{case}: no version");
+                assert!(info.settings["worker_processes"].as_u64().unwrap_or(0) >= 1, "{case}: no worker count");
                 let file = if proxy == "nginx" { "nginx.conf" } else { "Caddyfile" };
                 let conf = std::fs::read_to_string(folder.join(file)).unwrap();
                 assert_eq!(conf, info.settings["config"].as_str().unwrap());
