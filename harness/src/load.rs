@@ -68,7 +68,6 @@ impl Schedule {
 #[derive(Debug, Default)]
 pub struct Live {
     pub sent: AtomicU64,
-    pub completed: AtomicU64,
     pub ok: AtomicU64,
     pub errors: AtomicU64,
     pub dropped: AtomicU64,
@@ -243,7 +242,6 @@ async fn send_one(index: u64, due: Instant, target: Arc<Target>, live: Arc<Live>
     let (outcome, downstream_us) = request(index, &target).await;
     let done = Instant::now();
     live.in_flight.fetch_sub(1, Relaxed);
-    live.completed.fetch_add(1, Relaxed);
     if outcome == Outcome::Ok {
         live.ok.fetch_add(1, Relaxed);
     } else {

@@ -280,7 +280,11 @@ pub async fn run(
             if let Err(why) = wait_until(t0, &mut arms, &interrupt, origin).await {
                 stopped = Some(why);
             }
-            let start = admin.snapshot(&arms[a].topology).await;
+            // Only measured rounds need the tiers' counters at their boundaries.
+            let start = match measured {
+                Some(_) => Some(admin.snapshot(&arms[a].topology).await),
+                None => None,
+            };
             if stopped.is_none()
                 && let Err(why) = wait_until(end_at, &mut arms, &interrupt, origin).await
             {
@@ -289,8 +293,8 @@ pub async fn run(
             if stopped.is_some() {
                 stop_load.cancel();
             }
-            match measured {
-                Some(round) => {
+            match (measured, start) {
+                (Some(round), Some(start)) => {
                     let end = admin.snapshot(&arms[a].topology).await;
                     pending.push(PendingRound {
                         arm: a,
@@ -303,7 +307,7 @@ pub async fn run(
                         finish,
                     });
                 }
-                None => {
+                _ => {
                     // Warm-up records are not kept; the collector ends with its senders.
                     finish.cancel();
                     drop(collector);

@@ -69,16 +69,6 @@ pub fn mean(values: impl IntoIterator<Item = f64>) -> Option<f64> {
     mean_peak(values).0
 }
 
-/// Sample standard deviation (n − 1); `None` for fewer than two values.
-pub fn stdev(values: &[f64]) -> Option<f64> {
-    if values.len() < 2 {
-        return None;
-    }
-    let m = values.iter().sum::<f64>() / values.len() as f64;
-    let var = values.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (values.len() - 1) as f64;
-    Some(var.sqrt())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,10 +102,8 @@ mod tests {
     }
 
     #[test]
-    fn mean_peak_and_stdev() {
+    fn mean_and_peak() {
         assert_eq!(mean_peak([1.0, 3.0, 2.0]), (Some(2.0), Some(3.0)));
         assert_eq!(mean_peak(std::iter::empty()), (None, None));
-        assert_eq!(stdev(&[2.0]), None);
-        assert!((stdev(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]).unwrap() - 2.138).abs() < 0.001);
     }
 }

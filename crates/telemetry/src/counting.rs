@@ -28,10 +28,6 @@ impl<S> CountingStream<S> {
         counters.connection_opened();
         CountingStream { inner, counters }
     }
-
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
 }
 
 impl<S> Drop for CountingStream<S> {
