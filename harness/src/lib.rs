@@ -1,27 +1,30 @@
 //! The harness: drives the three-tier topology at a fixed rate, measures every
 //! tier, and writes reports a review board can trust.
 //!
-//! * [`config`]: flags → one validated [`config::Config`];
-//! * [`topology`]: the tiers as child processes;
-//! * [`load`]: the open-loop generator; [`record`]: the collector;
-//!   [`sample`]: CPU/RSS sampling; [`run`]: one measured run end to end;
-//! * [`stats`] and [`analysis`]: pure functions over results;
-//! * [`export`]: results → files and terminal text; [`progress`]: live display;
-//! * [`app`]: the command-line entry point and exit codes.
+//! The folders are the stages a figure passes through (ARCHITECTURE.md at the
+//! repository root draws the map):
+//!
+//! * [`config`]: flags → one validated [`config::Config`] / [`config::Plan`];
+//! * [`tiers`]: the measured processes (downstream, caller, proxy) started,
+//!   watched and stopped;
+//! * [`load`]: the open-loop generator (schedule, dispatch, front client);
+//! * [`measure`]: the instruments (latency record, resource sampler, the
+//!   tiers' own counters, the environment);
+//! * [`run`]: one measured run in phases, tying the above together;
+//! * [`judge`]: pure functions from measurements to figures and verdicts
+//!   (per-round arithmetic, statistics, report rows, validity, capacity);
+//! * [`result`]: the `run.json` model every stage hands on;
+//! * [`export`]: renderers that only make bytes, and the one module that
+//!   writes files;
+//! * [`app`]: the command line and exit codes.
 
-pub mod analysis;
 pub mod app;
-pub mod capacity;
 pub mod config;
-pub mod env;
 pub mod export;
+pub mod judge;
 pub mod load;
-pub mod progress;
-pub mod proxy;
-pub mod record;
+pub mod measure;
 pub mod result;
 pub mod run;
-pub mod sample;
-pub mod stats;
 pub mod testing;
-pub mod topology;
+pub mod tiers;

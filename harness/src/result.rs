@@ -1,15 +1,49 @@
 //! The structure of `run.json`: everything a run measured, with enough raw data
 //! (serialized histograms, every sample) that any figure in a report can be
 //! recomputed. `results/README.md` documents each field.
+//!
+//! This is the joint between the stages: `run` and `judge` fill it, `export`
+//! only reads it. A figure that could not be measured is `None` here (null in
+//! JSON), never zero.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Config;
-use crate::env::Environment;
+use crate::config::{Config, ProxyHop, ProxyKind};
 
 pub const SCHEMA: &str = "grpc-vs-rest/run/1";
+
+/// The processes a run measures. Declared in alphabetical order, so maps keyed
+/// by it list tiers as they always have in `run.json` and the reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TierName {
+    Caller,
+    Downstream,
+    Harness,
+    /// A reverse proxy (nginx or caddy) on one hop.
+    Proxy,
+}
+
+impl TierName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TierName::Caller => "caller",
+            TierName::Downstream => "downstream",
+            TierName::Harness => "harness",
+            TierName::Proxy => "proxy",
+        }
+    }
+}
+
+impl std::fmt::Display for TierName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -34,14 +68,22 @@ pub struct RunResult {
     pub config: Config,
     pub environment: Environment,
     /// Each tier's pid and reported settings (pools, stream limits, timeouts).
-    pub tiers: BTreeMap<String, TierInfo>,
+    pub tiers: BTreeMap<TierName, TierInfo>,
     pub rounds: Vec<RoundResult>,
     /// CPU and RSS of every tier over time.
     pub samples: Vec<ResourceSample>,
     /// The generator's state over time.
     pub load_samples: Vec<LoadSample>,
-    /// Reasons this run is not a fair measurement; empty when it is.
+    /// Reasons this run is not a fair measurement; empty when it is. Judged
+    /// once when the run ends (`judge::validity`); every renderer reads it here.
     pub validity: Vec<String>,
+}
+
+impl RunResult {
+    /// True when nothing made this run an unfair measurement.
+    pub fn is_valid(&self) -> bool {
+        self.validity.is_empty()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -66,8 +108,8 @@ pub struct RoundResult {
     pub latency: Latency,
     /// HdrHistogram V2 serialization, base64, of each latency histogram (µs).
     pub histograms: BTreeMap<String, String>,
-    /// By tier: `caller`, `downstream`, `harness`.
-    pub resources: BTreeMap<String, Resources>,
+    /// By tier: `caller`, `downstream`, `harness` (and `proxy`).
+    pub resources: BTreeMap<TierName, Resources>,
     pub bytes: Hops,
 }
 
@@ -179,8 +221,7 @@ pub struct HopBytes {
 pub struct ResourceSample {
     /// Seconds since the run's origin, shortly before the first request was due.
     pub t_seconds: f64,
-    /// `caller`, `downstream` or `harness`.
-    pub tier: String,
+    pub tier: TierName,
     /// % of one core since the previous sample.
     pub cpu_percent: Option<f64>,
     pub rss_bytes: Option<u64>,
@@ -197,4 +238,68 @@ pub struct LoadSample {
     pub ok: u64,
     pub errors: u64,
     pub dropped: u64,
+}
+
+impl LoadSample {
+    /// OK responses per second between `earlier` and this sample.
+    pub fn ok_rate_since(&self, earlier: &LoadSample) -> f64 {
+        self.ok.saturating_sub(earlier.ok) as f64 / (self.t_seconds - earlier.t_seconds).max(1e-3)
+    }
+}
+
+/// The machine and build a run was measured on, so a result can be
+/// reproduced or challenged (read by `measure::environment`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    pub tool_version: String,
+    /// `release` or `debug`; a debug build's figures are not representative.
+    pub build_profile: String,
+    pub rustc: Option<String>,
+    pub git_commit: Option<String>,
+    pub git_dirty: Option<bool>,
+    pub os: Option<String>,
+    pub kernel: Option<String>,
+    pub hostname: Option<String>,
+    pub cpu_model: Option<String>,
+    pub logical_cores: Option<usize>,
+    pub physical_cores: Option<usize>,
+    pub memory_bytes: Option<u64>,
+    /// Open-files limit as found, and after raising the soft limit to the hard one.
+    pub nofile_soft_before: Option<u64>,
+    pub nofile_soft: Option<u64>,
+    pub nofile_hard: Option<u64>,
+}
+
+/// What the report records about a proxy: its `settings` in `run.json`
+/// (`tiers.proxy.settings`), read back by this type wherever it is needed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProxyInfo {
+    pub kind: ProxyKind,
+    /// The binary's version line (`nginx/1.22.1`, `v2.6.2 …`), if it told.
+    pub version: Option<String>,
+    pub binary: PathBuf,
+    pub hop: ProxyHop,
+    pub listen: SocketAddr,
+    pub upstream: SocketAddr,
+    pub protocol: String,
+    pub worker_processes: Option<usize>,
+    /// How its CPU and RSS were sampled.
+    pub sampled: String,
+    /// The configuration file's name, written into the run folder.
+    pub config_file: String,
+    /// Its temporary and log folder, removed when it stops.
+    pub work_dir: PathBuf,
+    /// The configuration text.
+    pub config: String,
+}
+
+impl ProxyInfo {
+    /// The proxy's record in a run's tier settings.
+    pub fn from_settings(settings: &serde_json::Value) -> Option<ProxyInfo> {
+        serde_json::from_value(settings.clone()).ok()
+    }
+
+    pub fn to_settings(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
 }

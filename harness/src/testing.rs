@@ -8,12 +8,13 @@ use std::time::Duration;
 use caller::Transport;
 
 use crate::config::Config;
-use crate::env::Environment;
+use crate::judge::stats::summarize;
+use crate::measure::histogram::{encode_histogram, new_histogram};
+use crate::result::Environment;
 use crate::result::{
     HopBytes, Hops, Latency, Requests, Resources, RoundResult, RunResult, RunStatus, SCHEMA, Summary, Throughput,
-    TierInfo,
+    TierInfo, TierName,
 };
-use crate::stats::{encode_histogram, new_histogram, summarize};
 
 pub fn config(transport: Transport) -> Config {
     Config {
@@ -24,7 +25,7 @@ pub fn config(transport: Transport) -> Config {
         downstream_url: None,
         slo_p99: Duration::from_millis(600),
         proxy: None,
-        proxy_hop: crate::proxy::ProxyHop::Internal,
+        proxy_hop: crate::config::ProxyHop::Internal,
         duration: Duration::from_secs(60),
         warmup: Duration::from_secs(10),
         rounds: 1,
@@ -88,9 +89,9 @@ pub fn round(index: u32, base_ms: f64, scale: f64) -> RoundResult {
         samples: 240,
     };
     let mut res = BTreeMap::new();
-    res.insert("caller".to_owned(), resources(20.0, 1.2));
-    res.insert("downstream".to_owned(), resources(15.0, 0.9));
-    res.insert("harness".to_owned(), resources(18.0, 0.6));
+    res.insert(TierName::Caller, resources(20.0, 1.2));
+    res.insert(TierName::Downstream, resources(15.0, 0.9));
+    res.insert(TierName::Harness, resources(18.0, 0.6));
     let summary: Option<Summary> = summarize(&h);
     RoundResult {
         index,
@@ -133,15 +134,14 @@ pub fn round(index: u32, base_ms: f64, scale: f64) -> RoundResult {
     }
 }
 
-/// A complete single-round run with fixed figures.
+/// A complete single-round run with fixed figures, its validity judged as a
+/// finished run's is (a test that changes it judges it again).
 pub fn run(transport: Transport, scale: f64) -> RunResult {
     let mut tiers = BTreeMap::new();
-    tiers.insert(
-        "caller".to_owned(),
-        TierInfo { pid: 11, settings: serde_json::json!({"transport": transport.as_str()}) },
-    );
-    tiers.insert("downstream".to_owned(), TierInfo { pid: 10, settings: serde_json::json!({"delay_ms": 500.0}) });
-    RunResult {
+    tiers
+        .insert(TierName::Caller, TierInfo { pid: 11, settings: serde_json::json!({"transport": transport.as_str()}) });
+    tiers.insert(TierName::Downstream, TierInfo { pid: 10, settings: serde_json::json!({"delay_ms": 500.0}) });
+    let mut run = RunResult {
         schema: SCHEMA.into(),
         tool_version: "0.1.0".into(),
         status: RunStatus::Complete,
@@ -154,5 +154,7 @@ pub fn run(transport: Transport, scale: f64) -> RunResult {
         samples: Vec::new(),
         load_samples: Vec::new(),
         validity: Vec::new(),
-    }
+    };
+    run.validity = crate::judge::validity(&run);
+    run
 }

@@ -2,6 +2,7 @@
 
 mod common;
 
+use harness::result::TierName;
 use std::path::Path;
 
 use common::*;
@@ -56,8 +57,8 @@ fn both_writes_two_arms_a_comparison_and_compare_reproduces_it() {
         arms.push(run);
     }
     // Each arm ran on its own processes.
-    assert_ne!(arms[0].tiers["caller"].pid, arms[1].tiers["caller"].pid);
-    assert_ne!(arms[0].tiers["downstream"].pid, arms[1].tiers["downstream"].pid);
+    assert_ne!(arms[0].tiers[&TierName::Caller].pid, arms[1].tiers[&TierName::Caller].pid);
+    assert_ne!(arms[0].tiers[&TierName::Downstream].pid, arms[1].tiers[&TierName::Downstream].pid);
     // Counterbalanced order: gRPC 1, REST 1, REST 2, gRPC 2.
     let start = |a: usize, r: usize| arms[a].rounds[r].started_seconds;
     assert!(start(0, 0) < start(1, 0) && start(1, 0) < start(1, 1) && start(1, 1) < start(0, 1));

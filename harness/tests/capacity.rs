@@ -3,7 +3,8 @@
 mod common;
 
 use common::*;
-use harness::capacity::Capacity;
+use harness::judge::capacity::Capacity;
+use harness::result::TierName;
 
 #[test]
 fn a_sweep_writes_every_step_and_the_capacity_report() {
@@ -78,14 +79,14 @@ fn throughput_mode_against_the_downstream_writes_a_valid_run_folder() {
     assert!(folder.file_name().unwrap().to_string_lossy().ends_with("-rest-2conn"));
     let run = load(&folder);
     assert!(run.config.closed_loop);
-    assert!(!run.tiers.contains_key("caller"), "no caller in the two-tier topology");
+    assert!(!run.tiers.contains_key(&TierName::Caller), "no caller in the two-tier topology");
     let r = &run.rounds[0];
     assert!(r.requests.ok > 20 && r.requests.error_total() == 0, "{:?}", r.requests);
     assert_eq!(r.throughput.target_qps, None);
     assert!(r.throughput.ok_per_second > 10.0);
     // Two workers back to back: never more than two in flight.
     assert!(r.bytes.internal.requests >= r.requests.ok / 2);
-    assert_eq!(r.resources["caller"].samples, 0);
+    assert_eq!(r.resources[&TierName::Caller].samples, 0);
     let report = std::fs::read_to_string(folder.join("report.md")).unwrap();
     assert!(report.contains("not* corrected for coordinated omission"), "{report}");
     let _ = std::fs::remove_dir_all(&out);

@@ -6,8 +6,8 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use harness::measure::histogram::decode_histogram;
 use harness::result::RunStatus;
-use harness::stats::decode_histogram;
 use nix::sys::signal::Signal;
 
 const EXIT_LIMIT: Duration = Duration::from_secs(60);

@@ -3,6 +3,7 @@
 
 mod common;
 
+use harness::result::TierName;
 use std::time::Duration;
 
 use common::*;
@@ -50,9 +51,9 @@ fn nginx_and_caddy_on_either_hop_carry_both_transports() {
                 let r = &run.rounds[0];
                 // Every response was verified end to end by the harness.
                 assert_eq!((r.requests.sent, r.requests.ok), (40, 40), "{case}: {:?}", r.requests);
-                let p = &r.resources["proxy"];
+                let p = &r.resources[&TierName::Proxy];
                 assert!(p.samples > 0 && p.rss_mib_mean.unwrap() > 0.0, "{case}: proxy not sampled: {p:?}");
-                let info = &run.tiers["proxy"];
+                let info = &run.tiers[&TierName::Proxy];
                 assert_eq!(info.settings["kind"], proxy);
                 assert!(info.settings["version"].is_string(), "{case}: no version");
                 assert!(info.settings["worker_processes"].as_u64().unwrap_or(0) >= 1, "{case}: no worker count");

@@ -25,6 +25,7 @@ fn grpc() -> RunResult {
     let mut run = testing::run(Transport::Grpc, 1.0);
     run.config.rounds = 2;
     run.rounds = vec![testing::round(1, 500.0, 1.0), testing::round(2, 520.0, 1.0)];
+    run.validity = harness::judge::validity(&run);
     run
 }
 
@@ -33,6 +34,7 @@ fn rest() -> RunResult {
     let mut run = testing::run(Transport::Rest, 1.0);
     run.config.rounds = 2;
     run.rounds = vec![testing::round(1, 520.0, 2.5), testing::round(2, 521.0, 2.5)];
+    run.validity = harness::judge::validity(&run);
     run
 }
 
@@ -60,17 +62,17 @@ fn comparison_with_noise_and_validity() {
 fn difference_names_the_worse_side_and_judges_noise() {
     let (g, r) = (grpc(), rest());
     let (a, b) = (Arm { name: "gRPC", run: &g }, Arm { name: "REST", run: &r });
-    let metric = |label: &str| harness::analysis::metrics().into_iter().find(|m| m.label == label).unwrap();
+    let metric = |label: &str| harness::judge::metrics::metrics().iter().find(|m| m.label == label).unwrap();
     // Memory: REST 2.5x gRPC, far beyond either side's spread.
     assert_eq!(
-        difference(&metric("caller memory mean (MiB)"), a, b),
+        difference(metric("caller memory mean (MiB)"), a, b),
         Difference { text: "REST +150.0%".into(), worse: Some("REST".into()) }
     );
     // Throughput: higher is better, so the worse side is signed negative.
-    assert_eq!(difference(&metric("throughput (ok/s)"), a, b).text, "REST -60.0%");
+    assert_eq!(difference(metric("throughput (ok/s)"), a, b).text, "REST -60.0%");
     // Latency p50: REST is slower on average, but by less than gRPC's 20 ms round-to-round spread.
-    let d = difference(&metric("latency p50 (ms)"), a, b);
+    let d = difference(metric("latency p50 (ms)"), a, b);
     assert!(d.text.starts_with("REST +") && d.text.ends_with("(within noise)"), "{d:?}");
     assert_eq!(d.worse, None);
-    assert_eq!(difference(&metric("target rate (req/s)"), a, b).text, "=");
+    assert_eq!(difference(metric("target rate (req/s)"), a, b).text, "=");
 }

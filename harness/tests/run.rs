@@ -6,8 +6,8 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use harness::result::RunStatus;
-use harness::stats::decode_histogram;
+use harness::measure::histogram::decode_histogram;
+use harness::result::{RunStatus, TierName};
 
 fn harness(args: &[&str]) -> std::process::Command {
     harness_cmd(args)
@@ -57,8 +57,8 @@ fn a_short_run_sends_qps_times_duration_and_writes_every_file() {
         let corrected = r.latency.corrected.as_ref().unwrap();
         assert!(corrected.min_ms >= 30.0, "min latency {} below the 30 ms delay", corrected.min_ms);
         assert!(r.latency.downstream_hop.as_ref().unwrap().min_ms >= 30.0);
-        for tier in ["caller", "downstream"] {
-            let res = &r.resources[tier];
+        for tier in [TierName::Caller, TierName::Downstream] {
+            let res = &r.resources[&tier];
             assert!(res.rss_mib_peak.unwrap() > 0.0, "{tier} RSS");
             assert!(res.cpu_seconds.unwrap() > 0.0, "{tier} CPU");
         }

@@ -9,7 +9,8 @@ use clap::Parser;
 use payload::Limits;
 use tokio_util::sync::CancellationToken;
 
-use crate::server::{Config, Transport, start};
+use crate::Transport;
+use crate::server::{Config, start};
 
 /// The caller tier: a JSON front door (`POST /v1/call`) that fetches from the
 /// downstream over gRPC or REST.

@@ -3,8 +3,9 @@
 //!
 //! * [`front`]: the JSON front door (`POST /v1/call`), identical whatever the
 //!   transport, so the front hop is the same between runs;
-//! * [`outbound`]: the one small trait in front of the two clients, and the
-//!   error categories both map onto;
+//! * [`outbound`]: the transport vocabulary: [`Transport`], the one small
+//!   trait in front of the two clients, the error categories both map onto,
+//!   and the factory that builds either client from one settings struct;
 //! * [`grpc`] and [`rest`]: the two clients, every fairness-relevant setting
 //!   explicit and reported;
 //! * [`server`] and [`cli`]: start-up, listeners and flags.
@@ -16,4 +17,5 @@ pub mod outbound;
 pub mod rest;
 pub mod server;
 
-pub use server::{Config, Handle, Transport, start};
+pub use outbound::Transport;
+pub use server::{Config, Handle, start};

@@ -1,11 +1,96 @@
-//! The trait both outbound clients implement, and the error categories both
-//! transports map onto.
+//! The transport vocabulary shared by the caller and the harness: which
+//! transport the internal hop uses ([`Transport`]), the one trait in front of
+//! its two clients ([`Outbound`]), the error categories both map onto, and the
+//! one factory that builds a client from one settings struct ([`build`]).
+
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use payload::{FetchRequest, FetchResponse};
+use telemetry::Counters;
+
+use crate::grpc::GrpcClient;
+use crate::rest::RestClient;
 
 /// Outcome labels counted on an outbound client.
 pub const OUTCOMES: &[&str] = &["ok", "connect", "timeout", "status", "bad_response", "other"];
+
+/// Which transport the internal hop uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    Grpc,
+    Rest,
+}
+
+impl Transport {
+    /// The machine name: flags, JSON, folder names, listener names.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Grpc => "grpc",
+            Transport::Rest => "rest",
+        }
+    }
+
+    /// The name people read in reports: `gRPC`, `REST`.
+    pub fn title(self) -> &'static str {
+        match self {
+            Transport::Grpc => "gRPC",
+            Transport::Rest => "REST",
+        }
+    }
+
+    /// The counters a client of this transport keeps. reqwest owns its
+    /// sockets, so a REST client counts connections, not wire bytes.
+    pub fn client_counters(self, name: &'static str) -> Counters {
+        match self {
+            Transport::Grpc => Counters::new(name, OUTCOMES),
+            Transport::Rest => Counters::connections_only(name, OUTCOMES),
+        }
+    }
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// Everything that shapes an outbound client: one struct for the caller's
+/// flags and the harness's direct target alike.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientSettings {
+    pub transport: Transport,
+    /// `http://host:port` of the downstream's listener for the transport.
+    pub target: String,
+    /// HTTP/2 connections gRPC calls are spread over.
+    pub grpc_connections: usize,
+    /// REST over HTTP/2 cleartext instead of HTTP/1.1.
+    pub rest_http2: bool,
+}
+
+/// Why a client could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("building the {transport} client for {target}: {reason}")]
+pub struct BuildError {
+    pub transport: &'static str,
+    pub target: String,
+    pub reason: String,
+}
+
+/// The client for `settings.transport`, counting on `counters`.
+pub fn build(settings: &ClientSettings, counters: Arc<Counters>) -> Result<Arc<dyn Outbound>, BuildError> {
+    let fail =
+        |reason: String| BuildError { transport: settings.transport.title(), target: settings.target.clone(), reason };
+    Ok(match settings.transport {
+        Transport::Grpc => Arc::new(
+            GrpcClient::new(&settings.target, settings.grpc_connections, counters).map_err(|e| fail(e.to_string()))?,
+        ),
+        Transport::Rest => {
+            Arc::new(RestClient::new(&settings.target, settings.rest_http2, counters).map_err(|e| fail(e.to_string()))?)
+        }
+    })
+}
 
 /// Why a downstream call failed, in categories shared by both transports.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -44,4 +129,28 @@ pub trait Outbound: Send + Sync + 'static {
     fn target(&self) -> &str;
     /// Every setting that affects fairness, for `/stats` and the report.
     fn settings(&self) -> serde_json::Value;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_name_each_for_machines_and_people() {
+        assert_eq!((Transport::Grpc.as_str(), Transport::Grpc.title()), ("grpc", "gRPC"));
+        assert_eq!((Transport::Rest.as_str(), Transport::Rest.title()), ("rest", "REST"));
+        assert_eq!(serde_json::to_string(&Transport::Rest).unwrap(), "\"rest\"");
+    }
+
+    #[test]
+    fn the_factory_names_what_it_could_not_build() {
+        let settings = ClientSettings {
+            transport: Transport::Grpc,
+            target: "not a uri".into(),
+            grpc_connections: 1,
+            rest_http2: false,
+        };
+        let err = build(&settings, Arc::new(Transport::Grpc.client_counters("grpc"))).err().unwrap().to_string();
+        assert!(err.starts_with("building the gRPC client for not a uri"), "{err}");
+    }
 }

@@ -14,26 +14,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::front::{self, Front};
-use crate::grpc::GrpcClient;
-use crate::outbound::{OUTCOMES, Outbound};
-use crate::rest::RestClient;
-
-/// Which transport the internal hop uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Transport {
-    Grpc,
-    Rest,
-}
-
-impl Transport {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Transport::Grpc => "grpc",
-            Transport::Rest => "rest",
-        }
-    }
-}
+use crate::outbound::{ClientSettings, Transport, build};
 
 /// Everything the caller needs to start; built once from the flags.
 #[derive(Debug, Clone)]
@@ -110,25 +91,19 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
 
     let mut registry = Registry::new("caller");
     let front_counters = registry.listener(Counters::new("front", API_OUTCOMES));
-    let client_counters = registry.client(match config.transport {
-        Transport::Grpc => Counters::new("grpc", OUTCOMES),
-        // reqwest owns its sockets: connections are counted, wire bytes are not.
-        Transport::Rest => Counters::connections_only("rest", OUTCOMES),
-    });
-    let client: Arc<dyn Outbound> = match config.transport {
-        Transport::Grpc => {
-            let target = need(&config.downstream_grpc, "--downstream-grpc")?;
-            let client = GrpcClient::new(&target, config.grpc_connections, client_counters.clone())
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("--downstream-grpc {target}: {e}")))?;
-            Arc::new(client)
-        }
-        Transport::Rest => {
-            let target = need(&config.downstream_rest, "--downstream-rest")?;
-            let client = RestClient::new(&target, config.rest_http2, client_counters.clone())
-                .map_err(|e| io::Error::other(format!("building the REST client for {target}: {e}")))?;
-            Arc::new(client)
-        }
+    let client_counters = registry.client(config.transport.client_counters(config.transport.as_str()));
+    let (url, flag) = match config.transport {
+        Transport::Grpc => (&config.downstream_grpc, "--downstream-grpc"),
+        Transport::Rest => (&config.downstream_rest, "--downstream-rest"),
     };
+    let settings = ClientSettings {
+        transport: config.transport,
+        target: need(url, flag)?,
+        grpc_connections: config.grpc_connections,
+        rest_http2: config.rest_http2,
+    };
+    let client = build(&settings, client_counters.clone())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{flag} {}: {e}", settings.target)))?;
 
     let front_settings = ServerSettings {
         drain_timeout: config.drain_timeout,

@@ -1,11 +1,12 @@
-//! `capacity.md`, `capacity.json` and the capacity charts of a rate sweep.
+//! `capacity.md`, `capacity.json` and the capacity charts of a rate sweep,
+//! as bytes; `files` writes them.
 
 use std::fmt::Write;
-use std::path::Path;
 
-use crate::capacity::Capacity;
 use crate::export::charts::{Series, line_chart};
-use crate::export::markdown::{num, transport_name};
+use crate::export::markdown::num;
+use crate::judge::capacity::Capacity;
+use crate::result::TierName;
 
 pub fn render(c: &Capacity, setup: &str) -> String {
     let mut out = String::new();
@@ -18,7 +19,7 @@ pub fn render(c: &Capacity, setup: &str) -> String {
         c.slo_p99_ms
     );
     for arm in &c.arms {
-        let name = transport_name(&arm.transport);
+        let name = arm.transport.title();
         let _ = writeln!(out, "## {name}\n");
         match arm.knee_qps {
             Some(k) => {
@@ -36,7 +37,8 @@ pub fn render(c: &Capacity, setup: &str) -> String {
             "| offered (req/s) | achieved (ok/s) | p50 (ms) | p99 (ms) | errors | dropped | caller CPU (µs/req) | downstream CPU (µs/req) | caller RSS (MiB) | downstream RSS (MiB) | sustained | report |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
         );
         for s in &arm.steps {
-            let tier = |m: &std::collections::BTreeMap<String, Option<f64>>, t: &str| m.get(t).copied().flatten();
+            let tier =
+                |m: &std::collections::BTreeMap<TierName, Option<f64>>, t: TierName| m.get(&t).copied().flatten();
             let _ = writeln!(
                 out,
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | [{}]({}/report.md) |",
@@ -46,10 +48,10 @@ pub fn render(c: &Capacity, setup: &str) -> String {
                 num(s.p99_ms, 1),
                 s.errors,
                 s.dropped,
-                num(tier(&s.cpu_us_per_request, "caller"), 0),
-                num(tier(&s.cpu_us_per_request, "downstream"), 0),
-                num(tier(&s.rss_mib, "caller"), 1),
-                num(tier(&s.rss_mib, "downstream"), 1),
+                num(tier(&s.cpu_us_per_request, TierName::Caller), 0),
+                num(tier(&s.cpu_us_per_request, TierName::Downstream), 0),
+                num(tier(&s.rss_mib, TierName::Caller), 1),
+                num(tier(&s.rss_mib, TierName::Downstream), 1),
                 if s.sustained { "yes".to_owned() } else { format!("no ({})", s.shortfalls.join(", ")) },
                 s.folder,
                 s.folder,
@@ -67,7 +69,7 @@ pub fn charts(c: &Capacity) -> Vec<(&'static str, String)> {
     let mut rate = vec![Series { name: "offered".into(), points: vec![(0.0, 0.0), (max_offered, max_offered)] }];
     let mut p99 = Vec::new();
     for arm in &c.arms {
-        let name = transport_name(&arm.transport).to_owned();
+        let name = arm.transport.title().to_owned();
         rate.push(Series {
             name: name.clone(),
             points: arm.steps.iter().filter_map(|s| Some((s.offered_qps, s.achieved_ok_per_second?))).collect(),
@@ -81,13 +83,9 @@ pub fn charts(c: &Capacity) -> Vec<(&'static str, String)> {
     ]
 }
 
-pub fn write(dir: &Path, c: &Capacity, setup: &str) -> std::io::Result<()> {
-    std::fs::write(dir.join("capacity.md"), render(c, setup))?;
-    std::fs::write(dir.join("capacity.json"), serde_json::to_vec_pretty(c).map_err(std::io::Error::other)?)?;
-    for (file, svg) in charts(c) {
-        std::fs::write(dir.join(file), svg)?;
-    }
-    Ok(())
+/// `capacity.json`.
+pub fn json(c: &Capacity) -> String {
+    serde_json::to_string_pretty(c).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
 /// The knees and each arm's steps, compactly, for the terminal.
@@ -97,7 +95,7 @@ pub fn terminal(c: &Capacity) -> String {
         let _ = writeln!(
             out,
             "{}: knee {}{}",
-            transport_name(&arm.transport),
+            arm.transport.title(),
             arm.knee_qps.map_or("none".to_owned(), |k| format!("{k:.0} req/s")),
             arm.stopped_early.as_ref().map_or(String::new(), |w| format!(" ({w})"))
         );

@@ -6,8 +6,8 @@
 use hdrhistogram::Histogram;
 use plotters::prelude::*;
 
-use crate::result::RunResult;
-use crate::stats::{decode_histogram, new_histogram};
+use crate::measure::histogram::{decode_histogram, new_histogram};
+use crate::result::{RunResult, TierName};
 
 const SIZE: (u32, u32) = (900, 520);
 
@@ -209,7 +209,7 @@ pub fn all(runs: &[(String, &RunResult)]) -> Vec<(&'static str, String)> {
     let mut in_flight = Vec::new();
     let prefix = |name: &str| if runs.len() > 1 { format!("{name} ") } else { String::new() };
     for (name, run) in runs {
-        for tier in ["caller", "downstream", "proxy"] {
+        for tier in [TierName::Caller, TierName::Downstream, TierName::Proxy] {
             let of_tier = run.samples.iter().filter(|s| s.tier == tier);
             if of_tier.clone().next().is_none() {
                 continue;
@@ -229,22 +229,15 @@ pub fn all(runs: &[(String, &RunResult)]) -> Vec<(&'static str, String)> {
         let pts: Vec<_> = run.load_samples.windows(2).filter(|w| inside(w[1].t_seconds)).collect();
         rate.push(Series {
             name: format!("{}achieved rate", prefix(name)),
-            points: pts
-                .iter()
-                .map(|w| {
-                    (
-                        w[1].t_seconds,
-                        w[1].ok.saturating_sub(w[0].ok) as f64 / (w[1].t_seconds - w[0].t_seconds).max(1e-3),
-                    )
-                })
-                .collect(),
+            points: pts.iter().map(|w| (w[1].t_seconds, w[1].ok_rate_since(&w[0]))).collect(),
         });
         in_flight.push(Series {
             name: format!("{}in flight", prefix(name)),
             points: pts.iter().map(|w| (w[1].t_seconds, w[1].in_flight as f64)).collect(),
         });
     }
-    let harness = runs.first().map(|(_, run)| run.samples.iter().filter(|s| s.tier == "harness").collect::<Vec<_>>());
+    let harness =
+        runs.first().map(|(_, run)| run.samples.iter().filter(|s| s.tier == TierName::Harness).collect::<Vec<_>>());
     if let Some(h) = harness {
         rss.push(Series {
             name: "harness".into(),

@@ -7,10 +7,10 @@
 
 use std::fmt::Write;
 
-use crate::analysis::{Better, Metric, metrics, validity};
 use crate::export::markdown::{charts_section, environment_table, num, setup};
+use crate::judge::metrics::{Better, Metric, metrics};
+use crate::judge::stats::mean;
 use crate::result::RunResult;
-use crate::stats::mean;
 
 /// One side of a comparison.
 #[derive(Debug, Clone, Copy)]
@@ -114,6 +114,19 @@ pub fn render(arms: &[Arm<'_>], charts: bool) -> String {
     if let Some(first) = arms.first() {
         let _ = writeln!(out, "{}\n", setup(first.run));
     }
+    out.push_str(&warnings_quote(arms));
+    out.push_str(&table(arms));
+    out.push_str(&method_note(arms));
+    out.push_str(&validity_section(arms));
+    out.push_str(&configuration_section(arms));
+    if charts {
+        out.push_str(&charts_section());
+    }
+    out
+}
+
+fn warnings_quote(arms: &[Arm<'_>]) -> String {
+    let mut out = String::new();
     let warnings = config_warnings(arms);
     if !warnings.is_empty() {
         let _ = writeln!(out, "> **The configurations differ:**");
@@ -122,6 +135,12 @@ pub fn render(arms: &[Arm<'_>], charts: bool) -> String {
         }
         let _ = writeln!(out);
     }
+    out
+}
+
+/// metric | each arm's mean over rounds | each difference against the first arm.
+fn table(arms: &[Arm<'_>]) -> String {
+    let mut out = String::new();
     let _ = write!(out, "| metric |");
     for a in arms {
         let _ = write!(out, " {} |", a.name);
@@ -138,16 +157,22 @@ pub fn render(arms: &[Arm<'_>], charts: bool) -> String {
         let _ = write!(out, "---:|");
     }
     let _ = writeln!(out);
-    for m in metrics().into_iter().filter(|m| m.shown_for(arms.iter().map(|a| a.run))) {
+    for m in metrics().iter().filter(|m| m.shown_for(arms.iter().map(|a| a.run))) {
         let _ = write!(out, "| {} |", m.label);
         for a in arms {
-            let _ = write!(out, " {} |", num(mean(values(&m, a.run)), m.decimals));
+            let _ = write!(out, " {} |", num(mean(values(m, a.run)), m.decimals));
         }
         for b in arms.iter().skip(1) {
-            let _ = write!(out, " {} |", difference(&m, arms[0], *b).text);
+            let _ = write!(out, " {} |", difference(m, arms[0], *b).text);
         }
         let _ = writeln!(out);
     }
+    out
+}
+
+/// How to read the table: what the values and differences are.
+fn method_note(arms: &[Arm<'_>]) -> String {
+    let mut out = String::new();
     let rounds: Vec<String> = arms.iter().map(|a| format!("{} {}", a.name, a.run.rounds.len())).collect();
     let _ = writeln!(
         out,
@@ -165,19 +190,28 @@ pub fn render(arms: &[Arm<'_>], charts: bool) -> String {
         }
     );
 
+    out
+}
+
+fn validity_section(arms: &[Arm<'_>]) -> String {
+    let mut out = String::new();
     let _ = writeln!(out, "\n## Validity\n");
     for a in arms {
-        let problems = validity(a.run);
-        if problems.is_empty() {
+        if a.run.is_valid() {
             let _ = writeln!(out, "- **{}**: valid.", a.name);
         } else {
             let _ = writeln!(out, "- **{}**: not a valid measurement:", a.name);
-            for p in problems {
+            for p in &a.run.validity {
                 let _ = writeln!(out, "  - {p}");
             }
         }
     }
 
+    out
+}
+
+fn configuration_section(arms: &[Arm<'_>]) -> String {
+    let mut out = String::new();
     if let Some(first) = arms.first() {
         let c = &first.run.config;
         let _ = writeln!(out, "\n## Configuration\n");
@@ -205,9 +239,6 @@ pub fn render(arms: &[Arm<'_>], charts: bool) -> String {
         let _ = writeln!(out, "\n## Environment\n");
         out.push_str(&environment_table(first.run));
     }
-    if charts {
-        out.push_str(&charts_section());
-    }
     out
 }
 
@@ -219,11 +250,11 @@ pub fn terminal(arms: &[Arm<'_>], color: bool) -> String {
     header.extend(arms.iter().map(|a| (a.name.to_owned(), false)));
     header.extend(arms.iter().skip(1).map(|_| ("difference".to_owned(), false)));
     rows.push(header);
-    for m in metrics().into_iter().filter(|m| m.shown_for(arms.iter().map(|a| a.run))) {
+    for m in metrics().iter().filter(|m| m.shown_for(arms.iter().map(|a| a.run))) {
         let mut row = vec![(m.label.to_owned(), false)];
-        row.extend(arms.iter().map(|a| (num(mean(values(&m, a.run)), m.decimals), false)));
+        row.extend(arms.iter().map(|a| (num(mean(values(m, a.run)), m.decimals), false)));
         for b in arms.iter().skip(1) {
-            let d = difference(&m, arms[0], *b);
+            let d = difference(m, arms[0], *b);
             row.push((d.text, d.worse.is_some()));
         }
         rows.push(row);

@@ -33,7 +33,7 @@ pub fn render(h: &Histogram<u64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::new_histogram;
+    use crate::measure::histogram::new_histogram;
 
     #[test]
     fn renders_the_hdrhistogram_layout_exactly() {

@@ -4,9 +4,10 @@
 
 use std::fmt::Write;
 
-use crate::analysis::{metrics, validity};
+use crate::config::TargetTier;
+use crate::judge::metrics::metrics;
+use crate::judge::stats::mean;
 use crate::result::{RunResult, RunStatus};
-use crate::stats::mean;
 
 /// A number with fixed decimals, or `n/a` where it was not measured.
 pub fn num(v: Option<f64>, decimals: usize) -> String {
@@ -21,17 +22,9 @@ fn hd(d: std::time::Duration) -> String {
     humantime::format_duration(d).to_string()
 }
 
-pub fn transport_name(t: &str) -> &str {
-    match t {
-        "grpc" => "gRPC",
-        "rest" => "REST",
-        other => other,
-    }
-}
-
 /// `gRPC at 100 req/s, 500 ms delay, 10 items`.
 pub fn title(run: &RunResult) -> String {
-    format!("{} at {}", transport_name(run.config.transport.as_str()), setup(run))
+    format!("{} at {}", run.config.transport.title(), setup(run))
 }
 
 /// `100 req/s, 500 ms delay, 10 items` (and fan-out and label when set).
@@ -42,8 +35,15 @@ pub fn setup(run: &RunResult) -> String {
     } else {
         format!("{} req/s", num(Some(c.qps), if c.qps.fract() == 0.0 { 0 } else { 2 }))
     };
-    let mut t = format!("{load}, {} ms delay, {} items", c.delay.as_millis(), c.items);
-    if c.target == crate::config::TargetTier::Downstream {
+    format!("{load}, {}", shape(run))
+}
+
+/// The setup without the load: `500 ms delay, 10 items` (and the target,
+/// fan-out and label when set).
+pub fn shape(run: &RunResult) -> String {
+    let c = &run.config;
+    let mut t = format!("{} ms delay, {} items", c.delay.as_millis(), c.items);
+    if c.target == TargetTier::Downstream {
         t.push_str(", straight to the downstream");
     }
     if c.fanout > 1 {
@@ -115,6 +115,28 @@ pub fn environment_table(run: &RunResult) -> String {
 pub fn render(run: &RunResult, charts: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# grpc-vs-rest: {}\n", title(run));
+    out.push_str(&warnings(run));
+    out.push_str(&rounds_table(run));
+    out.push_str(&validity_section(run));
+    out.push_str(&configuration_section(run));
+    let _ = writeln!(out, "\n## Environment\n");
+    out.push_str(&environment_table(run));
+    let _ = writeln!(
+        out,
+        "\nLatency is measured from each request's intended send time (coordinated-omission corrected); \
+         service time from its actual send. Raw data: `run.json`; latency distribution: `latency.hgrm` \
+         (and `latency-round-<k>.hgrm` per round)."
+    );
+    if charts {
+        out.push_str(&charts_section());
+    }
+    out
+}
+
+/// The block quotes above the table: a debug build, throughput mode, a run
+/// that did not complete.
+fn warnings(run: &RunResult) -> String {
+    let mut out = String::new();
     if run.environment.build_profile != "release" {
         let _ = writeln!(
             out,
@@ -143,6 +165,12 @@ pub fn render(run: &RunResult, charts: bool) -> String {
         );
     }
 
+    out
+}
+
+/// Rows = metrics, columns = rounds (and with several rounds their mean, min and max).
+fn rounds_table(run: &RunResult) -> String {
+    let mut out = String::new();
     let many = run.rounds.len() > 1;
     let _ = write!(out, "| metric |");
     for r in &run.rounds {
@@ -156,7 +184,7 @@ pub fn render(run: &RunResult, charts: bool) -> String {
         let _ = write!(out, "---:|");
     }
     let _ = writeln!(out);
-    for m in metrics().into_iter().filter(|m| m.shown_for(std::iter::once(run))) {
+    for m in metrics().iter().filter(|m| m.shown_for(std::iter::once(run))) {
         let values: Vec<Option<f64>> = run.rounds.iter().map(|r| (m.get)(r)).collect();
         let _ = write!(out, "| {} |", m.label);
         for v in &values {
@@ -181,20 +209,29 @@ pub fn render(run: &RunResult, charts: bool) -> String {
         let _ = writeln!(out, "\nNo round was measured.");
     }
 
+    out
+}
+
+fn validity_section(run: &RunResult) -> String {
+    let mut out = String::new();
     let _ = writeln!(out, "\n## Validity\n");
-    let problems = validity(run);
-    if problems.is_empty() {
+    if run.is_valid() {
         let _ = writeln!(
             out,
             "Valid: every round achieved at least 99% of the target with no errors or drops, the generator kept its schedule (send lag p99 under 10 ms) and was not near a full core."
         );
     } else {
         let _ = writeln!(out, "**Not a valid measurement of the transports:**\n");
-        for p in problems {
+        for p in &run.validity {
             let _ = writeln!(out, "- {p}");
         }
     }
 
+    out
+}
+
+fn configuration_section(run: &RunResult) -> String {
+    let mut out = String::new();
     let c = &run.config;
     let _ = writeln!(out, "\n## Configuration\n\n| setting | value |\n|---|---|");
     let rows: Vec<(&str, String)> = vec![
@@ -210,7 +247,7 @@ pub fn render(run: &RunResult, charts: bool) -> String {
         (
             "target",
             match (&c.target, &c.downstream_url) {
-                (crate::config::TargetTier::Caller, _) => "caller (three tiers)".to_owned(),
+                (TargetTier::Caller, _) => "caller (three tiers)".to_owned(),
                 (_, Some(url)) => format!("downstream at {url} (two tiers, not started by the harness)"),
                 (_, None) => "downstream (two tiers)".to_owned(),
             },
@@ -237,16 +274,5 @@ pub fn render(run: &RunResult, charts: bool) -> String {
         let _ = writeln!(out, "| {tier} settings | `{}` |", info.settings);
     }
 
-    let _ = writeln!(out, "\n## Environment\n");
-    out.push_str(&environment_table(run));
-    let _ = writeln!(
-        out,
-        "\nLatency is measured from each request's intended send time (coordinated-omission corrected); \
-         service time from its actual send. Raw data: `run.json`; latency distribution: `latency.hgrm` \
-         (and `latency-round-<k>.hgrm` per round)."
-    );
-    if charts {
-        out.push_str(&charts_section());
-    }
     out
 }

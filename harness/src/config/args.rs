@@ -1,6 +1,5 @@
-//! The run's flags and the one validated [`Config`] they become before anything
-//! starts (hyperfine's `Options::from_cli_arguments` habit): the rest of the
-//! harness never sees clap.
+//! The flags of a measured run and their validation into a [`Config`]:
+//! every check names the flag and the fix.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -8,7 +7,8 @@ use std::time::Duration;
 use caller::Transport;
 use clap::Args;
 use payload::Limits;
-use serde::{Deserialize, Serialize};
+
+use super::{Config, ConfigError, Plan, ProxyHop, ProxyKind, TargetTier, bad, parse_rates};
 
 /// Which transports a run measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -17,14 +17,6 @@ pub enum TransportArg {
     Rest,
     /// Both, each on fresh tier processes, rounds alternating.
     Both,
-}
-
-/// Which tier the harness sends its load to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TargetTier {
-    Caller,
-    Downstream,
 }
 
 /// Flags of a measured run.
@@ -51,11 +43,11 @@ pub struct RunArgs {
     /// Put a real reverse proxy between two tiers (the binary must be
     /// installed: `apt-get install nginx` / `caddy`).
     #[arg(long, value_enum)]
-    pub proxy: Option<crate::proxy::ProxyKind>,
+    pub proxy: Option<ProxyKind>,
     /// Where the proxy sits: `internal` (caller → proxy → downstream) or
     /// `front` (harness → proxy → caller).
-    #[arg(long, value_enum, default_value_t = crate::proxy::ProxyHop::Internal)]
-    pub proxy_hop: crate::proxy::ProxyHop,
+    #[arg(long, value_enum, default_value_t = ProxyHop::Internal)]
+    pub proxy_hop: ProxyHop,
     /// In a sweep, a step is sustained only if its p99 is under this (default:
     /// the delay plus 100ms).
     #[arg(long)]
@@ -122,76 +114,6 @@ pub struct RunArgs {
     pub json: bool,
 }
 
-/// A flag that cannot be used, with the fix.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{flag}: {problem}")]
-pub struct ConfigError {
-    pub flag: &'static str,
-    pub problem: String,
-}
-
-fn bad(flag: &'static str, problem: impl Into<String>) -> ConfigError {
-    ConfigError { flag, problem: problem.into() }
-}
-
-/// A validated run: the shared configuration and the arms (transports) to
-/// measure with it, in the order of their first round.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
-    pub config: Config,
-    pub arms: Vec<Transport>,
-    /// The offered rates: one for a single run, several for a sweep (empty in
-    /// closed-loop mode).
-    pub rates: Vec<f64>,
-}
-
-/// Parses `--qps`: `100`, `500,1000,2000` (ascending), or `500..16000x2`
-/// (geometric: 500, 1000, 2000, … up to 16000).
-pub fn parse_rates(text: &str) -> Result<Vec<f64>, ConfigError> {
-    let number = |t: &str| -> Result<f64, ConfigError> {
-        let v: f64 = t.trim().parse().map_err(|_| {
-            bad("--qps", format!("{t:?} is not a number; give requests per second, e.g. --qps 100, --qps 500,1000 or --qps 500..16000x2"))
-        })?;
-        if !(v.is_finite() && v > 0.0) {
-            return Err(bad("--qps", format!("must be a positive rate, got {}; e.g. --qps 100", t.trim())));
-        }
-        if v > 1_000_000.0 {
-            return Err(bad("--qps", "at most 1000000 requests per second"));
-        }
-        Ok(v)
-    };
-    let rates = if let Some((from, rest)) = text.split_once("..") {
-        let (to, factor) = rest
-            .split_once('x')
-            .ok_or_else(|| bad("--qps", format!("{text:?}: a range needs a factor, e.g. --qps 500..16000x2")))?;
-        let (from, to) = (number(from)?, number(to)?);
-        let factor: f64 = factor
-            .trim()
-            .parse()
-            .ok()
-            .filter(|f: &f64| f.is_finite() && *f > 1.0)
-            .ok_or_else(|| bad("--qps", format!("{text:?}: the factor after 'x' must be a number above 1")))?;
-        if to < from {
-            return Err(bad("--qps", format!("{text:?}: the range must go up")));
-        }
-        let mut v = vec![from];
-        // A little tolerance so 500..16000x2 ends at 16000 despite rounding.
-        while v.len() <= 64 && v[v.len() - 1] * factor <= to * (1.0 + 1e-9) {
-            v.push(v[v.len() - 1] * factor);
-        }
-        v
-    } else {
-        text.split(',').map(number).collect::<Result<Vec<_>, _>>()?
-    };
-    if rates.len() > 64 {
-        return Err(bad("--qps", "at most 64 steps in a sweep"));
-    }
-    if rates.windows(2).any(|w| w[1] <= w[0]) {
-        return Err(bad("--qps", format!("{text:?}: the rates of a sweep must go up")));
-    }
-    Ok(rates)
-}
-
 impl Plan {
     pub fn from_args(a: &RunArgs) -> Result<Plan, ConfigError> {
         let arms = match a.transport {
@@ -208,115 +130,6 @@ impl Plan {
         let config = Config::from_args(a, arms[0], rates.first().copied())?;
         Ok(Plan { config, arms, rates })
     }
-
-    /// True for a sweep over several rates.
-    pub fn is_sweep(&self) -> bool {
-        self.rates.len() > 1
-    }
-
-    /// The plan of one step of a sweep, over the given arms.
-    pub fn step(&self, qps: f64, arms: &[Transport]) -> Plan {
-        Plan { config: Config { qps, ..self.config.clone() }, arms: arms.to_vec(), rates: vec![qps] }
-    }
-
-    /// The configuration of one arm.
-    pub fn arm(&self, transport: Transport) -> Config {
-        Config { transport, ..self.config.clone() }
-    }
-
-    /// The order in which (arm, 0-based round) pairs run. With two arms the
-    /// order is counterbalanced (A B, B A, A B, …) so that drift on a shared
-    /// machine hits both arms equally, linear drift cancelling out.
-    pub fn order(&self) -> Vec<(usize, u32)> {
-        let n = self.arms.len();
-        (0..self.config.rounds)
-            .flat_map(|r| {
-                let arms: Vec<usize> = if r % 2 == 1 { (0..n).rev().collect() } else { (0..n).collect() };
-                arms.into_iter().map(move |a| (a, r))
-            })
-            .collect()
-    }
-
-    /// `grpc`, `rest` or `both`: the transport part of the run folder's name.
-    pub fn transport_name(&self) -> &'static str {
-        if self.arms.len() > 1 { "both" } else { self.config.transport.as_str() }
-    }
-}
-
-/// Everything one arm of a run needs, validated. Serialized into `run.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Config {
-    pub transport: Transport,
-    /// Offered rate (0 in closed-loop throughput mode).
-    pub qps: f64,
-    /// Throughput mode: `connections` workers send back to back; latency is
-    /// then not corrected for coordinated omission.
-    pub closed_loop: bool,
-    /// Where the load goes: `caller` (three tiers) or `downstream` (two).
-    pub target: TargetTier,
-    /// An already running downstream the load goes to (with target downstream).
-    pub downstream_url: Option<String>,
-    /// The p99 a sweep step must stay under to count as sustained.
-    #[serde(with = "secs")]
-    pub slo_p99: Duration,
-    /// A reverse proxy between two tiers, and on which hop.
-    #[serde(default)]
-    pub proxy: Option<crate::proxy::ProxyKind>,
-    #[serde(default = "default_hop")]
-    pub proxy_hop: crate::proxy::ProxyHop,
-    #[serde(with = "secs")]
-    pub duration: Duration,
-    #[serde(with = "secs")]
-    pub warmup: Duration,
-    pub rounds: u32,
-    #[serde(with = "secs")]
-    pub delay: Duration,
-    #[serde(with = "secs")]
-    pub jitter: Duration,
-    pub items: u32,
-    pub fanout: u32,
-    #[serde(with = "secs")]
-    pub timeout: Duration,
-    pub max_in_flight: usize,
-    /// Front-hop connection bound; 0 = one per request in flight.
-    pub connections: usize,
-    #[serde(with = "secs")]
-    pub sample_interval: Duration,
-    pub grpc_connections: u32,
-    pub rest_http2: bool,
-    /// IP address the tiers listen on.
-    pub bind: std::net::IpAddr,
-    /// Port of the caller's front listener (0: any free port).
-    pub caller_port: u16,
-    pub out: PathBuf,
-    pub label: Option<String>,
-    pub quiet: bool,
-    pub json: bool,
-}
-
-/// Durations as fractional seconds in JSON.
-mod secs {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_f64(d.as_secs_f64())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let v = f64::deserialize(d)?;
-        Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom)
-    }
-}
-
-fn default_hop() -> crate::proxy::ProxyHop {
-    crate::proxy::ProxyHop::Internal
-}
-
-fn duration(flag: &'static str, text: &str, example: &str) -> Result<Duration, ConfigError> {
-    humantime::parse_duration(text.trim())
-        .map_err(|e| bad(flag, format!("{text:?} is not a duration ({e}); write it like {flag} {example}")))
 }
 
 impl Config {
@@ -324,15 +137,56 @@ impl Config {
     /// folder is checked last, by writing and removing a probe file in it.
     /// `qps` is the (first) offered rate, `None` for closed-loop throughput mode.
     pub fn from_args(a: &RunArgs, transport: Transport, qps: Option<f64>) -> Result<Config, ConfigError> {
-        let closed_loop = qps.is_none();
-        let rounds: u32 = a
-            .rounds
-            .trim()
-            .parse()
-            .map_err(|_| bad("--rounds", format!("{:?} is not a whole number; e.g. --rounds 3", a.rounds)))?;
-        if rounds == 0 {
-            return Err(bad("--rounds", "must be at least 1"));
-        }
+        let timing = Timing::from_args(a, qps)?;
+        let sizes = Sizes::from_args(a)?;
+        let label = label(a.label.as_deref())?;
+        let bind = placement(a)?;
+        check_writable(&a.out)?;
+        Ok(Config {
+            transport,
+            qps: qps.unwrap_or(0.0),
+            closed_loop: qps.is_none(),
+            target: a.target,
+            downstream_url: a.downstream_url.clone(),
+            slo_p99: timing.slo_p99,
+            proxy: a.proxy,
+            proxy_hop: a.proxy_hop,
+            duration: timing.duration,
+            warmup: timing.warmup,
+            rounds: sizes.rounds,
+            delay: timing.delay,
+            jitter: timing.jitter,
+            items: a.items,
+            fanout: a.fanout,
+            timeout: timing.timeout,
+            max_in_flight: a.max_in_flight,
+            connections: a.connections,
+            sample_interval: timing.sample_interval,
+            grpc_connections: a.grpc_connections,
+            rest_http2: a.rest_http2,
+            bind,
+            caller_port: a.caller_port,
+            out: a.out.clone(),
+            label,
+            quiet: a.quiet,
+            json: a.json,
+        })
+    }
+}
+
+/// Every duration flag, parsed and checked.
+struct Timing {
+    duration: Duration,
+    warmup: Duration,
+    delay: Duration,
+    jitter: Duration,
+    timeout: Duration,
+    sample_interval: Duration,
+    slo_p99: Duration,
+}
+
+impl Timing {
+    fn from_args(a: &RunArgs, qps: Option<f64>) -> Result<Timing, ConfigError> {
         let duration_v = duration("--duration", &a.duration, "60s")?;
         if duration_v.is_zero() {
             return Err(bad("--duration", "must be longer than 0s; e.g. --duration 60s"));
@@ -340,8 +194,6 @@ impl Config {
         if let Some(q) = qps.filter(|q| duration_v.as_secs_f64() * q < 1.0) {
             return Err(bad("--duration", format!("{} at --qps {q} schedules no request; run longer", a.duration)));
         }
-        let qps = qps.unwrap_or(0.0);
-        let warmup = duration("--warmup", &a.warmup, "10s")?;
         let delay = duration("--delay", &a.delay, "500ms")?;
         let jitter = duration("--jitter", &a.jitter, "20ms")?;
         let timeout = duration("--timeout", &a.timeout, "30s")?;
@@ -349,16 +201,48 @@ impl Config {
             return Err(bad("--timeout", "must be longer than 0s"));
         }
         let sample_interval = duration("--sample-interval", &a.sample_interval, "250ms")?;
-        if sample_interval < sysinfo::MINIMUM_CPU_UPDATE_INTERVAL {
+        let minimum = sysinfo::MINIMUM_CPU_UPDATE_INTERVAL;
+        if sample_interval < minimum {
             return Err(bad(
                 "--sample-interval",
                 format!(
                     "{} is below the {} ms CPU usage can be measured over; use at least --sample-interval {}ms",
                     a.sample_interval,
-                    sysinfo::MINIMUM_CPU_UPDATE_INTERVAL.as_millis(),
-                    sysinfo::MINIMUM_CPU_UPDATE_INTERVAL.as_millis()
+                    minimum.as_millis(),
+                    minimum.as_millis()
                 ),
             ));
+        }
+        let slo_p99 = match &a.slo_p99 {
+            Some(t) => duration("--slo-p99", t, "600ms")?,
+            None => delay + jitter + Duration::from_millis(100),
+        };
+        Ok(Timing {
+            duration: duration_v,
+            warmup: duration("--warmup", &a.warmup, "10s")?,
+            delay,
+            jitter,
+            timeout,
+            sample_interval,
+            slo_p99,
+        })
+    }
+}
+
+/// The counts: rounds, and the bounds on items, fan-out and connections.
+struct Sizes {
+    rounds: u32,
+}
+
+impl Sizes {
+    fn from_args(a: &RunArgs) -> Result<Sizes, ConfigError> {
+        let rounds: u32 = a
+            .rounds
+            .trim()
+            .parse()
+            .map_err(|_| bad("--rounds", format!("{:?} is not a whole number; e.g. --rounds 3", a.rounds)))?;
+        if rounds == 0 {
+            return Err(bad("--rounds", "must be at least 1"));
         }
         if a.items > Limits::DEFAULT_MAX_ITEMS {
             return Err(bad(
@@ -379,100 +263,46 @@ impl Config {
         if !(1..=1024).contains(&a.grpc_connections) {
             return Err(bad("--grpc-connections", "must be between 1 and 1024"));
         }
-        let label = match &a.label {
-            None => None,
-            Some(l)
-                if !l.is_empty()
-                    && l.len() <= 64
-                    && l.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) =>
-            {
-                Some(l.clone())
-            }
-            Some(l) => {
-                return Err(bad("--label", format!("{l:?}: use 1 to 64 letters, digits, '.', '_' or '-'")));
-            }
-        };
-        let slo_p99 = match &a.slo_p99 {
-            Some(t) => duration("--slo-p99", t, "600ms")?,
-            None => delay + jitter + Duration::from_millis(100),
-        };
-        if a.proxy.is_some() && a.target != TargetTier::Caller {
-            return Err(bad("--proxy", "goes with the three-tier topology (--target caller)"));
-        }
-        if a.downstream_url.is_some() && a.target != TargetTier::Downstream {
-            return Err(bad("--downstream-url", "goes with --target downstream"));
-        }
-        if let Some(url) = &a.downstream_url
-            && !(url.starts_with("http://") && url.len() > "http://".len())
+        Ok(Sizes { rounds })
+    }
+}
+
+/// `--label`: a word safe in a folder name.
+fn label(label: Option<&str>) -> Result<Option<String>, ConfigError> {
+    match label {
+        None => Ok(None),
+        Some(l)
+            if !l.is_empty() && l.len() <= 64 && l.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) =>
         {
-            return Err(bad("--downstream-url", format!("{url:?}: give it as http://host:port")));
+            Ok(Some(l.to_owned()))
         }
-        let bind = a.bind.trim().parse().map_err(|_| {
-            bad("--bind", format!("{:?} is not an IP address; e.g. --bind 127.0.0.1 or --bind ::1", a.bind))
-        })?;
-        check_writable(&a.out)?;
-        Ok(Config {
-            transport,
-            qps,
-            closed_loop,
-            target: a.target,
-            downstream_url: a.downstream_url.clone(),
-            slo_p99,
-            proxy: a.proxy,
-            proxy_hop: a.proxy_hop,
-            duration: duration_v,
-            warmup,
-            rounds,
-            delay,
-            jitter,
-            items: a.items,
-            fanout: a.fanout,
-            timeout,
-            max_in_flight: a.max_in_flight,
-            connections: a.connections,
-            sample_interval,
-            grpc_connections: a.grpc_connections,
-            rest_http2: a.rest_http2,
-            bind,
-            caller_port: a.caller_port,
-            out: a.out.clone(),
-            label,
-            quiet: a.quiet,
-            json: a.json,
-        })
+        Some(l) => Err(bad("--label", format!("{l:?}: use 1 to 64 letters, digits, '.', '_' or '-'"))),
     }
+}
 
-    /// About how many requests are in flight at the target rate: rate times
-    /// the slowest service time, plus a margin, capped by `--max-in-flight`.
-    pub fn expected_in_flight(&self) -> u64 {
-        let per_request = (self.delay + self.jitter).as_secs_f64() + 0.1;
-        ((self.qps * per_request).ceil() as u64 + 16).min(self.max_in_flight as u64)
+/// Where the tiers run and which flags go with which topology; returns the
+/// address the tiers bind.
+fn placement(a: &RunArgs) -> Result<std::net::IpAddr, ConfigError> {
+    if a.proxy.is_some() && a.target != TargetTier::Caller {
+        return Err(bad("--proxy", "goes with the three-tier topology (--target caller)"));
     }
+    if a.downstream_url.is_some() && a.target != TargetTier::Downstream {
+        return Err(bad("--downstream-url", "goes with --target downstream"));
+    }
+    if let Some(url) = &a.downstream_url
+        && !(url.starts_with("http://") && url.len() > "http://".len())
+    {
+        return Err(bad("--downstream-url", format!("{url:?}: give it as http://host:port")));
+    }
+    a.bind
+        .trim()
+        .parse()
+        .map_err(|_| bad("--bind", format!("{:?} is not an IP address; e.g. --bind 127.0.0.1 or --bind ::1", a.bind)))
+}
 
-    /// Open files the busiest process (the caller) needs: its front
-    /// connections, its outbound ones (one per call in flight over HTTP/1.1,
-    /// a fixed few over HTTP/2), and a margin for everything else.
-    pub fn expected_open_files(&self) -> u64 {
-        let in_flight = self.sizing_in_flight();
-        let front = if self.connections == 0 { in_flight } else { in_flight.min(self.connections as u64) };
-        let outbound = match self.transport {
-            Transport::Rest if !self.rest_http2 => in_flight * u64::from(self.fanout),
-            Transport::Rest => 1,
-            Transport::Grpc => u64::from(self.grpc_connections),
-        };
-        front + outbound + 128
-    }
-
-    /// The rate used to size connection pools and limits: the offered rate,
-    /// or in closed loop the connections' worth.
-    fn sizing_in_flight(&self) -> u64 {
-        if self.closed_loop { self.connections as u64 + 16 } else { self.expected_in_flight() }
-    }
-
-    /// Requests scheduled in one round.
-    pub fn requests_per_round(&self) -> u64 {
-        (self.duration.as_secs_f64() * self.qps).round() as u64
-    }
+fn duration(flag: &'static str, text: &str, example: &str) -> Result<Duration, ConfigError> {
+    humantime::parse_duration(text.trim())
+        .map_err(|e| bad(flag, format!("{text:?} is not a duration ({e}); write it like {flag} {example}")))
 }
 
 /// The output folder must exist (or be creatable) and accept a file.

@@ -1,64 +1,40 @@
 //! The machine and build a run was measured on, so a result can be reproduced
 //! or challenged.
 
-use serde::{Deserialize, Serialize};
 use sysinfo::{CpuRefreshKind, MemoryRefreshKind, RefreshKind, System};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Environment {
-    pub tool_version: String,
-    /// `release` or `debug`; a debug build's figures are not representative.
-    pub build_profile: String,
-    pub rustc: Option<String>,
-    pub git_commit: Option<String>,
-    pub git_dirty: Option<bool>,
-    pub os: Option<String>,
-    pub kernel: Option<String>,
-    pub hostname: Option<String>,
-    pub cpu_model: Option<String>,
-    pub logical_cores: Option<usize>,
-    pub physical_cores: Option<usize>,
-    pub memory_bytes: Option<u64>,
-    /// Open-files limit as found, and after raising the soft limit to the hard one.
-    pub nofile_soft_before: Option<u64>,
-    pub nofile_soft: Option<u64>,
-    pub nofile_hard: Option<u64>,
-}
+use crate::result::Environment;
 
 pub fn is_debug_build() -> bool {
     cfg!(debug_assertions)
 }
 
-impl Environment {
-    /// Reads the machine, raising the soft open-files limit to the hard one on
-    /// the way (REST keeps one connection per in-flight request).
-    pub fn capture() -> Environment {
-        let (nofile_soft_before, nofile_soft, nofile_hard) = raise_nofile();
-        let sys = System::new_with_specifics(
-            RefreshKind::nothing()
-                .with_cpu(CpuRefreshKind::nothing())
-                .with_memory(MemoryRefreshKind::nothing().with_ram()),
-        )
-        .ok();
-        let cpu_model = sys.as_ref().and_then(|s| s.cpus().first().map(|c| c.brand().trim().to_owned()));
-        let (commit, dirty) = git();
-        Environment {
-            tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-            build_profile: if is_debug_build() { "debug" } else { "release" }.to_owned(),
-            rustc: command_line("rustc", &["--version"]),
-            git_commit: commit,
-            git_dirty: dirty,
-            os: System::long_os_version().ok(),
-            kernel: System::kernel_version().ok(),
-            hostname: System::host_name().ok(),
-            cpu_model: cpu_model.filter(|m| !m.is_empty()),
-            logical_cores: sys.as_ref().map(|s| s.cpus().len()).filter(|n| *n > 0),
-            physical_cores: System::physical_core_count().ok(),
-            memory_bytes: sys.as_ref().map(System::total_memory).filter(|m| *m > 0),
-            nofile_soft_before,
-            nofile_soft,
-            nofile_hard,
-        }
+/// Reads the machine, raising the soft open-files limit to the hard one on
+/// the way (REST keeps one connection per in-flight request).
+pub fn capture() -> Environment {
+    let (nofile_soft_before, nofile_soft, nofile_hard) = raise_nofile();
+    let sys = System::new_with_specifics(
+        RefreshKind::nothing().with_cpu(CpuRefreshKind::nothing()).with_memory(MemoryRefreshKind::nothing().with_ram()),
+    )
+    .ok();
+    let cpu_model = sys.as_ref().and_then(|s| s.cpus().first().map(|c| c.brand().trim().to_owned()));
+    let (commit, dirty) = git();
+    Environment {
+        tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+        build_profile: if is_debug_build() { "debug" } else { "release" }.to_owned(),
+        rustc: command_line("rustc", &["--version"]),
+        git_commit: commit,
+        git_dirty: dirty,
+        os: System::long_os_version().ok(),
+        kernel: System::kernel_version().ok(),
+        hostname: System::host_name().ok(),
+        cpu_model: cpu_model.filter(|m| !m.is_empty()),
+        logical_cores: sys.as_ref().map(|s| s.cpus().len()).filter(|n| *n > 0),
+        physical_cores: System::physical_core_count().ok(),
+        memory_bytes: sys.as_ref().map(System::total_memory).filter(|m| *m > 0),
+        nofile_soft_before,
+        nofile_soft,
+        nofile_hard,
     }
 }
 

@@ -1,23 +1,9 @@
 //! Pure statistics over recorded data (criterion's `stats/` habit): unit
 //! tested with known inputs, no I/O.
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
 
 use crate::result::Summary;
-
-/// Highest trackable latency: one hour in microseconds.
-pub const MAX_TRACKABLE_US: u64 = 3_600_000_000;
-
-/// A latency histogram: microseconds, 3 significant digits.
-pub fn new_histogram() -> Histogram<u64> {
-    // Bounds are constants within HdrHistogram's valid range (low >= 1,
-    // high >= 2 * low, sigfig <= 5), so construction cannot fail.
-    #[allow(clippy::expect_used)]
-    Histogram::new_with_bounds(1, MAX_TRACKABLE_US, 3).expect("valid constant histogram bounds")
-}
 
 /// Percentile summary in milliseconds of a µs histogram; `None` when empty.
 pub fn summarize(h: &Histogram<u64>) -> Option<Summary> {
@@ -39,20 +25,6 @@ pub fn summarize(h: &Histogram<u64>) -> Option<Summary> {
     })
 }
 
-/// HdrHistogram V2 serialization, base64: loadable by any HdrHistogram library.
-pub fn encode_histogram(h: &Histogram<u64>) -> String {
-    let mut buf = Vec::new();
-    match V2Serializer::new().serialize(h, &mut buf) {
-        Ok(_) => STANDARD.encode(buf),
-        Err(_) => String::new(),
-    }
-}
-
-pub fn decode_histogram(text: &str) -> Option<Histogram<u64>> {
-    let bytes = STANDARD.decode(text).ok()?;
-    Deserializer::new().deserialize(&mut bytes.as_slice()).ok()
-}
-
 /// Mean and peak of the values present.
 pub fn mean_peak(values: impl IntoIterator<Item = f64>) -> (Option<f64>, Option<f64>) {
     let (mut n, mut sum, mut peak) = (0u32, 0.0, f64::MIN);
@@ -72,6 +44,7 @@ pub fn mean(values: impl IntoIterator<Item = f64>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::histogram::new_histogram;
 
     #[test]
     fn summary_of_known_values() {
@@ -87,18 +60,6 @@ mod tests {
         assert!((s.max_ms - 1000.0).abs() < 1.0);
         assert!((s.mean_ms - 500.5).abs() < 0.5);
         assert!(summarize(&new_histogram()).is_none());
-    }
-
-    #[test]
-    fn histograms_round_trip_through_text() {
-        let mut h = new_histogram();
-        for v in [5u64, 500, 5_000, 500_000] {
-            h.record(v).unwrap();
-        }
-        let back = decode_histogram(&encode_histogram(&h)).unwrap();
-        assert_eq!(back.len(), 4);
-        assert_eq!(back.max(), h.max());
-        assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));
     }
 
     #[test]

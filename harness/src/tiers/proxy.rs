@@ -11,45 +11,17 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use telemetry::ReadyLine;
 use tokio::process::Command;
 
-use crate::topology::{Tier, TierError, exited, launch};
+use crate::config::{ProxyHop, ProxyKind};
+use crate::result::{ProxyInfo, TierName};
+use crate::tiers::process::{Tier, TierError, exited, launch};
 
 /// How long a proxy may take to accept connections.
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProxyKind {
-    Nginx,
-    Caddy,
-}
-
-/// Which hop the proxy sits on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProxyHop {
-    /// caller → proxy → downstream.
-    Internal,
-    /// harness → proxy → caller.
-    Front,
-}
-
 impl ProxyKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProxyKind::Nginx => "nginx",
-            ProxyKind::Caddy => "caddy",
-        }
-    }
-
-    /// The Debian package that provides the binary.
-    pub fn package(self) -> &'static str {
-        self.as_str()
-    }
-
     fn config_file(self) -> &'static str {
         match self {
             ProxyKind::Nginx => "nginx.conf",
@@ -154,7 +126,7 @@ fn search_dirs() -> Vec<PathBuf> {
 /// The proxy's binary, or an error naming the package that provides it.
 fn locate(kind: ProxyKind, dirs: &[PathBuf]) -> Result<PathBuf, TierError> {
     dirs.iter().map(|d| d.join(kind.as_str())).find(|p| p.is_file()).ok_or_else(|| TierError::Spawn {
-        tier: "proxy",
+        tier: TierName::Proxy,
         reason: format!(
             "{} is not installed (no `{}` on PATH); install it with `apt-get install {}`",
             kind.as_str(),
@@ -201,13 +173,6 @@ async fn worker_processes(kind: ProxyKind, pid: u32) -> Option<usize> {
     (last > 0).then_some(last)
 }
 
-/// A running proxy and what the report needs to know about it.
-pub struct Started {
-    pub tier: Tier,
-    pub listen: SocketAddr,
-    pub settings: serde_json::Value,
-}
-
 /// Starts `kind` in front of `upstream` and waits until it accepts connections.
 pub async fn start(
     kind: ProxyKind,
@@ -215,8 +180,8 @@ pub async fn start(
     ip: std::net::IpAddr,
     upstream: SocketAddr,
     h2c: bool,
-) -> Result<Started, TierError> {
-    let fail = |reason: String| TierError::Spawn { tier: "proxy", reason };
+) -> Result<(Tier, ProxyInfo), TierError> {
+    let fail = |reason: String| TierError::Spawn { tier: TierName::Proxy, reason };
     let bin = locate(kind, &search_dirs())?;
     let work =
         std::env::temp_dir().join(format!("grpc-vs-rest-{}-{}-{}", kind.as_str(), std::process::id(), upstream.port()));
@@ -238,39 +203,40 @@ pub async fn start(
             cmd.env("HOME", &work).env("XDG_DATA_HOME", &work).env("XDG_CONFIG_HOME", &work);
         }
     }
-    let (mut child, tail) = launch("proxy", cmd)?;
+    let (mut child, tail) = launch(TierName::Proxy, cmd)?;
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         if child.try_wait().ok().flatten().is_some() {
-            return Err(exited("proxy", &mut child, &tail).await);
+            return Err(exited(TierName::Proxy, &mut child, &tail).await);
         }
         if tokio::net::TcpStream::connect(listen).await.is_ok() {
             break;
         }
         if Instant::now() > deadline {
             let _ = child.start_kill();
-            return Err(TierError::NotReady { tier: "proxy", timeout: READY_TIMEOUT, stderr: String::new() });
+            return Err(TierError::NotReady { tier: TierName::Proxy, timeout: READY_TIMEOUT, stderr: String::new() });
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let pid = child.id().unwrap_or_default();
     let workers = worker_processes(kind, pid).await;
     let ready = ReadyLine { service: kind.as_str().to_owned(), pid, listeners: [("proxy".to_owned(), listen)].into() };
-    let settings = serde_json::json!({
-        "kind": kind.as_str(),
-        "version": version(kind, &bin),
-        "binary": bin,
-        "hop": hop,
-        "listen": listen,
-        "upstream": upstream,
-        "protocol": if h2c { "HTTP/2 cleartext on both sides" } else { "HTTP/1.1 with an upstream keep-alive pool" },
-        "worker_processes": workers,
-        "sampled": "CPU and RSS summed over the proxy's process and its child processes",
-        "config_file": kind.config_file(),
-        "work_dir": work,
-        "config": text,
-    });
-    Ok(Started { tier: Tier::from_process("proxy", ready, child, tail), listen, settings })
+    let info = ProxyInfo {
+        kind,
+        version: version(kind, &bin),
+        binary: bin,
+        hop,
+        listen,
+        upstream,
+        protocol: if h2c { "HTTP/2 cleartext on both sides" } else { "HTTP/1.1 with an upstream keep-alive pool" }
+            .to_owned(),
+        worker_processes: workers,
+        sampled: "CPU and RSS summed over the proxy's process and its child processes".to_owned(),
+        config_file: kind.config_file().to_owned(),
+        work_dir: work,
+        config: text,
+    };
+    Ok((Tier::from_process(TierName::Proxy, ready, child, tail), info))
 }
 
 #[cfg(test)]

@@ -5,14 +5,16 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::ACHIEVED_RATIO_MIN;
-use crate::result::RunResult;
-use crate::stats::mean;
+use caller::Transport;
+
+use crate::judge::stats::mean;
+use crate::judge::validity::ACHIEVED_RATIO_MIN;
+use crate::result::{RunResult, TierName};
 
 /// One arm at one offered rate, averaged over its rounds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Step {
-    pub transport: String,
+    pub transport: Transport,
     pub offered_qps: f64,
     pub achieved_ok_per_second: Option<f64>,
     pub p50_ms: Option<f64>,
@@ -20,8 +22,8 @@ pub struct Step {
     pub errors: u64,
     pub dropped: u64,
     /// CPU µs per request and mean RSS (MiB) by tier.
-    pub cpu_us_per_request: BTreeMap<String, Option<f64>>,
-    pub rss_mib: BTreeMap<String, Option<f64>>,
+    pub cpu_us_per_request: BTreeMap<TierName, Option<f64>>,
+    pub rss_mib: BTreeMap<TierName, Option<f64>>,
     pub sustained: bool,
     /// Why a step was not sustained.
     pub shortfalls: Vec<String>,
@@ -32,7 +34,7 @@ pub struct Step {
 /// Everything a sweep found for one arm.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArmCapacity {
-    pub transport: String,
+    pub transport: Transport,
     pub steps: Vec<Step>,
     /// The highest offered rate the arm sustained.
     pub knee_qps: Option<f64>,
@@ -58,15 +60,15 @@ pub fn step(run: &RunResult, slo_p99_ms: f64, folder: String) -> Step {
     let errors: u64 =
         rounds.iter().map(|r| r.requests.error_total() - r.requests.errors.get("dropped").copied().unwrap_or(0)).sum();
     let dropped: u64 = rounds.iter().map(|r| r.requests.errors.get("dropped").copied().unwrap_or(0)).sum();
-    let tiers = ["caller", "downstream", "harness"];
+    let tiers = [TierName::Caller, TierName::Downstream, TierName::Harness];
     let per_tier = |f: fn(&crate::result::Resources) -> Option<f64>| {
         tiers
             .iter()
-            .map(|t| ((*t).to_owned(), mean(rounds.iter().filter_map(|r| r.resources.get(*t).and_then(f)))))
+            .map(|t| (*t, mean(rounds.iter().filter_map(|r| r.resources.get(t).and_then(f)))))
             .collect::<BTreeMap<_, _>>()
     };
     let mut s = Step {
-        transport: run.config.transport.as_str().to_owned(),
+        transport: run.config.transport,
         offered_qps: run.config.qps,
         achieved_ok_per_second: m(&|r| Some(r.throughput.ok_per_second)),
         p50_ms: m(&|r| r.latency.corrected.as_ref().map(|l| l.p50_ms)),
@@ -120,8 +122,6 @@ pub fn should_stop(steps: &[Step]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use caller::Transport;
-
     use super::*;
     use crate::testing;
 

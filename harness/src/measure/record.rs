@@ -11,7 +11,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
 use crate::load::{Outcome, Shot};
-use crate::stats::new_histogram;
+use crate::measure::histogram::new_histogram;
 
 /// One round's records.
 #[derive(Debug, Clone)]

@@ -1,0 +1,139 @@
+//! The command line: flags, subcommands, the hidden tier role, signals and
+//! exit codes. Thin: it validates, wires the stages together (the run, its
+//! time-series sink, the exporters) and maps the outcome onto an exit code.
+//!
+//! * [`single`]: one measured run (one or both transports) into one folder;
+//! * [`sweep`]: a rate sweep, one full run per step, and its capacity report;
+//! * [`compare`]: `harness compare` over saved folders;
+//! * [`tier`]: the hidden `__tier` role that runs a service in this process;
+//! * [`exit`]: the exit codes.
+
+pub mod compare;
+pub mod exit;
+pub mod single;
+pub mod sweep;
+pub mod tier;
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Plan, RunArgs};
+use crate::export::files::TimeseriesFile;
+use crate::export::timeseries;
+use crate::run::sampling::{SampleBatch, SampleSink};
+use crate::tiers::TIER_ROLE_ARG;
+use compare::CompareArgs;
+use exit::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE};
+
+/// Stands up caller and downstream as separate processes on loopback, drives
+/// them at a fixed rate (open loop, latency from the intended send time), and
+/// writes run.json, report.md, latency histograms, charts and (for
+/// `--transport both`) comparison.md to a new folder under --out.
+#[derive(Debug, Parser)]
+#[command(name = "harness", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Compare saved runs: metric | A | B | difference, from run folders (a
+    /// `--transport both` folder counts as its two arms).
+    Compare(CompareArgs),
+}
+
+pub fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == TIER_ROLE_ARG) {
+        return tier::tier_main(&args[2..]);
+    }
+    let cli = Cli::parse();
+    if let Some(Command::Compare(args)) = cli.command {
+        return ExitCode::from(compare::compare(&args));
+    }
+    let plan =
+        match Plan::from_args(&cli.run).and_then(|p| crate::measure::environment::check_open_files(&p).map(|()| p)) {
+            Ok(plan) => plan,
+            Err(e) => {
+                eprintln!("harness: {e}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        };
+    let Some(runtime) = runtime("harness") else { return ExitCode::from(EXIT_FAILED) };
+    ExitCode::from(runtime.block_on(measure_main(plan)))
+}
+
+async fn measure_main(plan: Plan) -> u8 {
+    if crate::measure::environment::is_debug_build() && !plan.config.quiet {
+        eprintln!(
+            "\n  WARNING: this harness is a DEBUG build. Figures from it are not representative\n  \
+             and every output is flagged. Use: cargo run --release -p harness -- ...\n"
+        );
+    }
+    let interrupt = interrupt_on_ctrl_c();
+    if plan.is_sweep() {
+        sweep::sweep_main(&plan, interrupt).await
+    } else {
+        single::single_main(&plan, interrupt).await
+    }
+}
+
+/// A token cancelled by the first Ctrl-C; a second one exits at once.
+fn interrupt_on_ctrl_c() -> CancellationToken {
+    let interrupt = CancellationToken::new();
+    let token = interrupt.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\nharness: interrupted; stopping the load and draining (Ctrl-C again to exit at once)");
+            token.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                // The tiers die with us: they were started with a parent-death signal.
+                std::process::exit(i32::from(EXIT_INTERRUPTED));
+            }
+        }
+    });
+    interrupt
+}
+
+/// A sink that appends every sample batch to `timeseries.csv` at `path`, the
+/// arm named by its transport; `None` (with a warning) if it cannot be created.
+fn timeseries_sink(path: &Path, plan: &Plan) -> Option<SampleSink> {
+    let mut file = match TimeseriesFile::create(path) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("harness: {} will be missing: {e}", path.display());
+            return None;
+        }
+    };
+    let arms: Vec<&'static str> = plan.arms.iter().map(|t| t.as_str()).collect();
+    Some(Box::new(move |batch: &SampleBatch<'_>| {
+        let rows: String = batch
+            .samples
+            .iter()
+            .map(|s| {
+                let arm = s.arm.and_then(|i| arms.get(i)).copied().unwrap_or("-");
+                timeseries::row(&s.sample, arm, batch.load.in_flight, batch.ok_rate)
+            })
+            .collect();
+        file.append(&rows);
+    }))
+}
+
+/// Logging on stderr and a multi-threaded runtime, for the harness and its tier roles.
+fn runtime(name: &str) -> Option<tokio::runtime::Runtime> {
+    telemetry::init_logging();
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            eprintln!("{name}: starting the async runtime: {e}");
+            None
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! One measured run (one transport, or several compared) into one new folder.
+
+use std::io::IsTerminal;
+use std::time::SystemTime;
+
+use tokio_util::sync::CancellationToken;
+
+use super::exit::{EXIT_FAILED, exit_code};
+use super::timeseries_sink;
+use crate::config::Plan;
+use crate::export::files::{RunFolder, write_results};
+use crate::export::{folder_name, qps_part, summary};
+use crate::result::RunStatus;
+
+pub async fn single_main(plan: &Plan, interrupt: CancellationToken) -> u8 {
+    let cfg = &plan.config;
+    let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let load = if cfg.closed_loop { format!("{}conn", cfg.connections) } else { qps_part(cfg.qps) };
+    let name = folder_name(&started_at, plan.transport_name(), &load, cfg.label.as_deref());
+    let folder = match RunFolder::create(&cfg.out, &name) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("harness: creating the run folder under {}: {e}", cfg.out.display());
+            return EXIT_FAILED;
+        }
+    };
+    let sink = timeseries_sink(&folder.path().join("timeseries.csv"), plan);
+    let runs = match crate::run::run(plan, started_at, interrupt, sink).await {
+        Ok(r) => r,
+        Err(e) => {
+            folder.discard();
+            eprintln!("harness: {e:#}");
+            return EXIT_FAILED;
+        }
+    };
+    let written = write_results(folder.path(), &runs).and_then(|()| folder.commit());
+    let folder = match written {
+        Ok(f) => Some(f),
+        Err(e) => {
+            eprintln!("harness: writing the run folder under {}: {e}", cfg.out.display());
+            None
+        }
+    };
+    if cfg.json {
+        println!("{}", summary::json(&runs, folder.as_deref()));
+    } else if !cfg.quiet {
+        print!("{}", summary::text(&runs, folder.as_deref(), std::io::stdout().is_terminal()));
+    }
+    exit_code(runs.first().map_or(RunStatus::Aborted, |r| r.status), folder.is_some())
+}

@@ -1,0 +1,220 @@
+//! What a run is asked to do: the one validated [`Config`] (and [`Plan`] of
+//! arms and rates) that the flags become before anything starts
+//! (hyperfine's `Options::from_cli_arguments` habit). The flags themselves and
+//! their validation live in [`args`]; the rest of the harness never sees clap.
+//!
+//! This module depends on nothing else in the harness.
+
+mod args;
+mod rates;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use caller::Transport;
+use serde::{Deserialize, Serialize};
+
+pub use args::{RunArgs, TransportArg};
+pub use rates::parse_rates;
+
+/// A flag that cannot be used, with the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{flag}: {problem}")]
+pub struct ConfigError {
+    pub flag: &'static str,
+    pub problem: String,
+}
+
+pub(crate) fn bad(flag: &'static str, problem: impl Into<String>) -> ConfigError {
+    ConfigError { flag, problem: problem.into() }
+}
+
+/// Which tier the harness sends its load to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetTier {
+    Caller,
+    Downstream,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProxyKind {
+    Nginx,
+    Caddy,
+}
+
+/// Which hop the proxy sits on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProxyHop {
+    /// caller → proxy → downstream.
+    Internal,
+    /// harness → proxy → caller.
+    Front,
+}
+
+impl ProxyKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProxyKind::Nginx => "nginx",
+            ProxyKind::Caddy => "caddy",
+        }
+    }
+
+    /// The Debian package that provides the binary.
+    pub fn package(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+/// A validated run: the shared configuration and the arms (transports) to
+/// measure with it, in the order of their first round.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub config: Config,
+    pub arms: Vec<Transport>,
+    /// The offered rates: one for a single run, several for a sweep (empty in
+    /// closed-loop mode).
+    pub rates: Vec<f64>,
+}
+
+impl Plan {
+    /// True for a sweep over several rates.
+    pub fn is_sweep(&self) -> bool {
+        self.rates.len() > 1
+    }
+
+    /// The plan of one step of a sweep, over the given arms.
+    pub fn step(&self, qps: f64, arms: &[Transport]) -> Plan {
+        Plan { config: Config { qps, ..self.config.clone() }, arms: arms.to_vec(), rates: vec![qps] }
+    }
+
+    /// The configuration of one arm.
+    pub fn arm(&self, transport: Transport) -> Config {
+        Config { transport, ..self.config.clone() }
+    }
+
+    /// The order in which (arm, 0-based round) pairs run. With two arms the
+    /// order is counterbalanced (A B, B A, A B, …) so that drift on a shared
+    /// machine hits both arms equally, linear drift cancelling out.
+    pub fn order(&self) -> Vec<(usize, u32)> {
+        let n = self.arms.len();
+        (0..self.config.rounds)
+            .flat_map(|r| {
+                let arms: Vec<usize> = if r % 2 == 1 { (0..n).rev().collect() } else { (0..n).collect() };
+                arms.into_iter().map(move |a| (a, r))
+            })
+            .collect()
+    }
+
+    /// `grpc`, `rest` or `both`: the transport part of the run folder's name.
+    pub fn transport_name(&self) -> &'static str {
+        if self.arms.len() > 1 { "both" } else { self.config.transport.as_str() }
+    }
+}
+
+/// Everything one arm of a run needs, validated. Serialized into `run.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    pub transport: Transport,
+    /// Offered rate (0 in closed-loop throughput mode).
+    pub qps: f64,
+    /// Throughput mode: `connections` workers send back to back; latency is
+    /// then not corrected for coordinated omission.
+    pub closed_loop: bool,
+    /// Where the load goes: `caller` (three tiers) or `downstream` (two).
+    pub target: TargetTier,
+    /// An already running downstream the load goes to (with target downstream).
+    pub downstream_url: Option<String>,
+    /// The p99 a sweep step must stay under to count as sustained.
+    #[serde(with = "secs")]
+    pub slo_p99: Duration,
+    /// A reverse proxy between two tiers, and on which hop.
+    #[serde(default)]
+    pub proxy: Option<ProxyKind>,
+    #[serde(default = "default_hop")]
+    pub proxy_hop: ProxyHop,
+    #[serde(with = "secs")]
+    pub duration: Duration,
+    #[serde(with = "secs")]
+    pub warmup: Duration,
+    pub rounds: u32,
+    #[serde(with = "secs")]
+    pub delay: Duration,
+    #[serde(with = "secs")]
+    pub jitter: Duration,
+    pub items: u32,
+    pub fanout: u32,
+    #[serde(with = "secs")]
+    pub timeout: Duration,
+    pub max_in_flight: usize,
+    /// Front-hop connection bound; 0 = one per request in flight.
+    pub connections: usize,
+    #[serde(with = "secs")]
+    pub sample_interval: Duration,
+    pub grpc_connections: u32,
+    pub rest_http2: bool,
+    /// IP address the tiers listen on.
+    pub bind: std::net::IpAddr,
+    /// Port of the caller's front listener (0: any free port).
+    pub caller_port: u16,
+    pub out: PathBuf,
+    pub label: Option<String>,
+    pub quiet: bool,
+    pub json: bool,
+}
+
+/// Durations as fractional seconds in JSON.
+mod secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let v = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom)
+    }
+}
+
+fn default_hop() -> ProxyHop {
+    ProxyHop::Internal
+}
+
+impl Config {
+    /// About how many requests are in flight at the target rate: rate times
+    /// the slowest service time, plus a margin, capped by `--max-in-flight`.
+    pub fn expected_in_flight(&self) -> u64 {
+        let per_request = (self.delay + self.jitter).as_secs_f64() + 0.1;
+        ((self.qps * per_request).ceil() as u64 + 16).min(self.max_in_flight as u64)
+    }
+
+    /// Open files the busiest process (the caller) needs: its front
+    /// connections, its outbound ones (one per call in flight over HTTP/1.1,
+    /// a fixed few over HTTP/2), and a margin for everything else.
+    pub fn expected_open_files(&self) -> u64 {
+        let in_flight = self.sizing_in_flight();
+        let front = if self.connections == 0 { in_flight } else { in_flight.min(self.connections as u64) };
+        let outbound = match self.transport {
+            Transport::Rest if !self.rest_http2 => in_flight * u64::from(self.fanout),
+            Transport::Rest => 1,
+            Transport::Grpc => u64::from(self.grpc_connections),
+        };
+        front + outbound + 128
+    }
+
+    /// The rate used to size connection pools and limits: the offered rate,
+    /// or in closed loop the connections' worth.
+    fn sizing_in_flight(&self) -> u64 {
+        if self.closed_loop { self.connections as u64 + 16 } else { self.expected_in_flight() }
+    }
+
+    /// Requests scheduled in one round.
+    pub fn requests_per_round(&self) -> u64 {
+        (self.duration.as_secs_f64() * self.qps).round() as u64
+    }
+}

@@ -1,0 +1,206 @@
+//! The one place that touches the file system for results: run folders that
+//! are whole or absent, every file in them (rendered by the sibling modules),
+//! the time series appended while a run measures, and saved runs read back.
+//!
+//! A run folder is written into a hidden `.tmp-…` folder (the time series
+//! while the run measures, the rest after) and renamed into place at the end;
+//! an existing name gets a `-2`, `-3`, … suffix instead of being overwritten.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use super::comparison::{self, Arm};
+use super::{arm_names, capacity, charts, folder_name, hgrm, markdown, qps_part, timeseries};
+use crate::judge::capacity::Capacity;
+use crate::measure::histogram::decode_histogram;
+use crate::result::ProxyInfo;
+use crate::result::{RunResult, TierName};
+
+#[derive(Debug)]
+pub struct RunFolder {
+    out: PathBuf,
+    base: String,
+    tmp: PathBuf,
+}
+
+impl RunFolder {
+    pub fn create(out: &Path, base: &str) -> io::Result<RunFolder> {
+        std::fs::create_dir_all(out)?;
+        let tmp = out.join(format!(".tmp-{base}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir(&tmp)?;
+        Ok(RunFolder { out: out.to_owned(), base: base.to_owned(), tmp })
+    }
+
+    /// Where files go until [`RunFolder::commit`].
+    pub fn path(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// Renames the folder into place under a name not taken yet.
+    pub fn commit(self) -> io::Result<PathBuf> {
+        let mut n = 1u32;
+        loop {
+            let dest = self.out.join(if n == 1 { self.base.clone() } else { format!("{}-{n}", self.base) });
+            n += 1;
+            if dest.exists() {
+                continue;
+            }
+            match std::fs::rename(&self.tmp, &dest) {
+                Ok(()) => return Ok(dest),
+                // Lost a race with another run taking the same name: try the next.
+                Err(_) if dest.exists() => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Removes the folder: nothing was measured.
+    pub fn discard(self) {
+        let _ = std::fs::remove_dir_all(&self.tmp);
+    }
+}
+
+/// `timeseries.csv`, appended and flushed as samples come, so a crash loses
+/// at most one interval.
+pub struct TimeseriesFile {
+    file: BufWriter<File>,
+}
+
+impl TimeseriesFile {
+    pub fn create(path: &Path) -> io::Result<Self> {
+        let mut file = BufWriter::new(File::create(path)?);
+        writeln!(file, "{}", timeseries::HEADER)?;
+        file.flush()?;
+        Ok(TimeseriesFile { file })
+    }
+
+    /// Appends rows and flushes them. A failed write is not an error of the
+    /// run: the same samples are kept in `run.json`.
+    pub fn append(&mut self, rows: &str) {
+        let _ = self.file.write_all(rows.as_bytes());
+        let _ = self.file.flush();
+    }
+}
+
+/// Writes one arm's files into `dir`: `run.json`, `report.md`, `latency.hgrm`,
+/// `latency-round-<k>.hgrm` and the charts.
+pub fn write_arm(dir: &Path, run: &RunResult) -> io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let json = serde_json::to_vec_pretty(run).map_err(io::Error::other)?;
+    std::fs::write(dir.join("run.json"), json)?;
+    std::fs::write(dir.join("report.md"), markdown::render(run, true))?;
+    std::fs::write(dir.join("latency.hgrm"), hgrm::render(&charts::merged_corrected(run)))?;
+    for r in &run.rounds {
+        if let Some(h) = r.histograms.get("corrected").and_then(|t| decode_histogram(t)) {
+            std::fs::write(dir.join(format!("latency-round-{}.hgrm", r.index)), hgrm::render(&h))?;
+        }
+    }
+    // The proxy's configuration, so a reviewer can read exactly what was measured.
+    if let Some(proxy) = run.tiers.get(&TierName::Proxy).and_then(|t| ProxyInfo::from_settings(&t.settings)) {
+        std::fs::write(dir.join(&proxy.config_file), &proxy.config)?;
+    }
+    let name = arm_names(&[run]).remove(0);
+    for (file, svg) in charts::all(&[(name, run)]) {
+        std::fs::write(dir.join(file), svg)?;
+    }
+    Ok(())
+}
+
+/// Writes `comparison.md` and the overlaid charts of `runs` into `dir`.
+pub fn write_comparison(dir: &Path, runs: &[&RunResult]) -> io::Result<()> {
+    let names = arm_names(runs);
+    let arms: Vec<Arm<'_>> = names.iter().zip(runs).map(|(name, run)| Arm { name, run }).collect();
+    std::fs::write(dir.join("comparison.md"), comparison::render(&arms, true))?;
+    let named: Vec<(String, &RunResult)> = names.iter().cloned().zip(runs.iter().copied()).collect();
+    for (file, svg) in charts::all(&named) {
+        std::fs::write(dir.join(file), svg)?;
+    }
+    Ok(())
+}
+
+/// Lays down a whole run into `folder`: the arm's files directly for one arm;
+/// the comparison and one sub-folder per arm for several.
+pub fn write_results(folder: &Path, runs: &[RunResult]) -> io::Result<()> {
+    match runs {
+        [single] => write_arm(folder, single),
+        many => {
+            for run in many {
+                write_arm(&folder.join(run.config.transport.as_str()), run)?;
+            }
+            write_comparison(folder, &many.iter().collect::<Vec<_>>())
+        }
+    }
+}
+
+/// Writes a single run as a new folder under `out` (whole or absent, never
+/// over an existing one) and returns its path.
+pub fn write_run(run: &RunResult, out: &Path) -> io::Result<PathBuf> {
+    let name = folder_name(
+        &run.started_at,
+        run.config.transport.as_str(),
+        &qps_part(run.config.qps),
+        run.config.label.as_deref(),
+    );
+    let folder = RunFolder::create(out, &name)?;
+    if let Err(e) = write_results(folder.path(), std::slice::from_ref(run)) {
+        folder.discard();
+        return Err(e);
+    }
+    folder.commit()
+}
+
+/// Reads the runs a folder holds: its own `run.json`, or the `run.json` of
+/// each arm sub-folder of a `--transport both` folder.
+pub fn read_runs(folder: &Path) -> Result<Vec<RunResult>, String> {
+    let read = |path: &Path| -> Result<RunResult, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("{} is not a run.json this harness wrote: {e}", path.display()))
+    };
+    let own = folder.join("run.json");
+    if own.is_file() {
+        return Ok(vec![read(&own)?]);
+    }
+    let mut runs = Vec::new();
+    for arm in ["grpc", "rest"] {
+        let path = folder.join(arm).join("run.json");
+        if path.is_file() {
+            runs.push(read(&path)?);
+        }
+    }
+    if runs.is_empty() {
+        return Err(format!(
+            "{} is not a run folder (it has no run.json and no grpc/ or rest/ arm folder); give folders written by the harness under results/",
+            folder.display()
+        ));
+    }
+    Ok(runs)
+}
+
+/// A sweep's `capacity.md`, `capacity.json` and charts.
+pub fn write_capacity(dir: &Path, c: &Capacity, setup: &str) -> io::Result<()> {
+    std::fs::write(dir.join("capacity.md"), capacity::render(c, setup))?;
+    std::fs::write(dir.join("capacity.json"), capacity::json(c))?;
+    for (file, svg) in capacity::charts(c) {
+        std::fs::write(dir.join(file), svg)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_time_series_is_flushed_row_by_row() {
+        let path = std::env::temp_dir().join(format!("gvr-ts-{}.csv", std::process::id()));
+        let mut f = TimeseriesFile::create(&path).unwrap();
+        f.append("1.500,grpc,caller,12.35,,50,99.50\n");
+        // Read while the writer is still open: the row is already on disk.
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, format!("{}\n1.500,grpc,caller,12.35,,50,99.50\n", timeseries::HEADER));
+        drop(f);
+        std::fs::remove_file(path).unwrap();
+    }
+}

@@ -1,0 +1,292 @@
+//! The per-round arithmetic: what one measured round's records, samples and
+//! counter differences amount to (rates, latency summaries, CPU per request,
+//! bytes per request). Pure functions of their inputs, unit tested on
+//! synthetic data; a figure whose inputs are missing stays `None`.
+
+use std::collections::BTreeMap;
+
+use telemetry::CountersSnapshot;
+
+use crate::config::Config;
+use crate::judge::stats::{mean_peak, summarize};
+use crate::measure::histogram::encode_histogram;
+use crate::measure::record::RoundRecord;
+use crate::measure::tier_stats::Deltas;
+use crate::result::{HopBytes, Hops, Latency, Requests, ResourceSample, Resources, RoundResult, Throughput, TierName};
+
+/// Everything one measured round produced, before any arithmetic.
+#[derive(Debug, Clone, Copy)]
+pub struct RoundInput<'a> {
+    pub config: &'a Config,
+    /// 0-based.
+    pub round: u32,
+    pub complete: bool,
+    /// Requests due in the round (sent or dropped).
+    pub scheduled: u64,
+    /// When the round's counters were first read, seconds since the run's origin.
+    pub from_seconds: f64,
+    /// When they were read again (the round's end, or the stop).
+    pub to_seconds: f64,
+    pub record: &'a RoundRecord,
+    pub deltas: &'a Deltas,
+    /// The arm's resource samples (any time; only those in the window count).
+    pub samples: &'a [ResourceSample],
+}
+
+/// One round's result.
+pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
+    let rec = input.record;
+    let window = (input.to_seconds - input.from_seconds).max(1e-9);
+    let in_window: Vec<&ResourceSample> =
+        input.samples.iter().filter(|s| s.t_seconds >= input.from_seconds && s.t_seconds <= input.to_seconds).collect();
+    RoundResult {
+        index: input.round + 1,
+        complete: input.complete,
+        started_seconds: input.from_seconds,
+        window_seconds: window,
+        requests: Requests { scheduled: input.scheduled, sent: rec.sent, ok: rec.ok, errors: rec.errors.clone() },
+        throughput: throughput(input.config, rec.sent, rec.ok, window),
+        latency: latency(rec),
+        histograms: histograms(rec),
+        resources: all_resources(input.deltas, &in_window, rec),
+        bytes: Hops {
+            front: hop_bytes("front", input.deltas.front.as_ref()),
+            internal: hop_bytes(input.config.transport.as_str(), input.deltas.internal.as_ref()),
+        },
+    }
+}
+
+/// Rates over the window: sent and OK per second, and the share of the target
+/// achieved (open loop only; closed loop has no target).
+pub fn throughput(config: &Config, sent: u64, ok: u64, window_seconds: f64) -> Throughput {
+    let open = !config.closed_loop;
+    Throughput {
+        target_qps: open.then_some(config.qps),
+        send_rate: sent as f64 / window_seconds,
+        ok_per_second: ok as f64 / window_seconds,
+        achieved_ratio: open.then(|| ok as f64 / window_seconds / config.qps),
+    }
+}
+
+fn latency(rec: &RoundRecord) -> Latency {
+    Latency {
+        corrected: summarize(&rec.corrected),
+        service: summarize(&rec.service),
+        send_lag: summarize(&rec.send_lag),
+        downstream_hop: summarize(&rec.downstream_hop),
+        caller_overhead: summarize(&rec.caller_overhead),
+    }
+}
+
+fn histograms(rec: &RoundRecord) -> BTreeMap<String, String> {
+    [
+        ("corrected", &rec.corrected),
+        ("service", &rec.service),
+        ("send_lag", &rec.send_lag),
+        ("downstream_hop", &rec.downstream_hop),
+        ("caller_overhead", &rec.caller_overhead),
+    ]
+    .into_iter()
+    .map(|(k, h)| (k.to_owned(), encode_histogram(h)))
+    .collect()
+}
+
+/// Every tier's resources. The tiers' CPU per request is per OK response; the
+/// harness's per request sent. The proxy has no `/stats` of its own: its CPU
+/// time comes from the samples, and it appears only where it was sampled.
+fn all_resources(deltas: &Deltas, in_window: &[&ResourceSample], rec: &RoundRecord) -> BTreeMap<TierName, Resources> {
+    let mut all = BTreeMap::new();
+    all.insert(TierName::Downstream, resources(TierName::Downstream, in_window, deltas.downstream_cpu_seconds, rec.ok));
+    all.insert(TierName::Caller, resources(TierName::Caller, in_window, deltas.caller_cpu_seconds, rec.ok));
+    all.insert(TierName::Harness, resources(TierName::Harness, in_window, deltas.harness_cpu_seconds, rec.sent));
+    let proxy: Vec<f64> =
+        in_window.iter().filter(|s| s.tier == TierName::Proxy).filter_map(|s| s.cpu_seconds).collect();
+    if !proxy.is_empty() {
+        let cpu = (proxy.len() > 1).then(|| proxy[proxy.len() - 1] - proxy[0]);
+        all.insert(TierName::Proxy, resources(TierName::Proxy, in_window, cpu, rec.ok));
+    }
+    all
+}
+
+/// One tier's resources: CPU seconds from its counters, CPU per request over
+/// `requests`, CPU % and RSS mean and peak over its samples in the window.
+pub fn resources(tier: TierName, in_window: &[&ResourceSample], cpu_seconds: Option<f64>, requests: u64) -> Resources {
+    let of_tier: Vec<&&ResourceSample> = in_window.iter().filter(|s| s.tier == tier).collect();
+    let (cpu_mean, cpu_peak) = mean_peak(of_tier.iter().filter_map(|s| s.cpu_percent));
+    let (rss_mean, rss_peak) =
+        mean_peak(of_tier.iter().filter_map(|s| s.rss_bytes).map(|b| b as f64 / (1024.0 * 1024.0)));
+    Resources {
+        cpu_seconds,
+        cpu_percent_mean: cpu_mean,
+        cpu_percent_peak: cpu_peak,
+        cpu_us_per_request: cpu_seconds.filter(|_| requests > 0).map(|c| c * 1e6 / requests as f64),
+        rss_mib_mean: rss_mean,
+        rss_mib_peak: rss_peak,
+        samples: of_tier.len() as u32,
+    }
+}
+
+/// Byte and connection figures of one listener over a round, from its counter
+/// difference; figures that could not be read stay `None`.
+pub fn hop_bytes(listener: &str, delta: Option<&CountersSnapshot>) -> HopBytes {
+    let Some(d) = delta else { return HopBytes { listener: listener.to_owned(), ..HopBytes::default() } };
+    let n = d.requests_total();
+    let per = |v: Option<u64>| v.filter(|_| n > 0).map(|v| v as f64 / n as f64);
+    HopBytes {
+        listener: listener.to_owned(),
+        requests: n,
+        request_wire_bytes: d.bytes_in,
+        response_wire_bytes: d.bytes_out,
+        request_message_bytes: Some(d.message_bytes_in),
+        response_message_bytes: Some(d.message_bytes_out),
+        request_wire_bytes_per_request: per(d.bytes_in),
+        response_wire_bytes_per_request: per(d.bytes_out),
+        request_message_bytes_per_request: per(Some(d.message_bytes_in)),
+        response_message_bytes_per_request: per(Some(d.message_bytes_out)),
+        connections_opened: Some(d.connections),
+        connections_open_at_end: d.connections_open,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use caller::Transport;
+
+    use super::*;
+    use crate::load::{Outcome, Shot};
+
+    fn counters(requests: u64, bytes_in: Option<u64>, bytes_out: Option<u64>) -> CountersSnapshot {
+        CountersSnapshot {
+            bytes_in,
+            bytes_out,
+            message_bytes_in: 7 * requests,
+            message_bytes_out: 1057 * requests,
+            connections: 2,
+            connections_open: Some(1),
+            requests: [("ok".to_owned(), requests)].into(),
+        }
+    }
+
+    fn sample(t: f64, tier: TierName, cpu_percent: f64, rss_mib: u64, cpu_seconds: f64) -> ResourceSample {
+        ResourceSample {
+            t_seconds: t,
+            tier,
+            cpu_percent: Some(cpu_percent),
+            rss_bytes: Some(rss_mib * 1024 * 1024),
+            cpu_seconds: Some(cpu_seconds),
+        }
+    }
+
+    #[test]
+    fn bytes_per_request_divide_by_the_requests_the_listener_counted() {
+        let hop = hop_bytes("grpc", Some(&counters(1000, Some(66_000), Some(1_094_000))));
+        assert_eq!(hop.requests, 1000);
+        assert_eq!(hop.request_wire_bytes_per_request, Some(66.0));
+        assert_eq!(hop.response_wire_bytes_per_request, Some(1094.0));
+        assert_eq!(hop.request_message_bytes_per_request, Some(7.0));
+        assert_eq!(hop.response_message_bytes_per_request, Some(1057.0));
+        assert_eq!((hop.connections_opened, hop.connections_open_at_end), (Some(2), Some(1)));
+    }
+
+    #[test]
+    fn unmeasured_bytes_stay_null_never_zero() {
+        // A read that failed: every figure unmeasured.
+        let none = hop_bytes("rest", None);
+        assert_eq!(none.listener, "rest");
+        assert_eq!(none.request_wire_bytes_per_request, None);
+        assert_eq!(none.connections_opened, None);
+        // A client that does not own its sockets: wire bytes unknown, message bytes known.
+        let no_wire = hop_bytes("rest", Some(&counters(10, None, None)));
+        assert_eq!(no_wire.request_wire_bytes_per_request, None);
+        assert_eq!(no_wire.response_message_bytes_per_request, Some(1057.0));
+        // No request finished: nothing to divide by.
+        let idle = hop_bytes("grpc", Some(&counters(0, Some(500), Some(500))));
+        assert_eq!((idle.request_wire_bytes, idle.request_wire_bytes_per_request), (Some(500), None));
+    }
+
+    #[test]
+    fn cpu_per_request_and_resources_over_the_window() {
+        let s = [
+            sample(0.5, TierName::Caller, 10.0, 10, 1.0),
+            sample(1.0, TierName::Caller, 20.0, 12, 1.1),
+            sample(1.5, TierName::Caller, 30.0, 14, 1.2),
+            sample(1.5, TierName::Downstream, 99.0, 99, 9.0),
+        ];
+        let window: Vec<&ResourceSample> = s.iter().filter(|x| x.t_seconds >= 1.0).collect();
+        let r = resources(TierName::Caller, &window, Some(0.5), 1000);
+        assert_eq!(r.cpu_us_per_request, Some(500.0));
+        assert_eq!((r.cpu_percent_mean, r.cpu_percent_peak), (Some(25.0), Some(30.0)));
+        assert_eq!((r.rss_mib_mean, r.rss_mib_peak), (Some(13.0), Some(14.0)));
+        assert_eq!(r.samples, 2);
+        // Nothing answered, or no CPU reading: no per-request figure.
+        assert_eq!(resources(TierName::Caller, &window, Some(0.5), 0).cpu_us_per_request, None);
+        let unread = resources(TierName::Caller, &window, None, 1000);
+        assert_eq!((unread.cpu_seconds, unread.cpu_us_per_request), (None, None));
+        // A tier with no samples in the window: no CPU % or RSS, not zeros.
+        let absent = resources(TierName::Proxy, &window, None, 1000);
+        assert_eq!((absent.cpu_percent_mean, absent.rss_mib_peak, absent.samples), (None, None, 0));
+    }
+
+    #[test]
+    fn rates_are_per_second_of_the_window_and_closed_loop_has_no_target() {
+        let mut cfg = crate::testing::config(Transport::Grpc);
+        cfg.qps = 100.0;
+        let t = throughput(&cfg, 1000, 990, 10.0);
+        assert_eq!((t.send_rate, t.ok_per_second, t.target_qps), (100.0, 99.0, Some(100.0)));
+        assert!((t.achieved_ratio.unwrap() - 0.99).abs() < 1e-12);
+        cfg.closed_loop = true;
+        let t = throughput(&cfg, 500, 500, 2.0);
+        assert_eq!((t.ok_per_second, t.target_qps, t.achieved_ratio), (250.0, None, None));
+    }
+
+    #[test]
+    fn a_round_assembles_every_figure_from_its_inputs() {
+        let cfg = crate::testing::config(Transport::Rest);
+        let now = Instant::now();
+        let mut rec = RoundRecord::default();
+        for i in 0..4 {
+            let sent = now + Duration::from_millis(i);
+            let done = sent + Duration::from_millis(20);
+            rec.add(&Shot { index: i, due: sent, sent: Some(sent), done, outcome: Outcome::Ok, downstream_us: None });
+        }
+        let deltas = Deltas {
+            caller_cpu_seconds: Some(0.004),
+            downstream_cpu_seconds: None,
+            harness_cpu_seconds: Some(0.002),
+            front: Some(counters(4, Some(400), Some(4000))),
+            internal: Some(counters(4, Some(600), Some(9000))),
+        };
+        let samples = [
+            sample(10.5, TierName::Proxy, 5.0, 3, 2.0),
+            sample(11.5, TierName::Proxy, 5.0, 3, 2.25),
+            sample(30.0, TierName::Proxy, 5.0, 3, 9.0),
+        ];
+        let input = RoundInput {
+            config: &cfg,
+            round: 1,
+            complete: true,
+            scheduled: 5,
+            from_seconds: 10.0,
+            to_seconds: 12.0,
+            record: &rec,
+            deltas: &deltas,
+            samples: &samples,
+        };
+        let r = assemble(&input);
+        assert_eq!((r.index, r.window_seconds, r.started_seconds), (2, 2.0, 10.0));
+        assert_eq!((r.requests.scheduled, r.requests.sent, r.requests.ok), (5, 4, 4));
+        assert_eq!(r.throughput.ok_per_second, 2.0);
+        assert_eq!(r.resources[&TierName::Caller].cpu_us_per_request, Some(1000.0));
+        assert_eq!(r.resources[&TierName::Downstream].cpu_us_per_request, None);
+        assert_eq!(r.resources[&TierName::Harness].cpu_us_per_request, Some(500.0));
+        // The proxy's CPU: its first and last sample inside the window.
+        assert_eq!(r.resources[&TierName::Proxy].cpu_seconds, Some(0.25));
+        assert_eq!(r.bytes.internal.listener, "rest");
+        assert_eq!(r.bytes.internal.request_wire_bytes_per_request, Some(150.0));
+        assert_eq!(r.bytes.front.response_wire_bytes_per_request, Some(1000.0));
+        assert!(r.latency.corrected.as_ref().is_some_and(|l| l.p50_ms >= 20.0 && l.p50_ms < 20.1));
+        assert!(r.histograms.contains_key("corrected") && r.histograms.contains_key("caller_overhead"));
+    }
+}

@@ -1,0 +1,64 @@
+//! Whether a run was a fair measurement of the transports: judged once when
+//! the run ends, stored in `run.json` (`validity`), and read from there by
+//! every renderer.
+
+use crate::result::{RunResult, RunStatus, TierName};
+
+/// Send lag p99 above this means the generator did not keep its schedule.
+pub const SEND_LAG_P99_LIMIT_MS: f64 = 10.0;
+/// Achieved throughput below this share of the target is not the offered load.
+pub const ACHIEVED_RATIO_MIN: f64 = 0.99;
+/// The harness above this CPU % of one core may itself be the bottleneck.
+pub const HARNESS_CPU_PEAK_LIMIT: f64 = 90.0;
+
+/// Reasons a run is not a fair measurement of the transports; empty if it is.
+pub fn validity(run: &RunResult) -> Vec<String> {
+    let mut problems = Vec::new();
+    if run.environment.build_profile != "release" {
+        problems.push(format!(
+            "built with the {} profile: figures are not representative; run with --release",
+            run.environment.build_profile
+        ));
+    }
+    match run.status {
+        RunStatus::Complete => {}
+        RunStatus::Interrupted => problems.push("the run was interrupted; the last round is partial".into()),
+        RunStatus::Aborted => problems.push(format!(
+            "the run was aborted: {}",
+            run.status_reason.as_deref().unwrap_or("reason unknown").lines().next().unwrap_or("")
+        )),
+    }
+    for r in &run.rounds {
+        let k = r.index;
+        if let Some(ratio) = r.throughput.achieved_ratio.filter(|a| *a < ACHIEVED_RATIO_MIN) {
+            problems.push(format!(
+                "round {k}: achieved {:.1}% of the target rate (below {:.0}%): the system did not keep up",
+                ratio * 100.0,
+                ACHIEVED_RATIO_MIN * 100.0
+            ));
+        }
+        if let Some(&dropped) = r.requests.errors.get("dropped").filter(|d| **d > 0) {
+            problems.push(format!("round {k}: {dropped} requests dropped at --max-in-flight"));
+        }
+        let errors = r.requests.error_total() - r.requests.errors.get("dropped").copied().unwrap_or(0);
+        if errors > 0 {
+            let classes: Vec<String> =
+                r.requests.errors.iter().filter(|(c, _)| *c != "dropped").map(|(c, n)| format!("{c} {n}")).collect();
+            problems.push(format!("round {k}: {errors} errors ({})", classes.join(", ")));
+        }
+        if let Some(lag) = r.latency.send_lag.as_ref().filter(|s| s.p99_ms > SEND_LAG_P99_LIMIT_MS) {
+            problems.push(format!(
+                "round {k}: send lag p99 {:.1} ms (over {SEND_LAG_P99_LIMIT_MS} ms): the generator fell behind its schedule",
+                lag.p99_ms
+            ));
+        }
+        if let Some(peak) =
+            r.resources.get(&TierName::Harness).and_then(|h| h.cpu_percent_peak).filter(|p| *p > HARNESS_CPU_PEAK_LIMIT)
+        {
+            problems.push(format!(
+                "round {k}: the harness peaked at {peak:.0}% of a core: the load generator may be the bottleneck"
+            ));
+        }
+    }
+    problems
+}

@@ -1,0 +1,16 @@
+//! The instruments: everything a figure is read from, and nothing that judges
+//! or renders it.
+//!
+//! * [`record`]: the collector that files every request's [`crate::load::Shot`]
+//!   into one round's histograms and counts;
+//! * [`histogram`]: the latency histogram and its serialized form;
+//! * [`sampler`]: CPU and RSS of every process over time;
+//! * [`tier_stats`]: the tiers' own counters (`/stats`: CPU seconds, wire and
+//!   message bytes, connections) read at round boundaries;
+//! * [`environment`]: the machine and build a run was measured on.
+
+pub mod environment;
+pub mod histogram;
+pub mod record;
+pub mod sampler;
+pub mod tier_stats;

@@ -1,0 +1,128 @@
+//! The arms of a run: each transport's tiers and load target, started
+//! together before any load, watched for liveness while the load runs.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, Plan};
+use crate::load::Target;
+use crate::measure::sampler::Watched;
+use crate::measure::tier_stats::TierStatsReader;
+use crate::result::{TierInfo, TierName};
+use crate::tiers::Topology;
+
+/// How often tier liveness is checked while the load runs.
+const LIVENESS_POLL: Duration = Duration::from_millis(100);
+
+/// One arm: its configuration, its tiers and its load target.
+pub(super) struct Arm {
+    pub config: Config,
+    pub topology: Topology,
+    pub target: Target,
+    /// Each tier's pid and reported settings, for `run.json`.
+    pub tiers: BTreeMap<TierName, TierInfo>,
+}
+
+/// Why the load stopped before its end.
+pub(super) enum Stop {
+    Interrupted,
+    TierDied(String),
+}
+
+/// Starts every arm's tiers; on a failure stops the ones already started.
+pub(super) async fn start_arms(plan: &Plan) -> anyhow::Result<Vec<Arm>> {
+    let mut arms: Vec<Arm> = Vec::new();
+    for &transport in &plan.arms {
+        let config = plan.arm(transport);
+        let started = match Topology::start(&config).await {
+            Ok(topology) => Target::for_arm(&config, &topology.target_url).map(|target| (topology, target)),
+            Err(e) => Err(e.into()),
+        };
+        match started {
+            Ok((topology, target)) => arms.push(Arm { config, topology, target, tiers: BTreeMap::new() }),
+            Err(e) => {
+                for arm in arms {
+                    arm.topology.stop().await;
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(arms)
+}
+
+/// Records each tier's pid and settings (the services' own `/stats`
+/// settings; the proxy's from how it was started), and names them on stderr.
+pub(super) async fn describe(arms: &mut [Arm], reader: &TierStatsReader, plan: &Plan) {
+    for arm in arms.iter_mut() {
+        if !plan.config.quiet {
+            let prefix = if plan.arms.len() > 1 { format!("tiers ({})", arm.config.transport) } else { "tiers".into() };
+            let named: Vec<String> = arm
+                .topology
+                .tiers()
+                .map(|t| format!("{} pid {} ({})", t.name, t.pid(), t.listeners_text()))
+                .chain(std::iter::once(format!("harness pid {}", std::process::id())))
+                .collect();
+            eprintln!("{prefix}: {}; load goes to {}", named.join(", "), arm.topology.target_url);
+        }
+        for tier in arm.topology.tiers() {
+            let settings = match (tier.name, &arm.topology.proxy) {
+                (TierName::Proxy, Some((_, info))) => info.to_settings(),
+                _ => reader.stats(Some(tier)).await.map(|s| s.settings).unwrap_or(serde_json::Value::Null),
+            };
+            arm.tiers.insert(tier.name, TierInfo { pid: tier.pid(), settings });
+        }
+    }
+}
+
+/// Every process to sample: each arm's tiers, and the harness.
+pub(super) fn watched(arms: &[Arm]) -> Vec<Watched> {
+    let tiers = arms
+        .iter()
+        .enumerate()
+        .flat_map(|(i, arm)| arm.topology.tiers().map(move |t| Watched { arm: Some(i), tier: t.name, pid: t.pid() }));
+    tiers.chain(std::iter::once(Watched { arm: None, tier: TierName::Harness, pid: std::process::id() })).collect()
+}
+
+/// The first tier of any arm found dead, described for the report.
+fn dead_tier(arms: &mut [Arm], origin: Instant) -> Option<Stop> {
+    for arm in arms.iter_mut() {
+        let title = arm.config.transport.title();
+        for tier in arm.topology.tiers_mut() {
+            if let Some(status) = tier.exited() {
+                let when = Instant::now().saturating_duration_since(origin).as_secs_f64();
+                return Some(Stop::TierDied(format!(
+                    "the {} of the {title} arm (pid {}) exited at t={when:.1}s with {status}; its last stderr lines:\n{}",
+                    tier.name,
+                    tier.pid(),
+                    tier.stderr_tail()
+                )));
+            }
+        }
+    }
+    None
+}
+
+/// Waits until `at`, watching every tier and the interrupt token.
+pub(super) async fn wait_until(
+    at: Instant,
+    arms: &mut [Arm],
+    interrupt: &CancellationToken,
+    origin: Instant,
+) -> Result<(), Stop> {
+    loop {
+        if let Some(stop) = dead_tier(arms, origin) {
+            return Err(stop);
+        }
+        let now = Instant::now();
+        if now >= at {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = interrupt.cancelled() => return Err(Stop::Interrupted),
+            _ = tokio::time::sleep((at - now).min(LIVENESS_POLL)) => {}
+        }
+    }
+}

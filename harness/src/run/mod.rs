@@ -1,0 +1,150 @@
+//! One measured run, end to end, in phases a reader can hold in mind:
+//!
+//! 1. start every arm's tiers ([`arms`]) and record their settings;
+//! 2. start sampling ([`sampling`]) and the live display ([`progress`]);
+//! 3. run the segments: warm-ups and counterbalanced rounds ([`segments`]);
+//! 4. drain, stop sampling, stop the tiers;
+//! 5. turn each measured round into figures (`judge::round`) and each arm
+//!    into one [`RunResult`], its validity judged once.
+//!
+//! Measuring and rendering never overlap: this module measures and hands
+//! samples to a sink as they come; it never writes a file or renders a report.
+
+mod arms;
+pub mod progress;
+pub mod sampling;
+mod segments;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, Plan};
+use crate::judge::round::{RoundInput, assemble};
+
+use crate::measure::sampler::{ArmSample, of_arm};
+use crate::measure::tier_stats::{Deltas, TierStatsReader};
+use crate::result::{Environment, LoadSample, RoundResult, RunResult, RunStatus, SCHEMA, TierInfo, TierName};
+use arms::{Stop, describe, start_arms, watched};
+use progress::{Progress, Status};
+use sampling::{SampleSink, Sampling};
+use segments::{ARM_SWITCH_PAUSE, Driver, PendingRound, STOP_GRACE, drain};
+
+/// What every arm's result shares.
+struct Common {
+    started_at: String,
+    environment: Environment,
+    status: RunStatus,
+    reason: Option<String>,
+    samples: Vec<ArmSample>,
+    load_samples: Vec<LoadSample>,
+    origin: Instant,
+}
+
+/// Runs the whole plan. Errors only for failures before any load (tiers that
+/// do not start); later failures end the run with partial results.
+pub async fn run(
+    plan: &Plan,
+    started_at: String,
+    interrupt: CancellationToken,
+    sink: Option<SampleSink>,
+) -> anyhow::Result<Vec<RunResult>> {
+    let cfg = &plan.config;
+    let environment = crate::measure::environment::capture();
+    let reader = TierStatsReader::new()?;
+    let mut arms = start_arms(plan).await?;
+    describe(&mut arms, &reader, plan).await;
+
+    let origin = Instant::now() + ARM_SWITCH_PAUSE;
+    let status = Arc::new(Status::default());
+    let sampling = Sampling::start(&watched(&arms), cfg.sample_interval, origin, status.live.clone(), sink);
+    let total = (cfg.warmup + cfg.duration * cfg.rounds) * plan.arms.len() as u32;
+    let progress = Progress::start(cfg.quiet, total, status.clone());
+    *status.qps.lock().unwrap_or_else(|e| e.into_inner()) = cfg.qps;
+
+    let driver = Driver {
+        config: cfg,
+        arms: &mut arms,
+        reader: &reader,
+        status: status.clone(),
+        interrupt: &interrupt,
+        origin,
+        stop_load: CancellationToken::new(),
+    };
+    let (pending, stopped) = driver.run(&plan.order()).await;
+
+    // Drain: requests already sent get their answer or their timeout; after a
+    // stop only a short grace.
+    drain(&status.live, if stopped.is_some() { STOP_GRACE } else { cfg.timeout + STOP_GRACE }).await;
+    progress.finish().await;
+    let (samples, load_samples) = sampling.finish().await;
+    let mut finished = Vec::with_capacity(arms.len());
+    for arm in arms {
+        arm.topology.stop().await;
+        finished.push((arm.config, arm.tiers));
+    }
+
+    let (status, reason) = match stopped {
+        None => (RunStatus::Complete, None),
+        Some(Stop::Interrupted) => (RunStatus::Interrupted, Some("interrupted by the user (SIGINT)".to_owned())),
+        Some(Stop::TierDied(reason)) => (RunStatus::Aborted, Some(reason)),
+    };
+    let common = Common { started_at, environment, status, reason, samples, load_samples, origin };
+    Ok(results(finished, pending, &common).await)
+}
+
+/// Each arm's result: its rounds turned into figures, in round order.
+async fn results(
+    finished: Vec<(Config, BTreeMap<TierName, TierInfo>)>,
+    pending: Vec<PendingRound>,
+    common: &Common,
+) -> Vec<RunResult> {
+    let mut rounds_by_arm: Vec<Vec<RoundResult>> = vec![Vec::new(); finished.len()];
+    for p in pending {
+        let arm_samples = of_arm(&common.samples, p.arm);
+        let config = &finished[p.arm].0;
+        let rel = |at: Instant| at.saturating_duration_since(common.origin).as_secs_f64();
+        let (from_seconds, to_seconds) = (rel(p.start.at), rel(p.end.at));
+        let deltas = Deltas::between(&p.start, &p.end, config.transport.as_str());
+        let (arm, round, complete) = (p.arm, p.round, p.complete);
+        let (record, scheduled) = p.settle().await;
+        let input = RoundInput {
+            config,
+            round,
+            complete,
+            scheduled,
+            from_seconds,
+            to_seconds,
+            record: &record,
+            deltas: &deltas,
+            samples: &arm_samples,
+        };
+        rounds_by_arm[arm].push(assemble(&input));
+    }
+    finished
+        .into_iter()
+        .zip(rounds_by_arm)
+        .enumerate()
+        .map(|(i, ((config, tiers), mut rounds))| {
+            rounds.sort_by_key(|r| r.index);
+            let mut result = RunResult {
+                schema: SCHEMA.to_owned(),
+                tool_version: env!("CARGO_PKG_VERSION").to_owned(),
+                status: common.status,
+                status_reason: common.reason.clone(),
+                started_at: common.started_at.clone(),
+                config,
+                environment: common.environment.clone(),
+                tiers,
+                rounds,
+                samples: of_arm(&common.samples, i),
+                load_samples: common.load_samples.clone(),
+                validity: Vec::new(),
+            };
+            result.validity = crate::judge::validity(&result);
+            result
+        })
+        .collect()
+}

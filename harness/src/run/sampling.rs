@@ -1,0 +1,91 @@
+//! The sampling task: every `interval`, one CPU/RSS sample of each process
+//! and one reading of the generator's live counters, kept for `run.json` and
+//! handed as it comes to an optional sink (the app appends it to
+//! `timeseries.csv`, so a crash loses at most one interval). This module does
+//! not know what the sink writes.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::load::Live;
+use crate::measure::sampler::{ArmSample, Sampler, Watched};
+use crate::result::LoadSample;
+
+/// One interval's readings, as handed to the sink.
+#[derive(Debug)]
+pub struct SampleBatch<'a> {
+    pub samples: &'a [ArmSample],
+    pub load: &'a LoadSample,
+    /// OK responses per second since the previous batch.
+    pub ok_rate: Option<f64>,
+}
+
+/// Where batches go as they are taken.
+pub type SampleSink = Box<dyn FnMut(&SampleBatch<'_>) + Send>;
+
+/// A running sampling task.
+pub(super) struct Sampling {
+    stop: CancellationToken,
+    task: JoinHandle<(Vec<ArmSample>, Vec<LoadSample>)>,
+}
+
+impl Sampling {
+    pub fn start(
+        watched: &[Watched],
+        interval: Duration,
+        origin: Instant,
+        live: Arc<Live>,
+        sink: Option<SampleSink>,
+    ) -> Sampling {
+        let stop = CancellationToken::new();
+        let sampler = Sampler::new(watched);
+        let task = tokio::spawn(sample_loop(sampler, interval, origin, live, stop.clone(), sink));
+        Sampling { stop, task }
+    }
+
+    /// Stops sampling and returns every sample taken.
+    pub async fn finish(self) -> (Vec<ArmSample>, Vec<LoadSample>) {
+        self.stop.cancel();
+        self.task.await.unwrap_or_default()
+    }
+}
+
+async fn sample_loop(
+    mut sampler: Sampler,
+    interval: Duration,
+    origin: Instant,
+    live: Arc<Live>,
+    stop: CancellationToken,
+    mut sink: Option<SampleSink>,
+) -> (Vec<ArmSample>, Vec<LoadSample>) {
+    let (mut samples, mut load) = (Vec::new(), Vec::<LoadSample>::new());
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = ticker.tick() => {}
+        }
+        let batch = sampler.sample(origin);
+        let point = LoadSample {
+            t_seconds: batch.first().map_or(0.0, |s| s.sample.t_seconds),
+            in_flight: live.in_flight.load(Relaxed) as u64,
+            sent: live.sent.load(Relaxed),
+            ok: live.ok.load(Relaxed),
+            errors: live.errors.load(Relaxed),
+            dropped: live.dropped.load(Relaxed),
+        };
+        if let Some(sink) = sink.as_mut() {
+            let ok_rate = load.last().map(|prev| point.ok_rate_since(prev));
+            sink(&SampleBatch { samples: &batch, load: &point, ok_rate });
+        }
+        samples.extend(batch);
+        load.push(point);
+    }
+    (samples, load)
+}

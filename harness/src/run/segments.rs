@@ -1,0 +1,194 @@
+//! The segments of a run, in the plan's order: one unrecorded warm-up per arm
+//! before its first round, then the measured rounds, arms alternating. Each
+//! segment gets a fresh collector; a measured round also gets the tiers'
+//! counters read at its start and end.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::arms::{Arm, Stop, wait_until};
+use super::progress::Status;
+use crate::config::Config;
+use crate::load::{Live, Schedule, closed_loop, dispatch};
+use crate::measure::record::{RoundRecord, collect};
+use crate::measure::tier_stats::{Snapshot, TierStatsReader};
+
+/// Grace for in-flight requests after an interrupt or a tier failure.
+pub(super) const STOP_GRACE: Duration = Duration::from_secs(5);
+/// Pause between the drain of one arm and the first request of the next.
+pub(super) const ARM_SWITCH_PAUSE: Duration = Duration::from_millis(100);
+
+/// A measured round whose requests may still be finishing.
+pub(super) struct PendingRound {
+    pub arm: usize,
+    /// 0-based.
+    pub round: u32,
+    pub start: Snapshot,
+    pub end: Snapshot,
+    pub complete: bool,
+    pub scheduled: JoinHandle<u64>,
+    pub collector: JoinHandle<RoundRecord>,
+    pub finish: CancellationToken,
+}
+
+impl PendingRound {
+    /// The round's record and how many requests were due in it. Requests
+    /// still unanswered are left out; everything recorded so far is kept.
+    pub async fn settle(self) -> (RoundRecord, u64) {
+        self.finish.cancel();
+        let record = self.collector.await.unwrap_or_default();
+        let scheduled = self.scheduled.await.unwrap_or(0);
+        (record, scheduled)
+    }
+}
+
+/// Runs the segments of every arm against one clock.
+pub(super) struct Driver<'a> {
+    pub config: &'a Config,
+    pub arms: &'a mut [Arm],
+    pub reader: &'a TierStatsReader,
+    pub status: Arc<Status>,
+    pub interrupt: &'a CancellationToken,
+    pub origin: Instant,
+    /// Stops every segment's sending at once.
+    pub stop_load: CancellationToken,
+}
+
+/// One segment's load, started.
+struct Started {
+    t0: Instant,
+    end_at: Instant,
+    scheduled: JoinHandle<u64>,
+    collector: JoinHandle<RoundRecord>,
+    finish: CancellationToken,
+}
+
+impl Driver<'_> {
+    /// Runs `order` ((arm, 0-based round) pairs) until its end or a stop;
+    /// returns the measured rounds and why it stopped early, if it did.
+    pub async fn run(mut self, order: &[(usize, u32)]) -> (Vec<PendingRound>, Option<Stop>) {
+        let mut pending = Vec::new();
+        let mut warmed = vec![false; self.arms.len()];
+        let mut cursor = self.origin;
+        let mut previous_arm = None;
+        // Closed-loop request ids: a fresh range per segment.
+        let mut next_index = 0u64;
+        for &(a, round) in order {
+            if previous_arm.is_some_and(|p| p != a) {
+                // Let the other arm's tail finish so the two never overlap.
+                drain(&self.status.live, self.config.timeout + STOP_GRACE).await;
+                cursor = Instant::now() + ARM_SWITCH_PAUSE;
+            }
+            previous_arm = Some(a);
+            let mut segments = Vec::new();
+            if !warmed[a] && !self.config.warmup.is_zero() {
+                segments.push((None, self.config.warmup));
+            }
+            warmed[a] = true;
+            segments.push((Some(round), self.config.duration));
+            for (measured, length) in segments {
+                let load = self.start_load(a, measured, cursor, length, &mut next_index);
+                cursor = load.end_at;
+                let (round, stopped) = self.segment(a, measured, load).await;
+                pending.extend(round);
+                if stopped.is_some() {
+                    return (pending, stopped);
+                }
+            }
+        }
+        (pending, None)
+    }
+
+    /// Starts the load of one segment (its collector, then its dispatcher or
+    /// workers), due from `t0` for `length`.
+    fn start_load(
+        &self,
+        a: usize,
+        measured: Option<u32>,
+        t0: Instant,
+        length: Duration,
+        next_index: &mut u64,
+    ) -> Started {
+        let cfg = self.config;
+        let title = self.arms[a].config.transport.title();
+        self.status.set_phase(match measured {
+            None => format!("{title} warm-up"),
+            Some(r) => format!("{title} round {}/{}", r + 1, cfg.rounds),
+        });
+        let (tx, rx) = mpsc::unbounded_channel();
+        let finish = CancellationToken::new();
+        let collector = tokio::spawn(collect(rx, self.status.p99_us.clone(), finish.clone()));
+        let (live, stop, target) =
+            (self.status.live.clone(), self.stop_load.child_token(), self.arms[a].target.clone());
+        let (end_at, scheduled) = if cfg.closed_loop {
+            let until = t0 + length;
+            let (connections, first) = (cfg.connections, *next_index);
+            *next_index += 1 << 40;
+            let task = tokio::spawn(async move {
+                tokio::time::sleep_until(t0.into()).await;
+                closed_loop(connections, until, target, live, tx, stop, first).await
+            });
+            (until, task)
+        } else {
+            let n = (length.as_secs_f64() * cfg.qps).round() as u64;
+            let schedule = Schedule { t0, qps: cfg.qps };
+            let max_in_flight = cfg.max_in_flight;
+            let task = tokio::spawn(async move { dispatch(schedule, n, max_in_flight, target, live, tx, stop).await });
+            (schedule.due(n), task)
+        };
+        Started { t0, end_at, scheduled, collector, finish }
+    }
+
+    /// Waits out one started segment, reading the tiers' counters at a
+    /// measured round's boundaries. A warm-up's records are dropped.
+    async fn segment(
+        &mut self,
+        a: usize,
+        measured: Option<u32>,
+        load: Started,
+    ) -> (Option<PendingRound>, Option<Stop>) {
+        let mut stopped = wait_until(load.t0, self.arms, self.interrupt, self.origin).await.err();
+        // Only measured rounds need the tiers' counters at their boundaries.
+        let start = match measured {
+            Some(_) => Some(self.reader.snapshot(&self.arms[a].topology).await),
+            None => None,
+        };
+        if stopped.is_none() {
+            stopped = wait_until(load.end_at, self.arms, self.interrupt, self.origin).await.err();
+        }
+        if stopped.is_some() {
+            self.stop_load.cancel();
+        }
+        let (Some(round), Some(start)) = (measured, start) else {
+            // Warm-up records are not kept; the collector ends with its senders.
+            load.finish.cancel();
+            drop(load.collector);
+            return (None, stopped);
+        };
+        let end = self.reader.snapshot(&self.arms[a].topology).await;
+        let pending = PendingRound {
+            arm: a,
+            round,
+            start,
+            end,
+            complete: stopped.is_none(),
+            scheduled: load.scheduled,
+            collector: load.collector,
+            finish: load.finish,
+        };
+        (Some(pending), stopped)
+    }
+}
+
+/// Waits until nothing is in flight, at most `limit`.
+pub(super) async fn drain(live: &Live, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while live.in_flight.load(Relaxed) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,12 @@
+//! Where the measured processes come from: the tiers as child processes
+//! ([`process`]), one arm's set of them ([`topology`]), and a real reverse
+//! proxy on one hop ([`proxy`]).
+//!
+//! Starts, watches and stops processes; measures nothing and renders nothing.
+
+pub mod process;
+pub mod proxy;
+pub mod topology;
+
+pub use process::{TIER_ROLE_ARG, Tier, TierError};
+pub use topology::Topology;

@@ -1,0 +1,181 @@
+//! One tier as a child process: started in its own process group with a
+//! parent-death signal, its ready line read, the tail of its stderr kept for
+//! error messages, and stopped with SIGTERM then SIGKILL.
+
+use std::collections::VecDeque;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use telemetry::ReadyLine;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::result::TierName;
+
+/// The argument that puts the harness executable in a tier's role.
+pub const TIER_ROLE_ARG: &str = "__tier";
+/// How long a tier may take to print its ready line.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Lines of a tier's stderr kept for error messages.
+const STDERR_TAIL_LINES: usize = 20;
+
+/// Why a tier could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum TierError {
+    #[error("could not start the {tier}: {reason}")]
+    Spawn { tier: TierName, reason: String },
+    #[error("the {tier} exited before it was ready ({status}); its last stderr lines:\n{stderr}")]
+    Exited { tier: TierName, status: String, stderr: String },
+    #[error("the {tier} printed no ready line within {timeout:?}; its last stderr lines:\n{stderr}")]
+    NotReady { tier: TierName, timeout: Duration, stderr: String },
+}
+
+/// The last lines a tier wrote to stderr, filled by a reader task.
+pub(crate) type StderrTail = Arc<Mutex<VecDeque<String>>>;
+
+/// One running tier.
+#[derive(Debug)]
+pub struct Tier {
+    pub name: TierName,
+    pub ready: ReadyLine,
+    child: Child,
+    stderr_tail: StderrTail,
+}
+
+impl Tier {
+    pub fn pid(&self) -> u32 {
+        self.ready.pid
+    }
+
+    pub fn admin_url(&self) -> String {
+        format!("http://{}", self.ready.listeners.get("admin").map(ToString::to_string).unwrap_or_default())
+    }
+
+    /// Its listeners as `name address` pairs, for the start-up line.
+    pub fn listeners_text(&self) -> String {
+        self.ready.listeners.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
+    }
+
+    /// The last lines the tier wrote to stderr.
+    pub fn stderr_tail(&self) -> String {
+        tail_text(&self.stderr_tail)
+    }
+
+    /// `Some(status)` once the tier has exited.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// SIGTERM, then up to `grace` for the drain, then SIGKILL; then whatever
+    /// is left of its process group (a proxy's workers) is killed too.
+    pub async fn stop(mut self, grace: Duration) -> Option<ExitStatus> {
+        let status = match self.exited() {
+            Some(status) => Some(status),
+            None => {
+                let _ = kill(Pid::from_raw(self.ready.pid as i32), Signal::SIGTERM);
+                match tokio::time::timeout(grace, self.child.wait()).await {
+                    Ok(status) => status.ok(),
+                    Err(_) => {
+                        let _ = self.child.start_kill();
+                        self.child.wait().await.ok()
+                    }
+                }
+            }
+        };
+        // Every tier leads its own process group (see `launch`).
+        let _ = nix::sys::signal::killpg(Pid::from_raw(self.ready.pid as i32), Signal::SIGKILL);
+        status
+    }
+}
+
+fn tail_text(tail: &Mutex<VecDeque<String>>) -> String {
+    let lines = tail.lock().unwrap_or_else(|e| e.into_inner());
+    if lines.is_empty() { "(nothing)".to_owned() } else { lines.iter().cloned().collect::<Vec<_>>().join("\n") }
+}
+
+pub(crate) async fn spawn(tier: TierName, args: Vec<String>) -> Result<Tier, TierError> {
+    let spawn_err = |reason: String| TierError::Spawn { tier, reason };
+    let exe = std::env::current_exe().map_err(|e| spawn_err(format!("finding the harness executable: {e}")))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg(TIER_ROLE_ARG).arg(tier.as_str()).args(&args);
+    let (mut child, stderr_tail) = launch(tier, cmd)?;
+    let stdout = child.stdout.take().ok_or_else(|| spawn_err("no stdout pipe".into()))?;
+    let mut lines = BufReader::new(stdout).lines();
+    let first = tokio::time::timeout(READY_TIMEOUT, lines.next_line()).await;
+    let line = match first {
+        Ok(Ok(Some(line))) => line,
+        Ok(_) => return Err(exited(tier, &mut child, &stderr_tail).await),
+        Err(_) => {
+            let _ = child.start_kill();
+            return Err(TierError::NotReady { tier, timeout: READY_TIMEOUT, stderr: tail_text(&stderr_tail) });
+        }
+    };
+    let ready: ReadyLine = serde_json::from_str(&line)
+        .map_err(|e| spawn_err(format!("its ready line {line:?} is not the expected JSON: {e}")))?;
+    Ok(Tier { name: tier, ready, child, stderr_tail })
+}
+
+/// The error for a process that exited before it was ready, with its stderr tail.
+pub(crate) async fn exited(tier: TierName, child: &mut Child, tail: &Mutex<VecDeque<String>>) -> TierError {
+    let status = child.wait().await.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+    // Give the stderr reader a moment to take the last lines.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    TierError::Exited { tier, status, stderr: tail_text(tail) }
+}
+
+/// Starts `cmd` as a tier process: its own process group, killed with the
+/// harness, stdout piped, the tail of its stderr kept for error messages.
+pub(crate) fn launch(tier: TierName, mut cmd: Command) -> Result<(Child, StderrTail), TierError> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        // Its own process group: a Ctrl-C at the terminal reaches only the
+        // harness, which then stops the load and the tiers in order.
+        .process_group(0);
+    die_with_parent(&mut cmd);
+    let mut child = cmd.spawn().map_err(|e| TierError::Spawn { tier, reason: e.to_string() })?;
+    let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+    if let Some(stderr) = child.stderr.take() {
+        let tail = stderr_tail.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+                if t.len() == STDERR_TAIL_LINES {
+                    t.pop_front();
+                }
+                t.push_back(line);
+            }
+        });
+    }
+    Ok((child, stderr_tail))
+}
+
+impl Tier {
+    /// A tier from a process started with [`launch`] that is ready.
+    pub(crate) fn from_process(name: TierName, ready: ReadyLine, child: Child, stderr_tail: StderrTail) -> Tier {
+        Tier { name, ready, child, stderr_tail }
+    }
+}
+
+/// Asks the kernel to SIGKILL the child when the harness dies, even by SIGKILL,
+/// so no tier outlives a run.
+#[cfg(target_os = "linux")]
+fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: the closure runs in the forked child before exec and only calls
+    // prctl(2), which is async-signal-safe.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_cmd: &mut Command) {}

@@ -1,0 +1,162 @@
+//! The tiers of one arm: the downstream, the caller pointed at it, and an
+//! optional reverse proxy on one hop, started in that order and stopped in
+//! reverse. Each tier is its own OS process so its CPU and memory are measured
+//! as a team would see them in production.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use caller::Transport;
+
+use crate::config::{Config, ProxyHop, TargetTier};
+use crate::result::ProxyInfo;
+use crate::result::TierName;
+use crate::tiers::process::{Tier, TierError, spawn};
+use crate::tiers::proxy;
+
+/// How long a tier that failed a later start-up step gets to stop.
+const ABANDON_GRACE: Duration = Duration::from_secs(2);
+/// How long each tier gets to drain when the run ends.
+const STOP_GRACE: Duration = Duration::from_secs(6);
+
+/// The tiers of one arm. With `--downstream-url`, none are started and the
+/// load goes to the given downstream.
+#[derive(Debug)]
+pub struct Topology {
+    pub downstream: Option<Tier>,
+    pub caller: Option<Tier>,
+    /// A reverse proxy on one hop, and what the report says about it.
+    pub proxy: Option<(Tier, ProxyInfo)>,
+    /// Where the load goes: the caller's front door or the downstream's
+    /// listener for the transport.
+    pub target_url: String,
+}
+
+fn url_of(tier: &Tier, listener: &str) -> String {
+    tier.ready.listeners.get(listener).map(|a| format!("http://{a}")).unwrap_or_default()
+}
+
+fn micros(d: Duration) -> String {
+    format!("{}us", d.as_micros())
+}
+
+impl Topology {
+    /// Starts the downstream, then (for the three-tier topology) an
+    /// internal-hop proxy, the caller, and a front-hop proxy. A failure stops
+    /// whatever was started.
+    pub async fn start(cfg: &Config) -> Result<Topology, TierError> {
+        let mut topology = Topology { downstream: None, caller: None, proxy: None, target_url: String::new() };
+        if let Some(url) = &cfg.downstream_url {
+            topology.target_url = url.clone();
+            return Ok(topology);
+        }
+        match topology.start_tiers(cfg).await {
+            Ok(()) => Ok(topology),
+            Err(e) => {
+                topology.stop_within(ABANDON_GRACE).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn start_tiers(&mut self, cfg: &Config) -> Result<(), TierError> {
+        let downstream = self.downstream.insert(start_downstream(cfg).await?);
+        if cfg.target == TargetTier::Downstream {
+            self.target_url = url_of(downstream, cfg.transport.as_str());
+            return Ok(());
+        }
+        let (mut grpc_url, mut rest_url) = (url_of(downstream, "grpc"), url_of(downstream, "rest"));
+        if let (Some(kind), ProxyHop::Internal) = (cfg.proxy, cfg.proxy_hop) {
+            // Between the caller and the downstream's listener for the transport.
+            let upstream = listener(downstream, cfg.transport.as_str())?;
+            let h2c = cfg.transport == Transport::Grpc || cfg.rest_http2;
+            let (tier, info) = proxy::start(kind, ProxyHop::Internal, cfg.bind, upstream, h2c).await?;
+            grpc_url = format!("http://{}", info.listen);
+            rest_url = grpc_url.clone();
+            self.proxy = Some((tier, info));
+        }
+        let caller = self.caller.insert(start_caller(cfg, grpc_url, rest_url).await?);
+        let front = listener(caller, "front")?;
+        self.target_url = format!("http://{front}/v1/call");
+        if let (Some(kind), ProxyHop::Front) = (cfg.proxy, cfg.proxy_hop) {
+            // Between the harness and the caller.
+            let (tier, info) = proxy::start(kind, ProxyHop::Front, cfg.bind, front, false).await?;
+            self.target_url = format!("http://{}/v1/call", info.listen);
+            self.proxy = Some((tier, info));
+        }
+        Ok(())
+    }
+
+    /// The tiers this arm started.
+    pub fn tiers(&self) -> impl Iterator<Item = &Tier> {
+        self.downstream.iter().chain(self.caller.iter()).chain(self.proxy.iter().map(|(t, _)| t))
+    }
+
+    pub fn tiers_mut(&mut self) -> impl Iterator<Item = &mut Tier> {
+        self.downstream.iter_mut().chain(self.caller.iter_mut()).chain(self.proxy.iter_mut().map(|(t, _)| t))
+    }
+
+    /// Stops the caller first (so the downstream sees no new calls), then the
+    /// proxy, then the downstream.
+    pub async fn stop(self) {
+        self.stop_within(STOP_GRACE).await;
+    }
+
+    async fn stop_within(self, grace: Duration) {
+        if let Some(c) = self.caller {
+            c.stop(grace).await;
+        }
+        if let Some((p, info)) = self.proxy {
+            p.stop(grace).await;
+            // Its temporary and log files: the configuration is in the report.
+            let _ = std::fs::remove_dir_all(&info.work_dir);
+        }
+        if let Some(d) = self.downstream {
+            d.stop(grace).await;
+        }
+    }
+}
+
+/// A listener a tier announced in its ready line.
+fn listener(tier: &Tier, name: &str) -> Result<SocketAddr, TierError> {
+    tier.ready
+        .listeners
+        .get(name)
+        .copied()
+        .ok_or_else(|| TierError::Spawn { tier: tier.name, reason: format!("its ready line names no {name} listener") })
+}
+
+async fn start_downstream(cfg: &Config) -> Result<Tier, TierError> {
+    let any_port = SocketAddr::new(cfg.bind, 0).to_string();
+    let args = [
+        ("--grpc-addr", any_port.clone()),
+        ("--rest-addr", any_port.clone()),
+        ("--admin-addr", any_port),
+        ("--delay", micros(cfg.delay)),
+        ("--jitter", micros(cfg.jitter)),
+        ("--max-items", payload::Limits::DEFAULT_MAX_ITEMS.to_string()),
+    ];
+    spawn(TierName::Downstream, flags(&args)).await
+}
+
+async fn start_caller(cfg: &Config, grpc_url: String, rest_url: String) -> Result<Tier, TierError> {
+    let args = [
+        ("--listen", SocketAddr::new(cfg.bind, cfg.caller_port).to_string()),
+        ("--admin-addr", SocketAddr::new(cfg.bind, 0).to_string()),
+        ("--transport", cfg.transport.as_str().to_owned()),
+        ("--downstream-grpc", grpc_url),
+        ("--downstream-rest", rest_url),
+        ("--grpc-connections", cfg.grpc_connections.to_string()),
+        ("--fanout", cfg.fanout.to_string()),
+        ("--downstream-timeout", micros(cfg.timeout)),
+    ];
+    let mut args = flags(&args);
+    if cfg.rest_http2 {
+        args.push("--rest-http2".into());
+    }
+    spawn(TierName::Caller, args).await
+}
+
+fn flags(pairs: &[(&str, String)]) -> Vec<String> {
+    pairs.iter().flat_map(|(flag, value)| [(*flag).to_owned(), value.clone()]).collect()
+}
