@@ -202,8 +202,16 @@ pub struct Hops {
 pub struct HopBytes {
     /// Which listener counted them (`front`, `grpc`, `rest`).
     pub listener: String,
-    /// Requests the listener finished in the window: the divisor of the per-request figures.
+    /// Requests the listener finished in the window: the divisor of the
+    /// response-direction and message figures (message bytes are counted as a
+    /// request ends).
     pub requests: u64,
+    /// Requests whose head arrived in the window: the divisor of the
+    /// request-direction wire figure, so both sides of that division count
+    /// the same requests even when a round starts with nothing in flight.
+    /// `None` in runs made before it was counted.
+    #[serde(default)]
+    pub requests_started: Option<u64>,
     pub request_wire_bytes: Option<u64>,
     pub response_wire_bytes: Option<u64>,
     pub request_message_bytes: Option<u64>,

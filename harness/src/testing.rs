@@ -119,6 +119,7 @@ pub fn round(index: u32, base_ms: f64, scale: f64) -> RoundResult {
             internal: HopBytes {
                 listener: "grpc".into(),
                 requests: 6000,
+                requests_started: Some(6000),
                 request_wire_bytes: Some((66.0 * scale * 6000.0) as u64),
                 response_wire_bytes: Some((1095.0 * scale * 6000.0) as u64),
                 request_message_bytes: Some(7 * 6000),

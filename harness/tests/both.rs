@@ -138,3 +138,46 @@ fn compare_refuses_what_is_not_a_run_folder_and_warns_on_different_setups() {
     assert_eq!(o.status.code(), Some(2), "one run is not a comparison");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every round measures a steady state: an arm is warmed again after the
+/// other arm ran, and request-direction bytes divide by the requests that
+/// sent them. The front hop is the same for both arms by design, so its bytes
+/// per request must agree across arms and rounds, even with rounds only ten
+/// service times long (where counting requests ended instead of started was
+/// 10% high on a cold round).
+#[test]
+fn front_hop_bytes_per_request_agree_across_arms_and_rounds() {
+    let out = out_dir("both-front-bytes");
+    let o = harness(&[
+        "--transport",
+        "both",
+        "--qps",
+        "50",
+        "--duration",
+        "1s",
+        "--warmup",
+        "400ms",
+        "--rounds",
+        "2",
+        "--delay",
+        "100ms",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    let mut per_request = Vec::new();
+    for arm in ["grpc", "rest"] {
+        let run: RunResult =
+            serde_json::from_slice(&std::fs::read(folder.join(arm).join("run.json")).unwrap()).unwrap();
+        for r in &run.rounds {
+            let front = &r.bytes.front;
+            assert!(front.requests_started.unwrap() >= 40, "{arm} round {}: {front:?}", r.index);
+            per_request.push((arm, r.index, front.request_wire_bytes_per_request.unwrap()));
+        }
+    }
+    let (lo, hi) = per_request.iter().fold((f64::MAX, f64::MIN), |(lo, hi), p| (lo.min(p.2), hi.max(p.2)));
+    assert!(hi / lo - 1.0 < 0.005, "front-hop request bytes per request differ by more than 0.5%: {per_request:?}");
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -19,6 +19,9 @@ pub struct Counters {
     message_bytes_out: AtomicU64,
     connections: AtomicU64,
     connections_closed: AtomicU64,
+    /// Requests whose head has arrived (counted as they start, where
+    /// `outcomes` count them as they end).
+    requests_started: AtomicU64,
     /// False for clients whose sockets we cannot wrap (reqwest): their wire
     /// bytes and open connections are reported as unknown, never as zero.
     sees_sockets: bool,
@@ -36,6 +39,7 @@ impl Counters {
             message_bytes_out: AtomicU64::new(0),
             connections: AtomicU64::new(0),
             connections_closed: AtomicU64::new(0),
+            requests_started: AtomicU64::new(0),
             sees_sockets: true,
             outcomes: outcomes.iter().map(|o| (*o, AtomicU64::new(0))).collect(),
         }
@@ -74,6 +78,11 @@ impl Counters {
         self.connections_closed.fetch_add(1, Relaxed);
     }
 
+    /// Counts one request whose head has arrived.
+    pub fn request_started(&self) {
+        self.requests_started.fetch_add(1, Relaxed);
+    }
+
     /// Counts one request with outcome `label`. A label that was not declared
     /// counts as `other`, so a typo shows up in the stats instead of vanishing.
     pub fn record(&self, label: &str) {
@@ -93,6 +102,7 @@ impl Counters {
             message_bytes_out: self.message_bytes_out.load(Relaxed),
             connections,
             connections_open: seen(connections.saturating_sub(self.connections_closed.load(Relaxed))),
+            requests_started: self.requests_started.load(Relaxed),
             requests: self.outcomes.iter().map(|(l, c)| ((*l).to_owned(), c.load(Relaxed))).collect(),
         }
     }
@@ -113,8 +123,13 @@ pub struct CountersSnapshot {
     pub connections: u64,
     /// Connections open now; `None` where closes are not seen.
     pub connections_open: Option<u64>,
-    /// Requests by outcome.
+    /// Requests by outcome, counted as they end.
     pub requests: BTreeMap<String, u64>,
+    /// Requests counted as their head arrived (a listener only). Bytes that
+    /// flow towards the server arrive while a request starts, so per-request
+    /// figures in that direction divide by this, not by the requests ended.
+    #[serde(default)]
+    pub requests_started: u64,
 }
 
 impl CountersSnapshot {
@@ -133,6 +148,7 @@ impl CountersSnapshot {
             message_bytes_out: self.message_bytes_out.saturating_sub(earlier.message_bytes_out),
             connections: self.connections.saturating_sub(earlier.connections),
             connections_open: self.connections_open,
+            requests_started: self.requests_started.saturating_sub(earlier.requests_started),
             requests: self
                 .requests
                 .iter()

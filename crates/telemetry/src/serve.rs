@@ -145,8 +145,12 @@ pub async fn serve(
         // this covers HTTP/2 prefaces and frames that never complete too).
         let seen_request = Arc::new(AtomicBool::new(false));
         let seen = seen_request.clone();
+        let started = counters.clone();
         let service = TowerToHyperService::new(app.clone().map_request(move |req: http::Request<Incoming>| {
             seen.store(true, Relaxed);
+            if let Some(c) = &started {
+                c.request_started();
+            }
             req
         }));
         let watcher = graceful.watcher();

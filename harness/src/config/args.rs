@@ -371,9 +371,16 @@ mod tests {
         assert_eq!(p.order(), [(0, 0), (1, 0), (1, 1), (0, 1), (0, 2), (1, 2)]);
         assert_eq!(p.transport_name(), "both");
         assert_eq!(p.arm(Transport::Rest).transport, Transport::Rest);
+        // Two warm-ups of 10 s, six rounds of 60 s, and a re-warm (0.5 s delay
+        // + 1 s) at each of the two switches back to an arm already warm.
+        assert_eq!(p.config.rewarm(), Duration::from_millis(1500));
+        assert_eq!(p.load_duration(), Duration::from_millis(2 * 10_000 + 6 * 60_000 + 2 * 1500));
         let single = plan(&["--transport", "rest", "--rounds", "2"]).unwrap();
         assert_eq!(single.order(), [(0, 0), (0, 1)]);
         assert_eq!(single.transport_name(), "rest");
+        assert_eq!(single.load_duration(), Duration::from_secs(10 + 2 * 60));
+        let cold = plan(&["--transport", "both", "--warmup", "0s"]).unwrap();
+        assert_eq!(cold.config.rewarm(), Duration::ZERO);
     }
 
     #[test]

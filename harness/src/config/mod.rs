@@ -108,6 +108,18 @@ impl Plan {
             .collect()
     }
 
+    /// How long the load runs in all: every arm's warm-up, every re-warm after
+    /// an arm switch, and every round.
+    pub fn load_duration(&self) -> Duration {
+        let order = self.order();
+        let switches = order.windows(2).filter(|w| w[0].0 != w[1].0).count() as u32;
+        let c = &self.config;
+        let arms = self.arms.len() as u32;
+        // The first switch to each arm but the first is covered by its warm-up.
+        let rewarms = switches.saturating_sub(arms.saturating_sub(1));
+        (c.warmup + c.duration * c.rounds) * arms + c.rewarm() * rewarms
+    }
+
     /// `grpc`, `rest` or `both`: the transport part of the run folder's name.
     pub fn transport_name(&self) -> &'static str {
         if self.arms.len() > 1 { "both" } else { self.config.transport.as_str() }
@@ -186,6 +198,15 @@ fn default_hop() -> ProxyHop {
 }
 
 impl Config {
+    /// Unrecorded load an arm gets again before a round that follows the
+    /// other arm's: by then its connections may have idled out and nothing is
+    /// in flight, so without it the round would start cold. One service time
+    /// plus a second for connection set-up, never more than `--warmup` (and
+    /// none when warm-up is off).
+    pub fn rewarm(&self) -> Duration {
+        (self.delay + self.jitter + Duration::from_secs(1)).min(self.warmup)
+    }
+
     /// About how many requests are in flight at the target rate: rate times
     /// the slowest service time, plus a margin, capped by `--max-in-flight`.
     pub fn expected_in_flight(&self) -> u64 {

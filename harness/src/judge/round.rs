@@ -48,7 +48,7 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
         throughput: throughput(input.config, rec.sent, rec.ok, window),
         latency: latency(rec),
         histograms: histograms(rec),
-        resources: all_resources(input.deltas, &in_window, rec),
+        resources: all_resources(input.deltas, &in_window, window, rec),
         bytes: Hops {
             front: hop_bytes("front", input.deltas.front.as_ref()),
             internal: hop_bytes(input.config.transport.as_str(), input.deltas.internal.as_ref()),
@@ -94,25 +94,47 @@ fn histograms(rec: &RoundRecord) -> BTreeMap<String, String> {
 /// Every tier's resources. The tiers' CPU per request is per OK response; the
 /// harness's per request sent. The proxy has no `/stats` of its own: its CPU
 /// time comes from the samples, and it appears only where it was sampled.
-fn all_resources(deltas: &Deltas, in_window: &[&ResourceSample], rec: &RoundRecord) -> BTreeMap<TierName, Resources> {
+fn all_resources(
+    deltas: &Deltas,
+    in_window: &[&ResourceSample],
+    window: f64,
+    rec: &RoundRecord,
+) -> BTreeMap<TierName, Resources> {
     let mut all = BTreeMap::new();
-    all.insert(TierName::Downstream, resources(TierName::Downstream, in_window, deltas.downstream_cpu_seconds, rec.ok));
-    all.insert(TierName::Caller, resources(TierName::Caller, in_window, deltas.caller_cpu_seconds, rec.ok));
-    all.insert(TierName::Harness, resources(TierName::Harness, in_window, deltas.harness_cpu_seconds, rec.sent));
+    let tiers = [
+        (TierName::Downstream, deltas.downstream_cpu_seconds, rec.ok),
+        (TierName::Caller, deltas.caller_cpu_seconds, rec.ok),
+        (TierName::Harness, deltas.harness_cpu_seconds, rec.sent),
+    ];
+    for (tier, cpu, per) in tiers {
+        all.insert(tier, resources(tier, in_window, window, cpu, per));
+    }
     let proxy: Vec<f64> =
         in_window.iter().filter(|s| s.tier == TierName::Proxy).filter_map(|s| s.cpu_seconds).collect();
     if !proxy.is_empty() {
         let cpu = (proxy.len() > 1).then(|| proxy[proxy.len() - 1] - proxy[0]);
-        all.insert(TierName::Proxy, resources(TierName::Proxy, in_window, cpu, rec.ok));
+        all.insert(TierName::Proxy, resources(TierName::Proxy, in_window, window, cpu, rec.ok));
     }
     all
 }
 
 /// One tier's resources: CPU seconds from its counters, CPU per request over
-/// `requests`, CPU % and RSS mean and peak over its samples in the window.
-pub fn resources(tier: TierName, in_window: &[&ResourceSample], cpu_seconds: Option<f64>, requests: u64) -> Resources {
+/// `requests`, RSS mean and peak over its samples in the window. CPU % mean
+/// is CPU seconds over the window's wall time (the mean of the samples where
+/// the counters could not be read); the peak is the highest sample.
+pub fn resources(
+    tier: TierName,
+    in_window: &[&ResourceSample],
+    window_seconds: f64,
+    cpu_seconds: Option<f64>,
+    requests: u64,
+) -> Resources {
     let of_tier: Vec<&&ResourceSample> = in_window.iter().filter(|s| s.tier == tier).collect();
-    let (cpu_mean, cpu_peak) = mean_peak(of_tier.iter().filter_map(|s| s.cpu_percent));
+    let (sampled_mean, cpu_peak) = mean_peak(of_tier.iter().filter_map(|s| s.cpu_percent));
+    let cpu_mean = match cpu_seconds {
+        Some(c) if window_seconds > 0.0 => Some(c / window_seconds * 100.0),
+        _ => sampled_mean,
+    };
     let (rss_mean, rss_peak) =
         mean_peak(of_tier.iter().filter_map(|s| s.rss_bytes).map(|b| b as f64 / (1024.0 * 1024.0)));
     Resources {
@@ -128,18 +150,27 @@ pub fn resources(tier: TierName, in_window: &[&ResourceSample], cpu_seconds: Opt
 
 /// Byte and connection figures of one listener over a round, from its counter
 /// difference; figures that could not be read stay `None`.
+///
+/// Each per-request figure divides by the requests its bytes belong to: wire
+/// bytes towards the server arrive as requests start, so they divide by the
+/// requests started in the window; bytes back, and message bytes (counted as
+/// a request ends), divide by the requests that ended in it. A tier that does
+/// not count starts (an older build) falls back to the requests ended.
 pub fn hop_bytes(listener: &str, delta: Option<&CountersSnapshot>) -> HopBytes {
     let Some(d) = delta else { return HopBytes { listener: listener.to_owned(), ..HopBytes::default() } };
     let n = d.requests_total();
+    let started = if d.requests_started > 0 { d.requests_started } else { n };
     let per = |v: Option<u64>| v.filter(|_| n > 0).map(|v| v as f64 / n as f64);
+    let per_started = |v: Option<u64>| v.filter(|_| started > 0).map(|v| v as f64 / started as f64);
     HopBytes {
         listener: listener.to_owned(),
         requests: n,
+        requests_started: Some(d.requests_started),
         request_wire_bytes: d.bytes_in,
         response_wire_bytes: d.bytes_out,
         request_message_bytes: Some(d.message_bytes_in),
         response_message_bytes: Some(d.message_bytes_out),
-        request_wire_bytes_per_request: per(d.bytes_in),
+        request_wire_bytes_per_request: per_started(d.bytes_in),
         response_wire_bytes_per_request: per(d.bytes_out),
         request_message_bytes_per_request: per(Some(d.message_bytes_in)),
         response_message_bytes_per_request: per(Some(d.message_bytes_out)),
@@ -166,6 +197,7 @@ mod tests {
             connections: 2,
             connections_open: Some(1),
             requests: [("ok".to_owned(), requests)].into(),
+            requests_started: requests,
         }
     }
 
@@ -188,6 +220,22 @@ mod tests {
         assert_eq!(hop.request_message_bytes_per_request, Some(7.0));
         assert_eq!(hop.response_message_bytes_per_request, Some(1057.0));
         assert_eq!((hop.connections_opened, hop.connections_open_at_end), (Some(2), Some(1)));
+    }
+
+    #[test]
+    fn request_bytes_divide_by_the_requests_that_started_sending_them() {
+        // A round that starts with nothing in flight: 1000 requests arrived
+        // (66 B each), but only 900 ended inside the window.
+        let mut d = counters(900, Some(66_000), Some(900 * 1094));
+        d.requests_started = 1000;
+        let hop = hop_bytes("front", Some(&d));
+        assert_eq!(hop.request_wire_bytes_per_request, Some(66.0));
+        assert_eq!(hop.response_wire_bytes_per_request, Some(1094.0));
+        assert_eq!(hop.request_message_bytes_per_request, Some(7.0));
+        assert_eq!((hop.requests, hop.requests_started), (900, Some(1000)));
+        // A tier that does not count starts: the requests ended are the divisor.
+        d.requests_started = 0;
+        assert_eq!(hop_bytes("front", Some(&d)).request_wire_bytes_per_request, Some(66_000.0 / 900.0));
     }
 
     #[test]
@@ -215,17 +263,22 @@ mod tests {
             sample(1.5, TierName::Downstream, 99.0, 99, 9.0),
         ];
         let window: Vec<&ResourceSample> = s.iter().filter(|x| x.t_seconds >= 1.0).collect();
-        let r = resources(TierName::Caller, &window, Some(0.5), 1000);
+        let r = resources(TierName::Caller, &window, 2.0, Some(0.5), 1000);
         assert_eq!(r.cpu_us_per_request, Some(500.0));
+        // 0.5 CPU seconds over 2 s of wall time, whatever the samples averaged.
         assert_eq!((r.cpu_percent_mean, r.cpu_percent_peak), (Some(25.0), Some(30.0)));
+        let fast = resources(TierName::Caller, &window, 1.0, Some(0.5), 1000);
+        assert_eq!(fast.cpu_percent_mean, Some(50.0));
         assert_eq!((r.rss_mib_mean, r.rss_mib_peak), (Some(13.0), Some(14.0)));
         assert_eq!(r.samples, 2);
         // Nothing answered, or no CPU reading: no per-request figure.
-        assert_eq!(resources(TierName::Caller, &window, Some(0.5), 0).cpu_us_per_request, None);
-        let unread = resources(TierName::Caller, &window, None, 1000);
+        assert_eq!(resources(TierName::Caller, &window, 2.0, Some(0.5), 0).cpu_us_per_request, None);
+        // Counters unread: no CPU seconds or per-request figure; the % falls back on the samples.
+        let unread = resources(TierName::Caller, &window, 2.0, None, 1000);
         assert_eq!((unread.cpu_seconds, unread.cpu_us_per_request), (None, None));
+        assert_eq!(unread.cpu_percent_mean, Some(25.0));
         // A tier with no samples in the window: no CPU % or RSS, not zeros.
-        let absent = resources(TierName::Proxy, &window, None, 1000);
+        let absent = resources(TierName::Proxy, &window, 2.0, None, 1000);
         assert_eq!((absent.cpu_percent_mean, absent.rss_mib_peak, absent.samples), (None, None, 0));
     }
 

@@ -23,11 +23,19 @@ pub struct ArmSample {
     pub sample: ResourceSample,
 }
 
-/// Reads CPU % (of one core, since the previous refresh) and RSS (never
-/// virtual size) of a fixed set of processes.
+/// Reads CPU time, CPU % of one core and RSS (never virtual size) of a fixed
+/// set of processes.
+///
+/// CPU % is the CPU seconds a process used since the previous sample divided
+/// by the wall time between the two samples, so a summary's "CPU s" and
+/// "% mean" always agree. (sysinfo's own `cpu_usage()` divides by the
+/// machine's total CPU-time counter instead, which on a virtual machine
+/// drifts from wall time by tens of percent.)
 pub struct Sampler {
     system: Option<System>,
     watched: Vec<Watched>,
+    /// Each watched process's previous reading: when, and its CPU seconds.
+    previous: Vec<Option<(Instant, f64)>>,
     /// Tiers sampled as a whole process tree (a proxy's master and workers).
     trees: Vec<Pid>,
 }
@@ -38,11 +46,20 @@ impl Sampler {
         let mut s = Sampler {
             system: System::new().ok(),
             watched: watched.to_vec(),
+            previous: vec![None; watched.len()],
             trees: watched.iter().filter(|w| w.tier == TierName::Proxy).map(|w| Pid::from_u32(w.pid)).collect(),
         };
-        // This first refresh sets the CPU baseline the first sample is measured from.
+        // This first reading is the baseline the first sample's CPU % is measured from.
         s.refresh();
+        let now = Instant::now();
+        s.previous = s.watched.iter().map(|w| s.cpu_seconds(Pid::from_u32(w.pid)).map(|c| (now, c))).collect();
         s
+    }
+
+    /// CPU seconds a process (or process tree) has used so far.
+    fn cpu_seconds(&self, pid: Pid) -> Option<f64> {
+        let procs = self.members(pid);
+        (!procs.is_empty()).then(|| procs.iter().map(|p| p.accumulated_cpu_time() as f64 / 1000.0).sum())
     }
 
     fn refresh(&mut self) {
@@ -79,22 +96,34 @@ impl Sampler {
         } else {
             -origin.duration_since(now).as_secs_f64()
         };
-        self.watched
-            .iter()
-            .map(|w| {
-                let procs = self.members(Pid::from_u32(w.pid));
-                let any = !procs.is_empty();
-                let sample = ResourceSample {
-                    t_seconds,
-                    tier: w.tier,
-                    cpu_percent: any.then(|| procs.iter().map(|p| f64::from(p.cpu_usage())).sum()),
-                    rss_bytes: any.then(|| procs.iter().map(|p| p.memory()).sum()),
-                    cpu_seconds: any.then(|| procs.iter().map(|p| p.accumulated_cpu_time() as f64 / 1000.0).sum()),
-                };
-                ArmSample { arm: w.arm, sample }
-            })
-            .collect()
+        let mut out = Vec::with_capacity(self.watched.len());
+        for (i, w) in self.watched.clone().into_iter().enumerate() {
+            let pid = Pid::from_u32(w.pid);
+            let procs = self.members(pid);
+            let rss_bytes = (!procs.is_empty()).then(|| procs.iter().map(|p| p.memory()).sum());
+            let cpu_seconds = self.cpu_seconds(pid);
+            let previous = std::mem::replace(&mut self.previous[i], cpu_seconds.map(|c| (now, c)));
+            let sample = ResourceSample {
+                t_seconds,
+                tier: w.tier,
+                cpu_percent: cpu_percent(previous, now, cpu_seconds),
+                rss_bytes,
+                cpu_seconds,
+            };
+            out.push(ArmSample { arm: w.arm, sample });
+        }
+        out
     }
+}
+
+/// % of one core between a previous reading and this one: CPU seconds over
+/// wall seconds. `None` without both readings. A process tree that lost a
+/// member can read less than before: that interval counts as 0, not negative.
+pub fn cpu_percent(previous: Option<(Instant, f64)>, now: Instant, cpu_seconds: Option<f64>) -> Option<f64> {
+    let (then, before) = previous?;
+    let wall = now.checked_duration_since(then)?.as_secs_f64();
+    let used = cpu_seconds? - before;
+    (wall > 0.0).then(|| used.max(0.0) / wall * 100.0)
 }
 
 /// The samples of arm `i`'s tiers and of the harness.
@@ -119,6 +148,52 @@ mod tests {
         let ghost = first.iter().find(|x| x.sample.tier == TierName::Caller).unwrap();
         assert_eq!(ghost.arm, Some(0));
         assert_eq!((ghost.sample.cpu_percent, ghost.sample.rss_bytes), (None, None));
+    }
+
+    /// CPU seconds this process has used, from getrusage(2): a different
+    /// kernel interface than the /proc/<pid>/stat the sampler reads.
+    fn rusage_cpu_seconds() -> f64 {
+        use nix::sys::resource::{UsageWho, getrusage};
+        let u = getrusage(UsageWho::RUSAGE_SELF).unwrap();
+        let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+        secs(u.user_time()) + secs(u.system_time())
+    }
+
+    #[test]
+    fn cpu_percent_is_cpu_seconds_over_wall_time() {
+        // A thread burns CPU for ~0.6 s of wall time while the process is
+        // sampled twice; whatever share of a core it got on a busy machine,
+        // the sampled % must be what getrusage says it used over that wall time.
+        let me = Watched { arm: None, tier: TierName::Harness, pid: std::process::id() };
+        let mut s = Sampler::new(&[me]);
+        let (cpu0, t0) = (rusage_cpu_seconds(), Instant::now());
+        let burner = std::thread::spawn(|| {
+            let until = Instant::now() + std::time::Duration::from_millis(600);
+            let mut x = 0u64;
+            while Instant::now() < until {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+            x
+        });
+        let _ = burner.join();
+        let sample = s.sample(t0).remove(0).sample;
+        let (cpu1, t1) = (rusage_cpu_seconds(), Instant::now());
+        let expected = (cpu1 - cpu0) / (t1 - t0).as_secs_f64() * 100.0;
+        let got = sample.cpu_percent.unwrap();
+        // /proc counts in clock ticks (10 ms): a few ticks over ~0.6 s.
+        assert!((got - expected).abs() < 8.0, "sampled {got:.1}% of a core, getrusage says {expected:.1}%");
+        assert!(expected > 10.0, "the burner got almost no CPU ({expected:.1}%): the check proves nothing");
+    }
+
+    #[test]
+    fn cpu_percent_needs_two_readings_and_is_never_negative() {
+        let t = Instant::now();
+        let later = t + std::time::Duration::from_millis(500);
+        assert_eq!(cpu_percent(Some((t, 1.0)), later, Some(1.25)), Some(50.0));
+        assert_eq!(cpu_percent(None, later, Some(1.25)), None);
+        assert_eq!(cpu_percent(Some((t, 1.0)), later, None), None);
+        assert_eq!(cpu_percent(Some((t, 2.0)), later, Some(1.0)), Some(0.0));
+        assert_eq!(cpu_percent(Some((t, 1.0)), t, Some(1.0)), None);
     }
 
     #[test]

@@ -60,8 +60,7 @@ pub async fn run(
     let origin = Instant::now() + ARM_SWITCH_PAUSE;
     let status = Arc::new(Status::default());
     let sampling = Sampling::start(&watched(&arms), cfg.sample_interval, origin, status.live.clone(), sink);
-    let total = (cfg.warmup + cfg.duration * cfg.rounds) * plan.arms.len() as u32;
-    let progress = Progress::start(cfg.quiet, total, status.clone());
+    let progress = Progress::start(cfg.quiet, plan.load_duration(), status.clone());
     *status.qps.lock().unwrap_or_else(|e| e.into_inner()) = cfg.qps;
 
     let driver = Driver {

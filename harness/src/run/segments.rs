@@ -79,7 +79,8 @@ impl Driver<'_> {
         // Closed-loop request ids: a fresh range per segment.
         let mut next_index = 0u64;
         for &(a, round) in order {
-            if previous_arm.is_some_and(|p| p != a) {
+            let switched = previous_arm.is_some_and(|p| p != a);
+            if switched {
                 // Let the other arm's tail finish so the two never overlap.
                 drain(&self.status.live, self.config.timeout + STOP_GRACE).await;
                 cursor = Instant::now() + ARM_SWITCH_PAUSE;
@@ -88,6 +89,9 @@ impl Driver<'_> {
             let mut segments = Vec::new();
             if !warmed[a] && !self.config.warmup.is_zero() {
                 segments.push((None, self.config.warmup));
+            } else if switched && !self.config.rewarm().is_zero() {
+                // Back after the other arm: warm again so the round measures a steady state.
+                segments.push((None, self.config.rewarm()));
             }
             warmed[a] = true;
             segments.push((Some(round), self.config.duration));
