@@ -74,6 +74,10 @@ pub struct RunResult {
     pub samples: Vec<ResourceSample>,
     /// The generator's state over time.
     pub load_samples: Vec<LoadSample>,
+    /// The latency instrument: its precision and its own measured floor.
+    /// Absent in runs made before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instrument: Option<Instrument>,
     /// Reasons this run is not a fair measurement; empty when it is. Judged
     /// once when the run ends (`judge::validity`); every renderer reads it here.
     pub validity: Vec<String>,
@@ -84,6 +88,19 @@ impl RunResult {
     pub fn is_valid(&self) -> bool {
         self.validity.is_empty()
     }
+}
+
+/// How precise the latency figures are, and what the instrument itself adds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Instrument {
+    /// Significant digits every latency histogram keeps.
+    pub significant_digits: u8,
+    /// The load client's service time against an endpoint inside the harness
+    /// that answers at once (measured before the warm-up): what the client,
+    /// loopback and a minimal server add together. `None` when the load does
+    /// not go through the front client, or it could not be measured.
+    pub client_floor: Option<Summary>,
+    pub client_floor_requests: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

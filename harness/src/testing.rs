@@ -154,6 +154,7 @@ pub fn run(transport: Transport, scale: f64) -> RunResult {
         rounds: vec![round(1, 500.0, scale)],
         samples: Vec::new(),
         load_samples: Vec::new(),
+        instrument: None,
         validity: Vec::new(),
     };
     run.validity = crate::judge::validity(&run);

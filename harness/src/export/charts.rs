@@ -189,13 +189,13 @@ pub fn latency_chart(arms: &[(String, Histogram<u64>)]) -> String {
     svg
 }
 
-/// The corrected-latency histogram of all rounds of a run.
+/// The corrected-latency histogram of all rounds of a run, at the precision
+/// they were recorded with.
 pub fn merged_corrected(run: &RunResult) -> Histogram<u64> {
-    let mut merged = new_histogram();
-    for r in &run.rounds {
-        if let Some(h) = r.histograms.get("corrected").and_then(|t| decode_histogram(t)) {
-            let _ = merged.add(&h);
-        }
+    let mut rounds = run.rounds.iter().filter_map(|r| decode_histogram(r.histograms.get("corrected")?));
+    let Some(mut merged) = rounds.next() else { return new_histogram() };
+    for h in rounds {
+        let _ = merged.add(&h);
     }
     merged
 }

@@ -7,6 +7,7 @@ use std::fmt::Write;
 use crate::config::TargetTier;
 use crate::judge::metrics::metrics;
 use crate::judge::stats::mean;
+use crate::measure::histogram::{decode_histogram, resolution_us};
 use crate::result::{RunResult, RunStatus};
 
 /// A number with fixed decimals, or `n/a` where it was not measured.
@@ -127,10 +128,47 @@ pub fn render(run: &RunResult, charts: bool) -> String {
          service time from its actual send. Raw data: `run.json`; latency distribution: `latency.hgrm` \
          (and `latency-round-<k>.hgrm` per round)."
     );
+    if let Some(note) = instrument_note(run) {
+        let _ = writeln!(out, "\n{note}");
+    }
     if charts {
         out.push_str(&charts_section());
     }
     out
+}
+
+/// What the latency instrument can resolve and what it adds by itself, for
+/// runs that recorded it.
+pub fn instrument_note(run: &RunResult) -> Option<String> {
+    let i = run.instrument.as_ref()?;
+    let mut note = format!("Instrument: every latency is recorded to {} significant digits", i.significant_digits);
+    let median = run.rounds.first().and_then(|r| Some((r.histograms.get("corrected")?, r.latency.corrected.as_ref()?)));
+    if let Some((text, summary)) = median
+        && let Some(h) = decode_histogram(text)
+    {
+        let p50_us = (summary.p50_ms * 1000.0).round() as u64;
+        let _ = write!(
+            note,
+            " (steps of {} µs at the median, {} ms)",
+            resolution_us(&h, p50_us),
+            num(Some(summary.p50_ms), 2)
+        );
+    }
+    match &i.client_floor {
+        Some(f) => {
+            let _ = write!(
+                note,
+                "; the load client's own floor, measured before the warm-up over {} requests to an endpoint inside \
+                 the harness that answers at once (client, loopback and a minimal server together), is p50 {} ms, \
+                 p99 {} ms. Latency is stamped when an answer's last byte arrives; parsing and checking it come after.",
+                i.client_floor_requests,
+                num(Some(f.p50_ms), 3),
+                num(Some(f.p99_ms), 3)
+            );
+        }
+        None => note.push_str("; the load client's own floor was not measured for this target."),
+    }
+    Some(note)
 }
 
 /// The block quotes above the table: a debug build, throughput mode, a run

@@ -124,8 +124,8 @@ async fn send_one(index: u64, due: Instant, target: Arc<Target>, live: Arc<Live>
     };
     let sent = Instant::now();
     live.sent.fetch_add(1, Relaxed);
-    let (outcome, downstream_us) = target.send(index).await;
-    let done = Instant::now();
+    let answer = target.send(index).await;
+    let (outcome, done, downstream_us) = (answer.outcome, answer.done, answer.downstream_us);
     live.in_flight.fetch_sub(1, Relaxed);
     if outcome == Outcome::Ok {
         live.ok.fetch_add(1, Relaxed);

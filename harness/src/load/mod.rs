@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 pub use dispatch::{closed_loop, dispatch};
-pub use target::{Endpoint, Target};
+pub use target::{Answer, Checks, Endpoint, Target};
 
 /// How one request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -4,11 +4,11 @@
 //! same factory the caller uses). Each answer is verified and classified.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use caller::outbound::{CallError, ClientSettings, Outbound};
-use payload::{CallRequest, FetchResponse};
+use payload::{CallRequest, FetchRequest, FetchResponse};
 
 use super::Outcome;
 use crate::config::{Config, TargetTier};
@@ -32,6 +32,24 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
+/// How an answer is checked end to end, after its last byte is stamped.
+#[derive(Debug, Clone, Copy)]
+pub struct Checks {
+    /// A front answer: the records of every fanned-out call, in order.
+    pub front: fn(&CallRequest, u32, &FetchResponse) -> bool,
+    /// A direct answer from the downstream.
+    pub direct: fn(&FetchRequest, &FetchResponse) -> bool,
+}
+
+impl Default for Checks {
+    fn default() -> Self {
+        Checks {
+            front: |call, fanout, resp| payload::verify_call(call, fanout, resp).is_ok(),
+            direct: |req, resp| payload::verify(req, resp).is_ok(),
+        }
+    }
+}
+
 /// What the generator needs to send requests.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -41,6 +59,17 @@ pub struct Target {
     pub timeout: Duration,
     /// wrk2-style connection bound: a request is sent once it holds a permit.
     pub connections: Option<Arc<tokio::sync::Semaphore>>,
+    pub checks: Checks,
+}
+
+/// How one request ended, and when its answer's last byte arrived (before
+/// the answer was parsed or checked, so checking costs no latency).
+#[derive(Debug, Clone, Copy)]
+pub struct Answer {
+    pub done: Instant,
+    pub outcome: Outcome,
+    /// The caller's `Server-Timing: downstream;dur=` in microseconds.
+    pub downstream_us: Option<u64>,
 }
 
 impl Target {
@@ -82,55 +111,63 @@ impl Target {
 
     pub fn with(endpoint: Endpoint, items: u32, fanout: u32, timeout: Duration, connections: usize) -> Self {
         let connections = (connections > 0).then(|| Arc::new(tokio::sync::Semaphore::new(connections)));
-        Target { endpoint, items, fanout, timeout, connections }
+        Target { endpoint, items, fanout, timeout, connections, checks: Checks::default() }
     }
-}
 
-impl Target {
-    /// Sends request `index` and classifies its answer; with the caller's
-    /// `Server-Timing` downstream duration where it gave one.
-    pub async fn send(&self, index: u64) -> (Outcome, Option<u64>) {
+    /// Sends request `index`, stamps the arrival of its answer's last byte,
+    /// then checks and classifies the answer.
+    pub async fn send(&self, index: u64) -> Answer {
         match &self.endpoint {
             Endpoint::Front { client, url } => front_request(index, self, client, url).await,
-            Endpoint::Direct(client) => (direct_request(index, self, client.as_ref()).await, None),
+            Endpoint::Direct(client) => direct_request(index, self, client.as_ref()).await,
         }
     }
 }
 
-async fn direct_request(index: u64, target: &Target, client: &dyn Outbound) -> Outcome {
-    let req = payload::FetchRequest { request_id: index.to_string(), items: target.items, body: Vec::new() };
-    match tokio::time::timeout(target.timeout, client.fetch(req.clone())).await {
+async fn direct_request(index: u64, target: &Target, client: &dyn Outbound) -> Answer {
+    let req = FetchRequest { request_id: index.to_string(), items: target.items, body: Vec::new() };
+    let answer = tokio::time::timeout(target.timeout, client.fetch(req.clone())).await;
+    // The client hands back a decoded response: its last byte has arrived.
+    let done = Instant::now();
+    let outcome = match answer {
         Err(_) => Outcome::Timeout,
-        Ok(Ok(resp)) if payload::verify(&req, &resp).is_ok() => Outcome::Ok,
+        Ok(Ok(resp)) if (target.checks.direct)(&req, &resp) => Outcome::Ok,
         Ok(Ok(_)) | Ok(Err(CallError::BadResponse { .. })) => Outcome::BadResponse,
         Ok(Err(CallError::Connect { .. })) => Outcome::Connect,
         Ok(Err(CallError::Timeout { .. })) => Outcome::Timeout,
         Ok(Err(CallError::Status { .. })) => Outcome::DownstreamStatus,
-    }
+    };
+    Answer { done, outcome, downstream_us: None }
 }
 
-async fn front_request(index: u64, target: &Target, client: &reqwest::Client, url: &str) -> (Outcome, Option<u64>) {
+async fn front_request(index: u64, target: &Target, client: &reqwest::Client, url: &str) -> Answer {
     let call = CallRequest { request_id: index.to_string(), items: target.items };
     let body = format!(r#"{{"requestId":"{}","items":{}}}"#, call.request_id, call.items);
+    let failed =
+        |e: &reqwest::Error, downstream_us| Answer { done: Instant::now(), outcome: classify(e), downstream_us };
     let resp = client.post(url).header(reqwest::header::CONTENT_TYPE, "application/json").body(body).send().await;
     let resp = match resp {
         Ok(r) => r,
-        Err(e) => return (classify(&e), None),
+        Err(e) => return failed(&e, None),
     };
     let status = resp.status();
     let downstream_us =
         resp.headers().get("server-timing").and_then(|v| v.to_str().ok()).and_then(parse_server_timing_us);
     let bytes = match resp.bytes().await {
         Ok(b) => b,
-        Err(e) => return (classify(&e), downstream_us),
+        Err(e) => return failed(&e, downstream_us),
     };
-    if status != reqwest::StatusCode::OK {
-        return (Outcome::Status(status.as_u16()), downstream_us);
-    }
-    let verified = serde_json::from_slice::<FetchResponse>(&bytes)
-        .ok()
-        .is_some_and(|r| payload::verify_call(&call, target.fanout, &r).is_ok());
-    (if verified { Outcome::Ok } else { Outcome::BadResponse }, downstream_us)
+    let done = Instant::now();
+    let outcome = if status != reqwest::StatusCode::OK {
+        Outcome::Status(status.as_u16())
+    } else if serde_json::from_slice::<FetchResponse>(&bytes)
+        .is_ok_and(|r| (target.checks.front)(&call, target.fanout, &r))
+    {
+        Outcome::Ok
+    } else {
+        Outcome::BadResponse
+    };
+    Answer { done, outcome, downstream_us }
 }
 
 fn classify(e: &reqwest::Error) -> Outcome {
@@ -156,7 +193,55 @@ pub fn parse_server_timing_us(value: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
     use super::*;
+
+    /// Answers every request on one connection with `body` at once.
+    async fn canned_server(body: &'static str) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            while let Ok(n) = tcp.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                    body.len()
+                );
+                let _ = tcp.write_all(head.as_bytes()).await;
+                let _ = tcp.write_all(body.as_bytes()).await;
+            }
+        });
+        format!("http://{addr}/v1/call")
+    }
+
+    #[tokio::test]
+    async fn done_is_stamped_at_the_last_byte_before_the_answer_is_checked() {
+        let url = canned_server(r#"{"requestId":"0","records":[]}"#).await;
+        let mut target = Target::front(url, 0, 1, Duration::from_secs(10), 0).unwrap();
+        // A check that takes 300 ms: it must not count in the latency.
+        target.checks.front = |_, _, _| {
+            std::thread::sleep(Duration::from_millis(300));
+            true
+        };
+        let sent = Instant::now();
+        let answer = target.send(0).await;
+        let checked = Instant::now();
+        assert_eq!(answer.outcome, Outcome::Ok);
+        assert!(checked - sent >= Duration::from_millis(300));
+        assert!(
+            answer.done - sent < Duration::from_millis(300),
+            "the answer's time includes the check: {:?}",
+            answer.done - sent
+        );
+        // A failed check is a bad response, stamped the same way.
+        target.checks.front = |_, _, _| false;
+        assert_eq!(target.send(1).await.outcome, Outcome::BadResponse);
+    }
 
     #[test]
     fn server_timing_is_parsed_in_microseconds() {

@@ -7,8 +7,10 @@
 //! * [`sampler`]: CPU and RSS of every process over time;
 //! * [`tier_stats`]: the tiers' own counters (`/stats`: CPU seconds, wire and
 //!   message bytes, connections) read at round boundaries;
-//! * [`environment`]: the machine and build a run was measured on.
+//! * [`environment`]: the machine and build a run was measured on;
+//! * [`calibrate`]: the instrument's precision and its own measured floor.
 
+pub mod calibrate;
 pub mod environment;
 pub mod histogram;
 pub mod record;

@@ -13,6 +13,9 @@ use tokio_util::sync::CancellationToken;
 use crate::load::{Outcome, Shot};
 use crate::measure::histogram::new_histogram;
 
+/// How often the live p99 shown while a round runs is recomputed.
+const LIVE_P99_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// One round's records.
 #[derive(Debug, Clone)]
 pub struct RoundRecord {
@@ -93,6 +96,7 @@ pub async fn collect(
 ) -> RoundRecord {
     let mut round = RoundRecord::default();
     let mut n = 0u64;
+    let mut shown = std::time::Instant::now();
     loop {
         let shot = tokio::select! {
             biased;
@@ -107,8 +111,11 @@ pub async fn collect(
         };
         round.add(&shot);
         n += 1;
-        if n.is_multiple_of(64) {
+        // A quantile walks the counts array: a few times a second is plenty
+        // for the display, and cheap at any rate.
+        if n.is_multiple_of(64) && shown.elapsed() >= LIVE_P99_EVERY {
             live_p99_us.store(round.corrected.value_at_quantile(0.99), Relaxed);
+            shown = std::time::Instant::now();
         }
     }
     round

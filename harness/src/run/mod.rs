@@ -26,7 +26,9 @@ use crate::judge::round::{RoundInput, assemble};
 
 use crate::measure::sampler::{ArmSample, of_arm};
 use crate::measure::tier_stats::{Deltas, TierStatsReader};
-use crate::result::{Environment, LoadSample, RoundResult, RunResult, RunStatus, SCHEMA, TierInfo, TierName};
+use crate::result::{
+    Environment, Instrument, LoadSample, RoundResult, RunResult, RunStatus, SCHEMA, TierInfo, TierName,
+};
 use arms::{Stop, describe, start_arms, watched};
 use progress::{Progress, Status};
 use sampling::{SampleSink, Sampling};
@@ -36,6 +38,7 @@ use segments::{ARM_SWITCH_PAUSE, Driver, PendingRound, STOP_GRACE, drain};
 struct Common {
     started_at: String,
     environment: Environment,
+    instrument: Instrument,
     status: RunStatus,
     reason: Option<String>,
     samples: Vec<ArmSample>,
@@ -54,6 +57,8 @@ pub async fn run(
     let cfg = &plan.config;
     let environment = crate::measure::environment::capture();
     let reader = TierStatsReader::new()?;
+    let front = cfg.target == crate::config::TargetTier::Caller;
+    let instrument = crate::measure::calibrate::instrument(front, cfg.items, cfg.fanout).await;
     let mut arms = start_arms(plan).await?;
     describe(&mut arms, &reader, plan).await;
 
@@ -90,7 +95,7 @@ pub async fn run(
         Some(Stop::Interrupted) => (RunStatus::Interrupted, Some("interrupted by the user (SIGINT)".to_owned())),
         Some(Stop::TierDied(reason)) => (RunStatus::Aborted, Some(reason)),
     };
-    let common = Common { started_at, environment, status, reason, samples, load_samples, origin };
+    let common = Common { started_at, environment, instrument, status, reason, samples, load_samples, origin };
     Ok(results(finished, pending, &common).await)
 }
 
@@ -140,6 +145,7 @@ async fn results(
                 rounds,
                 samples: of_arm(&common.samples, i),
                 load_samples: common.load_samples.clone(),
+                instrument: Some(common.instrument.clone()),
                 validity: Vec::new(),
             };
             result.validity = crate::judge::validity(&result);

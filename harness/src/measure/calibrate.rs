@@ -1,0 +1,121 @@
+//! The instrument's own floor: before any load, the load client sends a few
+//! hundred requests, one at a time, to an endpoint inside the harness that
+//! answers at once with a body the size of a real answer. Their service time
+//! is what the client, loopback and a minimal server add together: an upper
+//! bound of what the instrument adds to every latency it reports.
+
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::load::Target;
+use crate::measure::histogram::{SIGNIFICANT_DIGITS, new_histogram};
+use crate::result::Instrument;
+
+/// Requests the floor is measured over.
+pub const FLOOR_REQUESTS: u32 = 200;
+/// The calibration gives up after this long (a machine too busy to answer).
+const FLOOR_LIMIT: Duration = Duration::from_secs(10);
+
+/// What the instrument is: its precision, and (with a front target) its
+/// measured floor for answers of `items` records per downstream call, `fanout` calls.
+pub async fn instrument(front: bool, items: u32, fanout: u32) -> Instrument {
+    let floor = if front { tokio::time::timeout(FLOOR_LIMIT, floor(items, fanout)).await.ok().flatten() } else { None };
+    Instrument {
+        significant_digits: SIGNIFICANT_DIGITS,
+        client_floor: floor,
+        client_floor_requests: if front { FLOOR_REQUESTS } else { 0 },
+    }
+}
+
+/// The client's service time against an endpoint that answers at once.
+async fn floor(items: u32, fanout: u32) -> Option<crate::result::Summary> {
+    let body = answer_body(items, fanout)?;
+    let listener = TcpListener::bind("127.0.0.1:0").await.ok()?;
+    let url = format!("http://{}/v1/call", listener.local_addr().ok()?);
+    let server = tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            tokio::spawn(answer_at_once(tcp, body.clone()));
+        }
+    });
+    let mut target = Target::front(url, items, fanout, Duration::from_secs(5), 0).ok()?;
+    // Only the time counts here, not whether the canned records match.
+    target.checks.front = |_, _, _| true;
+    let mut h = new_histogram();
+    for i in 0..FLOOR_REQUESTS {
+        let sent = Instant::now();
+        let answer = target.send(u64::from(i)).await;
+        if answer.outcome == crate::load::Outcome::Ok {
+            h.saturating_record(answer.done.saturating_duration_since(sent).as_micros() as u64);
+        }
+    }
+    server.abort();
+    crate::judge::stats::summarize(&h)
+}
+
+/// A front answer of the real size: `fanout` calls' records as JSON.
+fn answer_body(items: u32, fanout: u32) -> Option<std::sync::Arc<Vec<u8>>> {
+    let req = payload::FetchRequest { request_id: "0".into(), items, body: Vec::new() };
+    let records: Vec<payload::Record> = (0..fanout).flat_map(|_| payload::generate(&req)).collect();
+    let json = serde_json::to_vec(&payload::FetchResponse { request_id: "0".into(), records }).ok()?;
+    let mut out =
+        format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", json.len())
+            .into_bytes();
+    out.extend_from_slice(&json);
+    Some(std::sync::Arc::new(out))
+}
+
+/// Answers each request on the connection as soon as its head and body are in.
+async fn answer_at_once(mut tcp: TcpStream, answer: std::sync::Arc<Vec<u8>>) {
+    let _ = tcp.set_nodelay(true);
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    loop {
+        while let Some(len) = request_len(&buf) {
+            buf.drain(..len);
+            if tcp.write_all(&answer).await.is_err() {
+                return;
+            }
+        }
+        match tcp.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// The length of the first complete request (head and body) in `buf`.
+fn request_len(buf: &[u8]) -> Option<usize> {
+    let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let head = std::str::from_utf8(&buf[..head_end]).ok()?;
+    let body: usize = head
+        .lines()
+        .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("content-length")))
+        .and_then(|(_, v)| v.trim().parse().ok())
+        .unwrap_or(0);
+    (buf.len() >= head_end + body).then_some(head_end + body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_split_by_head_and_length() {
+        let one = b"POST /v1/call HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc";
+        assert_eq!(request_len(one), Some(one.len()));
+        assert_eq!(request_len(&one[..one.len() - 1]), None);
+        assert_eq!(request_len(b"GET / HTTP/1.1\r\n\r\nPOST"), Some(18));
+    }
+
+    #[tokio::test]
+    async fn the_floor_is_measured_over_every_request() {
+        let i = instrument(true, 10, 1).await;
+        assert_eq!(i.significant_digits, SIGNIFICANT_DIGITS);
+        let floor = i.client_floor.expect("a floor");
+        assert_eq!(floor.count, u64::from(FLOOR_REQUESTS));
+        assert!(floor.min_ms > 0.0 && floor.p50_ms >= floor.min_ms);
+        assert!(instrument(false, 10, 1).await.client_floor.is_none());
+    }
+}
