@@ -279,6 +279,11 @@ pub struct Environment {
     pub tool_version: String,
     /// `release` or `debug`; a debug build's figures are not representative.
     pub build_profile: String,
+    /// The optimisation level the harness (and so every tier, which runs
+    /// the same executable) was compiled at; dependencies are at least as
+    /// optimised. Absent in runs made before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opt_level: Option<String>,
     pub rustc: Option<String>,
     pub git_commit: Option<String>,
     pub git_dirty: Option<bool>,
@@ -293,6 +298,30 @@ pub struct Environment {
     pub nofile_soft_before: Option<u64>,
     pub nofile_soft: Option<u64>,
     pub nofile_hard: Option<u64>,
+}
+
+/// True for an optimisation level whose figures are representative.
+pub fn optimising(opt_level: &str) -> bool {
+    matches!(opt_level, "2" | "3" | "s" | "z")
+}
+
+impl Environment {
+    /// True when the figures come from optimised code: built at opt-level 2
+    /// or more (runs made before that was recorded: the release profile).
+    pub fn is_optimised(&self) -> bool {
+        match &self.opt_level {
+            Some(level) => optimising(level),
+            None => self.build_profile == "release",
+        }
+    }
+
+    /// How it was built, for people: `release`, or `debug (opt-level 2)`.
+    pub fn build_text(&self) -> String {
+        match &self.opt_level {
+            Some(level) => format!("{} (opt-level {level})", self.build_profile),
+            None => self.build_profile.clone(),
+        }
+    }
 }
 
 /// What the report records about a proxy: its `settings` in `run.json`

@@ -103,15 +103,21 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let core = Core { delay: config.delay, jitter: config.jitter, limits: config.limits };
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter.set_serving::<proto::downstream_server::DownstreamServer<grpc::GrpcService>>().await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()
-        .map_err(|e| io::Error::other(format!("building gRPC reflection service: {e}")))?;
+    // Reflection in both versions stock tools speak: grpc.reflection.v1
+    // (grpcurl, current clients) and v1alpha (grpcio-reflection, older
+    // grpcurl and Postman).
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection_err =
+        |e: tonic_reflection::server::Error| io::Error::other(format!("building gRPC reflection: {e}"));
     let grpc_app =
         tonic::service::Routes::new(grpc::GrpcService::new(core.clone(), grpc_counters.clone()).into_server())
             .add_service(health_service)
-            .add_service(reflection)
+            .add_service(reflection().build_v1().map_err(reflection_err)?)
+            .add_service(reflection().build_v1alpha().map_err(reflection_err)?)
             .prepare()
             .into_axum_router();
 

@@ -214,14 +214,32 @@ async fn garbage_on_the_grpc_port_closes_that_connection_only() {
     ds.stop().await;
 }
 
+/// The services a reflection client of one protocol version lists.
+macro_rules! reflected_services {
+    ($version:ident, $channel:expr) => {{
+        use tonic_reflection::pb::$version::ServerReflectionRequest;
+        use tonic_reflection::pb::$version::server_reflection_client::ServerReflectionClient;
+        use tonic_reflection::pb::$version::server_reflection_request::MessageRequest;
+        use tonic_reflection::pb::$version::server_reflection_response::MessageResponse;
+        let request = ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::ListServices(String::new())),
+        };
+        let mut stream = ServerReflectionClient::new($channel)
+            .server_reflection_info(tokio_stream::iter([request]))
+            .await
+            .unwrap_or_else(|e| panic!("{} reflection: {e}", stringify!($version)))
+            .into_inner();
+        let reply = stream.message().await.unwrap().unwrap();
+        let Some(MessageResponse::ListServicesResponse(list)) = reply.message_response else { panic!("{reply:?}") };
+        list.service.into_iter().map(|s| s.name).collect::<Vec<String>>()
+    }};
+}
+
 #[tokio::test]
 async fn stock_grpc_tools_find_health_and_reflection() {
     use tonic_health::pb::health_check_response::ServingStatus;
     use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
-    use tonic_reflection::pb::v1::ServerReflectionRequest;
-    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
-    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
-    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
 
     let ds = start_with(1, Limits::default()).await;
     let channel =
@@ -233,19 +251,12 @@ async fn stock_grpc_tools_find_health_and_reflection() {
         .into_inner();
     assert_eq!(health.status, ServingStatus::Serving as i32);
 
-    let request = ServerReflectionRequest {
-        host: String::new(),
-        message_request: Some(MessageRequest::ListServices(String::new())),
-    };
-    let mut stream = ServerReflectionClient::new(channel)
-        .server_reflection_info(tokio_stream::iter([request]))
-        .await
-        .unwrap()
-        .into_inner();
-    let reply = stream.message().await.unwrap().unwrap();
-    let Some(MessageResponse::ListServicesResponse(list)) = reply.message_response else { panic!("{reply:?}") };
-    let names: Vec<_> = list.service.iter().map(|s| s.name.as_str()).collect();
-    assert!(names.contains(&"bench.v1.Downstream"), "{names:?}");
+    // grpc.reflection.v1 (current grpcurl) and v1alpha (grpcio-reflection,
+    // older grpcurl and Postman) both list the service.
+    let v1 = reflected_services!(v1, channel.clone());
+    assert!(v1.iter().any(|n| n == "bench.v1.Downstream"), "{v1:?}");
+    let v1alpha = reflected_services!(v1alpha, channel);
+    assert!(v1alpha.iter().any(|n| n == "bench.v1.Downstream"), "{v1alpha:?}");
     ds.stop().await;
 }
 

@@ -71,10 +71,11 @@ pub fn main() -> ExitCode {
 }
 
 async fn measure_main(plan: Plan) -> u8 {
-    if crate::measure::environment::is_debug_build() && !plan.config.quiet {
+    if !crate::result::optimising(crate::measure::environment::OPT_LEVEL) && !plan.config.quiet {
         eprintln!(
-            "\n  WARNING: this harness is a DEBUG build. Figures from it are not representative\n  \
-             and every output is flagged. Use: cargo run --release -p harness -- ...\n"
+            "\n  WARNING: this harness was built without optimisation (opt-level {}). Figures from it are\n  \
+             not representative and every output is flagged. Use: cargo run --release -p harness -- ...\n",
+            crate::measure::environment::OPT_LEVEL
         );
     }
     let interrupt = interrupt_on_ctrl_c();

@@ -92,11 +92,7 @@ pub fn config_warnings(arms: &[Arm<'_>]) -> Vec<String> {
         check("items", base.items.to_string(), c.items.to_string());
         check("fan-out", base.fanout.to_string(), c.fanout.to_string());
         check("duration", format!("{:?}", base.duration), format!("{:?}", c.duration));
-        check(
-            "build profile",
-            first.run.environment.build_profile.clone(),
-            other.run.environment.build_profile.clone(),
-        );
+        check("build profile", first.run.environment.build_text(), other.run.environment.build_text());
         check(
             "machine",
             format!("{:?} × {:?}", first.run.environment.cpu_model, first.run.environment.logical_cores),

@@ -77,7 +77,7 @@ pub fn environment_table(run: &RunResult) -> String {
     let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
     let _ = writeln!(out, "| | |\n|---|---|");
     let env_rows: Vec<(&str, String)> = vec![
-        ("build profile", e.build_profile.clone()),
+        ("build profile", e.build_text()),
         ("tool version", e.tool_version.clone()),
         (
             "git commit",
@@ -175,7 +175,7 @@ pub fn instrument_note(run: &RunResult) -> Option<String> {
 /// that did not complete.
 fn warnings(run: &RunResult) -> String {
     let mut out = String::new();
-    if run.environment.build_profile != "release" {
+    if !run.environment.is_optimised() {
         let _ = writeln!(
             out,
             "> **WARNING: {} build.** These figures are not representative; rerun with `cargo run --release`.\n",

@@ -14,10 +14,10 @@ pub const HARNESS_CPU_PEAK_LIMIT: f64 = 90.0;
 /// Reasons a run is not a fair measurement of the transports; empty if it is.
 pub fn validity(run: &RunResult) -> Vec<String> {
     let mut problems = Vec::new();
-    if run.environment.build_profile != "release" {
+    if !run.environment.is_optimised() {
         problems.push(format!(
-            "built with the {} profile: figures are not representative; run with --release",
-            run.environment.build_profile
+            "built without optimisation ({}): figures are not representative; run with --release",
+            run.environment.build_text()
         ));
     }
     match run.status {

@@ -5,9 +5,10 @@ use sysinfo::{CpuRefreshKind, MemoryRefreshKind, RefreshKind, System};
 
 use crate::result::Environment;
 
-pub fn is_debug_build() -> bool {
-    cfg!(debug_assertions)
-}
+/// The optimisation level this executable was compiled at (`0`–`3`, `s`, `z`).
+pub const OPT_LEVEL: &str = env!("HARNESS_BUILD_OPT_LEVEL");
+/// Cargo's name for the profile it was built with (`debug` for dev, `release`).
+pub const PROFILE: &str = env!("HARNESS_BUILD_PROFILE");
 
 /// Reads the machine, raising the soft open-files limit to the hard one on
 /// the way (REST keeps one connection per in-flight request).
@@ -21,7 +22,8 @@ pub fn capture() -> Environment {
     let (commit, dirty) = git();
     Environment {
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-        build_profile: if is_debug_build() { "debug" } else { "release" }.to_owned(),
+        build_profile: PROFILE.to_owned(),
+        opt_level: Some(OPT_LEVEL.to_owned()),
         rustc: command_line("rustc", &["--version"]),
         git_commit: commit,
         git_dirty: dirty,
@@ -80,4 +82,19 @@ fn git() -> (Option<String>, Option<bool>) {
         out.status.success().then_some(!out.stdout.is_empty())
     });
     (commit, dirty)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `cargo run -p harness` builds the dev profile, and tests build with
+    /// the same settings: this fails if the workspace's profile settings stop
+    /// optimising what people measure with.
+    #[test]
+    fn the_build_people_start_with_is_optimised() {
+        let env = capture();
+        assert!(env.is_optimised(), "built at opt-level {OPT_LEVEL} ({PROFILE}): figures would not be representative");
+        assert_eq!(env.opt_level.as_deref(), Some(OPT_LEVEL));
+    }
 }
