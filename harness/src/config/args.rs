@@ -10,6 +10,14 @@ use payload::Limits;
 
 use super::{Config, ConfigError, Plan, ProxyHop, ProxyKind, TargetTier, bad, parse_rates};
 
+/// The longest any one duration flag may be. Longer values overflow the
+/// clocks they are added to (`Instant + d`) and no measurement needs them.
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The longest a run's measured load may last: warm-up plus every round.
+pub const MAX_RUN: Duration = Duration::from_secs(30 * 24 * 3600);
+/// The most measured rounds of one run.
+pub const MAX_ROUNDS: u32 = 10_000;
+
 /// Which transports a run measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum TransportArg {
@@ -139,6 +147,19 @@ impl Config {
     pub fn from_args(a: &RunArgs, transport: Transport, qps: Option<f64>) -> Result<Config, ConfigError> {
         let timing = Timing::from_args(a, qps)?;
         let sizes = Sizes::from_args(a)?;
+        let run_length = timing.warmup + timing.duration * sizes.rounds;
+        if run_length > MAX_RUN {
+            return Err(bad(
+                "--rounds",
+                format!(
+                    "{} rounds of {} plus the warm-up run for {}, over the {} a run may last; use fewer or shorter rounds",
+                    sizes.rounds,
+                    a.duration.trim(),
+                    humantime::format_duration(run_length),
+                    humantime::format_duration(MAX_RUN)
+                ),
+            ));
+        }
         let label = label(a.label.as_deref())?;
         let bind = placement(a)?;
         check_writable(&a.out)?;
@@ -241,8 +262,8 @@ impl Sizes {
             .trim()
             .parse()
             .map_err(|_| bad("--rounds", format!("{:?} is not a whole number; e.g. --rounds 3", a.rounds)))?;
-        if rounds == 0 {
-            return Err(bad("--rounds", "must be at least 1"));
+        if !(1..=MAX_ROUNDS).contains(&rounds) {
+            return Err(bad("--rounds", format!("must be between 1 and {MAX_ROUNDS}")));
         }
         if a.items > Limits::DEFAULT_MAX_ITEMS {
             return Err(bad(
@@ -286,6 +307,13 @@ fn placement(a: &RunArgs) -> Result<std::net::IpAddr, ConfigError> {
     if a.proxy.is_some() && a.target != TargetTier::Caller {
         return Err(bad("--proxy", "goes with the three-tier topology (--target caller)"));
     }
+    if a.caller_port != 0 && a.transport == TransportArg::Both {
+        return Err(bad(
+            "--caller-port",
+            "cannot be used with --transport both: each arm starts its own caller, and both would bind that port; \
+             leave --caller-port out (any free port) or measure one transport",
+        ));
+    }
     if a.downstream_url.is_some() && a.target != TargetTier::Downstream {
         return Err(bad("--downstream-url", "goes with --target downstream"));
     }
@@ -300,9 +328,21 @@ fn placement(a: &RunArgs) -> Result<std::net::IpAddr, ConfigError> {
         .map_err(|_| bad("--bind", format!("{:?} is not an IP address; e.g. --bind 127.0.0.1 or --bind ::1", a.bind)))
 }
 
+/// A duration flag, at most [`MAX_DURATION`].
 fn duration(flag: &'static str, text: &str, example: &str) -> Result<Duration, ConfigError> {
-    humantime::parse_duration(text.trim())
-        .map_err(|e| bad(flag, format!("{text:?} is not a duration ({e}); write it like {flag} {example}")))
+    let d = humantime::parse_duration(text.trim())
+        .map_err(|e| bad(flag, format!("{text:?} is not a duration ({e}); write it like {flag} {example}")))?;
+    if d > MAX_DURATION {
+        return Err(bad(
+            flag,
+            format!(
+                "{} is longer than the {} any duration may be; write it like {flag} {example}",
+                text.trim(),
+                humantime::format_duration(MAX_DURATION)
+            ),
+        ));
+    }
+    Ok(d)
 }
 
 /// The output folder must exist (or be creatable) and accept a file.
@@ -404,6 +444,13 @@ mod tests {
             (&["--label", "a b"], "--label"),
             (&["--max-in-flight", "0"], "--max-in-flight"),
             (&["--bind", "localhost:80"], "--bind"),
+            (&["--duration", "500000000000y", "--rounds", "2"], "--duration"),
+            (&["--timeout", "500000000000y"], "--timeout"),
+            (&["--delay", "500000000000y"], "--delay"),
+            (&["--warmup", "8d"], "--warmup"),
+            (&["--duration", "6d", "--rounds", "10"], "--rounds"),
+            (&["--rounds", "10001"], "--rounds"),
+            (&["--transport", "both", "--caller-port", "8080"], "--caller-port"),
         ] {
             let err = parse(args).unwrap_err();
             assert_eq!(err.flag, flag, "{args:?}: {err}");

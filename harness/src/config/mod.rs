@@ -108,6 +108,19 @@ impl Plan {
             .collect()
     }
 
+    /// The arm and step that needs the most open files: every arm at the
+    /// highest rate of a sweep (a step that would not fit is refused before
+    /// the first one runs, never reported as the knee).
+    pub fn busiest(&self) -> Config {
+        let rates: Vec<Option<f64>> =
+            if self.rates.is_empty() { vec![None] } else { self.rates.iter().copied().map(Some).collect() };
+        let configs = self
+            .arms
+            .iter()
+            .flat_map(|t| rates.iter().map(move |q| Config { qps: q.unwrap_or(self.config.qps), ..self.arm(*t) }));
+        configs.max_by_key(Config::expected_open_files).unwrap_or_else(|| self.config.clone())
+    }
+
     /// `grpc`, `rest` or `both`: the transport part of the run folder's name.
     pub fn transport_name(&self) -> &'static str {
         if self.arms.len() > 1 { "both" } else { self.config.transport.as_str() }
