@@ -94,13 +94,16 @@ fn command_line(cmd: &str, args: &[&str]) -> Option<String> {
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned()).filter(|s| !s.is_empty())
 }
 
+/// The commit the harness was built from and whether its checkout had
+/// uncommitted changes (`build.rs`), not the current directory's repository:
+/// `None` when it was not built from a git checkout.
 fn git() -> (Option<String>, Option<bool>) {
-    let commit = command_line("git", &["rev-parse", "HEAD"]);
-    let dirty = commit.as_ref().and_then(|_| {
-        let out =
-            std::process::Command::new("git").args(["status", "--porcelain", "--untracked-files=no"]).output().ok()?;
-        out.status.success().then_some(!out.stdout.is_empty())
-    });
+    let commit = Some(env!("HARNESS_GIT_COMMIT")).filter(|c| !c.is_empty()).map(str::to_owned);
+    let dirty = match env!("HARNESS_GIT_DIRTY") {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    };
     (commit, dirty)
 }
 
