@@ -77,6 +77,10 @@ async fn measure_main(plan: Plan) -> u8 {
              and every output is flagged. Use: cargo run --release -p harness -- ...\n"
         );
     }
+    if let Some(text) = crate::export::markdown::exposure(&plan.config) {
+        // Said even with --quiet: it is about who can reach this machine.
+        eprintln!("harness: WARNING: {text}");
+    }
     let interrupt = interrupt_on_ctrl_c();
     if plan.is_sweep() {
         sweep::sweep_main(&plan, interrupt).await

@@ -1,6 +1,7 @@
 //! The flags of a measured run and their validation into a [`Config`]:
 //! every check names the flag and the fix.
 
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -99,9 +100,14 @@ pub struct RunArgs {
     /// HTTP/2 connections the caller spreads gRPC calls over.
     #[arg(long, default_value_t = 1)]
     pub grpc_connections: u32,
-    /// IP address the tiers listen on.
+    /// IP address the tiers' service listeners (the downstream's gRPC, with
+    /// reflection, and REST; the caller's front door) listen on. Anything but
+    /// loopback exposes them to other machines, and their traffic is counted.
     #[arg(long, default_value = "127.0.0.1")]
     pub bind: String,
+    /// IP address the tiers' admin listeners (/stats, /metrics) listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub admin_bind: String,
     /// Port of the caller's front listener (0: any free port).
     #[arg(long, default_value_t = 0)]
     pub caller_port: u16,
@@ -161,7 +167,7 @@ impl Config {
             ));
         }
         let label = label(a.label.as_deref())?;
-        let bind = placement(a)?;
+        let (bind, admin_bind) = placement(a)?;
         check_writable(&a.out)?;
         Ok(Config {
             transport,
@@ -186,6 +192,7 @@ impl Config {
             grpc_connections: a.grpc_connections,
             rest_http2: a.rest_http2,
             bind,
+            admin_bind,
             caller_port: a.caller_port,
             out: a.out.clone(),
             label,
@@ -302,8 +309,8 @@ fn label(label: Option<&str>) -> Result<Option<String>, ConfigError> {
 }
 
 /// Where the tiers run and which flags go with which topology; returns the
-/// address the tiers bind.
-fn placement(a: &RunArgs) -> Result<std::net::IpAddr, ConfigError> {
+/// addresses the tiers' service and admin listeners bind.
+fn placement(a: &RunArgs) -> Result<(IpAddr, IpAddr), ConfigError> {
     if a.proxy.is_some() && a.target != TargetTier::Caller {
         return Err(bad("--proxy", "goes with the three-tier topology (--target caller)"));
     }
@@ -322,10 +329,12 @@ fn placement(a: &RunArgs) -> Result<std::net::IpAddr, ConfigError> {
     {
         return Err(bad("--downstream-url", format!("{url:?}: give it as http://host:port")));
     }
-    a.bind
-        .trim()
-        .parse()
-        .map_err(|_| bad("--bind", format!("{:?} is not an IP address; e.g. --bind 127.0.0.1 or --bind ::1", a.bind)))
+    let ip = |flag: &'static str, text: &str| {
+        text.trim()
+            .parse::<IpAddr>()
+            .map_err(|_| bad(flag, format!("{text:?} is not an IP address; e.g. {flag} 127.0.0.1 or {flag} ::1")))
+    };
+    Ok((ip("--bind", &a.bind)?, ip("--admin-bind", &a.admin_bind)?))
 }
 
 /// A duration flag, at most [`MAX_DURATION`].
@@ -444,6 +453,7 @@ mod tests {
             (&["--label", "a b"], "--label"),
             (&["--max-in-flight", "0"], "--max-in-flight"),
             (&["--bind", "localhost:80"], "--bind"),
+            (&["--admin-bind", "any"], "--admin-bind"),
             (&["--duration", "500000000000y", "--rounds", "2"], "--duration"),
             (&["--timeout", "500000000000y"], "--timeout"),
             (&["--delay", "500000000000y"], "--delay"),

@@ -168,8 +168,12 @@ pub struct Config {
     pub sample_interval: Duration,
     pub grpc_connections: u32,
     pub rest_http2: bool,
-    /// IP address the tiers listen on.
+    /// IP address the tiers' service listeners bind.
     pub bind: std::net::IpAddr,
+    /// IP address the tiers' admin listeners bind. Older runs lack it: they
+    /// bound admin on `bind`, loopback unless it said otherwise.
+    #[serde(default = "loopback")]
+    pub admin_bind: std::net::IpAddr,
     /// Port of the caller's front listener (0: any free port).
     pub caller_port: u16,
     pub out: PathBuf,
@@ -192,6 +196,10 @@ mod secs {
         let v = f64::deserialize(d)?;
         Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom)
     }
+}
+
+fn loopback() -> std::net::IpAddr {
+    std::net::IpAddr::from([127, 0, 0, 1])
 }
 
 fn default_hop() -> ProxyHop {
@@ -224,6 +232,15 @@ impl Config {
     /// or in closed loop the connections' worth.
     fn sizing_in_flight(&self) -> u64 {
         if self.closed_loop { self.connections as u64 + 16 } else { self.expected_in_flight() }
+    }
+
+    /// The listeners bound beyond loopback, as `flag address` pairs: other
+    /// machines can reach them, and whatever they send is counted.
+    pub fn exposed(&self) -> Vec<(&'static str, std::net::IpAddr)> {
+        [("--bind", self.bind), ("--admin-bind", self.admin_bind)]
+            .into_iter()
+            .filter(|(_, ip)| !ip.is_loopback())
+            .collect()
     }
 
     /// Requests scheduled in one round.

@@ -130,8 +130,9 @@ async fn start_downstream(cfg: &Config) -> Result<Tier, TierError> {
     let any_port = SocketAddr::new(cfg.bind, 0).to_string();
     let args = [
         ("--grpc-addr", any_port.clone()),
-        ("--rest-addr", any_port.clone()),
-        ("--admin-addr", any_port),
+        ("--rest-addr", any_port),
+        // Admin stays where --admin-bind says (loopback by default), whatever --bind exposes.
+        ("--admin-addr", SocketAddr::new(cfg.admin_bind, 0).to_string()),
         ("--delay", micros(cfg.delay)),
         ("--jitter", micros(cfg.jitter)),
         ("--max-items", payload::Limits::DEFAULT_MAX_ITEMS.to_string()),
@@ -142,7 +143,7 @@ async fn start_downstream(cfg: &Config) -> Result<Tier, TierError> {
 async fn start_caller(cfg: &Config, grpc_url: String, rest_url: String) -> Result<Tier, TierError> {
     let args = [
         ("--listen", SocketAddr::new(cfg.bind, cfg.caller_port).to_string()),
-        ("--admin-addr", SocketAddr::new(cfg.bind, 0).to_string()),
+        ("--admin-addr", SocketAddr::new(cfg.admin_bind, 0).to_string()),
         ("--transport", cfg.transport.as_str().to_owned()),
         ("--downstream-grpc", grpc_url),
         ("--downstream-rest", rest_url),
