@@ -12,6 +12,7 @@ use nix::unistd::Pid;
 use telemetry::ReadyLine;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
+use tokio_util::sync::CancellationToken;
 
 use crate::result::TierName;
 
@@ -69,16 +70,21 @@ impl Tier {
         self.child.try_wait().ok().flatten()
     }
 
-    /// SIGTERM, then up to `grace` for the drain, then SIGKILL; then whatever
-    /// is left of its process group (a proxy's workers) is killed too.
-    pub async fn stop(mut self, grace: Duration) -> Option<ExitStatus> {
+    /// SIGTERM, then up to `grace` for the drain (cut short by `cut`), then
+    /// SIGKILL; then whatever is left of its process group (a proxy's
+    /// workers) is killed too.
+    pub async fn stop(mut self, grace: Duration, cut: &CancellationToken) -> Option<ExitStatus> {
         let status = match self.exited() {
             Some(status) => Some(status),
             None => {
                 let _ = kill(Pid::from_raw(self.ready.pid as i32), Signal::SIGTERM);
-                match tokio::time::timeout(grace, self.child.wait()).await {
-                    Ok(status) => status.ok(),
-                    Err(_) => {
+                let drained = tokio::select! {
+                    waited = tokio::time::timeout(grace, self.child.wait()) => waited.ok().and_then(Result::ok),
+                    _ = cut.cancelled() => None,
+                };
+                match drained {
+                    Some(status) => Some(status),
+                    None => {
                         let _ = self.child.start_kill();
                         self.child.wait().await.ok()
                     }

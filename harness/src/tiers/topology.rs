@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use caller::Transport;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ProxyHop, TargetTier};
 use crate::result::ProxyInfo;
@@ -53,7 +54,7 @@ impl Topology {
         match topology.start_tiers(cfg).await {
             Ok(()) => Ok(topology),
             Err(e) => {
-                topology.stop_within(ABANDON_GRACE).await;
+                topology.stop_within(ABANDON_GRACE, &CancellationToken::new()).await;
                 Err(e)
             }
         }
@@ -97,22 +98,22 @@ impl Topology {
     }
 
     /// Stops the caller first (so the downstream sees no new calls), then the
-    /// proxy, then the downstream.
-    pub async fn stop(self) {
-        self.stop_within(STOP_GRACE).await;
+    /// proxy, then the downstream; once `cut`, without waiting for their drain.
+    pub async fn stop(self, cut: &CancellationToken) {
+        self.stop_within(STOP_GRACE, cut).await;
     }
 
-    async fn stop_within(self, grace: Duration) {
+    async fn stop_within(self, grace: Duration, cut: &CancellationToken) {
         if let Some(c) = self.caller {
-            c.stop(grace).await;
+            c.stop(grace, cut).await;
         }
         if let Some((p, info)) = self.proxy {
-            p.stop(grace).await;
+            p.stop(grace, cut).await;
             // Its temporary and log files: the configuration is in the report.
             let _ = std::fs::remove_dir_all(&info.work_dir);
         }
         if let Some(d) = self.downstream {
-            d.stop(grace).await;
+            d.stop(grace, cut).await;
         }
     }
 }
