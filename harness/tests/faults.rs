@@ -55,6 +55,42 @@ fn downstream_killed_in_round_2_of_3_keeps_round_1_and_names_the_tier() {
 }
 
 #[test]
+fn with_quiet_a_dying_tier_is_still_reported_on_stderr() {
+    let out = out_dir("quiet-kill");
+    let mark = format!("quiet-kill-{}", std::process::id());
+    let child = harness_cmd(&[
+        "--qps",
+        "50",
+        "--duration",
+        "20s",
+        "--warmup",
+        "0s",
+        "--delay",
+        "20ms",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .env(MARK_VAR, &mark)
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let downstream = marked_tier(&mark, "downstream", EXIT_LIMIT);
+    // Let the caller start and the load begin.
+    marked_tier(&mark, "caller", EXIT_LIMIT);
+    std::thread::sleep(Duration::from_millis(500));
+    signal(downstream, Signal::SIGKILL);
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(o.stdout.is_empty(), "--quiet printed a summary");
+    assert!(err.contains("harness: run aborted:") && err.contains(&format!("pid {downstream}")), "{err}");
+    assert_none_left(&mark, Duration::from_secs(5));
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
 fn caller_killed_mid_round_names_the_caller() {
     let out = out_dir("kill-caller");
     let mut h = start(&[

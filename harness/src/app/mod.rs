@@ -150,6 +150,14 @@ fn timeseries_sink(path: &Path, plan: &Plan) -> Option<SampleSink> {
     }))
 }
 
+/// Says on stderr why a run was aborted, whatever `--quiet` or `--json` hide
+/// on stdout: an error always reaches the terminal.
+fn report_abort(runs: &[crate::result::RunResult]) {
+    if let Some(run) = runs.iter().find(|r| r.status == crate::result::RunStatus::Aborted) {
+        eprintln!("harness: run aborted: {}", run.status_reason.as_deref().unwrap_or("reason unknown"));
+    }
+}
+
 /// Logging on stderr and a multi-threaded runtime, for the harness and its tier roles.
 fn runtime(name: &str) -> Option<tokio::runtime::Runtime> {
     telemetry::init_logging();

@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::time::SystemTime;
 
 use super::exit::{EXIT_FAILED, exit_code};
-use super::timeseries_sink;
+use super::{report_abort, timeseries_sink};
 use crate::config::Plan;
 use crate::export::files::{RunFolder, write_results};
 use crate::export::{folder_name, qps_part, summary};
@@ -32,6 +32,7 @@ pub async fn single_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
             return EXIT_FAILED;
         }
     };
+    report_abort(&runs);
     let written = write_results(folder.path(), &runs).and_then(|()| folder.commit());
     let folder = match written {
         Ok(f) => Some(f),

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use caller::Transport;
 
 use super::exit::{EXIT_FAILED, exit_code};
-use super::timeseries_sink;
+use super::{report_abort, timeseries_sink};
 use crate::config::Plan;
 use crate::export::files::{RunFolder, write_capacity, write_results};
 use crate::export::markdown::{num, shape};
@@ -114,6 +114,7 @@ async fn run_step(
             return None;
         }
     };
+    report_abort(&runs);
     if let Err(e) = write_results(&dir, &runs) {
         eprintln!("harness: writing {}: {e}", dir.display());
     }
