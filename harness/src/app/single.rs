@@ -37,7 +37,8 @@ pub async fn single_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
     let folder = match written {
         Ok(f) => Some(f),
         Err(e) => {
-            eprintln!("harness: writing the run folder under {}: {e}", cfg.out.display());
+            // The unfinished folder removed itself (RunFolder's drop).
+            eprintln!("harness: writing the run folder under {}: {e}; nothing was kept", cfg.out.display());
             None
         }
     };

@@ -70,7 +70,8 @@ pub async fn sweep_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
     let path = match write_capacity(folder.path(), &capacity, &setup).and_then(|()| folder.commit()) {
         Ok(p) => Some(p),
         Err(e) => {
-            eprintln!("harness: writing the sweep folder: {e}");
+            // The unfinished folder removed itself (RunFolder's drop).
+            eprintln!("harness: writing the sweep folder under {}: {e}; nothing was kept", cfg.out.display());
             None
         }
     };

@@ -142,7 +142,9 @@ impl Plan {
             (None, _) => vec![100.0],
         };
         let config = Config::from_args(a, arms[0], rates.first().copied())?;
-        Ok(Plan { config, arms, rates })
+        let plan = Plan { config, arms, rates };
+        check_space(&a.out, plan.expected_output_bytes(), free_bytes(&a.out))?;
+        Ok(plan)
     }
 }
 
@@ -354,6 +356,37 @@ fn duration(flag: &'static str, text: &str, example: &str) -> Result<Duration, C
     Ok(d)
 }
 
+/// Bytes an unprivileged user may still write under `out`; `None` if unknown.
+// statvfs's field types differ between platforms (u32 on some): the
+// conversions are only useless on this one.
+#[allow(clippy::useless_conversion)]
+fn free_bytes(out: &Path) -> Option<u64> {
+    let s = nix::sys::statvfs::statvfs(out).ok()?;
+    Some(u64::from(s.blocks_available()).saturating_mul(u64::from(s.fragment_size())))
+}
+
+/// A run folder of about `needed` bytes must fit in the `free` bytes of
+/// `out` (unknown free space is not held against it).
+fn check_space(out: &Path, needed: u64, free: Option<u64>) -> Result<(), ConfigError> {
+    match free {
+        Some(free) if free < needed => Err(bad(
+            "--out",
+            format!(
+                "{} has {} free, but this run writes about {}; free some space, choose another --out, or run \
+                 shorter (--duration, --rounds) or sample less often (--sample-interval)",
+                out.display(),
+                mib(free),
+                mib(needed)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+}
+
 /// The output folder must exist (or be creatable) and accept a file.
 fn check_writable(out: &Path) -> Result<(), ConfigError> {
     let fail = |e: std::io::Error| {
@@ -476,6 +509,22 @@ mod tests {
         assert_eq!(rest.expected_open_files(), 616 + 2 * 616 + 128);
         let capped = Config { max_in_flight: 100, ..rest };
         assert_eq!(capped.expected_in_flight(), 100);
+    }
+
+    #[test]
+    fn the_run_folder_must_fit_in_the_free_space() {
+        let p = plan(&["--duration", "10m"]).unwrap();
+        let needed = p.expected_output_bytes();
+        // Ten minutes sampled every 250 ms: a few MiB, more than a small run.
+        assert!(needed > 2 << 20 && needed < 64 << 20, "{needed}");
+        assert!(plan(&["--duration", "1s", "--warmup", "0s"]).unwrap().expected_output_bytes() < needed);
+        assert!(plan(&["--transport", "both", "--duration", "10m"]).unwrap().expected_output_bytes() > needed);
+        let out = Path::new("/somewhere");
+        let err = check_space(out, needed, Some(needed - 1)).unwrap_err();
+        assert_eq!(err.flag, "--out");
+        assert!(err.problem.contains("/somewhere has") && err.problem.contains("free"), "{err}");
+        assert!(check_space(out, needed, Some(needed)).is_ok());
+        assert!(check_space(out, needed, None).is_ok());
     }
 
     #[test]

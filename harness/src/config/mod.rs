@@ -121,6 +121,25 @@ impl Plan {
         configs.max_by_key(Config::expected_open_files).unwrap_or_else(|| self.config.clone())
     }
 
+    /// About how many bytes the run folder takes, generously: every sample
+    /// appears in `run.json`, `timeseries.csv` and the charts, and each arm
+    /// (of each step) has its reports, histograms and charts. Checked against
+    /// the free space of `--out` before anything starts.
+    pub fn expected_output_bytes(&self) -> u64 {
+        const PER_ROW: u64 = 512;
+        const PER_ROUND: u64 = 16 << 10;
+        const PER_ARM: u64 = 512 << 10;
+        const PER_FOLDER: u64 = 512 << 10;
+        let c = &self.config;
+        let (steps, arms) = (self.rates.len().max(1) as u64, self.arms.len() as u64);
+        // Samples are taken over the whole run, every arm's time included.
+        let run = (c.warmup + c.duration * c.rounds).as_secs_f64() * arms as f64;
+        let intervals = (run / c.sample_interval.as_secs_f64()).ceil() as u64 + 1;
+        // Per interval: downstream, caller, proxy, harness, and the load.
+        let rows = intervals * 5;
+        PER_FOLDER + steps * arms * (PER_ARM + u64::from(c.rounds) * PER_ROUND + rows * PER_ROW)
+    }
+
     /// `grpc`, `rest` or `both`: the transport part of the run folder's name.
     pub fn transport_name(&self) -> &'static str {
         if self.arms.len() > 1 { "both" } else { self.config.transport.as_str() }
