@@ -40,6 +40,7 @@ pub fn config(transport: Transport) -> Config {
         grpc_connections: 1,
         rest_http2: false,
         bind: std::net::IpAddr::from([127, 0, 0, 1]),
+        admin_bind: std::net::IpAddr::from([127, 0, 0, 1]),
         caller_port: 0,
         out: PathBuf::from("results"),
         label: None,

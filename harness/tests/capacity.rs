@@ -125,3 +125,35 @@ fn the_direct_target_drives_the_downstream_over_either_transport() {
         let _ = std::fs::remove_dir_all(&out);
     }
 }
+
+#[test]
+fn ctrl_c_between_sweep_steps_marks_the_sweep_interrupted() {
+    let out = out_dir("sweep-sigint");
+    // Step 1's requests are answered 4 s after they are sent: the step drains
+    // from about 1.1 s to 5.1 s after its tiers are named.
+    let mut h = start(&[
+        "--qps",
+        "10,20,40",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--delay",
+        "4s",
+        "--timeout",
+        "30s",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    h.sleep_until(std::time::Duration::from_millis(2500));
+    signal(h.child.id() as i32, nix::sys::signal::Signal::SIGINT);
+    assert_eq!(h.wait(std::time::Duration::from_secs(60)), Some(130), "{}", h.stderr());
+    assert_none_left(&h.mark, std::time::Duration::from_secs(5));
+    let folder = run_folder(&out);
+    let c: serde_json::Value = serde_json::from_slice(&std::fs::read(folder.join("capacity.json")).unwrap()).unwrap();
+    assert_eq!(c["interrupted"]["not_run_qps"], serde_json::json!([20.0, 40.0]), "{c:#}");
+    assert_eq!(c["arms"][0]["steps"].as_array().unwrap().len(), 1);
+    let md = std::fs::read_to_string(folder.join("capacity.md")).unwrap();
+    assert!(md.contains("**Sweep interrupted**") && md.contains("the steps at 20, 40 req/s never ran"), "{md}");
+    let _ = std::fs::remove_dir_all(&out);
+}

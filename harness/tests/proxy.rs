@@ -69,3 +69,116 @@ fn nginx_and_caddy_on_either_hop_carry_both_transports() {
         }
     }
 }
+
+/// Children of `pid` (an nginx master's workers).
+fn children(pid: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit(')').next()?.split_whitespace().nth(1)?.parse::<i32>().ok())
+                == Some(pid)
+        })
+        .filter(|p| alive(*p))
+        .collect()
+}
+
+/// The proxy's temporary folders of the harness with pid `harness`.
+fn work_dirs(harness: u32) -> Vec<std::path::PathBuf> {
+    let prefix = format!("grpc-vs-rest-nginx-{harness}-");
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(&prefix))
+        .collect()
+}
+
+fn gone_within(pids: &[i32], limit: Duration) -> Vec<i32> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let left: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn nginx_and_its_workers_die_with_the_harness_however_it_is_killed() {
+    use nix::sys::signal::Signal;
+    for sig in [Signal::SIGKILL, Signal::SIGTERM] {
+        let out = out_dir(&format!("proxy-die-{sig}"));
+        let mut h = start(&[
+            "--proxy",
+            "nginx",
+            "--qps",
+            "20",
+            "--duration",
+            "30s",
+            "--warmup",
+            "0s",
+            "--delay",
+            "5ms",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let err = h.stderr();
+        let master: i32 = err
+            .split("proxy pid ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no proxy pid named: {err}"));
+        let harness = h.child.id();
+        // nginx starts its workers right after the master listens.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut workers = children(master);
+        while workers.is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            workers = children(master);
+        }
+        assert!(!workers.is_empty(), "{sig}: nginx {master} has no workers");
+        assert_eq!(work_dirs(harness).len(), 1, "{sig}: no work folder");
+        h.sleep_until(Duration::from_millis(500));
+
+        signal(harness as i32, sig);
+        let _ = h.child.wait();
+        let mut nginx = workers.clone();
+        nginx.push(master);
+        let left = gone_within(&nginx, Duration::from_secs(10));
+        for p in &left {
+            // Do not leave them to the next test run.
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*p), Signal::SIGKILL);
+        }
+        assert!(left.is_empty(), "{sig}: nginx processes {left:?} outlived the harness (master {master})");
+        assert_none_left(&h.mark, Duration::from_secs(5));
+        if sig == Signal::SIGTERM {
+            assert!(work_dirs(harness).is_empty(), "{sig}: the proxy's temporary folder was left");
+        } else {
+            // Nothing runs after SIGKILL: the next proxy run clears the dead harness's folder.
+            let next = out_dir("proxy-die-next");
+            let o = harness_cmd(&[
+                "--proxy",
+                "nginx",
+                "--qps",
+                "20",
+                "--duration",
+                "300ms",
+                "--warmup",
+                "0s",
+                "--delay",
+                "5ms",
+                "--quiet",
+                "--out",
+                next.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+            assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+            assert!(work_dirs(harness).is_empty(), "{sig}: the dead harness's proxy folder was not cleared");
+            let _ = std::fs::remove_dir_all(&next);
+        }
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}

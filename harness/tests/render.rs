@@ -47,7 +47,7 @@ fn single_run_report() {
 fn multi_round_report_has_mean_min_max() {
     let text = markdown::render(&grpc(), false);
     assert!(text.contains("| metric | round 1 | round 2 | mean | min | max |"), "{text}");
-    assert!(text.contains("| latency min (ms) | 499.97 | 519.94 | 509.95 | 499.97 | 519.94 |"), "{text}");
+    assert!(text.contains("| latency min (ms) | 500.00 | 520.00 | 510.00 | 500.00 | 520.00 |"), "{text}");
     assert!(!text.contains("## Charts"));
 }
 

@@ -19,11 +19,12 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tokio_util::sync::CancellationToken;
+use tokio::signal::unix::{SignalKind, signal};
 
 use crate::config::{Plan, RunArgs};
 use crate::export::files::TimeseriesFile;
 use crate::export::timeseries;
+use crate::run::interrupt::Interrupt;
 use crate::run::sampling::{SampleBatch, SampleSink};
 use crate::tiers::TIER_ROLE_ARG;
 use compare::CompareArgs;
@@ -78,29 +79,52 @@ async fn measure_main(plan: Plan) -> u8 {
             crate::measure::environment::OPT_LEVEL
         );
     }
-    let interrupt = interrupt_on_ctrl_c();
+    if let Some(text) = crate::export::markdown::exposure(&plan.config) {
+        // Said even with --quiet: it is about who can reach this machine.
+        eprintln!("harness: WARNING: {text}");
+    }
+    let interrupt = match interrupt_on_signals() {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("harness: listening for Ctrl-C and SIGTERM: {e}");
+            return EXIT_FAILED;
+        }
+    };
     if plan.is_sweep() {
-        sweep::sweep_main(&plan, interrupt).await
+        sweep::sweep_main(&plan, &interrupt).await
     } else {
-        single::single_main(&plan, interrupt).await
+        single::single_main(&plan, &interrupt).await
     }
 }
 
-/// A token cancelled by the first Ctrl-C; a second one exits at once.
-fn interrupt_on_ctrl_c() -> CancellationToken {
-    let interrupt = CancellationToken::new();
-    let token = interrupt.clone();
+/// Ctrl-C (SIGINT) and SIGTERM (what `timeout`, CI cancel and `docker stop`
+/// send) alike: the first stops the run, the second cuts what is left of it
+/// short so the finished rounds are written at once, a third exits on the
+/// spot (the tiers die with the harness: parent-death signal).
+fn interrupt_on_signals() -> std::io::Result<Interrupt> {
+    let interrupt = Interrupt::new();
+    let (mut int, mut term) = (signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?);
+    let seen = interrupt.clone();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\nharness: interrupted; stopping the load and draining (Ctrl-C again to exit at once)");
-            token.cancel();
-            if tokio::signal::ctrl_c().await.is_ok() {
-                // The tiers die with us: they were started with a parent-death signal.
-                std::process::exit(i32::from(EXIT_INTERRUPTED));
+        loop {
+            let name = tokio::select! {
+                Some(()) = int.recv() => "SIGINT",
+                Some(()) = term.recv() => "SIGTERM",
+                else => return,
+            };
+            match seen.signal(name) {
+                1 => eprintln!(
+                    "\nharness: {name}: stopping the load and draining (again to stop waiting and write what was \
+                     finished at once)"
+                ),
+                2 => eprintln!(
+                    "harness: {name} again: cutting the drain short and writing what was finished (again to exit at once)"
+                ),
+                _ => std::process::exit(i32::from(EXIT_INTERRUPTED)),
             }
         }
     });
-    interrupt
+    Ok(interrupt)
 }
 
 /// A sink that appends every sample batch to `timeseries.csv` at `path`, the
@@ -125,6 +149,14 @@ fn timeseries_sink(path: &Path, plan: &Plan) -> Option<SampleSink> {
             .collect();
         file.append(&rows);
     }))
+}
+
+/// Says on stderr why a run was aborted, whatever `--quiet` or `--json` hide
+/// on stdout: an error always reaches the terminal.
+fn report_abort(runs: &[crate::result::RunResult]) {
+    if let Some(run) = runs.iter().find(|r| r.status == crate::result::RunStatus::Aborted) {
+        eprintln!("harness: run aborted: {}", run.status_reason.as_deref().unwrap_or("reason unknown"));
+    }
 }
 
 /// Logging on stderr and a multi-threaded runtime, for the harness and its tier roles.

@@ -3,16 +3,15 @@
 use std::io::IsTerminal;
 use std::time::SystemTime;
 
-use tokio_util::sync::CancellationToken;
-
 use super::exit::{EXIT_FAILED, exit_code};
-use super::timeseries_sink;
+use super::{report_abort, timeseries_sink};
 use crate::config::Plan;
 use crate::export::files::{RunFolder, write_results};
 use crate::export::{folder_name, qps_part, summary};
 use crate::result::RunStatus;
+use crate::run::interrupt::Interrupt;
 
-pub async fn single_main(plan: &Plan, interrupt: CancellationToken) -> u8 {
+pub async fn single_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
     let cfg = &plan.config;
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let load = if cfg.closed_loop { format!("{}conn", cfg.connections) } else { qps_part(cfg.qps) };
@@ -33,11 +32,13 @@ pub async fn single_main(plan: &Plan, interrupt: CancellationToken) -> u8 {
             return EXIT_FAILED;
         }
     };
+    report_abort(&runs);
     let written = write_results(folder.path(), &runs).and_then(|()| folder.commit());
     let folder = match written {
         Ok(f) => Some(f),
         Err(e) => {
-            eprintln!("harness: writing the run folder under {}: {e}", cfg.out.display());
+            // The unfinished folder removed itself (RunFolder's drop).
+            eprintln!("harness: writing the run folder under {}: {e}; nothing was kept", cfg.out.display());
             None
         }
     };

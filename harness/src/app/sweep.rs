@@ -6,18 +6,18 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use caller::Transport;
-use tokio_util::sync::CancellationToken;
 
 use super::exit::{EXIT_FAILED, exit_code};
-use super::timeseries_sink;
+use super::{report_abort, timeseries_sink};
 use crate::config::Plan;
 use crate::export::files::{RunFolder, write_capacity, write_results};
 use crate::export::markdown::{num, shape};
 use crate::export::{capacity, folder_name, qps_part};
-use crate::judge::capacity::{ArmCapacity, Capacity, knee, should_stop, step};
+use crate::judge::capacity::{ArmCapacity, Capacity, Interruption, knee, not_run, should_stop, step, sweep_status};
 use crate::result::{RunResult, RunStatus};
+use crate::run::interrupt::Interrupt;
 
-pub async fn sweep_main(plan: &Plan, interrupt: CancellationToken) -> u8 {
+pub async fn sweep_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
     let cfg = &plan.config;
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let (first, last) = (plan.rates[0], plan.rates[plan.rates.len() - 1]);
@@ -40,10 +40,10 @@ pub async fn sweep_main(plan: &Plan, interrupt: CancellationToken) -> u8 {
     for &rate in &plan.rates {
         let active: Vec<Transport> =
             plan.arms.iter().zip(&arms).filter(|(_, a)| a.stopped_early.is_none()).map(|(t, _)| *t).collect();
-        if active.is_empty() || interrupt.is_cancelled() {
+        if active.is_empty() || interrupt.is_stopped() {
             break;
         }
-        let Some(runs) = run_step(plan, rate, &active, folder.path(), &started_at, &interrupt).await else {
+        let Some(runs) = run_step(plan, rate, &active, folder.path(), &started_at, interrupt).await else {
             last_status = RunStatus::Aborted;
             break;
         };
@@ -59,13 +59,19 @@ pub async fn sweep_main(plan: &Plan, interrupt: CancellationToken) -> u8 {
     for arm in &mut arms {
         arm.knee_qps = knee(&arm.steps);
     }
-    let capacity = Capacity { slo_p99_ms: cfg.slo_p99.as_secs_f64() * 1e3, arms };
+    // Interrupted between two steps, the last step that ran may be complete:
+    // the sweep is not.
+    last_status = sweep_status(last_status, interrupt.is_stopped());
+    let interrupted = (last_status == RunStatus::Interrupted)
+        .then(|| Interruption { reason: interrupt.reason(), not_run_qps: not_run(&plan.rates, &arms) });
+    let capacity = Capacity { slo_p99_ms: cfg.slo_p99.as_secs_f64() * 1e3, arms, interrupted };
     let setup =
         if run_shape.is_empty() { String::new() } else { format!("offered {first} … {last} req/s, {run_shape}") };
     let path = match write_capacity(folder.path(), &capacity, &setup).and_then(|()| folder.commit()) {
         Ok(p) => Some(p),
         Err(e) => {
-            eprintln!("harness: writing the sweep folder: {e}");
+            // The unfinished folder removed itself (RunFolder's drop).
+            eprintln!("harness: writing the sweep folder under {}: {e}; nothing was kept", cfg.out.display());
             None
         }
     };
@@ -93,7 +99,7 @@ async fn run_step(
     active: &[Transport],
     sweep_folder: &Path,
     started_at: &str,
-    interrupt: &CancellationToken,
+    interrupt: &Interrupt,
 ) -> Option<Vec<RunResult>> {
     let step_plan = plan.step(rate, active);
     let dir = sweep_folder.join(step_name(rate));
@@ -102,13 +108,14 @@ async fn run_step(
     if !plan.config.quiet {
         eprintln!("sweep: {rate} req/s ({})", active.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", "));
     }
-    let runs = match crate::run::run(&step_plan, started_at.to_owned(), interrupt.clone(), sink).await {
+    let runs = match crate::run::run(&step_plan, started_at.to_owned(), interrupt, sink).await {
         Ok(r) => r,
         Err(e) => {
             eprintln!("harness: step {rate} req/s: {e:#}");
             return None;
         }
     };
+    report_abort(&runs);
     if let Err(e) = write_results(&dir, &runs) {
         eprintln!("harness: writing {}: {e}", dir.display());
     }

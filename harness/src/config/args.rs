@@ -1,6 +1,7 @@
 //! The flags of a measured run and their validation into a [`Config`]:
 //! every check names the flag and the fix.
 
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -9,6 +10,14 @@ use clap::Args;
 use payload::Limits;
 
 use super::{Config, ConfigError, Plan, ProxyHop, ProxyKind, TargetTier, bad, parse_rates};
+
+/// The longest any one duration flag may be. Longer values overflow the
+/// clocks they are added to (`Instant + d`) and no measurement needs them.
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The longest a run's measured load may last: warm-up plus every round.
+pub const MAX_RUN: Duration = Duration::from_secs(30 * 24 * 3600);
+/// The most measured rounds of one run.
+pub const MAX_ROUNDS: u32 = 10_000;
 
 /// Which transports a run measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -91,9 +100,14 @@ pub struct RunArgs {
     /// HTTP/2 connections the caller spreads gRPC calls over.
     #[arg(long, default_value_t = 1)]
     pub grpc_connections: u32,
-    /// IP address the tiers listen on.
+    /// IP address the tiers' service listeners (the downstream's gRPC, with
+    /// reflection, and REST; the caller's front door) listen on. Anything but
+    /// loopback exposes them to other machines, and their traffic is counted.
     #[arg(long, default_value = "127.0.0.1")]
     pub bind: String,
+    /// IP address the tiers' admin listeners (/stats, /metrics) listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub admin_bind: String,
     /// Port of the caller's front listener (0: any free port).
     #[arg(long, default_value_t = 0)]
     pub caller_port: u16,
@@ -128,7 +142,9 @@ impl Plan {
             (None, _) => vec![100.0],
         };
         let config = Config::from_args(a, arms[0], rates.first().copied())?;
-        Ok(Plan { config, arms, rates })
+        let plan = Plan { config, arms, rates };
+        check_space(&a.out, plan.expected_output_bytes(), free_bytes(&a.out))?;
+        Ok(plan)
     }
 }
 
@@ -139,8 +155,21 @@ impl Config {
     pub fn from_args(a: &RunArgs, transport: Transport, qps: Option<f64>) -> Result<Config, ConfigError> {
         let timing = Timing::from_args(a, qps)?;
         let sizes = Sizes::from_args(a)?;
+        let run_length = timing.warmup + timing.duration * sizes.rounds;
+        if run_length > MAX_RUN {
+            return Err(bad(
+                "--rounds",
+                format!(
+                    "{} rounds of {} plus the warm-up run for {}, over the {} a run may last; use fewer or shorter rounds",
+                    sizes.rounds,
+                    a.duration.trim(),
+                    humantime::format_duration(run_length),
+                    humantime::format_duration(MAX_RUN)
+                ),
+            ));
+        }
         let label = label(a.label.as_deref())?;
-        let bind = placement(a)?;
+        let (bind, admin_bind) = placement(a)?;
         check_writable(&a.out)?;
         Ok(Config {
             transport,
@@ -165,6 +194,7 @@ impl Config {
             grpc_connections: a.grpc_connections,
             rest_http2: a.rest_http2,
             bind,
+            admin_bind,
             caller_port: a.caller_port,
             out: a.out.clone(),
             label,
@@ -241,8 +271,8 @@ impl Sizes {
             .trim()
             .parse()
             .map_err(|_| bad("--rounds", format!("{:?} is not a whole number; e.g. --rounds 3", a.rounds)))?;
-        if rounds == 0 {
-            return Err(bad("--rounds", "must be at least 1"));
+        if !(1..=MAX_ROUNDS).contains(&rounds) {
+            return Err(bad("--rounds", format!("must be between 1 and {MAX_ROUNDS}")));
         }
         if a.items > Limits::DEFAULT_MAX_ITEMS {
             return Err(bad(
@@ -281,10 +311,17 @@ fn label(label: Option<&str>) -> Result<Option<String>, ConfigError> {
 }
 
 /// Where the tiers run and which flags go with which topology; returns the
-/// address the tiers bind.
-fn placement(a: &RunArgs) -> Result<std::net::IpAddr, ConfigError> {
+/// addresses the tiers' service and admin listeners bind.
+fn placement(a: &RunArgs) -> Result<(IpAddr, IpAddr), ConfigError> {
     if a.proxy.is_some() && a.target != TargetTier::Caller {
         return Err(bad("--proxy", "goes with the three-tier topology (--target caller)"));
+    }
+    if a.caller_port != 0 && a.transport == TransportArg::Both {
+        return Err(bad(
+            "--caller-port",
+            "cannot be used with --transport both: each arm starts its own caller, and both would bind that port; \
+             leave --caller-port out (any free port) or measure one transport",
+        ));
     }
     if a.downstream_url.is_some() && a.target != TargetTier::Downstream {
         return Err(bad("--downstream-url", "goes with --target downstream"));
@@ -294,15 +331,60 @@ fn placement(a: &RunArgs) -> Result<std::net::IpAddr, ConfigError> {
     {
         return Err(bad("--downstream-url", format!("{url:?}: give it as http://host:port")));
     }
-    a.bind
-        .trim()
-        .parse()
-        .map_err(|_| bad("--bind", format!("{:?} is not an IP address; e.g. --bind 127.0.0.1 or --bind ::1", a.bind)))
+    let ip = |flag: &'static str, text: &str| {
+        text.trim()
+            .parse::<IpAddr>()
+            .map_err(|_| bad(flag, format!("{text:?} is not an IP address; e.g. {flag} 127.0.0.1 or {flag} ::1")))
+    };
+    Ok((ip("--bind", &a.bind)?, ip("--admin-bind", &a.admin_bind)?))
 }
 
+/// A duration flag, at most [`MAX_DURATION`].
 fn duration(flag: &'static str, text: &str, example: &str) -> Result<Duration, ConfigError> {
-    humantime::parse_duration(text.trim())
-        .map_err(|e| bad(flag, format!("{text:?} is not a duration ({e}); write it like {flag} {example}")))
+    let d = humantime::parse_duration(text.trim())
+        .map_err(|e| bad(flag, format!("{text:?} is not a duration ({e}); write it like {flag} {example}")))?;
+    if d > MAX_DURATION {
+        return Err(bad(
+            flag,
+            format!(
+                "{} is longer than the {} any duration may be; write it like {flag} {example}",
+                text.trim(),
+                humantime::format_duration(MAX_DURATION)
+            ),
+        ));
+    }
+    Ok(d)
+}
+
+/// Bytes an unprivileged user may still write under `out`; `None` if unknown.
+// statvfs's field types differ between platforms (u32 on some): the
+// conversions are only useless on this one.
+#[allow(clippy::useless_conversion)]
+fn free_bytes(out: &Path) -> Option<u64> {
+    let s = nix::sys::statvfs::statvfs(out).ok()?;
+    Some(u64::from(s.blocks_available()).saturating_mul(u64::from(s.fragment_size())))
+}
+
+/// A run folder of about `needed` bytes must fit in the `free` bytes of
+/// `out` (unknown free space is not held against it).
+fn check_space(out: &Path, needed: u64, free: Option<u64>) -> Result<(), ConfigError> {
+    match free {
+        Some(free) if free < needed => Err(bad(
+            "--out",
+            format!(
+                "{} has {} free, but this run writes about {}; free some space, choose another --out, or run \
+                 shorter (--duration, --rounds) or sample less often (--sample-interval)",
+                out.display(),
+                mib(free),
+                mib(needed)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
 }
 
 /// The output folder must exist (or be creatable) and accept a file.
@@ -411,6 +493,14 @@ mod tests {
             (&["--label", "a b"], "--label"),
             (&["--max-in-flight", "0"], "--max-in-flight"),
             (&["--bind", "localhost:80"], "--bind"),
+            (&["--admin-bind", "any"], "--admin-bind"),
+            (&["--duration", "500000000000y", "--rounds", "2"], "--duration"),
+            (&["--timeout", "500000000000y"], "--timeout"),
+            (&["--delay", "500000000000y"], "--delay"),
+            (&["--warmup", "8d"], "--warmup"),
+            (&["--duration", "6d", "--rounds", "10"], "--rounds"),
+            (&["--rounds", "10001"], "--rounds"),
+            (&["--transport", "both", "--caller-port", "8080"], "--caller-port"),
         ] {
             let err = parse(args).unwrap_err();
             assert_eq!(err.flag, flag, "{args:?}: {err}");
@@ -426,6 +516,22 @@ mod tests {
         assert_eq!(rest.expected_open_files(), 616 + 2 * 616 + 128);
         let capped = Config { max_in_flight: 100, ..rest };
         assert_eq!(capped.expected_in_flight(), 100);
+    }
+
+    #[test]
+    fn the_run_folder_must_fit_in_the_free_space() {
+        let p = plan(&["--duration", "10m"]).unwrap();
+        let needed = p.expected_output_bytes();
+        // Ten minutes sampled every 250 ms: a few MiB, more than a small run.
+        assert!(needed > 2 << 20 && needed < 64 << 20, "{needed}");
+        assert!(plan(&["--duration", "1s", "--warmup", "0s"]).unwrap().expected_output_bytes() < needed);
+        assert!(plan(&["--transport", "both", "--duration", "10m"]).unwrap().expected_output_bytes() > needed);
+        let out = Path::new("/somewhere");
+        let err = check_space(out, needed, Some(needed - 1)).unwrap_err();
+        assert_eq!(err.flag, "--out");
+        assert!(err.problem.contains("/somewhere has") && err.problem.contains("free"), "{err}");
+        assert!(check_space(out, needed, Some(needed)).is_ok());
+        assert!(check_space(out, needed, None).is_ok());
     }
 
     #[test]

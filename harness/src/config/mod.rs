@@ -120,6 +120,39 @@ impl Plan {
         (c.warmup + c.duration * c.rounds) * arms + c.rewarm() * rewarms
     }
 
+    /// The arm and step that needs the most open files: every arm at the
+    /// highest rate of a sweep (a step that would not fit is refused before
+    /// the first one runs, never reported as the knee).
+    pub fn busiest(&self) -> Config {
+        let rates: Vec<Option<f64>> =
+            if self.rates.is_empty() { vec![None] } else { self.rates.iter().copied().map(Some).collect() };
+        let configs = self
+            .arms
+            .iter()
+            .flat_map(|t| rates.iter().map(move |q| Config { qps: q.unwrap_or(self.config.qps), ..self.arm(*t) }));
+        configs.max_by_key(Config::expected_open_files).unwrap_or_else(|| self.config.clone())
+    }
+
+    /// About how many bytes the run folder takes, generously: every sample
+    /// appears in `run.json`, `timeseries.csv` and the charts, and each arm
+    /// (of each step) has its reports, histograms and charts. Checked against
+    /// the free space of `--out` before anything starts.
+    pub fn expected_output_bytes(&self) -> u64 {
+        const PER_ROW: u64 = 512;
+        // Five latency histograms at five significant digits, base64.
+        const PER_ROUND: u64 = 128 << 10;
+        const PER_ARM: u64 = 512 << 10;
+        const PER_FOLDER: u64 = 512 << 10;
+        let c = &self.config;
+        let (steps, arms) = (self.rates.len().max(1) as u64, self.arms.len() as u64);
+        // Samples are taken over the whole run, every arm's time included.
+        let run = (c.warmup + c.duration * c.rounds).as_secs_f64() * arms as f64;
+        let intervals = (run / c.sample_interval.as_secs_f64()).ceil() as u64 + 1;
+        // Per interval: downstream, caller, proxy, harness, and the load.
+        let rows = intervals * 5;
+        PER_FOLDER + steps * arms * (PER_ARM + u64::from(c.rounds) * PER_ROUND + rows * PER_ROW)
+    }
+
     /// `grpc`, `rest` or `both`: the transport part of the run folder's name.
     pub fn transport_name(&self) -> &'static str {
         if self.arms.len() > 1 { "both" } else { self.config.transport.as_str() }
@@ -167,8 +200,12 @@ pub struct Config {
     pub sample_interval: Duration,
     pub grpc_connections: u32,
     pub rest_http2: bool,
-    /// IP address the tiers listen on.
+    /// IP address the tiers' service listeners bind.
     pub bind: std::net::IpAddr,
+    /// IP address the tiers' admin listeners bind. Older runs lack it: they
+    /// bound admin on `bind`, loopback unless it said otherwise.
+    #[serde(default = "loopback")]
+    pub admin_bind: std::net::IpAddr,
     /// Port of the caller's front listener (0: any free port).
     pub caller_port: u16,
     pub out: PathBuf,
@@ -191,6 +228,10 @@ mod secs {
         let v = f64::deserialize(d)?;
         Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom)
     }
+}
+
+fn loopback() -> std::net::IpAddr {
+    std::net::IpAddr::from([127, 0, 0, 1])
 }
 
 fn default_hop() -> ProxyHop {
@@ -232,6 +273,15 @@ impl Config {
     /// or in closed loop the connections' worth.
     fn sizing_in_flight(&self) -> u64 {
         if self.closed_loop { self.connections as u64 + 16 } else { self.expected_in_flight() }
+    }
+
+    /// The listeners bound beyond loopback, as `flag address` pairs: other
+    /// machines can reach them, and whatever they send is counted.
+    pub fn exposed(&self) -> Vec<(&'static str, std::net::IpAddr)> {
+        [("--bind", self.bind), ("--admin-bind", self.admin_bind)]
+            .into_iter()
+            .filter(|(_, ip)| !ip.is_loopback())
+            .collect()
     }
 
     /// Requests scheduled in one round.

@@ -18,6 +18,9 @@ pub fn render(c: &Capacity, setup: &str) -> String {
          the step's rounds; each step's full report is in its folder.\n",
         c.slo_p99_ms
     );
+    if let Some(i) = &c.interrupted {
+        let _ = writeln!(out, "> **Sweep interrupted** ({}): {}\n", i.reason, not_run_text(&i.not_run_qps));
+    }
     for arm in &c.arms {
         let name = arm.transport.title();
         let _ = writeln!(out, "## {name}\n");
@@ -63,6 +66,18 @@ pub fn render(c: &Capacity, setup: &str) -> String {
     out
 }
 
+/// What an interruption left out, said the same way in the report and the terminal.
+fn not_run_text(not_run: &[f64]) -> String {
+    if not_run.is_empty() {
+        return "every step ran, the last one possibly cut short; each knee is over the steps shown".to_owned();
+    }
+    let rates: Vec<String> = not_run.iter().map(|r| num(Some(*r), if r.fract() == 0.0 { 0 } else { 2 })).collect();
+    format!(
+        "the steps at {} req/s never ran; each knee is over the steps that ran only, not the arm's capacity",
+        rates.join(", ")
+    )
+}
+
 /// The charts: achieved vs offered and p99 vs offered, arms overlaid.
 pub fn charts(c: &Capacity) -> Vec<(&'static str, String)> {
     let max_offered = c.arms.iter().flat_map(|a| a.steps.iter().map(|s| s.offered_qps)).fold(0.0, f64::max);
@@ -91,6 +106,9 @@ pub fn json(c: &Capacity) -> String {
 /// The knees and each arm's steps, compactly, for the terminal.
 pub fn terminal(c: &Capacity) -> String {
     let mut out = String::new();
+    if let Some(i) = &c.interrupted {
+        let _ = writeln!(out, "sweep interrupted ({}): {}", i.reason, not_run_text(&i.not_run_qps));
+    }
     for arm in &c.arms {
         let _ = writeln!(
             out,

@@ -17,11 +17,16 @@ use crate::measure::histogram::decode_histogram;
 use crate::result::ProxyInfo;
 use crate::result::{RunResult, TierName};
 
+/// A run folder being written: a hidden temporary folder until
+/// [`RunFolder::commit`] renames it into place. Dropped without a commit (a
+/// failed write, an early return, a panic) it removes itself, so no
+/// `.tmp-…` folder is ever left behind.
 #[derive(Debug)]
 pub struct RunFolder {
     out: PathBuf,
     base: String,
     tmp: PathBuf,
+    committed: bool,
 }
 
 impl RunFolder {
@@ -30,7 +35,7 @@ impl RunFolder {
         let tmp = out.join(format!(".tmp-{base}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir(&tmp)?;
-        Ok(RunFolder { out: out.to_owned(), base: base.to_owned(), tmp })
+        Ok(RunFolder { out: out.to_owned(), base: base.to_owned(), tmp, committed: false })
     }
 
     /// Where files go until [`RunFolder::commit`].
@@ -39,7 +44,7 @@ impl RunFolder {
     }
 
     /// Renames the folder into place under a name not taken yet.
-    pub fn commit(self) -> io::Result<PathBuf> {
+    pub fn commit(mut self) -> io::Result<PathBuf> {
         let mut n = 1u32;
         loop {
             let dest = self.out.join(if n == 1 { self.base.clone() } else { format!("{}-{n}", self.base) });
@@ -48,7 +53,10 @@ impl RunFolder {
                 continue;
             }
             match std::fs::rename(&self.tmp, &dest) {
-                Ok(()) => return Ok(dest),
+                Ok(()) => {
+                    self.committed = true;
+                    return Ok(dest);
+                }
                 // Lost a race with another run taking the same name: try the next.
                 Err(_) if dest.exists() => continue,
                 Err(e) => return Err(e),
@@ -57,8 +65,14 @@ impl RunFolder {
     }
 
     /// Removes the folder: nothing was measured.
-    pub fn discard(self) {
-        let _ = std::fs::remove_dir_all(&self.tmp);
+    pub fn discard(self) {}
+}
+
+impl Drop for RunFolder {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_dir_all(&self.tmp);
+        }
     }
 }
 
@@ -191,6 +205,18 @@ pub fn write_capacity(dir: &Path, c: &Capacity, setup: &str) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folder_never_committed_leaves_nothing() {
+        let out = std::env::temp_dir().join(format!("gvr-runfolder-{}", std::process::id()));
+        let folder = RunFolder::create(&out, "run").unwrap();
+        std::fs::write(folder.path().join("run.json"), b"{}").unwrap();
+        drop(folder);
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0, "the temporary folder was left");
+        let committed = RunFolder::create(&out, "run").unwrap().commit().unwrap();
+        assert!(committed.is_dir() && committed.ends_with("run"));
+        std::fs::remove_dir_all(&out).unwrap();
+    }
 
     #[test]
     fn the_time_series_is_flushed_row_by_row() {

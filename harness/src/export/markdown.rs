@@ -191,6 +191,9 @@ fn warnings(run: &RunResult) -> String {
             run.config.connections
         );
     }
+    if let Some(text) = exposure(&run.config) {
+        let _ = writeln!(out, "> **Listening beyond loopback**: {text}\n");
+    }
     if run.status != RunStatus::Complete {
         let _ = writeln!(
             out,
@@ -204,6 +207,31 @@ fn warnings(run: &RunResult) -> String {
     }
 
     out
+}
+
+/// What a run exposed beyond loopback, said once for the terminal and the
+/// report; `None` on loopback.
+pub fn exposure(c: &crate::config::Config) -> Option<String> {
+    let exposed = c.exposed();
+    if exposed.is_empty() {
+        return None;
+    }
+    let what: Vec<String> = exposed
+        .iter()
+        .map(|(flag, ip)| {
+            let listeners = if *flag == "--bind" {
+                "the downstream's gRPC (with reflection) and REST listeners, the caller's front door and any proxy"
+            } else {
+                "the admin listeners (/stats, /metrics)"
+            };
+            format!("{flag} {ip} is not a loopback address: {listeners} take connections from other machines")
+        })
+        .collect();
+    Some(format!(
+        "{}. Traffic from anywhere else is counted too: the byte counters and request counts (and so every per-request \
+         figures) include whatever other machines send.",
+        what.join("; ")
+    ))
 }
 
 /// Rows = metrics, columns = rounds (and with several rounds their mean, min and max).

@@ -9,7 +9,7 @@ use caller::Transport;
 
 use crate::judge::stats::mean;
 use crate::judge::validity::ACHIEVED_RATIO_MIN;
-use crate::result::{RunResult, TierName};
+use crate::result::{RunResult, RunStatus, TierName};
 
 /// One arm at one offered rate, averaged over its rounds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,6 +46,31 @@ pub struct ArmCapacity {
 pub struct Capacity {
     pub slo_p99_ms: f64,
     pub arms: Vec<ArmCapacity>,
+    /// Set when the sweep was interrupted: its knees are over the steps that ran.
+    #[serde(default)]
+    pub interrupted: Option<Interruption>,
+}
+
+/// Why a sweep stopped before its last step, and the steps that never ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interruption {
+    pub reason: String,
+    /// Offered rates no arm ran.
+    pub not_run_qps: Vec<f64>,
+}
+
+/// The status of a whole sweep: interrupted if the user stopped it, even
+/// between two steps, when the last step that ran was complete.
+pub fn sweep_status(last_step: RunStatus, interrupted: bool) -> RunStatus {
+    match last_step {
+        RunStatus::Complete if interrupted => RunStatus::Interrupted,
+        other => other,
+    }
+}
+
+/// The offered rates of `rates` that no arm ran a step at.
+pub fn not_run(rates: &[f64], arms: &[ArmCapacity]) -> Vec<f64> {
+    rates.iter().copied().filter(|r| !arms.iter().any(|a| a.steps.iter().any(|s| s.offered_qps == *r))).collect()
 }
 
 /// Failed steps in a row after which a sweep stops for an arm.
@@ -158,5 +183,19 @@ mod tests {
         assert!(should_stop(&more));
         assert_eq!(knee(&more), Some(1000.0));
         assert_eq!(knee(&more[2..]), None);
+    }
+
+    #[test]
+    fn an_interrupt_between_steps_interrupts_the_sweep_and_names_the_steps_not_run() {
+        assert_eq!(sweep_status(RunStatus::Complete, true), RunStatus::Interrupted);
+        assert_eq!(sweep_status(RunStatus::Complete, false), RunStatus::Complete);
+        assert_eq!(sweep_status(RunStatus::Aborted, true), RunStatus::Aborted);
+        let arms = [ArmCapacity {
+            transport: Transport::Grpc,
+            steps: vec![synthetic(500.0, 500.0, 500.0, false)],
+            knee_qps: Some(500.0),
+            stopped_early: None,
+        }];
+        assert_eq!(not_run(&[500.0, 1000.0, 2000.0], &arms), [1000.0, 2000.0]);
     }
 }

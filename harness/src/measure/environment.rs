@@ -3,6 +3,7 @@
 
 use sysinfo::{CpuRefreshKind, MemoryRefreshKind, RefreshKind, System};
 
+use crate::config::{ConfigError, Plan};
 use crate::result::Environment;
 
 /// The optimisation level this executable was compiled at (`0`–`3`, `s`, `z`).
@@ -42,24 +43,45 @@ pub fn capture() -> Environment {
 
 /// Raises the soft open-files limit to the hard one (children inherit it) and
 /// refuses a plan whose connections cannot fit, saying how to fix it.
-pub fn check_open_files(plan: &crate::config::Plan) -> Result<(), crate::config::ConfigError> {
+pub fn check_open_files(plan: &Plan) -> Result<(), ConfigError> {
     let (_, Some(soft), Some(hard)) = raise_nofile() else { return Ok(()) };
-    let needed = plan.arms.iter().map(|t| plan.arm(*t).expected_open_files()).max().unwrap_or(0);
+    open_files_problem(plan, soft, hard).map_or(Ok(()), Err)
+}
+
+/// Why `plan` cannot fit in `soft` open files, naming the flag that sets its
+/// connections: `--connections` in closed loop, `--qps` otherwise (a sweep
+/// judged at its highest step).
+pub fn open_files_problem(plan: &Plan, soft: u64, hard: u64) -> Option<ConfigError> {
+    let c = plan.busiest();
+    let needed = c.expected_open_files();
     if needed <= soft {
-        return Ok(());
+        return None;
     }
-    let c = &plan.config;
-    Err(crate::config::ConfigError {
-        flag: "--qps",
-        problem: format!(
-            "{} req/s with a {} service time keeps about {} requests in flight; the caller then needs about {needed} \
-             open files, but this shell allows {soft} (hard limit {hard}). Raise the limit (`ulimit -n {}` in a shell \
-             whose hard limit allows it, or LimitNOFILE= for a service) or lower --qps / --max-in-flight.",
-            c.qps,
-            humantime::format_duration(c.delay + c.jitter),
-            c.expected_in_flight(),
-            (needed * 2).next_power_of_two()
-        ),
+    let fix = format!(
+        "the caller then needs about {needed} open files, but this shell allows {soft} (hard limit {hard}). Raise the \
+         limit (`ulimit -n {}` in a shell whose hard limit allows it, or LimitNOFILE= for a service)",
+        (needed * 2).next_power_of_two()
+    );
+    let step = if plan.is_sweep() { " (the highest step of the sweep)" } else { "" };
+    Some(if c.closed_loop {
+        ConfigError {
+            flag: "--connections",
+            problem: format!(
+                "{} connections keep up to {} requests in flight; {fix} or lower --connections.",
+                c.connections, c.connections
+            ),
+        }
+    } else {
+        ConfigError {
+            flag: "--qps",
+            problem: format!(
+                "{} req/s{step} with a {} service time keeps about {} requests in flight; {fix} or lower --qps / \
+                 --max-in-flight.",
+                c.qps,
+                humantime::format_duration(c.delay + c.jitter),
+                c.expected_in_flight(),
+            ),
+        }
     })
 }
 
@@ -74,19 +96,25 @@ fn command_line(cmd: &str, args: &[&str]) -> Option<String> {
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned()).filter(|s| !s.is_empty())
 }
 
+/// The commit the harness was built from and whether its checkout had
+/// uncommitted changes (`build.rs`), not the current directory's repository:
+/// `None` when it was not built from a git checkout.
 fn git() -> (Option<String>, Option<bool>) {
-    let commit = command_line("git", &["rev-parse", "HEAD"]);
-    let dirty = commit.as_ref().and_then(|_| {
-        let out =
-            std::process::Command::new("git").args(["status", "--porcelain", "--untracked-files=no"]).output().ok()?;
-        out.status.success().then_some(!out.stdout.is_empty())
-    });
+    let commit = Some(env!("HARNESS_GIT_COMMIT")).filter(|c| !c.is_empty()).map(str::to_owned);
+    let dirty = match env!("HARNESS_GIT_DIRTY") {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    };
     (commit, dirty)
 }
 
 #[cfg(test)]
 mod tests {
+    use caller::Transport;
+
     use super::*;
+    use crate::testing;
 
     /// `cargo run -p harness` builds the dev profile, and tests build with
     /// the same settings: this fails if the workspace's profile settings stop
@@ -96,5 +124,34 @@ mod tests {
         let env = capture();
         assert!(env.is_optimised(), "built at opt-level {OPT_LEVEL} ({PROFILE}): figures would not be representative");
         assert_eq!(env.opt_level.as_deref(), Some(OPT_LEVEL));
+    }
+
+    fn plan(rates: &[f64], transport: Transport) -> Plan {
+        let config = crate::config::Config {
+            qps: rates[0],
+            delay: std::time::Duration::from_millis(20),
+            ..testing::config(transport)
+        };
+        Plan { config, arms: vec![transport], rates: rates.to_vec() }
+    }
+
+    #[test]
+    fn a_sweep_is_judged_at_its_highest_step() {
+        let sweep = plan(&[20.0, 2000.0], Transport::Rest);
+        assert!(plan(&[20.0], Transport::Rest).busiest().expected_open_files() <= 256);
+        let e = open_files_problem(&sweep, 256, 256).expect("2000 req/s over REST does not fit in 256");
+        assert_eq!(e.flag, "--qps");
+        assert!(e.problem.contains("2000 req/s (the highest step of the sweep)"), "{e}");
+        assert!(open_files_problem(&sweep, 1 << 20, 1 << 20).is_none());
+    }
+
+    #[test]
+    fn closed_loop_names_connections() {
+        let mut p = plan(&[100.0], Transport::Grpc);
+        p.rates.clear();
+        p.config = crate::config::Config { closed_loop: true, qps: 0.0, connections: 30_000, ..p.config };
+        let e = open_files_problem(&p, 256, 256).unwrap();
+        assert_eq!(e.flag, "--connections");
+        assert!(e.problem.contains("30000 connections") && !e.problem.contains("req/s"), "{e}");
     }
 }

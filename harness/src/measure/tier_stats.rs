@@ -53,6 +53,16 @@ impl TierStatsReader {
         None
     }
 
+    /// [`TierStatsReader::snapshot`], or once `cut` a snapshot whose tier
+    /// figures are unmeasured (a stopped tier would hold the read for seconds).
+    pub async fn snapshot_until(&self, topology: &Topology, cut: &tokio_util::sync::CancellationToken) -> Snapshot {
+        let at = Instant::now();
+        tokio::select! {
+            snapshot = self.snapshot(topology) => snapshot,
+            _ = cut.cancelled() => Snapshot { at, downstream: None, caller: None, harness: self.harness.snapshot() },
+        }
+    }
+
     pub async fn snapshot(&self, topology: &Topology) -> Snapshot {
         let at = Instant::now();
         let (downstream, caller) =

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use super::interrupt::Interrupt;
 use crate::config::{Config, Plan};
 use crate::load::Target;
 use crate::measure::sampler::Watched;
@@ -44,7 +45,7 @@ pub(super) async fn start_arms(plan: &Plan) -> anyhow::Result<Vec<Arm>> {
             Ok((topology, target)) => arms.push(Arm { config, topology, target, tiers: BTreeMap::new() }),
             Err(e) => {
                 for arm in arms {
-                    arm.topology.stop().await;
+                    arm.topology.stop(&CancellationToken::new()).await;
                 }
                 return Err(e);
             }
@@ -109,7 +110,7 @@ fn dead_tier(arms: &mut [Arm], origin: Instant) -> Option<Stop> {
 pub(super) async fn wait_until(
     at: Instant,
     arms: &mut [Arm],
-    interrupt: &CancellationToken,
+    interrupt: &Interrupt,
     origin: Instant,
 ) -> Result<(), Stop> {
     loop {
@@ -121,7 +122,7 @@ pub(super) async fn wait_until(
             return Ok(());
         }
         tokio::select! {
-            _ = interrupt.cancelled() => return Err(Stop::Interrupted),
+            _ = interrupt.stopped() => return Err(Stop::Interrupted),
             _ = tokio::time::sleep((at - now).min(LIVENESS_POLL)) => {}
         }
     }

@@ -11,6 +11,7 @@
 //! samples to a sink as they come; it never writes a file or renders a report.
 
 mod arms;
+pub mod interrupt;
 pub mod progress;
 pub mod sampling;
 mod segments;
@@ -30,6 +31,7 @@ use crate::result::{
     Environment, Instrument, LoadSample, RoundResult, RunResult, RunStatus, SCHEMA, TierInfo, TierName,
 };
 use arms::{Stop, describe, start_arms, watched};
+use interrupt::Interrupt;
 use progress::{Progress, Status};
 use sampling::{SampleSink, Sampling};
 use segments::{ARM_SWITCH_PAUSE, Driver, PendingRound, STOP_GRACE, drain};
@@ -51,7 +53,7 @@ struct Common {
 pub async fn run(
     plan: &Plan,
     started_at: String,
-    interrupt: CancellationToken,
+    interrupt: &Interrupt,
     sink: Option<SampleSink>,
 ) -> anyhow::Result<Vec<RunResult>> {
     let cfg = &plan.config;
@@ -73,30 +75,35 @@ pub async fn run(
         arms: &mut arms,
         reader: &reader,
         status: status.clone(),
-        interrupt: &interrupt,
+        interrupt,
         origin,
         stop_load: CancellationToken::new(),
     };
     let (pending, stopped) = driver.run(&plan.order()).await;
 
     // Drain: requests already sent get their answer or their timeout; after a
-    // stop only a short grace.
-    drain(&status.live, if stopped.is_some() { STOP_GRACE } else { cfg.timeout + STOP_GRACE }).await;
+    // stop only a short grace. An interrupt during the drain shortens it to
+    // that grace (and marks the run interrupted); a second one ends it.
+    drain(&status.live, if stopped.is_some() { STOP_GRACE } else { cfg.timeout + STOP_GRACE }, interrupt).await;
+    let stopped = match stopped {
+        None if interrupt.is_stopped() => Some(Stop::Interrupted),
+        other => other,
+    };
     progress.finish().await;
     let (samples, load_samples) = sampling.finish().await;
     let mut finished = Vec::with_capacity(arms.len());
     for arm in arms {
-        arm.topology.stop().await;
+        arm.topology.stop(interrupt.cut_token()).await;
         finished.push((arm.config, arm.tiers));
     }
 
     let (status, reason) = match stopped {
         None => (RunStatus::Complete, None),
-        Some(Stop::Interrupted) => (RunStatus::Interrupted, Some("interrupted by the user (SIGINT)".to_owned())),
+        Some(Stop::Interrupted) => (RunStatus::Interrupted, Some(interrupt.reason())),
         Some(Stop::TierDied(reason)) => (RunStatus::Aborted, Some(reason)),
     };
     let common = Common { started_at, environment, instrument, status, reason, samples, load_samples, origin };
-    Ok(results(finished, pending, &common).await)
+    Ok(results(finished, pending, &common, interrupt.cut_token()).await)
 }
 
 /// Each arm's result: its rounds turned into figures, in round order.
@@ -104,6 +111,7 @@ async fn results(
     finished: Vec<(Config, BTreeMap<TierName, TierInfo>)>,
     pending: Vec<PendingRound>,
     common: &Common,
+    cut: &CancellationToken,
 ) -> Vec<RunResult> {
     let mut rounds_by_arm: Vec<Vec<RoundResult>> = vec![Vec::new(); finished.len()];
     for p in pending {
@@ -113,7 +121,7 @@ async fn results(
         let (from_seconds, to_seconds) = (rel(p.start.at), rel(p.end.at));
         let deltas = Deltas::between(&p.start, &p.end, config.transport.as_str());
         let (arm, round, complete) = (p.arm, p.round, p.complete);
-        let (record, scheduled) = p.settle().await;
+        let (record, scheduled) = p.settle(cut).await;
         let input = RoundInput {
             config,
             round,

@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::arms::{Arm, Stop, wait_until};
+use super::interrupt::Interrupt;
 use super::progress::Status;
 use crate::config::Config;
 use crate::load::{Live, Schedule, closed_loop, dispatch};
@@ -39,10 +40,19 @@ pub(super) struct PendingRound {
 impl PendingRound {
     /// The round's record and how many requests were due in it. Requests
     /// still unanswered are left out; everything recorded so far is kept.
-    pub async fn settle(self) -> (RoundRecord, u64) {
+    /// Once `cut`, closed-loop workers still waiting for an answer are not
+    /// waited for: the requests recorded are the count.
+    pub async fn settle(mut self, cut: &CancellationToken) -> (RoundRecord, u64) {
         self.finish.cancel();
         let record = self.collector.await.unwrap_or_default();
-        let scheduled = self.scheduled.await.unwrap_or(0);
+        let scheduled = tokio::select! {
+            biased;
+            n = &mut self.scheduled => n.unwrap_or(0),
+            _ = cut.cancelled() => {
+                self.scheduled.abort();
+                record.sent + record.errors.get("dropped").copied().unwrap_or(0)
+            }
+        };
         (record, scheduled)
     }
 }
@@ -53,7 +63,7 @@ pub(super) struct Driver<'a> {
     pub arms: &'a mut [Arm],
     pub reader: &'a TierStatsReader,
     pub status: Arc<Status>,
-    pub interrupt: &'a CancellationToken,
+    pub interrupt: &'a Interrupt,
     pub origin: Instant,
     /// Stops every segment's sending at once.
     pub stop_load: CancellationToken,
@@ -82,7 +92,7 @@ impl Driver<'_> {
             let switched = previous_arm.is_some_and(|p| p != a);
             if switched {
                 // Let the other arm's tail finish so the two never overlap.
-                drain(&self.status.live, self.config.timeout + STOP_GRACE).await;
+                drain(&self.status.live, self.config.timeout + STOP_GRACE, self.interrupt).await;
                 cursor = Instant::now() + ARM_SWITCH_PAUSE;
             }
             previous_arm = Some(a);
@@ -174,7 +184,7 @@ impl Driver<'_> {
             drop(load.collector);
             return (None, stopped);
         };
-        let end = self.reader.snapshot(&self.arms[a].topology).await;
+        let end = self.reader.snapshot_until(&self.arms[a].topology, self.interrupt.cut_token()).await;
         let pending = PendingRound {
             arm: a,
             round,
@@ -189,10 +199,17 @@ impl Driver<'_> {
     }
 }
 
-/// Waits until nothing is in flight, at most `limit`.
-pub(super) async fn drain(live: &Live, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    while live.in_flight.load(Relaxed) > 0 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+/// Waits until nothing is in flight, at most `limit`; once the run is
+/// interrupted at most [`STOP_GRACE`] more, and not at all once it is cut.
+pub(super) async fn drain(live: &Live, limit: Duration, interrupt: &Interrupt) {
+    let mut deadline = Instant::now() + limit;
+    while live.in_flight.load(Relaxed) > 0 && Instant::now() < deadline && !interrupt.is_cut() {
+        if interrupt.is_stopped() {
+            deadline = deadline.min(Instant::now() + STOP_GRACE);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+            _ = interrupt.cut_token().cancelled() => {}
+        }
     }
 }

@@ -12,6 +12,7 @@ use nix::unistd::Pid;
 use telemetry::ReadyLine;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
+use tokio_util::sync::CancellationToken;
 
 use crate::result::TierName;
 
@@ -69,16 +70,21 @@ impl Tier {
         self.child.try_wait().ok().flatten()
     }
 
-    /// SIGTERM, then up to `grace` for the drain, then SIGKILL; then whatever
-    /// is left of its process group (a proxy's workers) is killed too.
-    pub async fn stop(mut self, grace: Duration) -> Option<ExitStatus> {
+    /// SIGTERM, then up to `grace` for the drain (cut short by `cut`), then
+    /// SIGKILL; then whatever is left of its process group (a proxy's
+    /// workers) is killed too.
+    pub async fn stop(mut self, grace: Duration, cut: &CancellationToken) -> Option<ExitStatus> {
         let status = match self.exited() {
             Some(status) => Some(status),
             None => {
                 let _ = kill(Pid::from_raw(self.ready.pid as i32), Signal::SIGTERM);
-                match tokio::time::timeout(grace, self.child.wait()).await {
-                    Ok(status) => status.ok(),
-                    Err(_) => {
+                let drained = tokio::select! {
+                    waited = tokio::time::timeout(grace, self.child.wait()) => waited.ok().and_then(Result::ok),
+                    _ = cut.cancelled() => None,
+                };
+                match drained {
+                    Some(status) => Some(status),
+                    None => {
                         let _ = self.child.start_kill();
                         self.child.wait().await.ok()
                     }
@@ -101,7 +107,7 @@ pub(crate) async fn spawn(tier: TierName, args: Vec<String>) -> Result<Tier, Tie
     let exe = std::env::current_exe().map_err(|e| spawn_err(format!("finding the harness executable: {e}")))?;
     let mut cmd = Command::new(exe);
     cmd.arg(TIER_ROLE_ARG).arg(tier.as_str()).args(&args);
-    let (mut child, stderr_tail) = launch(tier, cmd)?;
+    let (mut child, stderr_tail) = launch(tier, cmd, Signal::SIGKILL)?;
     let stdout = child.stdout.take().ok_or_else(|| spawn_err("no stdout pipe".into()))?;
     let mut lines = BufReader::new(stdout).lines();
     let first = tokio::time::timeout(READY_TIMEOUT, lines.next_line()).await;
@@ -126,9 +132,14 @@ pub(crate) async fn exited(tier: TierName, child: &mut Child, tail: &Mutex<VecDe
     TierError::Exited { tier, status, stderr: tail_text(tail) }
 }
 
-/// Starts `cmd` as a tier process: its own process group, killed with the
-/// harness, stdout piped, the tail of its stderr kept for error messages.
-pub(crate) fn launch(tier: TierName, mut cmd: Command) -> Result<(Child, StderrTail), TierError> {
+/// Starts `cmd` as a tier process: its own process group, sent `on_harness_death`
+/// when the harness dies (however it dies), stdout piped, the tail of its
+/// stderr kept for error messages.
+pub(crate) fn launch(
+    tier: TierName,
+    mut cmd: Command,
+    on_harness_death: Signal,
+) -> Result<(Child, StderrTail), TierError> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -136,7 +147,7 @@ pub(crate) fn launch(tier: TierName, mut cmd: Command) -> Result<(Child, StderrT
         // Its own process group: a Ctrl-C at the terminal reaches only the
         // harness, which then stops the load and the tiers in order.
         .process_group(0);
-    die_with_parent(&mut cmd);
+    die_with_parent(&mut cmd, on_harness_death);
     let mut child = cmd.spawn().map_err(|e| TierError::Spawn { tier, reason: e.to_string() })?;
     let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
     if let Some(stderr) = child.stderr.take() {
@@ -162,20 +173,27 @@ impl Tier {
     }
 }
 
-/// Asks the kernel to SIGKILL the child when the harness dies, even by SIGKILL,
-/// so no tier outlives a run.
+/// Asks the kernel to send `signal` to the child when the harness dies, even
+/// by SIGKILL, so no tier outlives a run. SIGKILL for a tier that is one
+/// process; a catchable signal for one that must take its own children down
+/// (nginx's master stops its workers on SIGTERM; they would outlive a killed
+/// master). If the harness died before the signal was armed, the child exits.
 #[cfg(target_os = "linux")]
-fn die_with_parent(cmd: &mut Command) {
+fn die_with_parent(cmd: &mut Command, signal: Signal) {
+    let parent = std::process::id();
     // SAFETY: the closure runs in the forked child before exec and only calls
-    // prctl(2), which is async-signal-safe.
+    // prctl(2) and getppid(2), which are async-signal-safe.
     #[allow(unsafe_code)]
     unsafe {
-        cmd.pre_exec(|| {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(signal).map_err(std::io::Error::from)?;
+            if nix::unistd::getppid().as_raw() as u32 != parent {
+                return Err(std::io::Error::other("the harness died while starting this tier"));
+            }
             Ok(())
         });
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn die_with_parent(_cmd: &mut Command) {}
+fn die_with_parent(_cmd: &mut Command, _signal: Signal) {}

@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::Signal;
 use telemetry::ReadyLine;
 use tokio::process::Command;
 
@@ -173,6 +174,33 @@ async fn worker_processes(kind: ProxyKind, pid: u32) -> Option<usize> {
     (last > 0).then_some(last)
 }
 
+/// The name of a proxy's temporary folder: kind, the harness's pid, the upstream port.
+fn work_dir_prefix(kind: ProxyKind, harness_pid: u32) -> String {
+    format!("grpc-vs-rest-{}-{harness_pid}-", kind.as_str())
+}
+
+/// Removes the temporary folders of proxies whose harness is gone (killed
+/// with SIGKILL, it could not remove them; the proxy itself died with it).
+/// A folder whose harness pid is running (or taken again) is left alone.
+fn clear_stale_work_dirs(temp: &Path) {
+    let Ok(entries) = std::fs::read_dir(temp) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = stale_owner(&name) else { continue };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// The harness pid in a proxy folder's name, `None` for any other name.
+fn stale_owner(name: &str) -> Option<u32> {
+    let rest = ["nginx", "caddy"].iter().find_map(|k| name.strip_prefix(&format!("grpc-vs-rest-{k}-")))?;
+    let (pid, port) = rest.split_once('-')?;
+    port.parse::<u16>().ok()?;
+    pid.parse().ok()
+}
+
 /// Starts `kind` in front of `upstream` and waits until it accepts connections.
 pub async fn start(
     kind: ProxyKind,
@@ -183,8 +211,8 @@ pub async fn start(
 ) -> Result<(Tier, ProxyInfo), TierError> {
     let fail = |reason: String| TierError::Spawn { tier: TierName::Proxy, reason };
     let bin = locate(kind, &search_dirs())?;
-    let work =
-        std::env::temp_dir().join(format!("grpc-vs-rest-{}-{}-{}", kind.as_str(), std::process::id(), upstream.port()));
+    clear_stale_work_dirs(&std::env::temp_dir());
+    let work = std::env::temp_dir().join(format!("{}{}", work_dir_prefix(kind, std::process::id()), upstream.port()));
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).map_err(|e| fail(format!("creating {}: {e}", work.display())))?;
     let listen = free_port(ip).map_err(|e| fail(format!("finding a free port: {e}")))?;
@@ -203,7 +231,13 @@ pub async fn start(
             cmd.env("HOME", &work).env("XDG_DATA_HOME", &work).env("XDG_CONFIG_HOME", &work);
         }
     }
-    let (mut child, tail) = launch(TierName::Proxy, cmd)?;
+    // nginx's master stops its workers when it gets SIGTERM; SIGKILL would
+    // leave them running and listening. Caddy is one process.
+    let on_harness_death = match kind {
+        ProxyKind::Nginx => Signal::SIGTERM,
+        ProxyKind::Caddy => Signal::SIGKILL,
+    };
+    let (mut child, tail) = launch(TierName::Proxy, cmd, on_harness_death)?;
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         if child.try_wait().ok().flatten().is_some() {
@@ -242,6 +276,29 @@ pub async fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_proxy_folders_of_a_dead_harness_are_cleared() {
+        assert_eq!(stale_owner("grpc-vs-rest-nginx-4242-8080"), Some(4242));
+        assert_eq!(stale_owner("grpc-vs-rest-caddy-7-1"), Some(7));
+        for other in ["grpc-vs-rest-nginx-4242", "grpc-vs-rest-haproxy-1-2", "gvr-nginx-1-2", "grpc-vs-rest-nginx-x-1"]
+        {
+            assert_eq!(stale_owner(other), None, "{other}");
+        }
+        let temp = std::env::temp_dir().join(format!("gvr-stale-{}", std::process::id()));
+        // No process has pid 4194304 (above Linux's pid_max); this one is running.
+        let (dead, live) = (
+            temp.join("grpc-vs-rest-nginx-4194304-80"),
+            temp.join(format!("{}81", work_dir_prefix(ProxyKind::Nginx, std::process::id()))),
+        );
+        let unrelated = temp.join("grpc-vs-rest-notes");
+        for d in [&dead, &live, &unrelated] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        clear_stale_work_dirs(&temp);
+        assert!(!dead.exists() && live.exists() && unrelated.exists());
+        std::fs::remove_dir_all(&temp).unwrap();
+    }
 
     #[test]
     fn a_missing_binary_names_the_package() {

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use caller::Transport;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ProxyHop, TargetTier};
 use crate::result::ProxyInfo;
@@ -53,7 +54,7 @@ impl Topology {
         match topology.start_tiers(cfg).await {
             Ok(()) => Ok(topology),
             Err(e) => {
-                topology.stop_within(ABANDON_GRACE).await;
+                topology.stop_within(ABANDON_GRACE, &CancellationToken::new()).await;
                 Err(e)
             }
         }
@@ -97,22 +98,22 @@ impl Topology {
     }
 
     /// Stops the caller first (so the downstream sees no new calls), then the
-    /// proxy, then the downstream.
-    pub async fn stop(self) {
-        self.stop_within(STOP_GRACE).await;
+    /// proxy, then the downstream; once `cut`, without waiting for their drain.
+    pub async fn stop(self, cut: &CancellationToken) {
+        self.stop_within(STOP_GRACE, cut).await;
     }
 
-    async fn stop_within(self, grace: Duration) {
+    async fn stop_within(self, grace: Duration, cut: &CancellationToken) {
         if let Some(c) = self.caller {
-            c.stop(grace).await;
+            c.stop(grace, cut).await;
         }
         if let Some((p, info)) = self.proxy {
-            p.stop(grace).await;
+            p.stop(grace, cut).await;
             // Its temporary and log files: the configuration is in the report.
             let _ = std::fs::remove_dir_all(&info.work_dir);
         }
         if let Some(d) = self.downstream {
-            d.stop(grace).await;
+            d.stop(grace, cut).await;
         }
     }
 }
@@ -130,8 +131,9 @@ async fn start_downstream(cfg: &Config) -> Result<Tier, TierError> {
     let any_port = SocketAddr::new(cfg.bind, 0).to_string();
     let args = [
         ("--grpc-addr", any_port.clone()),
-        ("--rest-addr", any_port.clone()),
-        ("--admin-addr", any_port),
+        ("--rest-addr", any_port),
+        // Admin stays where --admin-bind says (loopback by default), whatever --bind exposes.
+        ("--admin-addr", SocketAddr::new(cfg.admin_bind, 0).to_string()),
         ("--delay", micros(cfg.delay)),
         ("--jitter", micros(cfg.jitter)),
         ("--max-items", payload::Limits::DEFAULT_MAX_ITEMS.to_string()),
@@ -142,7 +144,7 @@ async fn start_downstream(cfg: &Config) -> Result<Tier, TierError> {
 async fn start_caller(cfg: &Config, grpc_url: String, rest_url: String) -> Result<Tier, TierError> {
     let args = [
         ("--listen", SocketAddr::new(cfg.bind, cfg.caller_port).to_string()),
-        ("--admin-addr", SocketAddr::new(cfg.bind, 0).to_string()),
+        ("--admin-addr", SocketAddr::new(cfg.admin_bind, 0).to_string()),
         ("--transport", cfg.transport.as_str().to_owned()),
         ("--downstream-grpc", grpc_url),
         ("--downstream-rest", rest_url),

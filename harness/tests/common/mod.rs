@@ -128,6 +128,25 @@ pub fn marked(mark: &str) -> Vec<i32> {
         .collect()
 }
 
+/// The pid of the marked tier process `role` (`downstream`, `caller`), found
+/// by its command line: for runs that do not print their tiers (`--quiet`).
+/// Waits for it at most `limit`.
+pub fn marked_tier(mark: &str, role: &str, limit: Duration) -> i32 {
+    let needle = format!("__tier\0{role}\0");
+    let deadline = Instant::now() + limit;
+    loop {
+        let found = marked(mark).into_iter().find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.windows(needle.len()).any(|w| w == needle.as_bytes()))
+        });
+        if let Some(pid) = found {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no {role} tier with mark {mark} appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Asserts that every process carrying `mark` is gone within `limit`.
 pub fn assert_none_left(mark: &str, limit: Duration) {
     let deadline = Instant::now() + limit;
