@@ -9,7 +9,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use hyper::body::Incoming;
@@ -121,6 +121,7 @@ pub async fn serve(
         Protocols::Http2Only => builder.http2_only(),
     };
     let graceful = GracefulShutdown::new();
+    let mut accept_errors = LogLimiter::new(Duration::from_secs(1));
 
     loop {
         let accepted = tokio::select! {
@@ -131,9 +132,17 @@ pub async fn serve(
             Ok((tcp, _peer)) => tcp,
             Err(e) => {
                 // EMFILE and friends: back off briefly instead of spinning; the
-                // connections already open keep being served.
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(20)).await;
+                // connections already open keep being served. The condition
+                // lasts as long as the connections that cause it, so it is
+                // reported at most once a second, not on every retry.
+                if let Some(suppressed) = accept_errors.admit(Instant::now()) {
+                    if suppressed == 0 {
+                        tracing::warn!("accept failed: {e}");
+                    } else {
+                        tracing::warn!("accept failed: {e} ({suppressed} more since the last report)");
+                    }
+                }
+                tokio::time::sleep(ACCEPT_RETRY).await;
                 continue;
             }
         };
@@ -188,5 +197,58 @@ pub async fn serve(
         _ = tokio::time::sleep(settings.drain_timeout) => {
             tracing::warn!("drain timed out after {:?}; closing remaining connections", settings.drain_timeout);
         }
+    }
+}
+
+/// How long the accept loop waits after a failed accept before trying again.
+const ACCEPT_RETRY: Duration = Duration::from_millis(20);
+
+/// Lets a repeated message through at most once per interval, and says how
+/// many were held back since the last one.
+#[derive(Debug)]
+pub(crate) struct LogLimiter {
+    every: Duration,
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+impl LogLimiter {
+    pub(crate) fn new(every: Duration) -> Self {
+        LogLimiter { every, last: None, suppressed: 0 }
+    }
+
+    /// `Some(held back since the last one)` if a line may be written at `now`.
+    pub(crate) fn admit(&mut self, now: Instant) -> Option<u64> {
+        match self.last {
+            Some(last) if now.saturating_duration_since(last) < self.every => {
+                self.suppressed += 1;
+                None
+            }
+            _ => {
+                self.last = Some(now);
+                Some(std::mem::take(&mut self.suppressed))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeated_warning_is_written_at_most_once_per_interval_with_a_count() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut limiter = LogLimiter::new(Duration::from_secs(1));
+        assert_eq!(limiter.admit(ms(0)), Some(0));
+        // Every 20 ms for the rest of the second: held back.
+        for i in 1..50 {
+            assert_eq!(limiter.admit(ms(i * 20)), None, "at {} ms", i * 20);
+        }
+        assert_eq!(limiter.admit(ms(1000)), Some(49));
+        assert_eq!(limiter.admit(ms(1500)), None);
+        assert_eq!(limiter.admit(ms(5000)), Some(1));
+        assert_eq!(limiter.admit(ms(6000)), Some(0));
     }
 }
