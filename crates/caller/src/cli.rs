@@ -48,6 +48,10 @@ pub struct Args {
     /// Most records one front request may ask for (per downstream call).
     #[arg(long, default_value_t = Limits::DEFAULT_MAX_ITEMS)]
     pub max_items: u32,
+    /// Close a front connection with no request in flight (HTTP/2: no open
+    /// stream, PINGs do not count) after this long.
+    #[arg(long, default_value = "30s", value_parser = telemetry::parse_positive_duration)]
+    pub idle_timeout: Duration,
     /// How long shutdown waits for in-flight requests.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
@@ -66,6 +70,7 @@ impl Args {
             fanout: self.fanout,
             downstream_timeout: self.downstream_timeout,
             limits: Limits { max_items: self.max_items, ..Limits::default() },
+            idle_timeout: self.idle_timeout,
             drain_timeout: self.drain_timeout,
             ..Config::default()
         }

@@ -31,6 +31,10 @@ pub struct Config {
     pub fanout: u32,
     pub downstream_timeout: Duration,
     pub limits: Limits,
+    /// A front connection with no request in flight for this long is closed.
+    pub idle_timeout: Duration,
+    /// HTTP/2 PINGs after this long without a frame from the peer.
+    pub http2_keep_alive_interval: Option<Duration>,
     pub drain_timeout: Duration,
     /// A client must send a complete request head within this time.
     pub header_read_timeout: Duration,
@@ -50,6 +54,8 @@ impl Default for Config {
             fanout: 1,
             downstream_timeout: Duration::from_secs(30),
             limits: Limits::default(),
+            idle_timeout: ServerSettings::DEFAULT_IDLE_TIMEOUT,
+            http2_keep_alive_interval: ServerSettings::new(Protocols::Auto).http2_keep_alive_interval,
             drain_timeout: Duration::from_secs(5),
             header_read_timeout: Duration::from_secs(10),
         }
@@ -108,6 +114,8 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let front_settings = ServerSettings {
         drain_timeout: config.drain_timeout,
         header_read_timeout: config.header_read_timeout,
+        idle_timeout: config.idle_timeout,
+        http2_keep_alive_interval: config.http2_keep_alive_interval,
         ..ServerSettings::new(Protocols::Auto)
     };
     registry.set_settings(serde_json::json!({

@@ -369,3 +369,23 @@ fn caller_binary_serves_in_front_of_a_downstream_and_exits_cleanly() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--downstream-grpc is required"));
     rt.block_on(ds.stop());
 }
+
+#[tokio::test]
+async fn the_front_reports_its_idle_and_keep_alive_settings() {
+    let ds = downstream(1).await;
+    let c = caller(caller_config(Arm::Grpc, ds.grpc_addr, ds.rest_addr)).await;
+    let s = stats(c.admin_addr).await;
+    assert_eq!(s.settings["front_server"]["idle_timeout"], 30_000);
+    assert_eq!(s.settings["front_server"]["http2_keep_alive_interval"], 20_000);
+    c.stop().await;
+    ds.stop().await;
+}
+
+#[test]
+fn a_zero_idle_timeout_is_refused_naming_the_flag() {
+    for bad in [["--idle-timeout", "0ms"], ["--idle-timeout", "soon"]] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_caller")).args(bad).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(bad[0]), "{bad:?}");
+    }
+}

@@ -24,6 +24,10 @@ pub struct Config {
     pub limits: Limits,
     pub http2_max_concurrent_streams: u32,
     pub header_read_timeout: Duration,
+    /// A connection with no request in flight for this long is closed.
+    pub idle_timeout: Duration,
+    /// HTTP/2 PINGs after this long without a frame from the peer.
+    pub http2_keep_alive_interval: Option<Duration>,
     pub drain_timeout: Duration,
 }
 
@@ -39,6 +43,8 @@ impl Default for Config {
             limits: Limits::default(),
             http2_max_concurrent_streams: ServerSettings::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
             header_read_timeout: Duration::from_secs(10),
+            idle_timeout: ServerSettings::DEFAULT_IDLE_TIMEOUT,
+            http2_keep_alive_interval: ServerSettings::new(Protocols::Auto).http2_keep_alive_interval,
             drain_timeout: Duration::from_secs(5),
         }
     }
@@ -81,6 +87,8 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let server = |protocols| ServerSettings {
         http2_max_concurrent_streams: config.http2_max_concurrent_streams,
         header_read_timeout: config.header_read_timeout,
+        idle_timeout: config.idle_timeout,
+        http2_keep_alive_interval: config.http2_keep_alive_interval,
         drain_timeout: config.drain_timeout,
         ..ServerSettings::new(protocols)
     };

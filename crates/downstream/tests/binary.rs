@@ -101,3 +101,27 @@ fn at_the_open_files_limit_the_accept_warning_is_rate_limited_and_has_no_colour_
     }
     assert!(!text.contains('\x1b'), "colour codes in a log file:\n{text}");
 }
+
+#[test]
+fn the_idle_timeout_flag_is_reported_in_stats() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_downstream"))
+        .args(["--delay", "1ms", "--idle-timeout", "300ms"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ready = ready_line(&mut child);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let stats: serde_json::Value = rt.block_on(async {
+        reqwest::get(format!("http://{}/stats", ready.listeners["admin"])).await.unwrap().json().await.unwrap()
+    });
+    let settings = &stats["settings"];
+    assert_eq!(settings["grpc_server"]["idle_timeout"], 300);
+    assert_eq!(settings["rest_server"]["idle_timeout"], 300);
+    assert_eq!(sigterm_and_wait(&mut child), Some(0));
+
+    for bad in [["--idle-timeout", "0s"], ["--idle-timeout", "soon"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_downstream")).args(bad).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(bad[0]), "{bad:?}");
+    }
+}

@@ -54,6 +54,15 @@ fn colour_wanted(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -
     stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
+/// A duration flag that must be above zero (`500ms`, `30s`).
+pub fn parse_positive_duration(text: &str) -> Result<std::time::Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(d) if d.is_zero() => Err("must be above zero".to_owned()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(format!("{e} (write e.g. 500ms or 30s)")),
+    }
+}
+
 /// A binary's exit code for its result: 0, or 1 with the whole error chain.
 pub fn exit_code<E: std::fmt::Display>(name: &str, result: Result<(), E>) -> std::process::ExitCode {
     match result {
