@@ -11,7 +11,7 @@ use crate::core::Core;
 use payload::PayloadError;
 
 /// Outcome labels counted on the gRPC listener.
-pub const OUTCOMES: &[&str] = &["ok", "invalid_argument", "resource_exhausted", "other"];
+pub const OUTCOMES: &[&str] = &["ok", "invalid_argument", "resource_exhausted", telemetry::SHED, "other"];
 
 #[derive(Debug)]
 pub struct GrpcService {
@@ -29,6 +29,14 @@ impl GrpcService {
         let max_request = self.core.limits.max_encoded_request_bytes();
         DownstreamServer::new(self).max_decoding_message_size(max_request).max_encoding_message_size(usize::MAX)
     }
+}
+
+/// The answer to a request shed by the in-flight limit.
+pub fn overloaded(max_in_flight: usize) -> axum::response::Response {
+    Status::resource_exhausted(format!(
+        "this service is at its limit of {max_in_flight} requests in flight; retry later"
+    ))
+    .into_http()
 }
 
 /// Size limits are RESOURCE_EXHAUSTED (HTTP 413 on REST); every other

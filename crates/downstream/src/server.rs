@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use payload::Limits;
-use telemetry::{Counters, Protocols, ReadyLine, Registry, Served, ServerSettings, admin_router, bind, serve};
+use telemetry::{
+    Counters, InFlightLimit, Protocols, ReadyLine, Registry, Served, ServerSettings, admin_router, bind, serve,
+};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -28,6 +30,9 @@ pub struct Config {
     pub idle_timeout: Duration,
     /// HTTP/2 PINGs after this long without a frame from the peer.
     pub http2_keep_alive_interval: Option<Duration>,
+    /// Most requests the tier works on at once (both listeners together);
+    /// `None`: [`InFlightLimit::default_max`] (`--max-in-flight`).
+    pub max_in_flight: Option<usize>,
     pub drain_timeout: Duration,
 }
 
@@ -45,6 +50,7 @@ impl Default for Config {
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: ServerSettings::DEFAULT_IDLE_TIMEOUT,
             http2_keep_alive_interval: ServerSettings::new(Protocols::Auto).http2_keep_alive_interval,
+            max_in_flight: None,
             drain_timeout: Duration::from_secs(5),
         }
     }
@@ -92,16 +98,19 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         drain_timeout: config.drain_timeout,
         ..ServerSettings::new(protocols)
     };
+    let limit = InFlightLimit::from_flag(config.max_in_flight);
     let (grpc_settings, rest_settings, admin_settings) =
         (server(Protocols::Http2Only), server(Protocols::Auto), server(Protocols::Auto));
 
     let mut registry = Registry::new("downstream");
     registry.set_settings(serde_json::json!({
-            "delay_ms": config.delay.as_secs_f64() * 1e3,
-            "jitter_ms": config.jitter.as_secs_f64() * 1e3,
-            "max_items": config.limits.max_items,
-            "max_body_bytes": config.limits.max_body_bytes,
-            "grpc_server": grpc_settings,
+        "delay_ms": config.delay.as_secs_f64() * 1e3,
+        "jitter_ms": config.jitter.as_secs_f64() * 1e3,
+        "max_items": config.limits.max_items,
+        "max_body_bytes": config.limits.max_body_bytes,
+        "max_in_flight": limit.max(),
+        "max_in_flight_source": limit.source(),
+        "grpc_server": grpc_settings,
         "rest_server": rest_settings,
     }));
     let grpc_counters = registry.listener(Counters::new("grpc", grpc::OUTCOMES));
@@ -122,17 +131,14 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
             .add_service(reflection)
             .prepare()
             .into_axum_router();
+    let grpc_app = limit.apply(grpc_app, grpc_counters.clone(), grpc::overloaded);
+    let rest_app = rest::router(core, rest_counters.clone(), config.header_read_timeout);
+    let rest_app = limit.apply(rest_app, rest_counters.clone(), telemetry::api::overloaded);
 
     let handle_addrs = (grpc_listener.local_addr()?, rest_listener.local_addr()?, admin_listener.local_addr()?);
     let mut tasks = JoinSet::new();
     tasks.spawn(serve(grpc_listener, grpc_app, Some(grpc_counters), grpc_settings, shutdown.clone()));
-    tasks.spawn(serve(
-        rest_listener,
-        rest::router(core, rest_counters.clone(), config.header_read_timeout),
-        Some(rest_counters),
-        rest_settings,
-        shutdown.clone(),
-    ));
+    tasks.spawn(serve(rest_listener, rest_app, Some(rest_counters), rest_settings, shutdown.clone()));
     tasks.spawn(serve(admin_listener, admin_router(registry.clone()), None, admin_settings, shutdown.clone()));
 
     Ok(Handle {

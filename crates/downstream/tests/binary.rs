@@ -103,9 +103,9 @@ fn at_the_open_files_limit_the_accept_warning_is_rate_limited_and_has_no_colour_
 }
 
 #[test]
-fn the_idle_timeout_flag_is_reported_in_stats() {
+fn idle_timeout_and_in_flight_limit_flags_are_reported_in_stats() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_downstream"))
-        .args(["--delay", "1ms", "--idle-timeout", "300ms"])
+        .args(["--delay", "1ms", "--idle-timeout", "300ms", "--max-in-flight", "7"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -117,9 +117,11 @@ fn the_idle_timeout_flag_is_reported_in_stats() {
     let settings = &stats["settings"];
     assert_eq!(settings["grpc_server"]["idle_timeout"], 300);
     assert_eq!(settings["rest_server"]["idle_timeout"], 300);
+    assert_eq!(settings["max_in_flight"], 7);
+    assert_eq!(settings["max_in_flight_source"], "--max-in-flight");
     assert_eq!(sigterm_and_wait(&mut child), Some(0));
 
-    for bad in [["--idle-timeout", "0s"], ["--idle-timeout", "soon"]] {
+    for bad in [["--idle-timeout", "0s"], ["--idle-timeout", "soon"], ["--max-in-flight", "0"]] {
         let out = Command::new(env!("CARGO_BIN_EXE_downstream")).args(bad).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
         assert!(String::from_utf8_lossy(&out.stderr).contains(bad[0]), "{bad:?}");

@@ -163,6 +163,74 @@ async fn a_request_that_outlasts_the_idle_timeout_is_not_cut() {
     ds.stop().await;
 }
 
+// ---- 3. more requests than the tier should work on at once ----
+
+#[tokio::test]
+async fn requests_over_the_in_flight_limit_are_shed_and_counted() {
+    // Two at a time, each held for a second: of six sent at once, the first
+    // two are worked on and at least one of the others finds the tier full.
+    let ds = downstream(Config { delay: Duration::from_secs(1), max_in_flight: Some(2), ..Config::default() }).await;
+    let http = reqwest::Client::new();
+    let rest = ds.rest_addr;
+    let answers = futures::future::join_all((0..6).map(|i| {
+        let http = http.clone();
+        async move {
+            let resp = http
+                .post(format!("http://{rest}/v1/fetch"))
+                .json(&serde_json::json!({"requestId": format!("burst-{i}"), "items": 1}))
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            (status, resp.text().await.unwrap())
+        }
+    }))
+    .await;
+    let shed: Vec<_> = answers.iter().filter(|(s, _)| *s == 503).collect();
+    let ok = answers.iter().filter(|(s, _)| *s == 200).count();
+    assert!(!shed.is_empty(), "nothing was shed: {answers:?}");
+    assert!(ok >= 2, "requests under the limit must succeed: {answers:?}");
+    assert_eq!(ok + shed.len(), answers.len(), "{answers:?}");
+    assert!(shed[0].1.contains("limit of 2 requests in flight"), "{}", shed[0].1);
+
+    let client = proto::downstream_client::DownstreamClient::connect(format!("http://{}", ds.grpc_addr)).await.unwrap();
+    let answers = futures::future::join_all((0..6).map(|i| {
+        let mut client = client.clone();
+        async move {
+            client
+                .fetch(proto::FetchRequest::from(FetchRequest { request_id: format!("g-{i}"), items: 1, body: vec![] }))
+                .await
+        }
+    }))
+    .await;
+    let grpc_shed: Vec<_> = answers.iter().filter_map(|a| a.as_ref().err()).collect();
+    assert!(!grpc_shed.is_empty(), "nothing was shed over gRPC");
+    for status in &grpc_shed {
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+        assert!(status.message().contains("limit of 2 requests in flight"), "{status:?}");
+    }
+    assert!(answers.iter().filter(|a| a.is_ok()).count() >= 2);
+
+    let s = stats(ds.admin_addr).await;
+    assert_eq!(s.listeners["rest"].requests["shed"], shed.len() as u64);
+    assert_eq!(s.listeners["grpc"].requests["shed"], grpc_shed.len() as u64);
+    assert_eq!(s.settings["max_in_flight"], 2);
+    // Under the limit again: served.
+    let again =
+        http.post(format!("http://{rest}/v1/fetch")).json(&serde_json::json!({"requestId": "later", "items": 1}));
+    assert_eq!(again.send().await.unwrap().status(), 200);
+    ds.stop().await;
+}
+
+#[tokio::test]
+async fn the_default_in_flight_limit_is_derived_and_reported() {
+    let ds = downstream(Config::default()).await;
+    let s = stats(ds.admin_addr).await;
+    assert!(s.settings["max_in_flight"].as_u64().unwrap() >= telemetry::MIN_DEFAULT_MAX_IN_FLIGHT as u64);
+    assert!(s.settings["max_in_flight_source"].as_str().unwrap().starts_with("default"), "{}", s.settings);
+    ds.stop().await;
+}
+
 // ---- 5. HTTP/1.1 on the gRPC port ----
 
 #[tokio::test]

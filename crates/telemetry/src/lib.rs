@@ -10,7 +10,8 @@
 //!   and as the JSON [`StatsSnapshot`] the harness reads back;
 //! * [`serve`]: the accept loop (TCP_NODELAY, counting, HTTP/1.1 and h2c limits,
 //!   idle and dead-peer timeouts, graceful drain) that every listener of every
-//!   tier runs, and [`admin_router`].
+//!   tier runs, and [`admin_router`];
+//! * [`InFlightLimit`]: the bound on requests a tier works on at once.
 //!
 //! It does not know about the contract or the transports' message types.
 
@@ -20,6 +21,7 @@ mod body;
 mod counters;
 mod counting;
 mod lifecycle;
+mod limit;
 mod process;
 mod registry;
 mod serve;
@@ -31,6 +33,7 @@ pub use counting::CountingStream;
 pub use lifecycle::{
     ReadyLine, Served, cancel_on_signal, exit_code, init_logging, parse_positive_duration, print_ready,
 };
+pub use limit::{InFlightLimit, MIN_DEFAULT_MAX_IN_FLIGHT, SHED};
 pub use process::{ProcessSnapshot, ProcessStats};
 pub use registry::{Registry, StatsSnapshot};
 pub use serve::{Protocols, ServerSettings, bind, serve};
