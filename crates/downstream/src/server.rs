@@ -131,6 +131,8 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
             .add_service(reflection)
             .prepare()
             .into_axum_router();
+    // Outermost first: shed, then count the status.
+    let grpc_app = grpc::count_outcomes(grpc_app, grpc_counters.clone());
     let grpc_app = limit.apply(grpc_app, grpc_counters.clone(), grpc::overloaded);
     let rest_app = rest::router(core, rest_counters.clone(), config.header_read_timeout);
     let rest_app = limit.apply(rest_app, rest_counters.clone(), telemetry::api::overloaded);

@@ -231,6 +231,38 @@ async fn the_default_in_flight_limit_is_derived_and_reported() {
     ds.stop().await;
 }
 
+// ---- 4. malformed protobuf, and every gRPC status counted ----
+
+#[tokio::test]
+async fn malformed_protobuf_is_invalid_argument_and_every_grpc_status_is_counted() {
+    let ds = downstream(Config { delay: Duration::from_millis(1), ..Config::default() }).await;
+    let addr = ds.grpc_addr;
+    let (send, _driver) = h2_connect(addr).await;
+    // Field 1 (request_id) as a length-delimited string running past the end.
+    let (code, message) = grpc_call(&send, addr, FETCH, framed(&[0x0a, 0x7f, b'x'])).await;
+    assert_eq!(code, tonic::Code::InvalidArgument as i32, "{message}");
+    assert!(message.contains("malformed protobuf"), "{message}");
+    // An empty request id: refused by validation.
+    assert_eq!(grpc_call(&send, addr, FETCH, fetch_message("", 1)).await.0, tonic::Code::InvalidArgument as i32);
+    // Protocol-level answers tonic gives without calling the service.
+    let unknown_method = grpc_call(&send, addr, "/bench.v1.Downstream/Nope", fetch_message("x", 1)).await;
+    assert_eq!(unknown_method.0, tonic::Code::Unimplemented as i32);
+    let unknown_service = grpc_call(&send, addr, "/bench.v9.Elsewhere/Fetch", fetch_message("x", 1)).await;
+    assert_eq!(unknown_service.0, tonic::Code::Unimplemented as i32);
+    // A message header declaring far more than any valid request.
+    let too_long = Bytes::from_static(&[0, 0x7f, 0xff, 0xff, 0xff]);
+    assert_eq!(grpc_call(&send, addr, FETCH, too_long).await.0, tonic::Code::OutOfRange as i32);
+    assert_eq!(grpc_call(&send, addr, FETCH, fetch_message("fine", 1)).await.0, 0);
+
+    let counted = stats(ds.admin_addr).await.listeners["grpc"].requests.clone();
+    let expected = [("ok", 1), ("invalid_argument", 2), ("unimplemented", 2), ("out_of_range", 1), ("other", 0)];
+    for (label, n) in expected {
+        assert_eq!(counted.get(label), Some(&n), "{label}: {counted:?}");
+    }
+    assert_eq!(counted.values().sum::<u64>(), 6, "{counted:?}");
+    ds.stop().await;
+}
+
 // ---- 5. HTTP/1.1 on the gRPC port ----
 
 #[tokio::test]
