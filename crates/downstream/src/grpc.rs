@@ -2,18 +2,24 @@
 //!
 //! Besides the conversion it owns what every gRPC server must do at its edge
 //! and tonic leaves to the server: a request message that does not decode is
-//! INVALID_ARGUMENT (tonic's codec says INTERNAL), and every status sent,
-//! whoever produced it (tonic's framing, an unknown method, the handler), is
-//! counted.
+//! INVALID_ARGUMENT (tonic's codec says INTERNAL), a request body that does
+//! not arrive in time is DEADLINE_EXCEEDED, and every status sent, whoever
+//! produced it (tonic's framing, an unknown method, the handler), is counted.
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::Response;
+use bytes::Bytes;
+use http_body::Frame;
 use prost::Message;
 use proto::downstream_server::{Downstream, DownstreamServer};
 use telemetry::Counters;
@@ -265,5 +271,67 @@ impl PendingOutcome {
 impl Drop for PendingOutcome {
     fn drop(&mut self) {
         self.record("cancelled");
+    }
+}
+
+/// `router` with every request body bounded in time: one not complete within
+/// `timeout` of its headers fails with DEADLINE_EXCEEDED, which ends the
+/// stream, frees what the decoder reserved for the message, and answers the
+/// client (REST's 408).
+pub fn body_deadline(router: Router, timeout: Duration) -> Router {
+    router.layer(middleware::from_fn(move |req: Request, next: Next| {
+        next.run(req.map(|body| Body::new(DeadlineBody::new(body, timeout))))
+    }))
+}
+
+struct DeadlineBody {
+    inner: Body,
+    timeout: Duration,
+    /// `None` once the body is complete.
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl DeadlineBody {
+    fn new(inner: Body, timeout: Duration) -> Self {
+        DeadlineBody { inner, timeout, deadline: Some(Box::pin(tokio::time::sleep(timeout))) }
+    }
+}
+
+impl http_body::Body for DeadlineBody {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(None) => {
+                this.deadline = None;
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(frame)) => {
+                if this.inner.is_end_stream() {
+                    this.deadline = None;
+                }
+                Poll::Ready(Some(frame.map_err(|e| Status::from_error(e.into()))))
+            }
+            Poll::Pending => match this.deadline.as_mut().map(|d| d.as_mut().poll(cx)) {
+                Some(Poll::Ready(())) => {
+                    this.deadline = None;
+                    Poll::Ready(Some(Err(Status::deadline_exceeded(format!(
+                        "the request message did not arrive within {:?}",
+                        this.timeout
+                    )))))
+                }
+                _ => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }

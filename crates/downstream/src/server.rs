@@ -25,6 +25,8 @@ pub struct Config {
     pub jitter: Duration,
     pub limits: Limits,
     pub http2_max_concurrent_streams: u32,
+    /// A client must send a complete request head within this time, and the
+    /// request body within this time after it (REST 408, gRPC DEADLINE_EXCEEDED).
     pub header_read_timeout: Duration,
     /// A connection with no request in flight for this long is closed.
     pub idle_timeout: Duration,
@@ -103,6 +105,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         (server(Protocols::Http2Only), server(Protocols::Auto), server(Protocols::Auto));
 
     let mut registry = Registry::new("downstream");
+    let max_request_bytes = config.limits.max_encoded_request_bytes();
     registry.set_settings(serde_json::json!({
         "delay_ms": config.delay.as_secs_f64() * 1e3,
         "jitter_ms": config.jitter.as_secs_f64() * 1e3,
@@ -110,6 +113,12 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         "max_body_bytes": config.limits.max_body_bytes,
         "max_in_flight": limit.max(),
         "max_in_flight_source": limit.source(),
+        "request_body_timeout_ms": config.header_read_timeout.as_millis() as u64,
+        "max_request_message_bytes": max_request_bytes,
+        // What one client can make the gRPC decoder reserve at once: every
+        // stream it may open, each declaring the largest message.
+        "grpc_max_reserved_bytes_per_connection":
+            u64::from(config.http2_max_concurrent_streams) * max_request_bytes as u64,
         "grpc_server": grpc_settings,
         "rest_server": rest_settings,
     }));
@@ -131,7 +140,8 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
             .add_service(reflection)
             .prepare()
             .into_axum_router();
-    // Outermost first: shed, then count the status.
+    // Outermost first: shed, count the status, bound the body's arrival.
+    let grpc_app = grpc::body_deadline(grpc_app, config.header_read_timeout);
     let grpc_app = grpc::count_outcomes(grpc_app, grpc_counters.clone());
     let grpc_app = limit.apply(grpc_app, grpc_counters.clone(), grpc::overloaded);
     let rest_app = rest::router(core, rest_counters.clone(), config.header_read_timeout);

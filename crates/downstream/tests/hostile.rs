@@ -163,6 +163,35 @@ async fn a_request_that_outlasts_the_idle_timeout_is_not_cut() {
     ds.stop().await;
 }
 
+// ---- 2. request messages that never complete ----
+
+#[tokio::test]
+async fn a_grpc_message_that_never_completes_is_answered_deadline_exceeded() {
+    let deadline = Duration::from_millis(300);
+    let ds = downstream(Config { delay: Duration::from_millis(1), header_read_timeout: deadline, ..Config::default() })
+        .await;
+    let (send, _driver) = h2_connect(ds.grpc_addr).await;
+    let mut ready = send.clone().ready().await.unwrap();
+    let (resp, mut stream) = ready.send_request(grpc_head(ds.grpc_addr, FETCH), false).unwrap();
+    // A message header declaring 100 bytes, then 2 of them, and the stream left open.
+    stream.send_data(Bytes::from_static(&[0, 0, 0, 0, 100, 0x0a, 0x01]), false).unwrap();
+    let started = Instant::now();
+    let resp = tokio::time::timeout(WITHIN, resp).await;
+    let resp = resp.expect("a stalled request message was never answered").unwrap();
+    let (code, message) = status_of(resp.headers());
+    assert_eq!(code, tonic::Code::DeadlineExceeded as i32, "{message}");
+    assert!(message.contains("did not arrive within"), "{message}");
+    assert!(started.elapsed() >= deadline / 2, "answered after {:?}", started.elapsed());
+    // The connection, and the service, still serve.
+    assert_eq!(grpc_call(&send, ds.grpc_addr, FETCH, fetch_message("after-stall", 1)).await.0, 0);
+    let counted = &stats(ds.admin_addr).await.listeners["grpc"].requests;
+    assert_eq!(counted["deadline_exceeded"], 1, "{counted:?}");
+    let settings = stats(ds.admin_addr).await.settings;
+    assert_eq!(settings["request_body_timeout_ms"], 300);
+    assert!(settings["grpc_max_reserved_bytes_per_connection"].as_u64().unwrap() > 0);
+    ds.stop().await;
+}
+
 // ---- 3. more requests than the tier should work on at once ----
 
 #[tokio::test]
