@@ -48,6 +48,18 @@ pub struct Args {
     /// Most records one front request may ask for (per downstream call).
     #[arg(long, default_value_t = Limits::DEFAULT_MAX_ITEMS)]
     pub max_items: u32,
+    /// Most records one front request may ask for in total (items × fan-out);
+    /// more is answered 400.
+    #[arg(long, default_value_t = crate::front::DEFAULT_MAX_RECORDS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_records: u64,
+    /// Close a front connection with no request in flight (HTTP/2: no open
+    /// stream, PINGs do not count) after this long.
+    #[arg(long, default_value = "30s", value_parser = telemetry::parse_positive_duration)]
+    pub idle_timeout: Duration,
+    /// Most front requests worked on at once; more are answered 503.
+    /// Default: the larger of the open-files limit and 65536.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_in_flight: Option<u64>,
     /// How long shutdown waits for in-flight requests.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
@@ -66,6 +78,9 @@ impl Args {
             fanout: self.fanout,
             downstream_timeout: self.downstream_timeout,
             limits: Limits { max_items: self.max_items, ..Limits::default() },
+            max_records: self.max_records,
+            idle_timeout: self.idle_timeout,
+            max_in_flight: self.max_in_flight.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             drain_timeout: self.drain_timeout,
             ..Config::default()
         }

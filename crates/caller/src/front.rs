@@ -30,11 +30,17 @@ pub struct Front {
     pub fanout: u32,
     pub timeout: Duration,
     pub limits: Limits,
+    /// Most records one front request may ask for in total (items × fan-out).
+    pub max_records: u64,
     pub front_counters: Arc<Counters>,
     pub client_counters: Arc<Counters>,
     /// Front request bodies are small JSON objects.
     pub body: BodyPolicy,
 }
+
+/// Records one front request may ask for in total by default: ten downstream
+/// calls at the default `--max-items`.
+pub const DEFAULT_MAX_RECORDS: u64 = 100_000;
 
 /// The largest front request body the caller reads.
 pub const MAX_FRONT_BODY_BYTES: usize = 64 * 1024;
@@ -71,6 +77,16 @@ impl Front {
     async fn handle(&self, call: CallRequest) -> Result<Response, ApiError> {
         let probe = FetchRequest { request_id: call.request_id.clone(), items: call.items, body: Vec::new() };
         payload::validate(&probe, &self.limits).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+        let asked = u64::from(call.items) * u64::from(self.fanout);
+        if asked > self.max_records {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "{} items × fan-out {} = {asked} records, over this caller's limit of {} records per request",
+                    call.items, self.fanout, self.max_records
+                ),
+            ));
+        }
 
         let started = Instant::now();
         let calls = payload::fanout_request_ids(&call.request_id, self.fanout)

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use payload::Limits;
 use telemetry::{
-    Counters, Protocols, ReadyLine, Registry, Served, ServerSettings, admin_router, api::API_OUTCOMES, bind, serve,
+    Counters, InFlightLimit, Protocols, ReadyLine, Registry, Served, ServerSettings, admin_router, api::API_OUTCOMES,
+    bind, serve,
 };
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -31,8 +32,18 @@ pub struct Config {
     pub fanout: u32,
     pub downstream_timeout: Duration,
     pub limits: Limits,
+    /// Most records one front request may ask for in total (items × fan-out).
+    pub max_records: u64,
+    /// A front connection with no request in flight for this long is closed.
+    pub idle_timeout: Duration,
+    /// HTTP/2 PINGs after this long without a frame from the peer.
+    pub http2_keep_alive_interval: Option<Duration>,
+    /// Most front requests worked on at once; `None`:
+    /// [`InFlightLimit::default_max`] (`--max-in-flight`).
+    pub max_in_flight: Option<usize>,
     pub drain_timeout: Duration,
-    /// A client must send a complete request head within this time.
+    /// A client must send a complete request head within this time, and the
+    /// body within this time after it.
     pub header_read_timeout: Duration,
 }
 
@@ -50,6 +61,10 @@ impl Default for Config {
             fanout: 1,
             downstream_timeout: Duration::from_secs(30),
             limits: Limits::default(),
+            max_records: front::DEFAULT_MAX_RECORDS,
+            idle_timeout: ServerSettings::DEFAULT_IDLE_TIMEOUT,
+            http2_keep_alive_interval: ServerSettings::new(Protocols::Auto).http2_keep_alive_interval,
+            max_in_flight: None,
             drain_timeout: Duration::from_secs(5),
             header_read_timeout: Duration::from_secs(10),
         }
@@ -108,12 +123,19 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let front_settings = ServerSettings {
         drain_timeout: config.drain_timeout,
         header_read_timeout: config.header_read_timeout,
+        idle_timeout: config.idle_timeout,
+        http2_keep_alive_interval: config.http2_keep_alive_interval,
         ..ServerSettings::new(Protocols::Auto)
     };
+    let limit = InFlightLimit::from_flag(config.max_in_flight);
     registry.set_settings(serde_json::json!({
         "transport": config.transport.as_str(),
         "target": client.target(),
         "fanout": config.fanout,
+        "max_records_per_request": config.max_records,
+        "max_in_flight": limit.max(),
+        "max_in_flight_source": limit.source(),
+        "request_body_timeout_ms": config.header_read_timeout.as_millis() as u64,
         "downstream_timeout_ms": config.downstream_timeout.as_millis() as u64,
         "client": client.settings(),
         "front_server": front_settings,
@@ -125,6 +147,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         fanout: config.fanout.max(1),
         timeout: config.downstream_timeout,
         limits: config.limits,
+        max_records: config.max_records,
         front_counters: front_counters.clone(),
         client_counters,
         body: telemetry::api::BodyPolicy {
@@ -136,7 +159,8 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let front_addr = front_listener.local_addr()?;
     let admin_addr = admin_listener.local_addr()?;
     let mut tasks = JoinSet::new();
-    tasks.spawn(serve(front_listener, front::router(front), Some(front_counters), front_settings, shutdown.clone()));
+    let front_app = limit.apply(front::router(front), front_counters.clone(), telemetry::api::overloaded);
+    tasks.spawn(serve(front_listener, front_app, Some(front_counters), front_settings, shutdown.clone()));
     tasks.spawn(serve(
         admin_listener,
         admin_router(registry.clone()),

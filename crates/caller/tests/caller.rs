@@ -369,3 +369,72 @@ fn caller_binary_serves_in_front_of_a_downstream_and_exits_cleanly() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--downstream-grpc is required"));
     rt.block_on(ds.stop());
 }
+
+#[tokio::test]
+async fn front_requests_over_the_in_flight_limit_are_shed_with_503_and_counted() {
+    // Two at a time, each held a second by the downstream: of six sent at
+    // once, the first two are served and at least one other is shed.
+    let ds = downstream(1000).await;
+    let config = CallerConfig { max_in_flight: Some(2), ..caller_config(Arm::Grpc, ds.grpc_addr, ds.rest_addr) };
+    let c = caller(config).await;
+    let front = c.front_addr;
+    let answers =
+        futures::future::join_all((0..6).map(|i| async move { call(front, &format!("burst-{i}"), 1).await })).await;
+    let shed: Vec<_> = answers.iter().filter(|a| a.status == 503).collect();
+    let ok = answers.iter().filter(|a| a.status == 200).count();
+    assert!(!shed.is_empty(), "nothing was shed: {:?}", answers.iter().map(|a| a.status).collect::<Vec<_>>());
+    assert!(ok >= 2, "requests under the limit must succeed");
+    assert_eq!(ok + shed.len(), answers.len());
+    assert!(shed[0].error().contains("limit of 2 requests in flight"), "{}", shed[0].error());
+    let s = stats(c.admin_addr).await;
+    assert_eq!(s.listeners["front"].requests["shed"], shed.len() as u64);
+    assert_eq!(s.clients["grpc"].requests_total(), ok as u64, "a shed request reached the downstream");
+    assert_eq!(s.settings["max_in_flight"], 2);
+    assert_eq!(call(c.front_addr, "later", 1).await.status, 200, "under the limit again");
+    c.stop().await;
+    ds.stop().await;
+}
+
+#[tokio::test]
+async fn items_times_fanout_over_the_bound_is_400_with_the_reason() {
+    let ds = downstream(1).await;
+    let config = CallerConfig { fanout: 3, max_records: 10, ..caller_config(Arm::Grpc, ds.grpc_addr, ds.rest_addr) };
+    let c = caller(config).await;
+    let a = call(c.front_addr, "too-many-records", 4).await;
+    assert_eq!(a.status, 400);
+    assert!(
+        a.error().contains("4 items × fan-out 3 = 12 records") && a.error().contains("limit of 10"),
+        "{}",
+        a.error()
+    );
+    assert_eq!(call(c.front_addr, "just-enough", 3).await.status, 200);
+    let s = stats(c.admin_addr).await;
+    assert_eq!(s.listeners["front"].requests["bad_request"], 1);
+    assert_eq!(s.clients["grpc"].requests_total(), 3, "only the request within the bound was fanned out");
+    assert_eq!(s.settings["max_records_per_request"], 10);
+    c.stop().await;
+    ds.stop().await;
+}
+
+#[tokio::test]
+async fn the_front_reports_its_idle_keep_alive_and_in_flight_settings() {
+    let ds = downstream(1).await;
+    let c = caller(caller_config(Arm::Grpc, ds.grpc_addr, ds.rest_addr)).await;
+    let s = stats(c.admin_addr).await;
+    assert_eq!(s.settings["front_server"]["idle_timeout"], 30_000);
+    assert_eq!(s.settings["front_server"]["http2_keep_alive_interval"], 20_000);
+    assert!(s.settings["max_in_flight"].as_u64().unwrap() >= telemetry::MIN_DEFAULT_MAX_IN_FLIGHT as u64);
+    assert_eq!(s.settings["max_records_per_request"], caller::front::DEFAULT_MAX_RECORDS);
+    c.stop().await;
+    ds.stop().await;
+}
+
+#[test]
+fn zero_limits_are_refused_naming_the_flag() {
+    for bad in [["--max-records", "0"], ["--max-in-flight", "0"], ["--idle-timeout", "0ms"], ["--idle-timeout", "soon"]]
+    {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_caller")).args(bad).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(bad[0]), "{bad:?}");
+    }
+}

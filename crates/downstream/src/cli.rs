@@ -40,6 +40,15 @@ pub struct Args {
     /// Most concurrent HTTP/2 streams per client connection (gRPC and h2c REST).
     #[arg(long, default_value_t = telemetry::ServerSettings::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS)]
     pub http2_max_streams: u32,
+    /// Close a connection with no request in flight (HTTP/2: no open stream,
+    /// PINGs do not count) after this long.
+    #[arg(long, default_value = "30s", value_parser = telemetry::parse_positive_duration)]
+    pub idle_timeout: Duration,
+    /// Most requests worked on at once, gRPC and REST together; more are
+    /// answered 503 / RESOURCE_EXHAUSTED. Default: the larger of the
+    /// open-files limit and 65536.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_in_flight: Option<u64>,
     /// How long shutdown waits for in-flight requests.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
@@ -55,6 +64,8 @@ impl Args {
             jitter: self.jitter,
             limits: Limits { max_items: self.max_items, max_body_bytes: self.max_body_bytes, ..Limits::default() },
             http2_max_concurrent_streams: self.http2_max_streams,
+            idle_timeout: self.idle_timeout,
+            max_in_flight: self.max_in_flight.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             drain_timeout: self.drain_timeout,
             ..Config::default()
         }

@@ -1,17 +1,85 @@
 //! The gRPC adapter: protobuf in, [`Core`], protobuf out.
+//!
+//! Besides the conversion it owns what every gRPC server must do at its edge
+//! and tonic leaves to the server: a request message that does not decode is
+//! INVALID_ARGUMENT (tonic's codec says INTERNAL), a request body that does
+//! not arrive in time is DEADLINE_EXCEEDED, and every status sent, whoever
+//! produced it (tonic's framing, an unknown method, the handler), is counted.
 
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use bytes::Bytes;
+use http_body::Frame;
 use prost::Message;
 use proto::downstream_server::{Downstream, DownstreamServer};
 use telemetry::Counters;
-use tonic::{Request, Response, Status};
+use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder};
+use tonic::server::{NamedService, UnaryService};
+use tonic::{Code, Request as GrpcRequest, Response as GrpcResponse, Status};
+use tonic_prost::{ProstDecoder, ProstEncoder};
 
 use crate::core::Core;
 use payload::PayloadError;
 
-/// Outcome labels counted on the gRPC listener.
-pub const OUTCOMES: &[&str] = &["ok", "invalid_argument", "resource_exhausted", "other"];
+/// Outcome labels counted on the gRPC listener: one per gRPC status code,
+/// `shed` for requests refused by the in-flight limit, and `other` for an
+/// answer without a readable status.
+pub const OUTCOMES: &[&str] = &[
+    "ok",
+    "cancelled",
+    "unknown",
+    "invalid_argument",
+    "deadline_exceeded",
+    "not_found",
+    "already_exists",
+    "permission_denied",
+    "resource_exhausted",
+    "failed_precondition",
+    "aborted",
+    "out_of_range",
+    "unimplemented",
+    "internal",
+    "unavailable",
+    "data_loss",
+    "unauthenticated",
+    telemetry::SHED,
+    "other",
+];
+
+/// The outcome label of a gRPC status code.
+pub fn outcome(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "ok",
+        Code::Cancelled => "cancelled",
+        Code::Unknown => "unknown",
+        Code::InvalidArgument => "invalid_argument",
+        Code::DeadlineExceeded => "deadline_exceeded",
+        Code::NotFound => "not_found",
+        Code::AlreadyExists => "already_exists",
+        Code::PermissionDenied => "permission_denied",
+        Code::ResourceExhausted => "resource_exhausted",
+        Code::FailedPrecondition => "failed_precondition",
+        Code::Aborted => "aborted",
+        Code::OutOfRange => "out_of_range",
+        Code::Unimplemented => "unimplemented",
+        Code::Internal => "internal",
+        Code::Unavailable => "unavailable",
+        Code::DataLoss => "data_loss",
+        Code::Unauthenticated => "unauthenticated",
+    }
+}
+
+const FETCH_PATH: &str = "/bench.v1.Downstream/Fetch";
 
 #[derive(Debug)]
 pub struct GrpcService {
@@ -24,10 +92,15 @@ impl GrpcService {
         GrpcService { core, counters }
     }
 
-    /// The tonic server with explicit message limits.
-    pub fn into_server(self) -> DownstreamServer<Self> {
+    /// The `bench.v1.Downstream` service with explicit message limits.
+    pub fn into_server(self) -> FetchServer {
         let max_request = self.core.limits.max_encoded_request_bytes();
-        DownstreamServer::new(self).max_decoding_message_size(max_request).max_encoding_message_size(usize::MAX)
+        let service = Arc::new(self);
+        FetchServer {
+            service: service.clone(),
+            generated: DownstreamServer::from_arc(service),
+            max_request_bytes: max_request,
+        }
     }
 }
 
@@ -39,22 +112,226 @@ pub fn status_of(e: &PayloadError) -> Status {
 
 #[tonic::async_trait]
 impl Downstream for GrpcService {
-    async fn fetch(&self, request: Request<proto::FetchRequest>) -> Result<Response<proto::FetchResponse>, Status> {
+    async fn fetch(
+        &self,
+        request: GrpcRequest<proto::FetchRequest>,
+    ) -> Result<GrpcResponse<proto::FetchResponse>, Status> {
+        // Outcomes are counted where the status is sent (`count_outcomes`),
+        // so the ones tonic answers without calling this count too.
         let req = request.into_inner();
         let request_bytes = req.encoded_len() as u64;
         match self.core.fetch(req.into()).await {
             Ok(resp) => {
                 let resp = proto::FetchResponse::from(resp);
                 self.counters.add_message_bytes(request_bytes, resp.encoded_len() as u64);
-                self.counters.record("ok");
-                Ok(Response::new(resp))
+                Ok(GrpcResponse::new(resp))
             }
             Err(e) => {
-                let status = status_of(&e);
                 self.counters.add_message_bytes(request_bytes, 0);
-                self.counters.record(if e.is_too_large() { "resource_exhausted" } else { "invalid_argument" });
-                Err(status)
+                Err(status_of(&e))
             }
         }
+    }
+}
+
+/// `bench.v1.Downstream`: `Fetch` decoded with [`FetchCodec`]; any other
+/// method goes to the generated server, which answers UNIMPLEMENTED.
+#[derive(Debug, Clone)]
+pub struct FetchServer {
+    service: Arc<GrpcService>,
+    generated: DownstreamServer<GrpcService>,
+    max_request_bytes: usize,
+}
+
+impl NamedService for FetchServer {
+    const NAME: &'static str = proto::downstream_server::SERVICE_NAME;
+}
+
+impl<B> tower::Service<http::Request<B>> for FetchServer
+where
+    B: http_body::Body + Send + 'static,
+    B::Error: Into<tonic::codegen::StdError> + Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = tonic::codegen::BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        if req.uri().path() != FETCH_PATH {
+            return self.generated.call(req);
+        }
+        let (service, max_request) = (self.service.clone(), self.max_request_bytes);
+        Box::pin(async move {
+            let mut grpc = tonic::server::Grpc::new(FetchCodec).apply_max_message_size_config(Some(max_request), None);
+            Ok(grpc.unary(FetchMethod(service), req).await)
+        })
+    }
+}
+
+struct FetchMethod(Arc<GrpcService>);
+
+impl UnaryService<proto::FetchRequest> for FetchMethod {
+    type Response = proto::FetchResponse;
+    type Future = tonic::codegen::BoxFuture<GrpcResponse<proto::FetchResponse>, Status>;
+
+    fn call(&mut self, request: GrpcRequest<proto::FetchRequest>) -> Self::Future {
+        let service = self.0.clone();
+        Box::pin(async move { service.fetch(request).await })
+    }
+}
+
+/// Prost encoding, with a request that does not decode answered
+/// INVALID_ARGUMENT: the client sent it wrong, the server did not fail.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FetchCodec;
+
+impl Codec for FetchCodec {
+    type Encode = proto::FetchResponse;
+    type Decode = proto::FetchRequest;
+    type Encoder = ProstEncoder<proto::FetchResponse>;
+    type Decoder = RequestDecoder;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        ProstEncoder::default()
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        RequestDecoder(ProstDecoder::default())
+    }
+}
+
+#[derive(Debug)]
+pub struct RequestDecoder(ProstDecoder<proto::FetchRequest>);
+
+impl Decoder for RequestDecoder {
+    type Item = proto::FetchRequest;
+    type Error = Status;
+
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Status> {
+        self.0.decode(buf).map_err(|s| Status::invalid_argument(format!("malformed protobuf request: {}", s.message())))
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        self.0.buffer_settings()
+    }
+}
+
+/// The answer to a request shed by the in-flight limit.
+pub fn overloaded(max_in_flight: usize) -> Response {
+    Status::resource_exhausted(format!(
+        "this service is at its limit of {max_in_flight} requests in flight; retry later"
+    ))
+    .into_http()
+}
+
+/// `router` with the status of every request counted on `counters` under
+/// [`outcome`]: from the headers of a trailers-only answer, from the trailers
+/// otherwise, and as `cancelled` if the request or its answer was dropped
+/// before a status was sent (the client reset the stream or went away).
+pub fn count_outcomes(router: Router, counters: Arc<Counters>) -> Router {
+    router.layer(middleware::from_fn(move |req: Request, next: Next| {
+        let pending = PendingOutcome(Some(counters.clone()));
+        async move {
+            let mut pending = pending;
+            let resp = next.run(req).await;
+            if let Some(code) = status_in(resp.headers()) {
+                pending.record(outcome(code));
+                return resp;
+            }
+            resp.map(|body| {
+                telemetry::watch_frames(body, move |frame| {
+                    if let Some(code) = frame.trailers_ref().and_then(status_in) {
+                        pending.record(outcome(code));
+                    }
+                })
+            })
+        }
+    }))
+}
+
+fn status_in(headers: &http::HeaderMap) -> Option<Code> {
+    headers.get(Status::GRPC_STATUS).map(|v| Code::from_bytes(v.as_bytes()))
+}
+
+/// A request whose outcome is not yet counted; counted `cancelled` if dropped.
+struct PendingOutcome(Option<Arc<Counters>>);
+
+impl PendingOutcome {
+    fn record(&mut self, label: &str) {
+        if let Some(counters) = self.0.take() {
+            counters.record(label);
+        }
+    }
+}
+
+impl Drop for PendingOutcome {
+    fn drop(&mut self) {
+        self.record("cancelled");
+    }
+}
+
+/// `router` with every request body bounded in time: one not complete within
+/// `timeout` of its headers fails with DEADLINE_EXCEEDED, which ends the
+/// stream, frees what the decoder reserved for the message, and answers the
+/// client (REST's 408).
+pub fn body_deadline(router: Router, timeout: Duration) -> Router {
+    router.layer(middleware::from_fn(move |req: Request, next: Next| {
+        next.run(req.map(|body| Body::new(DeadlineBody::new(body, timeout))))
+    }))
+}
+
+struct DeadlineBody {
+    inner: Body,
+    timeout: Duration,
+    /// `None` once the body is complete.
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl DeadlineBody {
+    fn new(inner: Body, timeout: Duration) -> Self {
+        DeadlineBody { inner, timeout, deadline: Some(Box::pin(tokio::time::sleep(timeout))) }
+    }
+}
+
+impl http_body::Body for DeadlineBody {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(None) => {
+                this.deadline = None;
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(frame)) => {
+                if this.inner.is_end_stream() {
+                    this.deadline = None;
+                }
+                Poll::Ready(Some(frame.map_err(|e| Status::from_error(e.into()))))
+            }
+            Poll::Pending => match this.deadline.as_mut().map(|d| d.as_mut().poll(cx)) {
+                Some(Poll::Ready(())) => {
+                    this.deadline = None;
+                    Poll::Ready(Some(Err(Status::deadline_exceeded(format!(
+                        "the request message did not arrive within {:?}",
+                        this.timeout
+                    )))))
+                }
+                _ => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use payload::Limits;
-use telemetry::{Counters, Protocols, ReadyLine, Registry, Served, ServerSettings, admin_router, bind, serve};
+use telemetry::{
+    Counters, InFlightLimit, Protocols, ReadyLine, Registry, Served, ServerSettings, admin_router, bind, serve,
+};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -23,7 +25,16 @@ pub struct Config {
     pub jitter: Duration,
     pub limits: Limits,
     pub http2_max_concurrent_streams: u32,
+    /// A client must send a complete request head within this time, and the
+    /// request body within this time after it (REST 408, gRPC DEADLINE_EXCEEDED).
     pub header_read_timeout: Duration,
+    /// A connection with no request in flight for this long is closed.
+    pub idle_timeout: Duration,
+    /// HTTP/2 PINGs after this long without a frame from the peer.
+    pub http2_keep_alive_interval: Option<Duration>,
+    /// Most requests the tier works on at once (both listeners together);
+    /// `None`: [`InFlightLimit::default_max`] (`--max-in-flight`).
+    pub max_in_flight: Option<usize>,
     pub drain_timeout: Duration,
 }
 
@@ -39,6 +50,9 @@ impl Default for Config {
             limits: Limits::default(),
             http2_max_concurrent_streams: ServerSettings::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
             header_read_timeout: Duration::from_secs(10),
+            idle_timeout: ServerSettings::DEFAULT_IDLE_TIMEOUT,
+            http2_keep_alive_interval: ServerSettings::new(Protocols::Auto).http2_keep_alive_interval,
+            max_in_flight: None,
             drain_timeout: Duration::from_secs(5),
         }
     }
@@ -81,19 +95,31 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let server = |protocols| ServerSettings {
         http2_max_concurrent_streams: config.http2_max_concurrent_streams,
         header_read_timeout: config.header_read_timeout,
+        idle_timeout: config.idle_timeout,
+        http2_keep_alive_interval: config.http2_keep_alive_interval,
         drain_timeout: config.drain_timeout,
         ..ServerSettings::new(protocols)
     };
+    let limit = InFlightLimit::from_flag(config.max_in_flight);
     let (grpc_settings, rest_settings, admin_settings) =
         (server(Protocols::Http2Only), server(Protocols::Auto), server(Protocols::Auto));
 
     let mut registry = Registry::new("downstream");
+    let max_request_bytes = config.limits.max_encoded_request_bytes();
     registry.set_settings(serde_json::json!({
-            "delay_ms": config.delay.as_secs_f64() * 1e3,
-            "jitter_ms": config.jitter.as_secs_f64() * 1e3,
-            "max_items": config.limits.max_items,
-            "max_body_bytes": config.limits.max_body_bytes,
-            "grpc_server": grpc_settings,
+        "delay_ms": config.delay.as_secs_f64() * 1e3,
+        "jitter_ms": config.jitter.as_secs_f64() * 1e3,
+        "max_items": config.limits.max_items,
+        "max_body_bytes": config.limits.max_body_bytes,
+        "max_in_flight": limit.max(),
+        "max_in_flight_source": limit.source(),
+        "request_body_timeout_ms": config.header_read_timeout.as_millis() as u64,
+        "max_request_message_bytes": max_request_bytes,
+        // What one client can make the gRPC decoder reserve at once: every
+        // stream it may open, each declaring the largest message.
+        "grpc_max_reserved_bytes_per_connection":
+            u64::from(config.http2_max_concurrent_streams) * max_request_bytes as u64,
+        "grpc_server": grpc_settings,
         "rest_server": rest_settings,
     }));
     let grpc_counters = registry.listener(Counters::new("grpc", grpc::OUTCOMES));
@@ -120,17 +146,17 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
             .add_service(reflection().build_v1alpha().map_err(reflection_err)?)
             .prepare()
             .into_axum_router();
+    // Outermost first: shed, count the status, bound the body's arrival.
+    let grpc_app = grpc::body_deadline(grpc_app, config.header_read_timeout);
+    let grpc_app = grpc::count_outcomes(grpc_app, grpc_counters.clone());
+    let grpc_app = limit.apply(grpc_app, grpc_counters.clone(), grpc::overloaded);
+    let rest_app = rest::router(core, rest_counters.clone(), config.header_read_timeout);
+    let rest_app = limit.apply(rest_app, rest_counters.clone(), telemetry::api::overloaded);
 
     let handle_addrs = (grpc_listener.local_addr()?, rest_listener.local_addr()?, admin_listener.local_addr()?);
     let mut tasks = JoinSet::new();
     tasks.spawn(serve(grpc_listener, grpc_app, Some(grpc_counters), grpc_settings, shutdown.clone()));
-    tasks.spawn(serve(
-        rest_listener,
-        rest::router(core, rest_counters.clone(), config.header_read_timeout),
-        Some(rest_counters),
-        rest_settings,
-        shutdown.clone(),
-    ));
+    tasks.spawn(serve(rest_listener, rest_app, Some(rest_counters), rest_settings, shutdown.clone()));
     tasks.spawn(serve(admin_listener, admin_router(registry.clone()), None, admin_settings, shutdown.clone()));
 
     Ok(Handle {

@@ -29,6 +29,7 @@ impl ApiError {
             StatusCode::BAD_GATEWAY => "bad_gateway",
             StatusCode::GATEWAY_TIMEOUT => "gateway_timeout",
             StatusCode::REQUEST_TIMEOUT => "request_timeout",
+            StatusCode::SERVICE_UNAVAILABLE => crate::limit::SHED,
             _ => "other",
         }
     }
@@ -44,8 +45,17 @@ pub const API_OUTCOMES: &[&str] = &[
     "bad_gateway",
     "gateway_timeout",
     "request_timeout",
+    "shed",
     "other",
 ];
+
+/// The answer to a request shed by [`crate::InFlightLimit`]: 503 with a reason.
+pub fn overloaded(max_in_flight: usize) -> Response {
+    let reason = format!("this service is at its limit of {max_in_flight} requests in flight; retry later");
+    let mut resp = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, reason).into_response();
+    resp.headers_mut().insert(header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+    resp
+}
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {

@@ -9,23 +9,31 @@
 //! * [`Registry`]: all of the above for one service, rendered as Prometheus text
 //!   and as the JSON [`StatsSnapshot`] the harness reads back;
 //! * [`serve`]: the accept loop (TCP_NODELAY, counting, HTTP/1.1 and h2c limits,
-//!   graceful drain) that every listener of every tier runs, and [`admin_router`].
+//!   idle and dead-peer timeouts, graceful drain) that every listener of every
+//!   tier runs, and [`admin_router`];
+//! * [`InFlightLimit`]: the bound on requests a tier works on at once.
 //!
 //! It does not know about the contract or the transports' message types.
 
 mod admin;
 pub mod api;
+mod body;
 mod counters;
 mod counting;
 mod lifecycle;
+mod limit;
 mod process;
 mod registry;
 mod serve;
 
 pub use admin::admin_router;
+pub use body::{hold_until_dropped, watch_frames};
 pub use counters::{Counters, CountersSnapshot};
 pub use counting::CountingStream;
-pub use lifecycle::{ReadyLine, Served, cancel_on_signal, exit_code, init_logging, print_ready};
+pub use lifecycle::{
+    ReadyLine, Served, cancel_on_signal, exit_code, init_logging, parse_positive_duration, print_ready,
+};
+pub use limit::{InFlightLimit, MIN_DEFAULT_MAX_IN_FLIGHT, SHED};
 pub use process::{ProcessSnapshot, ProcessStats};
 pub use registry::{Registry, StatsSnapshot};
 pub use serve::{Protocols, ServerSettings, bind, serve};

@@ -39,10 +39,28 @@ pub fn print_ready(line: &ReadyLine) -> std::io::Result<()> {
     out.flush()
 }
 
-/// Logs to stderr, `warn` and above unless `RUST_LOG` says otherwise.
+/// Logs to stderr, `warn` and above unless `RUST_LOG` says otherwise; in
+/// colour only on a terminal and without `NO_COLOR`.
 pub fn init_logging() {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
-    let _ = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).try_init();
+    let ansi = colour_wanted(std::io::stderr().is_terminal(), std::env::var_os("NO_COLOR").as_deref());
+    let _ = tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(ansi).with_env_filter(filter).try_init();
+}
+
+/// Colour codes only for a person at a terminal, and never when `NO_COLOR` is
+/// set to anything but the empty string (<https://no-color.org>).
+fn colour_wanted(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+/// A duration flag that must be above zero (`500ms`, `30s`).
+pub fn parse_positive_duration(text: &str) -> Result<std::time::Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(d) if d.is_zero() => Err("must be above zero".to_owned()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(format!("{e} (write e.g. 500ms or 30s)")),
+    }
 }
 
 /// A binary's exit code for its result: 0, or 1 with the whole error chain.
@@ -106,4 +124,20 @@ pub fn cancel_on_signal(token: CancellationToken) {
         }
         token.cancel();
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+
+    use super::colour_wanted;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(colour_wanted(true, None));
+        assert!(colour_wanted(true, Some(OsStr::new(""))), "an empty NO_COLOR does not count");
+        assert!(!colour_wanted(true, Some(OsStr::new("1"))));
+        assert!(!colour_wanted(false, None), "a file or a pipe gets no colour codes");
+        assert!(!colour_wanted(false, Some(OsStr::new("1"))));
+    }
 }

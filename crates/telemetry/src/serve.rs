@@ -4,24 +4,33 @@
 //! socket options, the same HTTP limits and the same drain behaviour: a
 //! difference between gRPC and REST in a report then comes from the transports,
 //! not from how they were served.
+//!
+//! Besides serving, the loop closes what a client leaves behind: a connection
+//! without a complete first request within the header-read timeout, one with
+//! no request in flight for the idle timeout (HTTP/2 gets a GOAWAY), and one
+//! whose peer stops answering HTTP/2 PINGs.
 
+use std::convert::Infallible;
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::time::Duration;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
+use crate::body::hold_until_dropped;
 use crate::{Counters, CountingStream};
 
 /// Which HTTP versions a listener speaks.
@@ -50,6 +59,19 @@ pub struct ServerSettings {
     /// otherwise the connection is closed.
     #[serde(with = "millis")]
     pub header_read_timeout: Duration,
+    /// A connection with no request in flight (HTTP/2: no open stream) for
+    /// this long is closed: HTTP/2 with GOAWAY once its last stream is done
+    /// (gRPC's MAX_CONNECTION_IDLE). PINGs do not count as activity.
+    #[serde(with = "millis")]
+    pub idle_timeout: Duration,
+    /// An HTTP/2 PING is sent after this long without a frame from the peer
+    /// (`None`: never).
+    #[serde(with = "millis_opt")]
+    pub http2_keep_alive_interval: Option<Duration>,
+    /// A PING not answered within this time closes the connection: the peer
+    /// is dead or wedged.
+    #[serde(with = "millis")]
+    pub http2_keep_alive_timeout: Duration,
     /// How long shutdown waits for in-flight requests before closing connections.
     #[serde(with = "millis")]
     pub drain_timeout: Duration,
@@ -61,6 +83,9 @@ pub struct ServerSettings {
 
 impl ServerSettings {
     pub const DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS: u32 = 16_384;
+    /// Well under a minute: what one client's idle connections can pin is
+    /// bounded by how fast it can open new ones.
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
     pub fn new(protocols: Protocols) -> Self {
         ServerSettings {
@@ -68,6 +93,9 @@ impl ServerSettings {
             http2_max_concurrent_streams: Self::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
             http2_max_pending_accept_reset_streams: 4096,
             header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
+            http2_keep_alive_interval: Some(Duration::from_secs(20)),
+            http2_keep_alive_timeout: Duration::from_secs(20),
             drain_timeout: Duration::from_secs(5),
             tcp_nodelay: true,
             listen_backlog: LISTEN_BACKLOG,
@@ -80,6 +108,17 @@ mod millis {
 
     pub fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_u64(d.as_millis() as u64)
+    }
+}
+
+mod millis_opt {
+    use std::time::Duration;
+
+    pub fn serialize<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&(d.as_millis() as u64)),
+            None => s.serialize_none(),
+        }
     }
 }
 
@@ -115,12 +154,18 @@ pub async fn serve(
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(settings.http2_max_concurrent_streams)
-        .max_pending_accept_reset_streams(settings.http2_max_pending_accept_reset_streams);
+        .max_pending_accept_reset_streams(settings.http2_max_pending_accept_reset_streams)
+        // A peer that stops answering PINGs is dead (or wedged): close its
+        // connection instead of keeping its streams and buffers forever.
+        .keep_alive_interval(settings.http2_keep_alive_interval)
+        .keep_alive_timeout(settings.http2_keep_alive_timeout);
     let builder = match settings.protocols {
         Protocols::Auto => builder,
         Protocols::Http2Only => builder.http2_only(),
     };
-    let graceful = GracefulShutdown::new();
+    // Every connection task is tracked so shutdown can wait for them to drain.
+    let connections = TaskTracker::new();
+    let mut accept_errors = LogLimiter::new(Duration::from_secs(1));
 
     loop {
         let accepted = tokio::select! {
@@ -131,66 +176,271 @@ pub async fn serve(
             Ok((tcp, _peer)) => tcp,
             Err(e) => {
                 // EMFILE and friends: back off briefly instead of spinning; the
-                // connections already open keep being served.
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(20)).await;
+                // connections already open keep being served. The condition
+                // lasts as long as the connections that cause it, so it is
+                // reported at most once a second, not on every retry.
+                if let Some(suppressed) = accept_errors.admit(Instant::now()) {
+                    if suppressed == 0 {
+                        tracing::warn!("accept failed: {e}");
+                    } else {
+                        tracing::warn!("accept failed: {e} ({suppressed} more since the last report)");
+                    }
+                }
+                tokio::time::sleep(ACCEPT_RETRY).await;
                 continue;
             }
         };
         if settings.tcp_nodelay {
             let _ = tcp.set_nodelay(true);
         }
-        // A connection must deliver its first complete request head within the
-        // header-read timeout (hyper enforces it for later HTTP/1.1 requests;
-        // this covers HTTP/2 prefaces and frames that never complete too).
-        let seen_request = Arc::new(AtomicBool::new(false));
-        let seen = seen_request.clone();
-        let started = counters.clone();
-        let service = TowerToHyperService::new(app.clone().map_request(move |req: http::Request<Incoming>| {
-            seen.store(true, Relaxed);
-            if let Some(c) = &started {
-                c.request_started();
-            }
-            req
-        }));
-        let watcher = graceful.watcher();
-        let builder = builder.clone();
+        let conn = Conn {
+            builder: builder.clone(),
+            app: app.clone(),
+            settings,
+            shutdown: shutdown.clone(),
+            counters: counters.clone(),
+        };
         let counters = counters.clone();
-        let first_request_deadline = settings.header_read_timeout;
-        tokio::spawn(async move {
-            let conn = async {
-                match counters {
-                    Some(c) => {
-                        let io = TokioIo::new(CountingStream::new(tcp, c));
-                        watcher.watch(builder.serve_connection_with_upgrades(io, service).into_owned()).await
-                    }
-                    None => {
-                        let io = TokioIo::new(tcp);
-                        watcher.watch(builder.serve_connection_with_upgrades(io, service).into_owned()).await
-                    }
-                }
-            };
-            tokio::pin!(conn);
-            let result = tokio::select! {
-                r = &mut conn => r,
-                _ = tokio::time::sleep(first_request_deadline) => {
-                    if !seen_request.load(Relaxed) {
-                        tracing::debug!("no complete request within {first_request_deadline:?}; closing the connection");
-                        return;
-                    }
-                    conn.await
-                }
-            };
-            if let Err(e) = result {
-                tracing::debug!("connection ended with error: {e}");
+        connections.spawn(async move {
+            match counters {
+                Some(c) => conn.run(TokioIo::new(CountingStream::new(tcp, c))).await,
+                None => conn.run(TokioIo::new(tcp)).await,
             }
         });
     }
     drop(listener);
+    connections.close();
     tokio::select! {
-        _ = graceful.shutdown() => {}
+        _ = connections.wait() => {}
         _ = tokio::time::sleep(settings.drain_timeout) => {
             tracing::warn!("drain timed out after {:?}; closing remaining connections", settings.drain_timeout);
         }
+    }
+}
+
+/// How long the accept loop waits after a failed accept before trying again.
+const ACCEPT_RETRY: Duration = Duration::from_millis(20);
+
+/// One accepted connection and what it is served with.
+struct Conn {
+    builder: auto::Builder<TokioExecutor>,
+    app: Router,
+    settings: ServerSettings,
+    shutdown: CancellationToken,
+    /// Where each request is counted as it starts (a measured listener).
+    counters: Option<Arc<Counters>>,
+}
+
+impl Conn {
+    async fn run<I>(self, io: I)
+    where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
+        let activity = Arc::new(Activity::new());
+        let (app, tracked, started) = (self.app, activity.clone(), self.counters);
+        let service = TowerToHyperService::new(tower::service_fn(move |req: http::Request<Incoming>| {
+            if let Some(c) = &started {
+                c.request_started();
+            }
+            // The guard lives until the response body is dropped (sent or
+            // abandoned), so a stream counts as open while it is answered.
+            let open = tracked.request_started();
+            let answer = app.clone().oneshot(req);
+            async move {
+                let resp = answer.await?;
+                Ok::<_, Infallible>(resp.map(|body| hold_until_dropped(body, open)))
+            }
+        }));
+        let control = Control { activity, settings: self.settings, shutdown: self.shutdown };
+        match self.settings.protocols {
+            // The auto builder sniffs the protocol when upgrades are served,
+            // whatever version it was told; only `serve_connection` honours
+            // `http2_only`, so an HTTP/1.1 client gets no answer from an
+            // HTTP/2-only listener.
+            Protocols::Http2Only => {
+                let conn = self.builder.serve_connection(io, service).into_owned();
+                control.drive(conn, |c| c.graceful_shutdown()).await;
+            }
+            Protocols::Auto => {
+                let conn = self.builder.serve_connection_with_upgrades(io, service).into_owned();
+                control.drive(conn, |c| c.graceful_shutdown()).await;
+            }
+        }
+    }
+}
+
+/// What closes a connection other than its peer: no first request in time,
+/// no request in flight for the idle timeout, or shutdown.
+struct Control {
+    activity: Arc<Activity>,
+    settings: ServerSettings,
+    shutdown: CancellationToken,
+}
+
+impl Control {
+    async fn drive<C, E>(self, conn: C, graceful_shutdown: fn(Pin<&mut C>))
+    where
+        C: Future<Output = Result<(), E>>,
+        E: std::fmt::Display,
+    {
+        tokio::pin!(conn);
+        // A connection must deliver its first complete request head within the
+        // header-read timeout (hyper enforces it for later HTTP/1.1 requests;
+        // this covers HTTP/2 prefaces and frames that never complete too).
+        let first_request = tokio::time::sleep(self.settings.header_read_timeout);
+        tokio::pin!(first_request);
+        let idle = self.activity.idle_for(self.settings.idle_timeout);
+        tokio::pin!(idle);
+        let (mut first_request_pending, mut closing) = (true, false);
+        loop {
+            tokio::select! {
+                result = &mut conn => {
+                    if let Err(e) = result {
+                        tracing::debug!("connection ended with error: {e}");
+                    }
+                    return;
+                }
+                _ = &mut first_request, if first_request_pending => {
+                    first_request_pending = false;
+                    if !self.activity.seen_request() {
+                        tracing::debug!(
+                            "no complete request within {:?}; closing the connection",
+                            self.settings.header_read_timeout
+                        );
+                        return;
+                    }
+                }
+                // HTTP/2: GOAWAY, let open streams finish, close. HTTP/1.1:
+                // finish the request in flight, then close.
+                _ = self.shutdown.cancelled(), if !closing => {
+                    closing = true;
+                    graceful_shutdown(conn.as_mut());
+                }
+                // Counted in requests, not frames: a client that only answers
+                // PINGs is idle (gRPC's MAX_CONNECTION_IDLE).
+                _ = &mut idle, if !closing => {
+                    closing = true;
+                    tracing::debug!("no request for {:?}; closing the connection", self.settings.idle_timeout);
+                    graceful_shutdown(conn.as_mut());
+                }
+            }
+        }
+    }
+}
+
+/// Requests (HTTP/2 streams) open on one connection, and since when none is.
+#[derive(Debug)]
+struct Activity {
+    open: AtomicUsize,
+    seen: AtomicBool,
+    idle_since: Mutex<Instant>,
+}
+
+/// One open request; dropping it closes it.
+#[derive(Debug)]
+struct OpenRequest(Arc<Activity>);
+
+impl Activity {
+    fn new() -> Self {
+        Activity { open: AtomicUsize::new(0), seen: AtomicBool::new(false), idle_since: Mutex::new(Instant::now()) }
+    }
+
+    fn request_started(self: &Arc<Self>) -> OpenRequest {
+        self.seen.store(true, Relaxed);
+        self.open.fetch_add(1, SeqCst);
+        OpenRequest(self.clone())
+    }
+
+    fn seen_request(&self) -> bool {
+        self.seen.load(Relaxed)
+    }
+
+    fn idle_since(&self) -> Instant {
+        // A poisoned lock still holds a valid instant.
+        *self.idle_since.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Resolves once no request has been open for `timeout`.
+    async fn idle_for(&self, timeout: Duration) {
+        loop {
+            if self.open.load(SeqCst) > 0 {
+                tokio::time::sleep(timeout).await;
+                continue;
+            }
+            let idle = self.idle_since().elapsed();
+            if idle >= timeout && self.open.load(SeqCst) == 0 {
+                return;
+            }
+            tokio::time::sleep(timeout.saturating_sub(idle)).await;
+        }
+    }
+}
+
+impl Drop for OpenRequest {
+    fn drop(&mut self) {
+        if self.0.open.fetch_sub(1, SeqCst) == 1 {
+            *self.0.idle_since.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        }
+    }
+}
+
+/// Lets a repeated message through at most once per interval, and says how
+/// many were held back since the last one.
+#[derive(Debug)]
+pub(crate) struct LogLimiter {
+    every: Duration,
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+impl LogLimiter {
+    pub(crate) fn new(every: Duration) -> Self {
+        LogLimiter { every, last: None, suppressed: 0 }
+    }
+
+    /// `Some(held back since the last one)` if a line may be written at `now`.
+    pub(crate) fn admit(&mut self, now: Instant) -> Option<u64> {
+        match self.last {
+            Some(last) if now.saturating_duration_since(last) < self.every => {
+                self.suppressed += 1;
+                None
+            }
+            _ => {
+                self.last = Some(now);
+                Some(std::mem::take(&mut self.suppressed))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeated_warning_is_written_at_most_once_per_interval_with_a_count() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut limiter = LogLimiter::new(Duration::from_secs(1));
+        assert_eq!(limiter.admit(ms(0)), Some(0));
+        // Every 20 ms for the rest of the second: held back.
+        for i in 1..50 {
+            assert_eq!(limiter.admit(ms(i * 20)), None, "at {} ms", i * 20);
+        }
+        assert_eq!(limiter.admit(ms(1000)), Some(49));
+        assert_eq!(limiter.admit(ms(1500)), None);
+        assert_eq!(limiter.admit(ms(5000)), Some(1));
+        assert_eq!(limiter.admit(ms(6000)), Some(0));
+    }
+
+    #[test]
+    fn default_settings_close_idle_connections_well_under_a_minute() {
+        let s = ServerSettings::new(Protocols::Http2Only);
+        assert!(s.idle_timeout < Duration::from_secs(60));
+        assert!(s.http2_keep_alive_interval.is_some_and(|i| i < s.idle_timeout));
+        let json = serde_json::to_value(s).unwrap();
+        assert_eq!(json["idle_timeout"], 30_000);
+        assert_eq!(json["http2_keep_alive_interval"], 20_000);
+        assert_eq!(json["http2_keep_alive_timeout"], 20_000);
     }
 }

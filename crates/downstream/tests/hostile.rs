@@ -1,0 +1,322 @@
+//! The downstream against clients that hold on to what they are given: idle
+//! HTTP/2 connections, request messages that never complete, more requests
+//! than the tier should work on at once, malformed protobuf, HTTP/1.1 on the
+//! gRPC port. Raw HTTP/2 frames come from the `h2` crate, so the test controls
+//! exactly what is sent and when.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use downstream::{Config, Handle, start};
+use payload::FetchRequest;
+use prost::Message;
+use telemetry::StatsSnapshot;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Far more than any timeout set here, far less than forever.
+const WITHIN: Duration = Duration::from_secs(10);
+const FETCH: &str = "/bench.v1.Downstream/Fetch";
+
+async fn downstream(config: Config) -> Handle {
+    start(config, CancellationToken::new()).await.expect("downstream starts")
+}
+
+async fn stats(admin: SocketAddr) -> StatsSnapshot {
+    reqwest::get(format!("http://{admin}/stats")).await.unwrap().json().await.unwrap()
+}
+
+/// An HTTP/2 connection made by hand, and the task driving it (it ends when
+/// the server closes the connection). The `h2` client answers PINGs itself.
+async fn h2_connect(addr: SocketAddr) -> (h2::client::SendRequest<Bytes>, JoinHandle<Result<(), h2::Error>>) {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (send, conn) = h2::client::handshake(tcp).await.unwrap();
+    (send, tokio::spawn(conn))
+}
+
+fn grpc_head(addr: SocketAddr, path: &str) -> http::Request<()> {
+    http::Request::builder()
+        .method("POST")
+        .uri(format!("http://{addr}{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap()
+}
+
+/// One gRPC length-prefixed message (uncompressed).
+fn framed(message: &[u8]) -> Bytes {
+    let mut out = vec![0u8];
+    out.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    out.extend_from_slice(message);
+    out.into()
+}
+
+fn fetch_message(id: &str, items: u32) -> Bytes {
+    framed(&proto::FetchRequest::from(FetchRequest { request_id: id.into(), items, body: Vec::new() }).encode_to_vec())
+}
+
+/// Sends one whole gRPC request on `send` and returns the status code the
+/// server answered (from the headers of a trailers-only answer, or from the
+/// trailers) and its message.
+async fn grpc_call(send: &h2::client::SendRequest<Bytes>, addr: SocketAddr, path: &str, body: Bytes) -> (i32, String) {
+    let mut send = send.clone().ready().await.unwrap();
+    let (resp, mut stream) = send.send_request(grpc_head(addr, path), false).unwrap();
+    stream.send_data(body, true).unwrap();
+    let (parts, mut body) = tokio::time::timeout(WITHIN, resp).await.expect("an answer").unwrap().into_parts();
+    if parts.headers.contains_key("grpc-status") {
+        return status_of(&parts.headers);
+    }
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        body.flow_control().release_capacity(chunk.len()).unwrap();
+    }
+    status_of(&body.trailers().await.unwrap().expect("trailers with the status"))
+}
+
+fn status_of(headers: &http::HeaderMap) -> (i32, String) {
+    let code = headers["grpc-status"].to_str().unwrap().parse().unwrap();
+    let message = headers.get("grpc-message").map_or(String::new(), |m| percent_decoded(m.as_bytes()));
+    (code, message)
+}
+
+/// `grpc-message` is percent-encoded on the wire.
+fn percent_decoded(raw: &[u8]) -> String {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let hex = raw.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
+        match (raw[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+// ---- 1. idle HTTP/2 connections ----
+
+#[tokio::test]
+async fn an_idle_http2_connection_is_closed_even_though_it_answers_pings() {
+    let idle = Duration::from_millis(300);
+    let ds = downstream(Config {
+        delay: Duration::from_millis(1),
+        idle_timeout: idle,
+        // PINGs every 50 ms while idle: the h2 client answers each one, and
+        // must be closed all the same.
+        http2_keep_alive_interval: Some(Duration::from_millis(50)),
+        ..Config::default()
+    })
+    .await;
+    for addr in [ds.grpc_addr, ds.rest_addr] {
+        let (send, driver) = h2_connect(addr).await;
+        if addr == ds.grpc_addr {
+            assert_eq!(grpc_call(&send, addr, FETCH, fetch_message("idle-1", 2)).await.0, 0);
+        } else {
+            let mut send = send.clone().ready().await.unwrap();
+            let head = http::Request::post(format!("http://{addr}/v1/fetch"))
+                .header("content-type", "application/json")
+                .body(())
+                .unwrap();
+            let (resp, mut stream) = send.send_request(head, false).unwrap();
+            stream.send_data(Bytes::from_static(br#"{"requestId":"idle-2","items":2}"#), true).unwrap();
+            assert_eq!(resp.await.unwrap().status(), 200);
+        }
+        let idle_from = Instant::now();
+        let closed = tokio::time::timeout(WITHIN, driver).await;
+        assert!(closed.is_ok(), "{addr}: an HTTP/2 connection idle for {WITHIN:?} was still open");
+        // The server's clock starts when it finished the answer, a little
+        // before the client saw the end of it.
+        assert!(idle_from.elapsed() >= idle / 2, "{addr}: closed after {:?}", idle_from.elapsed());
+    }
+    let s = stats(ds.admin_addr).await;
+    assert_eq!(s.settings["grpc_server"]["idle_timeout"], 300);
+    assert_eq!(s.settings["rest_server"]["http2_keep_alive_interval"], 50);
+    assert_eq!(s.settings["grpc_server"]["http2_keep_alive_timeout"], 20_000);
+    ds.stop().await;
+}
+
+#[tokio::test]
+async fn a_request_that_outlasts_the_idle_timeout_is_not_cut() {
+    let delay = Duration::from_millis(800);
+    let ds = downstream(Config {
+        delay,
+        idle_timeout: Duration::from_millis(200),
+        http2_keep_alive_interval: Some(Duration::from_millis(50)),
+        ..Config::default()
+    })
+    .await;
+    let (send, _driver) = h2_connect(ds.grpc_addr).await;
+    let started = Instant::now();
+    let (code, message) = grpc_call(&send, ds.grpc_addr, FETCH, fetch_message("long-1", 3)).await;
+    assert_eq!(code, 0, "{message}");
+    assert!(started.elapsed() >= delay);
+    ds.stop().await;
+}
+
+// ---- 2. request messages that never complete ----
+
+#[tokio::test]
+async fn a_grpc_message_that_never_completes_is_answered_deadline_exceeded() {
+    let deadline = Duration::from_millis(300);
+    let ds = downstream(Config { delay: Duration::from_millis(1), header_read_timeout: deadline, ..Config::default() })
+        .await;
+    let (send, _driver) = h2_connect(ds.grpc_addr).await;
+    let mut ready = send.clone().ready().await.unwrap();
+    let (resp, mut stream) = ready.send_request(grpc_head(ds.grpc_addr, FETCH), false).unwrap();
+    // A message header declaring 100 bytes, then 2 of them, and the stream left open.
+    stream.send_data(Bytes::from_static(&[0, 0, 0, 0, 100, 0x0a, 0x01]), false).unwrap();
+    let started = Instant::now();
+    let resp = tokio::time::timeout(WITHIN, resp).await;
+    let resp = resp.expect("a stalled request message was never answered").unwrap();
+    let (code, message) = status_of(resp.headers());
+    assert_eq!(code, tonic::Code::DeadlineExceeded as i32, "{message}");
+    assert!(message.contains("did not arrive within"), "{message}");
+    assert!(started.elapsed() >= deadline / 2, "answered after {:?}", started.elapsed());
+    // The connection, and the service, still serve.
+    assert_eq!(grpc_call(&send, ds.grpc_addr, FETCH, fetch_message("after-stall", 1)).await.0, 0);
+    let counted = &stats(ds.admin_addr).await.listeners["grpc"].requests;
+    assert_eq!(counted["deadline_exceeded"], 1, "{counted:?}");
+    let settings = stats(ds.admin_addr).await.settings;
+    assert_eq!(settings["request_body_timeout_ms"], 300);
+    assert!(settings["grpc_max_reserved_bytes_per_connection"].as_u64().unwrap() > 0);
+    ds.stop().await;
+}
+
+// ---- 3. more requests than the tier should work on at once ----
+
+#[tokio::test]
+async fn requests_over_the_in_flight_limit_are_shed_and_counted() {
+    // Two at a time, each held for a second: of six sent at once, the first
+    // two are worked on and at least one of the others finds the tier full.
+    let ds = downstream(Config { delay: Duration::from_secs(1), max_in_flight: Some(2), ..Config::default() }).await;
+    let http = reqwest::Client::new();
+    let rest = ds.rest_addr;
+    let answers = futures::future::join_all((0..6).map(|i| {
+        let http = http.clone();
+        async move {
+            let resp = http
+                .post(format!("http://{rest}/v1/fetch"))
+                .json(&serde_json::json!({"requestId": format!("burst-{i}"), "items": 1}))
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            (status, resp.text().await.unwrap())
+        }
+    }))
+    .await;
+    let shed: Vec<_> = answers.iter().filter(|(s, _)| *s == 503).collect();
+    let ok = answers.iter().filter(|(s, _)| *s == 200).count();
+    assert!(!shed.is_empty(), "nothing was shed: {answers:?}");
+    assert!(ok >= 2, "requests under the limit must succeed: {answers:?}");
+    assert_eq!(ok + shed.len(), answers.len(), "{answers:?}");
+    assert!(shed[0].1.contains("limit of 2 requests in flight"), "{}", shed[0].1);
+
+    let client = proto::downstream_client::DownstreamClient::connect(format!("http://{}", ds.grpc_addr)).await.unwrap();
+    let answers = futures::future::join_all((0..6).map(|i| {
+        let mut client = client.clone();
+        async move {
+            client
+                .fetch(proto::FetchRequest::from(FetchRequest { request_id: format!("g-{i}"), items: 1, body: vec![] }))
+                .await
+        }
+    }))
+    .await;
+    let grpc_shed: Vec<_> = answers.iter().filter_map(|a| a.as_ref().err()).collect();
+    assert!(!grpc_shed.is_empty(), "nothing was shed over gRPC");
+    for status in &grpc_shed {
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+        assert!(status.message().contains("limit of 2 requests in flight"), "{status:?}");
+    }
+    assert!(answers.iter().filter(|a| a.is_ok()).count() >= 2);
+
+    let s = stats(ds.admin_addr).await;
+    assert_eq!(s.listeners["rest"].requests["shed"], shed.len() as u64);
+    assert_eq!(s.listeners["grpc"].requests["shed"], grpc_shed.len() as u64);
+    assert_eq!(s.settings["max_in_flight"], 2);
+    // Under the limit again: served.
+    let again =
+        http.post(format!("http://{rest}/v1/fetch")).json(&serde_json::json!({"requestId": "later", "items": 1}));
+    assert_eq!(again.send().await.unwrap().status(), 200);
+    ds.stop().await;
+}
+
+#[tokio::test]
+async fn the_default_in_flight_limit_is_derived_and_reported() {
+    let ds = downstream(Config::default()).await;
+    let s = stats(ds.admin_addr).await;
+    assert!(s.settings["max_in_flight"].as_u64().unwrap() >= telemetry::MIN_DEFAULT_MAX_IN_FLIGHT as u64);
+    assert!(s.settings["max_in_flight_source"].as_str().unwrap().starts_with("default"), "{}", s.settings);
+    ds.stop().await;
+}
+
+// ---- 4. malformed protobuf, and every gRPC status counted ----
+
+#[tokio::test]
+async fn malformed_protobuf_is_invalid_argument_and_every_grpc_status_is_counted() {
+    let ds = downstream(Config { delay: Duration::from_millis(1), ..Config::default() }).await;
+    let addr = ds.grpc_addr;
+    let (send, _driver) = h2_connect(addr).await;
+    // Field 1 (request_id) as a length-delimited string running past the end.
+    let (code, message) = grpc_call(&send, addr, FETCH, framed(&[0x0a, 0x7f, b'x'])).await;
+    assert_eq!(code, tonic::Code::InvalidArgument as i32, "{message}");
+    assert!(message.contains("malformed protobuf"), "{message}");
+    // An empty request id: refused by validation.
+    assert_eq!(grpc_call(&send, addr, FETCH, fetch_message("", 1)).await.0, tonic::Code::InvalidArgument as i32);
+    // Protocol-level answers tonic gives without calling the service.
+    let unknown_method = grpc_call(&send, addr, "/bench.v1.Downstream/Nope", fetch_message("x", 1)).await;
+    assert_eq!(unknown_method.0, tonic::Code::Unimplemented as i32);
+    let unknown_service = grpc_call(&send, addr, "/bench.v9.Elsewhere/Fetch", fetch_message("x", 1)).await;
+    assert_eq!(unknown_service.0, tonic::Code::Unimplemented as i32);
+    // A message header declaring far more than any valid request.
+    let too_long = Bytes::from_static(&[0, 0x7f, 0xff, 0xff, 0xff]);
+    assert_eq!(grpc_call(&send, addr, FETCH, too_long).await.0, tonic::Code::OutOfRange as i32);
+    assert_eq!(grpc_call(&send, addr, FETCH, fetch_message("fine", 1)).await.0, 0);
+
+    let counted = stats(ds.admin_addr).await.listeners["grpc"].requests.clone();
+    let expected = [("ok", 1), ("invalid_argument", 2), ("unimplemented", 2), ("out_of_range", 1), ("other", 0)];
+    for (label, n) in expected {
+        assert_eq!(counted.get(label), Some(&n), "{label}: {counted:?}");
+    }
+    assert_eq!(counted.values().sum::<u64>(), 6, "{counted:?}");
+    ds.stop().await;
+}
+
+// ---- 5. HTTP/1.1 on the gRPC port ----
+
+#[tokio::test]
+async fn http1_on_the_grpc_port_gets_no_http1_answer() {
+    let ds = downstream(Config { delay: Duration::from_millis(1), ..Config::default() }).await;
+    let body = fetch_message("h1", 1);
+    let head = format!(
+        "POST {FETCH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/grpc\r\nTE: trailers\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut tcp = TcpStream::connect(ds.grpc_addr).await.unwrap();
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    tcp.write_all(&body).await.unwrap();
+    let mut reply = Vec::new();
+    let read = tokio::time::timeout(WITHIN, tcp.read_to_end(&mut reply)).await;
+    assert!(read.is_ok(), "the gRPC port kept an HTTP/1.1 connection open");
+    assert!(
+        !reply.starts_with(b"HTTP/1"),
+        "the HTTP/2-only port answered HTTP/1.1: {}",
+        String::from_utf8_lossy(&reply)
+    );
+    let http1 = reqwest::Client::builder().http1_only().build().unwrap();
+    assert!(http1.get(format!("http://{}/", ds.grpc_addr)).send().await.is_err());
+    let s = stats(ds.admin_addr).await;
+    assert_eq!(s.settings["grpc_server"]["protocols"], "http2_only");
+    assert_eq!(s.listeners["grpc"].requests_total(), 0, "{:?}", s.listeners["grpc"].requests);
+    ds.stop().await;
+}
