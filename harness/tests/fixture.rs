@@ -3,8 +3,8 @@
 //! read, and rendered byte for byte as it was then: `harness compare` on it
 //! gives the same comparison.md, and each arm's report.md and .hgrm files come
 //! out of its run.json unchanged. When a report's format is changed on
-//! purpose, regenerate the expected files with the release that changes it
-//! and say so in the commit.
+//! purpose, regenerate the expected files (UPDATE_SNAPSHOTS=1, as for the
+//! render snapshots), review the diff, and say so in the commit.
 
 mod common;
 
@@ -17,6 +17,9 @@ fn fixture() -> PathBuf {
 }
 
 fn same_bytes(expected: &Path, actual: &Path) {
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::copy(actual, expected).unwrap();
+    }
     let (e, a) = (std::fs::read(expected).unwrap(), std::fs::read(actual).unwrap());
     assert!(e == a, "{} differs from {}:\n{}", actual.display(), expected.display(), String::from_utf8_lossy(&a));
 }

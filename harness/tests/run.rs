@@ -83,6 +83,12 @@ fn a_short_run_sends_qps_times_duration_and_writes_every_file() {
         assert!(report.contains("| build profile | debug (opt-level 2) |"), "{report}");
         assert!(report.contains("Instrument: every latency is recorded to 5 significant digits"), "{report}");
         assert!(report.contains("| latency p99 (ms) |"));
+        assert!(report.contains("| harness memory mean (MiB) |"), "{report}");
+        // The generator's series covers the drain: its last reading has
+        // nothing in flight and every answer counted.
+        let last = run.load_samples.last().unwrap();
+        assert_eq!((last.in_flight, last.ok), (0, last.sent), "{last:?}");
+        assert!(last.t_seconds >= r.started_seconds + r.window_seconds);
         let _ = std::fs::remove_dir_all(&out);
     }
 }

@@ -287,6 +287,19 @@ impl Sizes {
         if !(1..=1000).contains(&a.fanout) {
             return Err(bad("--fanout", "must be between 1 and 1000"));
         }
+        let records = u64::from(a.items) * u64::from(a.fanout);
+        if records > caller::front::DEFAULT_MAX_RECORDS {
+            return Err(bad(
+                "--fanout",
+                format!(
+                    "--items {} × --fanout {} asks the caller for {records} records per request, over its limit of {}; \
+                     lower one of them",
+                    a.items,
+                    a.fanout,
+                    caller::front::DEFAULT_MAX_RECORDS
+                ),
+            ));
+        }
         if a.max_in_flight == 0 {
             return Err(bad("--max-in-flight", "must be at least 1"));
         }
@@ -490,6 +503,7 @@ mod tests {
             (&["--items", "10001"], "--items"),
             (&["--sample-interval", "10ms"], "--sample-interval"),
             (&["--fanout", "0"], "--fanout"),
+            (&["--items", "10000", "--fanout", "11"], "--fanout"),
             (&["--label", "a b"], "--label"),
             (&["--max-in-flight", "0"], "--max-in-flight"),
             (&["--bind", "localhost:80"], "--bind"),

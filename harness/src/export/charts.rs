@@ -33,6 +33,37 @@ fn bounds(series: &[Series]) -> (f64, f64, f64, f64) {
     }
 }
 
+/// The y range of a latency chart: scaled to the data, so a 500–523 ms
+/// spread fills the chart instead of lying flat on an axis from 0; the axis
+/// label says where it starts.
+pub fn y_range(series: &[Series]) -> (f64, f64) {
+    let ys = series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
+    let (lo, hi) = ys.fold((f64::MAX, f64::MIN), |(lo, hi), y| (lo.min(y), hi.max(y)));
+    if lo > hi {
+        return (0.0, 1.0);
+    }
+    let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.001).max(0.01);
+    ((lo - pad).max(0.0), hi + pad)
+}
+
+/// CPU as % of one core over windows of at least `window` seconds, from the
+/// samples' CPU seconds: per-sample readings over a quarter second jump by a
+/// clock tick; a second's worth reads steadily. Samples without CPU seconds
+/// (older runs) fall back on their own CPU %.
+pub fn cpu_over(samples: &[&crate::result::ResourceSample], window: f64) -> Vec<(f64, f64)> {
+    if samples.iter().any(|s| s.cpu_seconds.is_none()) {
+        return samples.iter().filter_map(|s| Some((s.t_seconds, s.cpu_percent?))).collect();
+    }
+    let mut out = Vec::new();
+    for (i, s) in samples.iter().enumerate() {
+        let earlier = samples[..i].iter().rev().find(|e| s.t_seconds - e.t_seconds >= window);
+        if let (Some(e), Some(now), Some(then)) = (earlier, s.cpu_seconds, earlier.and_then(|e| e.cpu_seconds)) {
+            out.push((s.t_seconds, (now - then).max(0.0) / (s.t_seconds - e.t_seconds) * 100.0));
+        }
+    }
+    out
+}
+
 type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 
 fn draw_panel(area: &Area<'_>, title: &str, x_desc: &str, y_desc: &str, series: &[Series]) -> Result<(), String> {
@@ -151,7 +182,7 @@ pub fn latency_chart(arms: &[(String, Histogram<u64>)]) -> String {
     let series: Vec<Series> =
         arms.iter().map(|(name, h)| Series { name: name.clone(), points: percentile_points(h) }).collect();
     let max_x = series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).fold(10.0f64, f64::max);
-    let max_y = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(1.0f64, f64::max) * 1.08;
+    let (min_y, max_y) = y_range(&series);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
@@ -162,12 +193,12 @@ pub fn latency_chart(arms: &[(String, Histogram<u64>)]) -> String {
                 .margin(12)
                 .x_label_area_size(36)
                 .y_label_area_size(56)
-                .build_cartesian_2d((1f64..max_x).log_scale(), 0f64..max_y)
+                .build_cartesian_2d((1f64..max_x).log_scale(), min_y..max_y)
                 .map_err(|e| e.to_string())?;
             chart
                 .configure_mesh()
                 .x_desc("percentile (log scale of 1 in N)")
-                .y_desc("latency (ms)")
+                .y_desc(if min_y > 0.0 { format!("latency (ms), axis from {min_y:.2}") } else { "latency (ms)".into() })
                 .x_label_formatter(&|x| {
                     // Only the decades are labelled: 1 in 10 → 90%, 1 in 1000 → 99.9%.
                     let decade = x.log10();
@@ -220,7 +251,7 @@ pub fn all(runs: &[(String, &RunResult)]) -> Vec<(&'static str, String)> {
             });
             cpu.push(Series {
                 name: format!("{}{tier}", prefix(name)),
-                points: of_tier.filter_map(|s| Some((s.t_seconds, s.cpu_percent?))).collect(),
+                points: cpu_over(&of_tier.collect::<Vec<_>>(), 1.0),
             });
         }
         // The generator's figures, inside this arm's rounds only.
@@ -243,15 +274,12 @@ pub fn all(runs: &[(String, &RunResult)]) -> Vec<(&'static str, String)> {
             name: "harness".into(),
             points: h.iter().filter_map(|s| Some((s.t_seconds, s.rss_bytes? as f64 / 1048576.0))).collect(),
         });
-        cpu.push(Series {
-            name: "harness".into(),
-            points: h.iter().filter_map(|s| Some((s.t_seconds, s.cpu_percent?))).collect(),
-        });
+        cpu.push(Series { name: "harness".into(), points: cpu_over(&h, 1.0) });
     }
     vec![
         ("latency.svg", latency),
         ("rss.svg", line_chart("Resident memory (RSS) over time", "time (s)", "MiB", &rss)),
-        ("cpu.svg", line_chart("CPU over time", "time (s)", "% of one core", &cpu)),
+        ("cpu.svg", line_chart("CPU over time (CPU seconds per second, over 1 s)", "time (s)", "% of one core", &cpu)),
         (
             "rate.svg",
             stacked_chart(
@@ -266,6 +294,39 @@ pub fn all(runs: &[(String, &RunResult)]) -> Vec<(&'static str, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::result::{ResourceSample, TierName};
+
+    #[test]
+    fn latency_axes_are_scaled_to_the_data() {
+        let s = [Series { name: "a".into(), points: vec![(1.0, 500.0), (100.0, 523.0)] }];
+        let (lo, hi) = y_range(&s);
+        assert!(lo > 495.0 && lo < 500.0 && hi > 523.0 && hi < 528.0, "{lo}..{hi}");
+        let svg = latency_chart(&[("a".into(), {
+            let mut h = new_histogram();
+            h.record(500_000).unwrap();
+            h.record(523_000).unwrap();
+            h
+        })]);
+        assert!(svg.contains("axis from 49"), "the axis does not say where it starts");
+        assert_eq!(y_range(&[]), (0.0, 1.0));
+    }
+
+    #[test]
+    fn cpu_reads_over_a_second_from_cpu_seconds() {
+        let at = |t: f64, cpu: f64| ResourceSample {
+            t_seconds: t,
+            tier: TierName::Caller,
+            cpu_percent: Some(if ((t * 4.0) as u32).is_multiple_of(2) { 0.0 } else { 80.0 }),
+            rss_bytes: None,
+            cpu_seconds: Some(cpu),
+        };
+        // 0.1 CPU seconds every 0.25 s: 40% of a core, however the ticks fell.
+        let samples: Vec<ResourceSample> = (0..9).map(|i| at(f64::from(i) * 0.25, f64::from(i) * 0.1)).collect();
+        let refs: Vec<&ResourceSample> = samples.iter().collect();
+        let points = cpu_over(&refs, 1.0);
+        assert_eq!(points.len(), 5);
+        assert!(points.iter().all(|p| (p.1 - 40.0).abs() < 1e-9), "{points:?}");
+    }
 
     #[test]
     fn gaps_split_a_series() {

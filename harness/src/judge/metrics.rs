@@ -105,6 +105,8 @@ static METRICS: &[Metric] = &[
     row!(optional "proxy CPU per request (µs)", Lower, 1, |r| res(r, TierName::Proxy)?.cpu_us_per_request),
     row!("harness CPU (s)", Neither, 2, |r| res(r, TierName::Harness)?.cpu_seconds),
     row!("harness CPU peak (% of a core)", Neither, 1, |r| res(r, TierName::Harness)?.cpu_percent_peak),
+    row!("harness memory mean (MiB)", Neither, 1, |r| res(r, TierName::Harness)?.rss_mib_mean),
+    row!("harness memory peak (MiB)", Neither, 1, |r| res(r, TierName::Harness)?.rss_mib_peak),
     row!("internal hop wire bytes per request, caller → downstream", Lower, 0, |r| r
         .bytes
         .internal

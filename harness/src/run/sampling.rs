@@ -67,10 +67,12 @@ async fn sample_loop(
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticker.tick().await;
     loop {
-        tokio::select! {
-            _ = stop.cancelled() => break,
-            _ = ticker.tick() => {}
-        }
+        // The last reading is taken when sampling stops (after the drain), so
+        // the series covers the whole run.
+        let last = tokio::select! {
+            _ = stop.cancelled() => true,
+            _ = ticker.tick() => false,
+        };
         let batch = sampler.sample(origin);
         let point = LoadSample {
             t_seconds: batch.first().map_or(0.0, |s| s.sample.t_seconds),
@@ -86,6 +88,9 @@ async fn sample_loop(
         }
         samples.extend(batch);
         load.push(point);
+        if last {
+            break;
+        }
     }
     (samples, load)
 }
