@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Compares a run's front-hop figures with a packet capture of the same run.
+
+Usage: wire_check.py CAPTURE.pcap RUN_FOLDER FRONT_PORT
+
+Reads the classic pcap format tcpdump writes (-w, Ethernet or Linux "cooked"
+or loopback link types), splits the caller's front-door traffic into HTTP/1.1
+exchanges per connection (a request is a run of client→server payload, its
+answer the run of server→client payload that follows), keeps the exchanges
+whose request began inside the measured round's window, and prints, next to
+what run.json says for that round:
+
+* wire bytes per request each way (TCP payload, as the caller's counting
+  socket sees it);
+* p50 of the wire time: first request byte out to last answer byte in, as
+  the loopback interface saw them, against the harness's service time p50
+  (actual send to the answer's last byte) and corrected p50.
+
+Only the standard library is used.
+"""
+import json
+import struct
+import sys
+from pathlib import Path
+
+
+def packets(path):
+    data = Path(path).read_bytes()
+    magic = struct.unpack("<I", data[:4])[0]
+    if magic in (0xA1B2C3D4, 0xA1B23C4D):
+        endian = "<"
+    else:
+        endian = ">"
+        magic = struct.unpack(">I", data[:4])[0]
+    nano = magic == 0xA1B23C4D
+    linktype = struct.unpack(endian + "I", data[20:24])[0]
+    off = 24
+    while off + 16 <= len(data):
+        sec, frac, incl, _orig = struct.unpack(endian + "IIII", data[off : off + 16])
+        off += 16
+        frame = data[off : off + incl]
+        off += incl
+        t = sec + frac / (1e9 if nano else 1e6)
+        if linktype == 1:  # Ethernet
+            ip = frame[14:]
+        elif linktype == 113:  # Linux cooked (SLL)
+            ip = frame[16:]
+        elif linktype == 276:  # Linux cooked v2
+            ip = frame[20:]
+        elif linktype == 0:  # BSD loopback
+            ip = frame[4:]
+        else:
+            ip = frame
+        if len(ip) < 20:
+            continue
+        version = ip[0] >> 4
+        if version == 4:
+            ihl = (ip[0] & 0x0F) * 4
+            total = struct.unpack(">H", ip[2:4])[0]
+            if ip[9] != 6:
+                continue
+            tcp = ip[ihl:]
+            payload_len_ip = total - ihl
+        elif version == 6:
+            if ip[6] != 6:
+                continue
+            tcp = ip[40:]
+            payload_len_ip = struct.unpack(">H", ip[4:6])[0]
+        else:
+            continue
+        if len(tcp) < 20:
+            continue
+        sport, dport = struct.unpack(">HH", tcp[:4])
+        doff = (tcp[12] >> 4) * 4
+        yield t, sport, dport, payload_len_ip - doff
+
+
+def exchanges(pcap, port):
+    """(request start, answer end, request bytes, answer bytes) per exchange."""
+    conns = {}
+    done = []
+    for t, sport, dport, n in packets(pcap):
+        if n <= 0:
+            continue
+        to_server = dport == port
+        key = sport if to_server else dport
+        c = conns.setdefault(key, {"state": None})
+        if to_server:
+            if c["state"] != "req":
+                if c["state"] == "resp":
+                    done.append((c["t0"], c["t1"], c["req"], c["resp"]))
+                c.update(state="req", t0=t, req=0, resp=0, t1=None)
+            c["req"] += n
+        else:
+            if c["state"] is None:
+                continue
+            c["state"] = "resp"
+            c["resp"] += n
+            c["t1"] = t
+    for c in conns.values():
+        if c["state"] == "resp":
+            done.append((c["t0"], c["t1"], c["req"], c["resp"]))
+    return sorted(done)
+
+
+def p50(values):
+    v = sorted(values)
+    return v[(len(v) - 1) // 2] if v else float("nan")
+
+
+def main():
+    pcap, folder, port = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+    run = json.loads((folder / "run.json").read_text())
+    rnd = run["rounds"][0]
+    all_ex = exchanges(pcap, port)
+    if not all_ex:
+        sys.exit("no exchange on port %d in %s" % (port, pcap))
+    # The first request of the capture is the first of the warm-up, due at the
+    # run's origin; the round's window is given from that origin.
+    origin = all_ex[0][0]
+    lo = origin + rnd["started_seconds"]
+    hi = lo + rnd["window_seconds"]
+    inside = [e for e in all_ex if lo <= e[0] < hi]
+    n = len(inside)
+    req_b = sum(e[2] for e in inside) / n
+    resp_b = sum(e[3] for e in inside) / n
+    wire_p50_ms = p50([(e[1] - e[0]) * 1e3 for e in inside])
+    front = rnd["bytes"]["front"]
+    lat = rnd["latency"]
+    rows = [
+        ("exchanges in the round's window", n, rnd["requests"]["ok"], None),
+        ("wire bytes per request, harness → caller", req_b, front["request_wire_bytes_per_request"], "rel"),
+        ("wire bytes per request, caller → harness", resp_b, front["response_wire_bytes_per_request"], "rel"),
+        ("p50 wire time vs service time (ms)", wire_p50_ms, lat["service"]["p50_ms"], "abs"),
+        ("p50 wire time vs corrected latency (ms)", wire_p50_ms, lat["corrected"]["p50_ms"], "abs"),
+    ]
+    print("| figure | capture | run.json | difference |")
+    print("|---|---:|---:|---:|")
+    for label, cap, ours, kind in rows:
+        if kind == "rel":
+            diff = "%+.3f%%" % ((ours - cap) / cap * 100)
+        elif kind == "abs":
+            diff = "%+.3f ms" % (ours - cap)
+        else:
+            diff = "%+d" % (ours - cap)
+        fmt = (lambda v: "%.3f" % v) if isinstance(cap, float) else str
+        print("| %s | %s | %s | %s |" % (label, fmt(cap), fmt(ours), diff))
+    inst = run.get("instrument") or {}
+    floor = inst.get("client_floor")
+    if floor:
+        print("\nThe harness's own measured client floor (run.json instrument): p50 %.3f ms, p99 %.3f ms."
+              % (floor["p50_ms"], floor["p99_ms"]))
+
+
+if __name__ == "__main__":
+    main()
