@@ -9,28 +9,24 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use hdrhistogram::Histogram;
+
 use crate::load::Target;
-use crate::measure::histogram::{SIGNIFICANT_DIGITS, new_histogram};
-use crate::result::Instrument;
+use crate::measure::histogram::new_histogram;
 
 /// Requests the floor is measured over.
 pub const FLOOR_REQUESTS: u32 = 200;
 /// The calibration gives up after this long (a machine too busy to answer).
 const FLOOR_LIMIT: Duration = Duration::from_secs(10);
 
-/// What the instrument is: its precision, and (with a front target) its
-/// measured floor for answers of `items` records per downstream call, `fanout` calls.
-pub async fn instrument(front: bool, items: u32, fanout: u32) -> Instrument {
-    let floor = if front { tokio::time::timeout(FLOOR_LIMIT, floor(items, fanout)).await.ok().flatten() } else { None };
-    Instrument {
-        significant_digits: SIGNIFICANT_DIGITS,
-        client_floor: floor,
-        client_floor_requests: if front { FLOOR_REQUESTS } else { 0 },
-    }
+/// The client's service time, in µs, against an endpoint that answers at
+/// once with `fanout` calls' worth of `items` records; `None` if it could not
+/// be measured within a few seconds.
+pub async fn client_floor(items: u32, fanout: u32) -> Option<Histogram<u64>> {
+    tokio::time::timeout(FLOOR_LIMIT, floor(items, fanout)).await.ok().flatten()
 }
 
-/// The client's service time against an endpoint that answers at once.
-async fn floor(items: u32, fanout: u32) -> Option<crate::result::Summary> {
+async fn floor(items: u32, fanout: u32) -> Option<Histogram<u64>> {
     let body = answer_body(items, fanout)?;
     let listener = TcpListener::bind("127.0.0.1:0").await.ok()?;
     let url = format!("http://{}/v1/call", listener.local_addr().ok()?);
@@ -51,7 +47,7 @@ async fn floor(items: u32, fanout: u32) -> Option<crate::result::Summary> {
         }
     }
     server.abort();
-    crate::judge::stats::summarize(&h)
+    Some(h)
 }
 
 /// A front answer of the real size: `fanout` calls' records as JSON.
@@ -111,11 +107,8 @@ mod tests {
 
     #[tokio::test]
     async fn the_floor_is_measured_over_every_request() {
-        let i = instrument(true, 10, 1).await;
-        assert_eq!(i.significant_digits, SIGNIFICANT_DIGITS);
-        let floor = i.client_floor.expect("a floor");
-        assert_eq!(floor.count, u64::from(FLOOR_REQUESTS));
-        assert!(floor.min_ms > 0.0 && floor.p50_ms >= floor.min_ms);
-        assert!(instrument(false, 10, 1).await.client_floor.is_none());
+        let floor = client_floor(10, 1).await.expect("a floor");
+        assert_eq!(floor.len(), u64::from(FLOOR_REQUESTS));
+        assert!(floor.min() > 0 && floor.value_at_quantile(0.5) >= floor.min());
     }
 }

@@ -59,8 +59,7 @@ pub async fn run(
     let cfg = &plan.config;
     let environment = crate::measure::environment::capture();
     let reader = TierStatsReader::new()?;
-    let front = cfg.target == crate::config::TargetTier::Caller;
-    let instrument = crate::measure::calibrate::instrument(front, cfg.items, cfg.fanout).await;
+    let instrument = instrument(cfg).await;
     let mut arms = start_arms(plan).await?;
     describe(&mut arms, &reader, plan).await;
 
@@ -104,6 +103,18 @@ pub async fn run(
     };
     let common = Common { started_at, environment, instrument, status, reason, samples, load_samples, origin };
     Ok(results(finished, pending, &common, interrupt.cut_token()).await)
+}
+
+/// The instrument's precision and, when the load goes through the front
+/// client, its measured floor.
+async fn instrument(cfg: &Config) -> Instrument {
+    let front = cfg.target == crate::config::TargetTier::Caller;
+    let floor = if front { crate::measure::calibrate::client_floor(cfg.items, cfg.fanout).await } else { None };
+    Instrument {
+        significant_digits: crate::measure::histogram::SIGNIFICANT_DIGITS,
+        client_floor: floor.as_ref().and_then(crate::judge::stats::summarize),
+        client_floor_requests: if front { crate::measure::calibrate::FLOOR_REQUESTS } else { 0 },
+    }
 }
 
 /// Each arm's result: its rounds turned into figures, in round order.
