@@ -137,13 +137,13 @@ fn timeseries_sink(path: &Path, plan: &Plan) -> Option<SampleSink> {
             return None;
         }
     };
-    let arms: Vec<&'static str> = plan.arms.iter().map(|t| t.as_str()).collect();
+    let arms = plan.arm_dirs();
     Some(Box::new(move |batch: &SampleBatch<'_>| {
         let rows: String = batch
             .samples
             .iter()
             .map(|s| {
-                let arm = s.arm.and_then(|i| arms.get(i)).copied().unwrap_or("-");
+                let arm = s.arm.and_then(|i| arms.get(i)).map_or("-", String::as_str);
                 timeseries::row(&s.sample, arm, batch.load.in_flight, batch.ok_rate)
             })
             .collect();

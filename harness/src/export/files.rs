@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use super::comparison::{self, Arm};
 use super::{arm_names, capacity, charts, folder_name, hgrm, markdown, qps_part, timeseries};
+use crate::config::arm_dirs;
 use crate::judge::capacity::Capacity;
 use crate::measure::histogram::decode_histogram;
 use crate::result::ProxyInfo;
@@ -140,8 +141,9 @@ pub fn write_results(folder: &Path, runs: &[RunResult]) -> io::Result<()> {
     match runs {
         [single] => write_arm(folder, single),
         many => {
-            for run in many {
-                write_arm(&folder.join(run.config.transport.as_str()), run)?;
+            let transports: Vec<_> = many.iter().map(|r| r.config.transport).collect();
+            for (run, dir) in many.iter().zip(arm_dirs(&transports)) {
+                write_arm(&folder.join(dir), run)?;
             }
             write_comparison(folder, &many.iter().collect::<Vec<_>>())
         }
@@ -177,7 +179,7 @@ pub fn read_runs(folder: &Path) -> Result<Vec<RunResult>, String> {
         return Ok(vec![read(&own)?]);
     }
     let mut runs = Vec::new();
-    for arm in ["grpc", "rest"] {
+    for arm in ["grpc", "rest", "grpc-a", "grpc-b", "rest-a", "rest-b"] {
         let path = folder.join(arm).join("run.json");
         if path.is_file() {
             runs.push(read(&path)?);

@@ -18,6 +18,7 @@ pub mod capacity;
 pub mod charts;
 pub mod comparison;
 pub mod files;
+pub mod findings;
 pub mod hgrm;
 pub mod markdown;
 pub mod summary;
