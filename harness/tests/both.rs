@@ -87,7 +87,7 @@ fn both_writes_two_arms_a_comparison_and_compare_reproduces_it() {
 
     let comparison = std::fs::read_to_string(folder.join("comparison.md")).unwrap();
     assert!(comparison.starts_with("# grpc-vs-rest comparison: gRPC vs REST"));
-    assert!(comparison.contains("| metric | gRPC | REST | difference |"));
+    assert!(comparison.contains("| metric | gRPC | REST | difference (95% CI) | verdict |"));
     assert!(comparison.contains("## Validity") && comparison.contains("![Latency by percentile](latency.svg)"));
 
     // compare on the two saved arm folders reproduces the comparison byte for byte.
@@ -104,7 +104,7 @@ fn both_writes_two_arms_a_comparison_and_compare_reproduces_it() {
     // The both folder itself counts as its two arms.
     let o = harness(&["compare", folder.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("| metric | gRPC | REST | difference |"));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("| metric | gRPC | REST | difference (95% CI) | verdict |"));
     let _ = std::fs::remove_dir_all(&out);
     let _ = std::fs::remove_dir_all(&again);
 }

@@ -24,6 +24,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::config::{Plan, RunArgs};
 use crate::export::files::TimeseriesFile;
 use crate::export::timeseries;
+use crate::judge::gate::{self, Gate};
 use crate::run::interrupt::Interrupt;
 use crate::run::sampling::{SampleBatch, SampleSink};
 use crate::tiers::TIER_ROLE_ARG;
@@ -67,11 +68,54 @@ pub fn main() -> ExitCode {
                 return ExitCode::from(EXIT_USAGE);
             }
         };
+    let gates = match Gates::from_args(&cli.run, &plan) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("harness: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     let Some(runtime) = runtime("harness") else { return ExitCode::from(EXIT_FAILED) };
-    ExitCode::from(runtime.block_on(measure_main(plan)))
+    ExitCode::from(runtime.block_on(measure_main(plan, gates)))
 }
 
-async fn measure_main(plan: Plan) -> u8 {
+/// The CI gates of a run, parsed and checked against its arms before it starts.
+#[derive(Debug, Default)]
+pub struct Gates {
+    pub fail_if: Vec<Gate>,
+    pub fail_on_invalid: bool,
+}
+
+impl Gates {
+    pub fn from_args(args: &RunArgs, plan: &Plan) -> Result<Gates, String> {
+        let fail_if = args
+            .fail_if
+            .iter()
+            .map(|t| gate::parse(t).and_then(|g| gate::check_arms(&g, &plan.arms).map(|()| g)))
+            .collect::<Result<Vec<Gate>, _>>()
+            .map_err(|e| e.to_string())?;
+        if plan.is_sweep() && (!fail_if.is_empty() || args.fail_on_invalid) {
+            return Err("--fail-if and --fail-on-invalid go with one rate, not a sweep".into());
+        }
+        Ok(Gates { fail_if, fail_on_invalid: args.fail_on_invalid })
+    }
+
+    /// Says each breach on stderr and returns how many there were.
+    pub fn report(&self, runs: &[crate::result::RunResult]) -> usize {
+        let names = crate::export::arm_names(&runs.iter().collect::<Vec<_>>());
+        let named: Vec<(&str, &crate::result::RunResult)> = names.iter().map(String::as_str).zip(runs).collect();
+        let mut lines = gate::breaches(&self.fail_if, &named);
+        if self.fail_on_invalid {
+            lines.extend(gate::invalid(&named));
+        }
+        for line in &lines {
+            eprintln!("harness: {line}");
+        }
+        lines.len()
+    }
+}
+
+async fn measure_main(plan: Plan, gates: Gates) -> u8 {
     if !crate::result::optimising(crate::measure::environment::OPT_LEVEL) && !plan.config.quiet {
         eprintln!(
             "\n  WARNING: this harness was built without optimisation (opt-level {}). Figures from it are\n  \
@@ -93,7 +137,7 @@ async fn measure_main(plan: Plan) -> u8 {
     if plan.is_sweep() {
         sweep::sweep_main(&plan, &interrupt).await
     } else {
-        single::single_main(&plan, &interrupt).await
+        single::single_main(&plan, &interrupt, &gates).await
     }
 }
 

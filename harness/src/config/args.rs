@@ -189,6 +189,14 @@ pub struct RunArgs {
     /// and internal-hop egress per day [default: the measured rate].
     #[arg(long)]
     pub plan_qps: Option<String>,
+    /// CI gate: exit 99 when this holds, e.g. 'p99>505ms' or
+    /// 'rest.cpu_us_per_request.caller > 1.2 * grpc' (README: "Gates").
+    /// Repeat for several; one line on stderr per breach.
+    #[arg(long = "fail-if", value_name = "GATE")]
+    pub fail_if: Vec<String>,
+    /// CI gate: exit 99 when any arm is not a valid measurement.
+    #[arg(long)]
+    pub fail_on_invalid: bool,
 }
 
 impl Plan {

@@ -10,10 +10,12 @@
 //! * [`difference`]: two arms row by row: intervals, verdicts, findings;
 //! * [`projection`]: what an arm needs at a planned rate (`--plan-qps`);
 //! * [`validity`]: whether a run was a fair measurement;
-//! * [`capacity`]: sweep steps, whether each was sustained, and the knee.
+//! * [`capacity`]: sweep steps, whether each was sustained, and the knee;
+//! * [`gate`]: the `--fail-if` grammar and the CI gates' breaches.
 
 pub mod capacity;
 pub mod difference;
+pub mod gate;
 pub mod inference;
 pub mod metrics;
 pub mod projection;
