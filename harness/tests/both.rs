@@ -89,6 +89,11 @@ fn both_writes_two_arms_a_comparison_and_compare_reproduces_it() {
     assert!(comparison.starts_with("# grpc-vs-rest comparison: gRPC vs REST"));
     assert!(comparison.contains("| metric | gRPC | REST | difference (95% CI) | verdict |"));
     assert!(comparison.contains("## Validity") && comparison.contains("![Latency by percentile](latency.svg)"));
+    assert!(comparison.contains("## Findings") && comparison.contains("## Cost at 40 req/s"));
+    let decision = std::fs::read_to_string(folder.join("decision.md")).unwrap();
+    assert!(
+        decision.starts_with("---\nstatus: proposed\ndate: ") && decision.contains("## Pros and Cons of the Options")
+    );
 
     // compare on the two saved arm folders reproduces the comparison byte for byte.
     let again = out_dir("both-compare");

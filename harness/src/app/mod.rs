@@ -5,11 +5,15 @@
 //! * [`single`]: one measured run (one or both transports) into one folder;
 //! * [`sweep`]: a rate sweep, one full run per step, and its capacity report;
 //! * [`compare`]: `harness compare` over saved folders;
+//! * [`adr`]: `harness adr`, the decision record of a saved comparison;
+//! * [`rerun`]: `harness rerun`, a saved run's configuration measured again;
 //! * [`tier`]: the hidden `__tier` role that runs a service in this process;
 //! * [`exit`]: the exit codes.
 
+pub mod adr;
 pub mod compare;
 pub mod exit;
+pub mod rerun;
 pub mod single;
 pub mod sweep;
 pub mod tier;
@@ -49,6 +53,13 @@ pub enum Command {
     /// Compare saved runs: metric | A | B | difference, from run folders (a
     /// `--transport both` folder counts as its two arms).
     Compare(CompareArgs),
+    /// Write the MADR 4.0 decision record of a saved comparison (a
+    /// `--transport both` folder): options, measured pros and cons, the
+    /// command that reproduces it; the outcome only with --prefer.
+    Adr(adr::AdrArgs),
+    /// Measure a saved run's configuration again, exactly, into a new folder,
+    /// and say what differs in the environment (commit, kernel, CPU).
+    Rerun(rerun::RerunArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -57,8 +68,11 @@ pub fn main() -> ExitCode {
         return tier::tier_main(&args[2..]);
     }
     let cli = Cli::parse();
-    if let Some(Command::Compare(args)) = cli.command {
-        return ExitCode::from(compare::compare(&args));
+    match cli.command {
+        Some(Command::Compare(args)) => return ExitCode::from(compare::compare(&args)),
+        Some(Command::Adr(args)) => return ExitCode::from(adr::adr(&args)),
+        Some(Command::Rerun(args)) => return ExitCode::from(rerun::rerun(&args)),
+        None => {}
     }
     let plan =
         match Plan::from_args(&cli.run).and_then(|p| crate::measure::environment::check_open_files(&p).map(|()| p)) {

@@ -278,6 +278,70 @@ impl Config {
     }
 }
 
+/// A duration as a flag value that parses back to the same figure in
+/// run.json (whole microseconds; `300ms`, `1500us`).
+fn duration_arg(d: Duration) -> String {
+    let us = (d.as_secs_f64() * 1e6).round() as u64;
+    if us.is_multiple_of(1000) { format!("{}ms", us / 1000) } else { format!("{us}us") }
+}
+
+/// The flags that reproduce `config` measured over `transport`: every flag
+/// that shapes a run, each given explicitly, so a later build with other
+/// defaults still measures the same thing. `Plan::from_args` of them gives
+/// `config` back (tested).
+pub fn command_line(config: &Config, transport: TransportArg) -> Vec<String> {
+    let c = config;
+    let mut a: Vec<String> = vec!["--transport".into(), transport.as_arg()];
+    let mut flag = |name: &str, value: String| {
+        a.push(name.into());
+        a.push(value);
+    };
+    if !c.closed_loop {
+        flag("--qps", c.qps.to_string());
+    }
+    flag("--connections", c.connections.to_string());
+    flag("--target", c.target.as_str().into());
+    if let Some(url) = &c.downstream_url {
+        flag("--downstream-url", url.clone());
+    }
+    if let Some(p) = c.proxy {
+        flag("--proxy", p.as_str().into());
+    }
+    flag("--proxy-hop", c.proxy_hop.as_str().into());
+    for (name, d) in [
+        ("--slo-p99", c.slo_p99),
+        ("--duration", c.duration),
+        ("--warmup", c.warmup),
+        ("--delay", c.delay),
+        ("--jitter", c.jitter),
+        ("--timeout", c.timeout),
+        ("--sample-interval", c.sample_interval),
+    ] {
+        flag(name, duration_arg(d));
+    }
+    flag("--rounds", c.rounds.to_string());
+    flag("--items", c.items.to_string());
+    flag("--fanout", c.fanout.to_string());
+    flag("--max-in-flight", c.max_in_flight.to_string());
+    flag("--grpc-connections", c.grpc_connections.to_string());
+    flag("--bind", c.bind.to_string());
+    flag("--admin-bind", c.admin_bind.to_string());
+    flag("--caller-port", c.caller_port.to_string());
+    flag("--out", c.out.display().to_string());
+    if let Some(l) = &c.label {
+        flag("--label", l.clone());
+    }
+    if let Some(q) = c.plan_qps {
+        flag("--plan-qps", q.to_string());
+    }
+    for (on, name) in [(c.rest_http2, "--rest-http2"), (c.quiet, "--quiet"), (c.json, "--json")] {
+        if on {
+            a.push(name.into());
+        }
+    }
+    a
+}
+
 /// Every duration flag, parsed and checked.
 struct Timing {
     duration: Duration,
@@ -568,6 +632,30 @@ mod tests {
         }
         assert_eq!(parse(&["--plan-qps", "2000"]).unwrap().plan_qps, Some(2000.0));
         assert_eq!(parse(&["--plan-qps", "0"]).unwrap_err().flag, "--plan-qps");
+    }
+
+    #[test]
+    fn the_command_line_of_a_config_gives_it_back() {
+        for args in [
+            &["--transport", "both", "--qps", "2.5", "--delay", "300ms", "--jitter", "1500us", "--label", "x"][..],
+            &["--transport", "rest", "--connections", "8", "--rest-http2", "--plan-qps", "900", "--quiet"],
+            &["--transport", "grpc,grpc", "--rounds", "4", "--target", "downstream", "--json"],
+        ] {
+            let p = plan(args).unwrap();
+            let t = TransportArg::from_arms(&p.arms).unwrap();
+            let line = command_line(&p.config, t);
+            let exact = |line: &[String]| {
+                let full = std::iter::once("harness").chain(line.iter().map(String::as_str));
+                Plan::from_args(&Cli::try_parse_from(full).expect("clap accepts").run).unwrap()
+            };
+            let again = exact(&line);
+            assert_eq!(again.config, p.config, "{line:?}");
+            assert_eq!(again.arms, p.arms);
+            // Through run.json and back, byte for byte.
+            let saved: Config = serde_json::from_str(&serde_json::to_string(&p.config).unwrap()).unwrap();
+            let from_saved = exact(&command_line(&saved, t));
+            assert_eq!(serde_json::to_string(&from_saved.config).unwrap(), serde_json::to_string(&p.config).unwrap());
+        }
     }
 
     #[test]

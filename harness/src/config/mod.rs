@@ -14,7 +14,7 @@ use std::time::Duration;
 use caller::Transport;
 use serde::{Deserialize, Serialize};
 
-pub use args::{RunArgs, TransportArg};
+pub use args::{RunArgs, TransportArg, command_line};
 pub use rates::parse_rates;
 
 /// A flag that cannot be used, with the fix.
@@ -52,6 +52,24 @@ pub enum ProxyHop {
     Internal,
     /// harness → proxy → caller.
     Front,
+}
+
+impl TargetTier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetTier::Caller => "caller",
+            TargetTier::Downstream => "downstream",
+        }
+    }
+}
+
+impl ProxyHop {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProxyHop::Internal => "internal",
+            ProxyHop::Front => "front",
+        }
+    }
 }
 
 impl ProxyKind {

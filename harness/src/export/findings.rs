@@ -20,7 +20,8 @@ pub fn name_and_unit(label: &str) -> (&str, &str) {
     }
 }
 
-fn with_unit(v: Option<f64>, decimals: usize, unit: &str) -> String {
+/// A value with its unit (`17.5 MiB`, `2448 B`, `3`).
+pub fn with_unit(v: Option<f64>, decimals: usize, unit: &str) -> String {
     match unit {
         "" => num(v, decimals),
         u if u.starts_with('%') => format!("{}{u}", num(v, decimals)),
