@@ -186,3 +186,44 @@ fn front_hop_bytes_per_request_agree_across_arms_and_rounds() {
     assert!(hi / lo - 1.0 < 0.005, "front-hop request bytes per request differ by more than 0.5%: {per_request:?}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// `--transport grpc,grpc`: the same transport as two counterbalanced arms,
+/// in `grpc-a/` and `grpc-b/`, and a comparison that reports the share of
+/// rows it called different (every one a false call); no decision record.
+#[test]
+fn an_a_a_run_reports_its_false_call_share() {
+    let out = out_dir("both-aa");
+    let o = harness(&[
+        "--transport",
+        "grpc,grpc",
+        "--qps",
+        "20",
+        "--duration",
+        "1s",
+        "--warmup",
+        "200ms",
+        "--delay",
+        "15ms",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    assert!(folder.file_name().unwrap().to_string_lossy().ends_with("-aa-grpc-20qps"), "{folder:?}");
+    for arm in ["grpc-a", "grpc-b"] {
+        let run: RunResult =
+            serde_json::from_slice(&std::fs::read(folder.join(arm).join("run.json")).unwrap()).unwrap();
+        // Three rounds by default when arms are compared.
+        assert_eq!(run.rounds.len(), 3, "{arm}");
+    }
+    let comparison = std::fs::read_to_string(folder.join("comparison.md")).unwrap();
+    assert!(comparison.starts_with("# grpc-vs-rest comparison: gRPC #1 vs gRPC #2"), "{comparison}");
+    assert!(comparison.contains("**A/A check**: both arms ran the same transport"), "{comparison}");
+    assert!(!folder.join("decision.md").exists());
+    let csv = std::fs::read_to_string(folder.join("timeseries.csv")).unwrap();
+    assert!(csv.contains("grpc-a,caller") && csv.contains("grpc-b,caller"));
+    let o = harness(&["compare", folder.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0));
+    let _ = std::fs::remove_dir_all(&out);
+}

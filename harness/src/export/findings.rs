@@ -141,7 +141,8 @@ pub fn method_note(rounds: &str, paired: bool) -> String {
          that resamples the rounds{}, then the requests within each chosen round from its stored histogram \
          ({RESAMPLES} resamples, fixed seed), so round-to-round drift widens the interval instead of being ignored. \
          The interval is Hesterberg's expanded percentile interval, which corrects the bootstrap's narrowness with \
-         few rounds. A row is *better* on one side when its 95% interval of B − A excludes zero, *no detectable \
+         few rounds; counting request noise at both levels makes it conservative, so a latency difference it calls \
+         is there, and one it misses may show with more rounds. A row is *better* on one side when its 95% interval of B − A excludes zero, *no detectable \
          difference* when it includes zero, and *not judged* with fewer than {MIN_ROUNDS} rounds per arm. \
          Differences are relative to the first arm's mean; findings are the detectable differences of at least \
          {FINDING_THRESHOLD_PERCENT}% on the headline rows (memory, latency p50 and p99, throughput, errors, CPU \
