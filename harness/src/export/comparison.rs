@@ -207,8 +207,19 @@ fn configuration_section(arms: &[Arm<'_>]) -> String {
     out
 }
 
-/// The comparison as a compact, aligned terminal table (the findings first);
-/// verdicts that name a better side highlighted when `color`.
+/// The findings for the terminal: validity problems first, then the
+/// findings sentences, as `comparison.md` opens.
+pub fn terminal_findings(arms: &[Arm<'_>]) -> String {
+    let mut out = String::new();
+    for a in arms.iter().filter(|a| !a.run.is_valid()) {
+        let _ = writeln!(out, "NOT VALID: {}: {}", a.name, a.run.validity.join("; "));
+    }
+    out.push_str(&findings_section(arms, &judged(arms)).trim_start().replace("## Findings\n", "Findings:"));
+    out
+}
+
+/// The comparison as a compact, aligned terminal table; verdicts that name a
+/// better side highlighted when `color`.
 pub fn terminal(arms: &[Arm<'_>], color: bool) -> String {
     let rows = judged(arms);
     let Some(first) = rows.first() else { return String::new() };
@@ -232,10 +243,7 @@ pub fn terminal(arms: &[Arm<'_>], color: bool) -> String {
         }
         table.push(line);
     }
-    let mut out = findings_section(arms, &rows).trim_start().replace("## Findings", "Findings");
-    out.push('\n');
-    out.push_str(&align(&table, color));
-    out
+    align(&table, color)
 }
 
 fn align(rows: &[Vec<(String, bool)>], color: bool) -> String {
@@ -257,4 +265,19 @@ fn align(rows: &[Vec<(String, bool)>], color: bool) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_printed_summary_opens_with_validity_and_findings() {
+        let (g, r) = crate::testing::both(5, 0.45, 1.0);
+        let text = crate::export::summary::text(&[g, r], None, false);
+        assert!(text.starts_with("Findings:\n- REST's "), "{text}");
+        let (g, bad) = crate::testing::both(3, 1.0, 1.5);
+        let arms = [Arm { name: "gRPC", run: &g }, Arm { name: "REST", run: &bad }];
+        assert!(terminal_findings(&arms).starts_with("NOT VALID: REST: round 1: achieved"));
+    }
 }

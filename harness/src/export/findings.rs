@@ -177,7 +177,7 @@ pub fn projection_section(arms: &[&str], p: &[Projection]) -> String {
         let _ = writeln!(
             out,
             "| {tier} CPU (cores) | {} | {} µs per request |",
-            cells(&|x| t(x)?.cores, 2),
+            cells(&|x| t(x)?.cores, 3),
             basis(&|x| num(t(x).and_then(|y| y.cpu_us_per_request), 1))
         );
         let _ = writeln!(

@@ -6,19 +6,24 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::export::comparison::{Arm, terminal};
+use crate::export::comparison::{Arm, terminal, terminal_findings};
 use crate::export::markdown::{num, title};
 use crate::result::{Latency, RoundResult, RunResult, RunStatus, Throughput, TierName};
 
-/// The summary of every arm, then (with several) the comparison table.
+/// With several arms the findings first; then the summary of every arm, then
+/// (with several) the comparison table.
 pub fn text(runs: &[RunResult], folder: Option<&Path>, color: bool) -> String {
     let mut out = String::new();
+    let names = crate::export::arm_names(&runs.iter().collect::<Vec<_>>());
+    let arms: Vec<Arm<'_>> = names.iter().zip(runs).map(|(name, run)| Arm { name, run }).collect();
+    if runs.len() > 1 {
+        out.push_str(&terminal_findings(&arms));
+        out.push('\n');
+    }
     for run in runs {
         out.push_str(&arm_text(run));
     }
     if runs.len() > 1 {
-        let names = crate::export::arm_names(&runs.iter().collect::<Vec<_>>());
-        let arms: Vec<Arm<'_>> = names.iter().zip(runs).map(|(name, run)| Arm { name, run }).collect();
         out.push('\n');
         out.push_str(&terminal(&arms, color));
     }
