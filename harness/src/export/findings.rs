@@ -14,7 +14,7 @@ use crate::judge::projection::Projection;
 /// `("caller CPU per request", "µs")`; byte rows get `B`.
 pub fn name_and_unit(label: &str) -> (&str, &str) {
     match label.rsplit_once(" (") {
-        Some((name, unit)) if unit.ends_with(')') => (name, &unit[..unit.len() - 1]),
+        Some((name, unit)) if unit.ends_with(')') && unit != "all classes)" => (name, &unit[..unit.len() - 1]),
         _ if label.contains("bytes") => (label, "B"),
         _ => (label, ""),
     }
@@ -211,4 +211,16 @@ pub fn projection_section(arms: &[&str], p: &[Projection]) -> String {
          the RSS scaled in proportion to requests in flight; both are upper bounds."
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn labels_split_into_name_and_unit() {
+        use super::name_and_unit;
+        assert_eq!(name_and_unit("caller CPU per request (µs)"), ("caller CPU per request", "µs"));
+        assert_eq!(name_and_unit("errors (all classes)"), ("errors (all classes)", ""));
+        assert_eq!(name_and_unit("internal hop wire bytes per request, caller → downstream").1, "B");
+        assert_eq!(name_and_unit("requests sent"), ("requests sent", ""));
+    }
 }
