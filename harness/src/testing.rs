@@ -46,6 +46,7 @@ pub fn config(transport: Transport) -> Config {
         label: None,
         quiet: true,
         json: false,
+        plan_qps: None,
     }
 }
 
@@ -161,4 +162,28 @@ pub fn run(transport: Transport, scale: f64) -> RunResult {
     };
     run.validity = crate::judge::validity(&run);
     run
+}
+
+/// The two arms of a counterbalanced `--transport both` run of `rounds`
+/// rounds: every figure of gRPC scaled by `grpc_scale`, of REST by
+/// `rest_scale`, each round wobbling by a fixed ±1% (and latency by a fixed
+/// ±2 ms), so a comparison has noise to judge. Below 1 a scale leaves the
+/// throughput at the target.
+pub fn both(rounds: u32, grpc_scale: f64, rest_scale: f64) -> (RunResult, RunResult) {
+    const WOBBLE: [f64; 6] = [0.0, 1.0, -1.0, 0.5, -0.5, 0.8];
+    let arm = |transport: Transport, scale: f64, phase: usize| {
+        let mut run = run(transport, scale);
+        run.config.rounds = rounds;
+        run.rounds = (1..=rounds)
+            .map(|k| {
+                let w = WOBBLE[(k as usize + phase) % WOBBLE.len()];
+                let mut r = round(k, 500.0 + 2.0 * w, scale * (1.0 + 0.01 * w));
+                r.bytes.internal.listener = transport.as_str().into();
+                r
+            })
+            .collect();
+        run.validity = crate::judge::validity(&run);
+        run
+    };
+    (arm(Transport::Grpc, grpc_scale, 0), arm(Transport::Rest, rest_scale, 3))
 }

@@ -87,8 +87,13 @@ fn both_writes_two_arms_a_comparison_and_compare_reproduces_it() {
 
     let comparison = std::fs::read_to_string(folder.join("comparison.md")).unwrap();
     assert!(comparison.starts_with("# grpc-vs-rest comparison: gRPC vs REST"));
-    assert!(comparison.contains("| metric | gRPC | REST | difference |"));
+    assert!(comparison.contains("| metric | gRPC | REST | difference (95% CI) | verdict |"));
     assert!(comparison.contains("## Validity") && comparison.contains("![Latency by percentile](latency.svg)"));
+    assert!(comparison.contains("## Findings") && comparison.contains("## Cost at 40 req/s"));
+    let decision = std::fs::read_to_string(folder.join("decision.md")).unwrap();
+    assert!(
+        decision.starts_with("---\nstatus: proposed\ndate: ") && decision.contains("## Pros and Cons of the Options")
+    );
 
     // compare on the two saved arm folders reproduces the comparison byte for byte.
     let again = out_dir("both-compare");
@@ -104,7 +109,7 @@ fn both_writes_two_arms_a_comparison_and_compare_reproduces_it() {
     // The both folder itself counts as its two arms.
     let o = harness(&["compare", folder.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("| metric | gRPC | REST | difference |"));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("| metric | gRPC | REST | difference (95% CI) | verdict |"));
     let _ = std::fs::remove_dir_all(&out);
     let _ = std::fs::remove_dir_all(&again);
 }
@@ -179,5 +184,46 @@ fn front_hop_bytes_per_request_agree_across_arms_and_rounds() {
     }
     let (lo, hi) = per_request.iter().fold((f64::MAX, f64::MIN), |(lo, hi), p| (lo.min(p.2), hi.max(p.2)));
     assert!(hi / lo - 1.0 < 0.005, "front-hop request bytes per request differ by more than 0.5%: {per_request:?}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `--transport grpc,grpc`: the same transport as two counterbalanced arms,
+/// in `grpc-a/` and `grpc-b/`, and a comparison that reports the share of
+/// rows it called different (every one a false call); no decision record.
+#[test]
+fn an_a_a_run_reports_its_false_call_share() {
+    let out = out_dir("both-aa");
+    let o = harness(&[
+        "--transport",
+        "grpc,grpc",
+        "--qps",
+        "20",
+        "--duration",
+        "1s",
+        "--warmup",
+        "200ms",
+        "--delay",
+        "15ms",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    assert!(folder.file_name().unwrap().to_string_lossy().ends_with("-aa-grpc-20qps"), "{folder:?}");
+    for arm in ["grpc-a", "grpc-b"] {
+        let run: RunResult =
+            serde_json::from_slice(&std::fs::read(folder.join(arm).join("run.json")).unwrap()).unwrap();
+        // Three rounds by default when arms are compared.
+        assert_eq!(run.rounds.len(), 3, "{arm}");
+    }
+    let comparison = std::fs::read_to_string(folder.join("comparison.md")).unwrap();
+    assert!(comparison.starts_with("# grpc-vs-rest comparison: gRPC #1 vs gRPC #2"), "{comparison}");
+    assert!(comparison.contains("**A/A check**: both arms ran the same transport"), "{comparison}");
+    assert!(!folder.join("decision.md").exists());
+    let csv = std::fs::read_to_string(folder.join("timeseries.csv")).unwrap();
+    assert!(csv.contains("grpc-a,caller") && csv.contains("grpc-b,caller"));
+    let o = harness(&["compare", folder.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0));
     let _ = std::fs::remove_dir_all(&out);
 }

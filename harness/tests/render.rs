@@ -1,13 +1,14 @@
 //! The Markdown renderers against their exact output on fixed synthetic
-//! results (a single run, and a comparison with noise marking and validity
-//! flags). Set UPDATE_SNAPSHOTS=1 to rewrite the snapshot files after an
+//! results (a single run, a two-round comparison that is not judged, with
+//! validity flags, and a five-round comparison with findings). Set UPDATE_SNAPSHOTS=1 to rewrite the snapshot files after an
 //! intended change, then review the diff.
 
 use std::path::PathBuf;
 
 use caller::Transport;
-use harness::export::comparison::{Arm, Difference, difference, render};
+use harness::export::comparison::{Arm, render};
 use harness::export::markdown;
+use harness::judge::difference::{Verdict, compare};
 use harness::result::RunResult;
 use harness::testing;
 
@@ -59,20 +60,20 @@ fn comparison_with_noise_and_validity() {
 }
 
 #[test]
-fn difference_names_the_worse_side_and_judges_noise() {
+fn two_rounds_are_not_judged() {
     let (g, r) = (grpc(), rest());
-    let (a, b) = (Arm { name: "gRPC", run: &g }, Arm { name: "REST", run: &r });
-    let metric = |label: &str| harness::judge::metrics::metrics().iter().find(|m| m.label == label).unwrap();
-    // Memory: REST 2.5x gRPC, far beyond either side's spread.
-    assert_eq!(
-        difference(metric("caller memory mean (MiB)"), a, b),
-        Difference { text: "REST +150.0%".into(), worse: Some("REST".into()) }
-    );
-    // Throughput: higher is better, so the worse side is signed negative.
-    assert_eq!(difference(metric("throughput (ok/s)"), a, b).text, "REST -60.0%");
-    // Latency p50: REST is slower on average, but by less than gRPC's 20 ms round-to-round spread.
-    let d = difference(metric("latency p50 (ms)"), a, b);
-    assert!(d.text.starts_with("REST +") && d.text.ends_with("(within noise)"), "{d:?}");
-    assert_eq!(d.worse, None);
-    assert_eq!(difference(metric("target rate (req/s)"), a, b).text, "=");
+    let rows = compare(&g, &r);
+    assert!(rows.iter().all(|row| row.verdict == Verdict::NotJudged { rounds: 2 } || row.a.is_none()));
+    let text = render(&[Arm { name: "gRPC", run: &g }, Arm { name: "REST", run: &r }], false);
+    assert!(text.contains("not judged (2 rounds)") && text.contains("- Not judged: 2 round(s) per arm"), "{text}");
+}
+
+/// Findings from a fixed five-round both run where REST's every figure is
+/// about 2.2 times gRPC's: sentences biggest first, numbers and intervals,
+/// then what showed no detectable difference; the cost table.
+#[test]
+fn comparison_findings_from_a_fixed_run() {
+    let (g, r) = testing::both(5, 0.45, 1.0);
+    let arms = [Arm { name: "gRPC", run: &g }, Arm { name: "REST", run: &r }];
+    check("comparison-findings.md", &render(&arms, false));
 }

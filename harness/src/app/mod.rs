@@ -5,11 +5,15 @@
 //! * [`single`]: one measured run (one or both transports) into one folder;
 //! * [`sweep`]: a rate sweep, one full run per step, and its capacity report;
 //! * [`compare`]: `harness compare` over saved folders;
+//! * [`adr`]: `harness adr`, the decision record of a saved comparison;
+//! * [`rerun`]: `harness rerun`, a saved run's configuration measured again;
 //! * [`tier`]: the hidden `__tier` role that runs a service in this process;
 //! * [`exit`]: the exit codes.
 
+pub mod adr;
 pub mod compare;
 pub mod exit;
+pub mod rerun;
 pub mod single;
 pub mod sweep;
 pub mod tier;
@@ -24,6 +28,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::config::{Plan, RunArgs};
 use crate::export::files::TimeseriesFile;
 use crate::export::timeseries;
+use crate::judge::gate::{self, Gate};
 use crate::run::interrupt::Interrupt;
 use crate::run::sampling::{SampleBatch, SampleSink};
 use crate::tiers::TIER_ROLE_ARG;
@@ -48,6 +53,13 @@ pub enum Command {
     /// Compare saved runs: metric | A | B | difference, from run folders (a
     /// `--transport both` folder counts as its two arms).
     Compare(CompareArgs),
+    /// Write the MADR 4.0 decision record of a saved comparison (a
+    /// `--transport both` folder): options, measured pros and cons, the
+    /// command that reproduces it; the outcome only with --prefer.
+    Adr(adr::AdrArgs),
+    /// Measure a saved run's configuration again, exactly, into a new folder,
+    /// and say what differs in the environment (commit, kernel, CPU).
+    Rerun(rerun::RerunArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -56,8 +68,11 @@ pub fn main() -> ExitCode {
         return tier::tier_main(&args[2..]);
     }
     let cli = Cli::parse();
-    if let Some(Command::Compare(args)) = cli.command {
-        return ExitCode::from(compare::compare(&args));
+    match cli.command {
+        Some(Command::Compare(args)) => return ExitCode::from(compare::compare(&args)),
+        Some(Command::Adr(args)) => return ExitCode::from(adr::adr(&args)),
+        Some(Command::Rerun(args)) => return ExitCode::from(rerun::rerun(&args)),
+        None => {}
     }
     let plan =
         match Plan::from_args(&cli.run).and_then(|p| crate::measure::environment::check_open_files(&p).map(|()| p)) {
@@ -67,11 +82,54 @@ pub fn main() -> ExitCode {
                 return ExitCode::from(EXIT_USAGE);
             }
         };
+    let gates = match Gates::from_args(&cli.run, &plan) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("harness: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     let Some(runtime) = runtime("harness") else { return ExitCode::from(EXIT_FAILED) };
-    ExitCode::from(runtime.block_on(measure_main(plan)))
+    ExitCode::from(runtime.block_on(measure_main(plan, gates)))
 }
 
-async fn measure_main(plan: Plan) -> u8 {
+/// The CI gates of a run, parsed and checked against its arms before it starts.
+#[derive(Debug, Default)]
+pub struct Gates {
+    pub fail_if: Vec<Gate>,
+    pub fail_on_invalid: bool,
+}
+
+impl Gates {
+    pub fn from_args(args: &RunArgs, plan: &Plan) -> Result<Gates, String> {
+        let fail_if = args
+            .fail_if
+            .iter()
+            .map(|t| gate::parse(t).and_then(|g| gate::check_arms(&g, &plan.arms).map(|()| g)))
+            .collect::<Result<Vec<Gate>, _>>()
+            .map_err(|e| e.to_string())?;
+        if plan.is_sweep() && (!fail_if.is_empty() || args.fail_on_invalid) {
+            return Err("--fail-if and --fail-on-invalid go with one rate, not a sweep".into());
+        }
+        Ok(Gates { fail_if, fail_on_invalid: args.fail_on_invalid })
+    }
+
+    /// Says each breach on stderr and returns how many there were.
+    pub fn report(&self, runs: &[crate::result::RunResult]) -> usize {
+        let names = crate::export::arm_names(&runs.iter().collect::<Vec<_>>());
+        let named: Vec<(&str, &crate::result::RunResult)> = names.iter().map(String::as_str).zip(runs).collect();
+        let mut lines = gate::breaches(&self.fail_if, &named);
+        if self.fail_on_invalid {
+            lines.extend(gate::invalid(&named));
+        }
+        for line in &lines {
+            eprintln!("harness: {line}");
+        }
+        lines.len()
+    }
+}
+
+async fn measure_main(plan: Plan, gates: Gates) -> u8 {
     if !crate::result::optimising(crate::measure::environment::OPT_LEVEL) && !plan.config.quiet {
         eprintln!(
             "\n  WARNING: this harness was built without optimisation (opt-level {}). Figures from it are\n  \
@@ -93,7 +151,7 @@ async fn measure_main(plan: Plan) -> u8 {
     if plan.is_sweep() {
         sweep::sweep_main(&plan, &interrupt).await
     } else {
-        single::single_main(&plan, &interrupt).await
+        single::single_main(&plan, &interrupt, &gates).await
     }
 }
 
@@ -137,13 +195,13 @@ fn timeseries_sink(path: &Path, plan: &Plan) -> Option<SampleSink> {
             return None;
         }
     };
-    let arms: Vec<&'static str> = plan.arms.iter().map(|t| t.as_str()).collect();
+    let arms = plan.arm_dirs();
     Some(Box::new(move |batch: &SampleBatch<'_>| {
         let rows: String = batch
             .samples
             .iter()
             .map(|s| {
-                let arm = s.arm.and_then(|i| arms.get(i)).copied().unwrap_or("-");
+                let arm = s.arm.and_then(|i| arms.get(i)).map_or("-", String::as_str);
                 timeseries::row(&s.sample, arm, batch.load.in_flight, batch.ok_rate)
             })
             .collect();

@@ -3,7 +3,7 @@
 use std::io::IsTerminal;
 use std::time::SystemTime;
 
-use super::exit::{EXIT_FAILED, exit_code};
+use super::exit::{EXIT_FAILED, exit_code, with_gates};
 use super::{report_abort, timeseries_sink};
 use crate::config::Plan;
 use crate::export::files::{RunFolder, write_results};
@@ -11,7 +11,7 @@ use crate::export::{folder_name, qps_part, summary};
 use crate::result::RunStatus;
 use crate::run::interrupt::Interrupt;
 
-pub async fn single_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
+pub async fn single_main(plan: &Plan, interrupt: &Interrupt, gates: &super::Gates) -> u8 {
     let cfg = &plan.config;
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let load = if cfg.closed_loop { format!("{}conn", cfg.connections) } else { qps_part(cfg.qps) };
@@ -47,5 +47,6 @@ pub async fn single_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
     } else if !cfg.quiet {
         print!("{}", summary::text(&runs, folder.as_deref(), std::io::stdout().is_terminal()));
     }
-    exit_code(runs.first().map_or(RunStatus::Aborted, |r| r.status), folder.is_some())
+    let code = exit_code(runs.first().map_or(RunStatus::Aborted, |r| r.status), folder.is_some());
+    with_gates(code, gates.report(&runs))
 }

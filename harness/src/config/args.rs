@@ -20,20 +20,77 @@ pub const MAX_RUN: Duration = Duration::from_secs(30 * 24 * 3600);
 pub const MAX_ROUNDS: u32 = 10_000;
 
 /// Which transports a run measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransportArg {
     Grpc,
     Rest,
     /// Both, each on fresh tier processes, rounds alternating.
     Both,
+    /// The same transport as two arms (`grpc,grpc`): an A/A check of the
+    /// comparison's statistics.
+    Twice(Transport),
 }
+
+impl TransportArg {
+    /// The arms, in the order of their first round.
+    pub fn arms(self) -> Vec<Transport> {
+        match self {
+            TransportArg::Grpc => vec![Transport::Grpc],
+            TransportArg::Rest => vec![Transport::Rest],
+            TransportArg::Both => vec![Transport::Grpc, Transport::Rest],
+            TransportArg::Twice(t) => vec![t, t],
+        }
+    }
+
+    /// The value of `--transport` that gives these arms.
+    pub fn from_arms(arms: &[Transport]) -> Option<TransportArg> {
+        match arms {
+            [Transport::Grpc] => Some(TransportArg::Grpc),
+            [Transport::Rest] => Some(TransportArg::Rest),
+            [Transport::Grpc, Transport::Rest] => Some(TransportArg::Both),
+            [a, b] if a == b => Some(TransportArg::Twice(*a)),
+            _ => None,
+        }
+    }
+
+    pub fn as_arg(self) -> String {
+        match self {
+            TransportArg::Grpc => "grpc".into(),
+            TransportArg::Rest => "rest".into(),
+            TransportArg::Both => "both".into(),
+            TransportArg::Twice(t) => format!("{0},{0}", t.as_str()),
+        }
+    }
+}
+
+/// `--transport`: `grpc`, `rest`, `both` (also `grpc,rest`), or an A/A pair
+/// `grpc,grpc` / `rest,rest`.
+fn parse_transport(text: &str) -> Result<TransportArg, String> {
+    match text.trim() {
+        "grpc" => Ok(TransportArg::Grpc),
+        "rest" => Ok(TransportArg::Rest),
+        "both" | "grpc,rest" => Ok(TransportArg::Both),
+        "grpc,grpc" => Ok(TransportArg::Twice(Transport::Grpc)),
+        "rest,rest" => Ok(TransportArg::Twice(Transport::Rest)),
+        other => {
+            Err(format!("{other:?}: use grpc, rest, both, or grpc,grpc / rest,rest for an A/A check of the statistics"))
+        }
+    }
+}
+
+/// Rounds of a run that compares arms when `--rounds` is not given: enough
+/// for a confidence interval (`judge::inference::MIN_ROUNDS`).
+pub const DEFAULT_COMPARED_ROUNDS: u32 = 3;
 
 /// Flags of a measured run.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Transport of the internal hop (caller → downstream); `both` measures gRPC
-    /// and REST with the same configuration and writes a comparison.
-    #[arg(long, value_enum, default_value_t = TransportArg::Grpc)]
+    /// Transport of the internal hop (caller → downstream): grpc, rest, or
+    /// `both`, which measures gRPC and REST with the same configuration in
+    /// counterbalanced rounds and writes a comparison; `grpc,grpc` or
+    /// `rest,rest` runs one transport as two arms (an A/A check: how often the
+    /// comparison calls a difference that is not there).
+    #[arg(long, value_parser = parse_transport, default_value = "grpc")]
     pub transport: TransportArg,
     /// Target rate in requests per second (open loop: request i is due at
     /// t0 + i/qps): one rate (default 100), or a sweep as a list (500,1000,2000)
@@ -67,9 +124,11 @@ pub struct RunArgs {
     /// Unrecorded load before the first round.
     #[arg(long, default_value = "10s")]
     pub warmup: String,
-    /// Measured rounds, back to back on the same processes, each with fresh histograms.
-    #[arg(long, default_value = "1", allow_hyphen_values = true)]
-    pub rounds: String,
+    /// Measured rounds, back to back on the same processes, each with fresh
+    /// histograms [default: 1; 3 per arm when arms are compared at one rate,
+    /// the fewest a confidence interval is judged from].
+    #[arg(long, allow_hyphen_values = true)]
+    pub rounds: Option<String>,
     /// Simulated service time of the downstream.
     #[arg(long, default_value = "500ms")]
     pub delay: String,
@@ -126,22 +185,36 @@ pub struct RunArgs {
     /// Print the machine-readable summary on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// The rate (req/s) the comparison projects costs to: CPU cores, memory
+    /// and internal-hop egress per day [default: the measured rate].
+    #[arg(long)]
+    pub plan_qps: Option<String>,
+    /// CI gate: exit 99 when this holds, e.g. 'p99>505ms' or
+    /// 'rest.cpu_us_per_request.caller > 1.2 * grpc' (README: "Gates").
+    /// Repeat for several; one line on stderr per breach.
+    #[arg(long = "fail-if", value_name = "GATE")]
+    pub fail_if: Vec<String>,
+    /// CI gate: exit 99 when any arm is not a valid measurement.
+    #[arg(long)]
+    pub fail_on_invalid: bool,
 }
 
 impl Plan {
     pub fn from_args(a: &RunArgs) -> Result<Plan, ConfigError> {
-        let arms = match a.transport {
-            TransportArg::Grpc => vec![Transport::Grpc],
-            TransportArg::Rest => vec![Transport::Rest],
-            TransportArg::Both => vec![Transport::Grpc, Transport::Rest],
-        };
+        let arms = a.transport.arms();
         let rates = match (&a.qps, a.connections) {
             (Some(text), _) => parse_rates(text)?,
             // Throughput mode: N connections back to back, no target rate.
             (None, n) if n > 0 => Vec::new(),
             (None, _) => vec![100.0],
         };
-        let config = Config::from_args(a, arms[0], rates.first().copied())?;
+        if arms.len() > 1 && arms[0] == arms[1] && rates.len() > 1 {
+            return Err(bad("--transport", "an A/A pair (grpc,grpc or rest,rest) goes with one rate, not a sweep"));
+        }
+        let mut config = Config::from_args(a, arms[0], rates.first().copied())?;
+        if a.rounds.is_none() && arms.len() > 1 && rates.len() <= 1 {
+            config.rounds = DEFAULT_COMPARED_ROUNDS;
+        }
         let plan = Plan { config, arms, rates };
         check_space(&a.out, plan.expected_output_bytes(), free_bytes(&a.out))?;
         Ok(plan)
@@ -200,8 +273,73 @@ impl Config {
             label,
             quiet: a.quiet,
             json: a.json,
+            plan_qps: plan_qps(a.plan_qps.as_deref())?,
         })
     }
+}
+
+/// A duration as a flag value that parses back to the same figure in
+/// run.json (whole microseconds; `300ms`, `1500us`).
+fn duration_arg(d: Duration) -> String {
+    let us = (d.as_secs_f64() * 1e6).round() as u64;
+    if us.is_multiple_of(1000) { format!("{}ms", us / 1000) } else { format!("{us}us") }
+}
+
+/// The flags that reproduce `config` measured over `transport`: every flag
+/// that shapes a run, each given explicitly, so a later build with other
+/// defaults still measures the same thing. `Plan::from_args` of them gives
+/// `config` back (tested).
+pub fn command_line(config: &Config, transport: TransportArg) -> Vec<String> {
+    let c = config;
+    let mut a: Vec<String> = vec!["--transport".into(), transport.as_arg()];
+    let mut flag = |name: &str, value: String| {
+        a.push(name.into());
+        a.push(value);
+    };
+    if !c.closed_loop {
+        flag("--qps", c.qps.to_string());
+    }
+    flag("--connections", c.connections.to_string());
+    flag("--target", c.target.as_str().into());
+    if let Some(url) = &c.downstream_url {
+        flag("--downstream-url", url.clone());
+    }
+    if let Some(p) = c.proxy {
+        flag("--proxy", p.as_str().into());
+    }
+    flag("--proxy-hop", c.proxy_hop.as_str().into());
+    for (name, d) in [
+        ("--slo-p99", c.slo_p99),
+        ("--duration", c.duration),
+        ("--warmup", c.warmup),
+        ("--delay", c.delay),
+        ("--jitter", c.jitter),
+        ("--timeout", c.timeout),
+        ("--sample-interval", c.sample_interval),
+    ] {
+        flag(name, duration_arg(d));
+    }
+    flag("--rounds", c.rounds.to_string());
+    flag("--items", c.items.to_string());
+    flag("--fanout", c.fanout.to_string());
+    flag("--max-in-flight", c.max_in_flight.to_string());
+    flag("--grpc-connections", c.grpc_connections.to_string());
+    flag("--bind", c.bind.to_string());
+    flag("--admin-bind", c.admin_bind.to_string());
+    flag("--caller-port", c.caller_port.to_string());
+    flag("--out", c.out.display().to_string());
+    if let Some(l) = &c.label {
+        flag("--label", l.clone());
+    }
+    if let Some(q) = c.plan_qps {
+        flag("--plan-qps", q.to_string());
+    }
+    for (on, name) in [(c.rest_http2, "--rest-http2"), (c.quiet, "--quiet"), (c.json, "--json")] {
+        if on {
+            a.push(name.into());
+        }
+    }
+    a
 }
 
 /// Every duration flag, parsed and checked.
@@ -266,11 +404,11 @@ struct Sizes {
 
 impl Sizes {
     fn from_args(a: &RunArgs) -> Result<Sizes, ConfigError> {
-        let rounds: u32 = a
-            .rounds
+        let text = a.rounds.as_deref().unwrap_or("1");
+        let rounds: u32 = text
             .trim()
             .parse()
-            .map_err(|_| bad("--rounds", format!("{:?} is not a whole number; e.g. --rounds 3", a.rounds)))?;
+            .map_err(|_| bad("--rounds", format!("{text:?} is not a whole number; e.g. --rounds 3")))?;
         if !(1..=MAX_ROUNDS).contains(&rounds) {
             return Err(bad("--rounds", format!("must be between 1 and {MAX_ROUNDS}")));
         }
@@ -310,6 +448,15 @@ impl Sizes {
     }
 }
 
+/// `--plan-qps`: a positive, finite rate.
+fn plan_qps(text: Option<&str>) -> Result<Option<f64>, ConfigError> {
+    let Some(text) = text else { return Ok(None) };
+    match text.trim().parse::<f64>() {
+        Ok(q) if q > 0.0 && q.is_finite() => Ok(Some(q)),
+        _ => Err(bad("--plan-qps", format!("{text:?} is not a rate above 0; e.g. --plan-qps 2000"))),
+    }
+}
+
 /// `--label`: a word safe in a folder name.
 fn label(label: Option<&str>) -> Result<Option<String>, ConfigError> {
     match label {
@@ -329,7 +476,7 @@ fn placement(a: &RunArgs) -> Result<(IpAddr, IpAddr), ConfigError> {
     if a.proxy.is_some() && a.target != TargetTier::Caller {
         return Err(bad("--proxy", "goes with the three-tier topology (--target caller)"));
     }
-    if a.caller_port != 0 && a.transport == TransportArg::Both {
+    if a.caller_port != 0 && a.transport.arms().len() > 1 {
         return Err(bad(
             "--caller-port",
             "cannot be used with --transport both: each arm starts its own caller, and both would bind that port; \
@@ -476,6 +623,52 @@ mod tests {
         assert_eq!(single.load_duration(), Duration::from_secs(10 + 2 * 60));
         let cold = plan(&["--transport", "both", "--warmup", "0s"]).unwrap();
         assert_eq!(cold.config.rewarm(), Duration::ZERO);
+    }
+
+    #[test]
+    fn compared_arms_default_to_three_rounds_and_an_a_a_pair_is_two_arms() {
+        assert_eq!(parse(&["--transport", "both"]).unwrap().rounds, DEFAULT_COMPARED_ROUNDS);
+        assert_eq!(parse(&["--transport", "both", "--rounds", "2"]).unwrap().rounds, 2);
+        assert_eq!(parse(&["--transport", "grpc"]).unwrap().rounds, 1);
+        // A sweep's steps keep one round each unless told.
+        assert_eq!(parse(&["--transport", "both", "--qps", "10,20"]).unwrap().rounds, 1);
+        let aa = plan(&["--transport", "grpc,grpc"]).unwrap();
+        assert_eq!(aa.arms, [Transport::Grpc, Transport::Grpc]);
+        assert_eq!((aa.config.rounds, aa.transport_name()), (3, "aa-grpc"));
+        assert_eq!(aa.arm_dirs(), ["grpc-a", "grpc-b"]);
+        assert_eq!(plan(&["--transport", "both"]).unwrap().arm_dirs(), ["grpc", "rest"]);
+        assert_eq!(plan(&["--transport", "rest,rest", "--qps", "10,20"]).unwrap_err().flag, "--transport");
+        assert!(Cli::try_parse_from(["harness", "--transport", "grpc,soap"]).is_err());
+        for arg in ["grpc", "rest", "both", "grpc,grpc", "rest,rest"] {
+            let t = parse_transport(arg).unwrap();
+            assert_eq!((t.as_arg(), TransportArg::from_arms(&t.arms())), (arg.to_owned(), Some(t)));
+        }
+        assert_eq!(parse(&["--plan-qps", "2000"]).unwrap().plan_qps, Some(2000.0));
+        assert_eq!(parse(&["--plan-qps", "0"]).unwrap_err().flag, "--plan-qps");
+    }
+
+    #[test]
+    fn the_command_line_of_a_config_gives_it_back() {
+        for args in [
+            &["--transport", "both", "--qps", "2.5", "--delay", "300ms", "--jitter", "1500us", "--label", "x"][..],
+            &["--transport", "rest", "--connections", "8", "--rest-http2", "--plan-qps", "900", "--quiet"],
+            &["--transport", "grpc,grpc", "--rounds", "4", "--target", "downstream", "--json"],
+        ] {
+            let p = plan(args).unwrap();
+            let t = TransportArg::from_arms(&p.arms).unwrap();
+            let line = command_line(&p.config, t);
+            let exact = |line: &[String]| {
+                let full = std::iter::once("harness").chain(line.iter().map(String::as_str));
+                Plan::from_args(&Cli::try_parse_from(full).expect("clap accepts").run).unwrap()
+            };
+            let again = exact(&line);
+            assert_eq!(again.config, p.config, "{line:?}");
+            assert_eq!(again.arms, p.arms);
+            // Through run.json and back, byte for byte.
+            let saved: Config = serde_json::from_str(&serde_json::to_string(&p.config).unwrap()).unwrap();
+            let from_saved = exact(&command_line(&saved, t));
+            assert_eq!(serde_json::to_string(&from_saved.config).unwrap(), serde_json::to_string(&p.config).unwrap());
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::time::Duration;
 use caller::Transport;
 use serde::{Deserialize, Serialize};
 
-pub use args::{RunArgs, TransportArg};
+pub use args::{RunArgs, TransportArg, command_line};
 pub use rates::parse_rates;
 
 /// A flag that cannot be used, with the fix.
@@ -52,6 +52,24 @@ pub enum ProxyHop {
     Internal,
     /// harness → proxy → caller.
     Front,
+}
+
+impl TargetTier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetTier::Caller => "caller",
+            TargetTier::Downstream => "downstream",
+        }
+    }
+}
+
+impl ProxyHop {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProxyHop::Internal => "internal",
+            ProxyHop::Front => "front",
+        }
+    }
 }
 
 impl ProxyKind {
@@ -153,10 +171,40 @@ impl Plan {
         PER_FOLDER + steps * arms * (PER_ARM + u64::from(c.rounds) * PER_ROUND + rows * PER_ROW)
     }
 
-    /// `grpc`, `rest` or `both`: the transport part of the run folder's name.
+    /// `grpc`, `rest`, `both` or `aa-grpc` / `aa-rest`: the transport part of
+    /// the run folder's name.
     pub fn transport_name(&self) -> &'static str {
-        if self.arms.len() > 1 { "both" } else { self.config.transport.as_str() }
+        match self.arms.as_slice() {
+            [Transport::Grpc, Transport::Grpc] => "aa-grpc",
+            [Transport::Rest, Transport::Rest] => "aa-rest",
+            [_, _, ..] => "both",
+            _ => self.config.transport.as_str(),
+        }
     }
+
+    /// The folder (and time-series) name of each arm: its transport, or
+    /// `grpc-a` / `grpc-b` when both arms share one (an A/A run).
+    pub fn arm_dirs(&self) -> Vec<String> {
+        arm_dirs(&self.arms)
+    }
+}
+
+/// The folder name of each arm of a run over `transports`: the transport's
+/// name, suffixed `-a`, `-b`, … where arms share a transport.
+pub fn arm_dirs(transports: &[Transport]) -> Vec<String> {
+    transports
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let same = transports.iter().filter(|u| *u == t).count();
+            if same == 1 {
+                t.as_str().to_owned()
+            } else {
+                let k = transports[..i].iter().filter(|u| *u == t).count();
+                format!("{}-{}", t.as_str(), (b'a' + k as u8) as char)
+            }
+        })
+        .collect()
 }
 
 /// Everything one arm of a run needs, validated. Serialized into `run.json`.
@@ -212,6 +260,10 @@ pub struct Config {
     pub label: Option<String>,
     pub quiet: bool,
     pub json: bool,
+    /// The rate comparisons project costs to (`--plan-qps`); `None`: the
+    /// measured rate. Absent from run.json when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_qps: Option<f64>,
 }
 
 /// Durations as fractional seconds in JSON.

@@ -1,15 +1,16 @@
-//! `comparison.md` and the compact terminal table: metric | A | B | difference,
-//! each metric's value the mean over its rounds, the difference relative and
-//! signed on the side that is worse, marked when it is inside the
-//! round-to-round noise. A pure function of the runs it is given, so
-//! `harness compare` on saved folders reproduces what a `--transport both` run
-//! wrote.
+//! `comparison.md` and the compact terminal table: validity first, then the
+//! findings, the cost at the planned rate, and every row (metric | A | B |
+//! difference with its 95% interval | verdict), each value the mean over its
+//! rounds. A pure function of the runs it is given, so `harness compare` on
+//! saved folders reproduces what a `--transport both` run wrote.
 
 use std::fmt::Write;
 
+use super::findings::{difference_cell, findings_list, method_note, projection_section, verdict_cell};
 use crate::export::markdown::{charts_section, environment_table, num, setup};
-use crate::judge::metrics::{Better, Metric, metrics};
-use crate::judge::stats::mean;
+use crate::judge::difference::{Row, Verdict, called_share, compare, paired};
+use crate::judge::inference::CONFIDENCE;
+use crate::judge::projection::project_all;
 use crate::result::RunResult;
 
 /// One side of a comparison.
@@ -19,60 +20,14 @@ pub struct Arm<'a> {
     pub run: &'a RunResult,
 }
 
-/// How `b` differs from `a` on metric `m`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Difference {
-    pub text: String,
-    /// The name of the worse side, when there is one.
-    pub worse: Option<String>,
+/// Every other arm judged against the first, row by row.
+pub fn judged(arms: &[Arm<'_>]) -> Vec<Vec<Row>> {
+    arms.iter().skip(1).map(|b| compare(arms[0].run, b.run)).collect()
 }
 
-fn values(m: &Metric, run: &RunResult) -> Vec<f64> {
-    run.rounds.iter().filter_map(|r| (m.get)(r)).collect()
-}
-
-fn spread(v: &[f64]) -> f64 {
-    let (lo, hi) = v.iter().fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
-    if v.is_empty() { 0.0 } else { hi - lo }
-}
-
-/// The difference of `b` against `a`: relative to the better side, signed as
-/// the worse side compares to it (`REST +135.2%`: REST is 135.2% higher where
-/// lower is better). With at least two rounds on each side, a difference no
-/// larger than the round-to-round spread (max − min) of either side is marked
-/// as within noise.
-pub fn difference(m: &Metric, a: Arm<'_>, b: Arm<'_>) -> Difference {
-    let (va, vb) = (values(m, a.run), values(m, b.run));
-    let (Some(ma), Some(mb)) = (mean(va.iter().copied()), mean(vb.iter().copied())) else {
-        return Difference { text: "n/a".into(), worse: None };
-    };
-    let rel = |worse: f64, better: f64| {
-        if better == 0.0 { None } else { Some((worse - better) / better.abs() * 100.0) }
-    };
-    let (text, worse) = if ma == mb {
-        ("=".to_owned(), None)
-    } else {
-        let (worse_name, worse_v, better_v) = match m.better {
-            Better::Lower if mb > ma => (b.name, mb, ma),
-            Better::Lower => (a.name, ma, mb),
-            Better::Higher if mb < ma => (b.name, mb, ma),
-            Better::Higher => (a.name, ma, mb),
-            // No better side: how B compares to A.
-            Better::Neither => (b.name, mb, ma),
-        };
-        let text = match rel(worse_v, better_v) {
-            Some(r) if r.abs() < 0.05 => format!("{worse_name} {}<0.1%", if r < 0.0 { "-" } else { "+" }),
-            Some(r) => format!("{worse_name} {r:+.1}%"),
-            None => format!("{worse_name} (from 0)"),
-        };
-        (text, (m.better != Better::Neither).then(|| worse_name.to_owned()))
-    };
-    let noisy = va.len() >= 2 && vb.len() >= 2 && (ma - mb).abs() <= spread(&va).max(spread(&vb));
-    if noisy && text != "=" {
-        Difference { text: format!("{text} (within noise)"), worse: None }
-    } else {
-        Difference { text, worse }
-    }
+/// True when the arms are one transport measured twice in one run: an A/A check.
+pub fn is_a_a(arms: &[Arm<'_>]) -> bool {
+    arms.len() == 2 && arms[0].run.config.transport == arms[1].run.config.transport && paired(arms[0].run, arms[1].run)
 }
 
 /// Differences in configuration that make a comparison questionable.
@@ -102,7 +57,8 @@ pub fn config_warnings(arms: &[Arm<'_>]) -> Vec<String> {
     warnings
 }
 
-/// `comparison.md`. With `charts`, it links the charts written beside it.
+/// `comparison.md`: validity, findings, cost at the planned rate, then every
+/// row. With `charts`, it links the charts written beside it.
 pub fn render(arms: &[Arm<'_>], charts: bool) -> String {
     let mut out = String::new();
     let names: Vec<&str> = arms.iter().map(|a| a.name).collect();
@@ -111,12 +67,43 @@ pub fn render(arms: &[Arm<'_>], charts: bool) -> String {
         let _ = writeln!(out, "{}\n", setup(first.run));
     }
     out.push_str(&warnings_quote(arms));
-    out.push_str(&table(arms));
-    out.push_str(&method_note(arms));
-    out.push_str(&validity_section(arms));
+    out.push_str(validity_section(arms).trim_start_matches('\n'));
+    let rows = judged(arms);
+    out.push_str(&findings_section(arms, &rows));
+    let runs: Vec<&RunResult> = arms.iter().map(|a| a.run).collect();
+    out.push_str(&projection_section(&names, &project_all(&runs)));
+    let _ = writeln!(out, "\n## All rows\n");
+    out.push_str(&table(arms, &rows));
+    let rounds: Vec<String> = arms.iter().map(|a| format!("{} {}", a.name, a.run.rounds.len())).collect();
+    let all_paired = arms.iter().skip(1).all(|b| paired(arms[0].run, b.run));
+    out.push_str(&method_note(&rounds.join(", "), all_paired));
     out.push_str(&configuration_section(arms));
     if charts {
         out.push_str(&charts_section());
+    }
+    out
+}
+
+/// `## Findings`: per arm against the first, and the A/A share for an A/A run.
+pub fn findings_section(arms: &[Arm<'_>], rows: &[Vec<Row>]) -> String {
+    let mut out = String::from("\n## Findings\n\n");
+    for (b, r) in arms.iter().skip(1).zip(rows) {
+        if arms.len() > 2 {
+            let _ = writeln!(out, "{} against {}:\n", b.name, arms[0].name);
+        }
+        out.push_str(&findings_list(r, arms[0].name, b.name));
+    }
+    if is_a_a(arms)
+        && let Some(r) = rows.first()
+        && let (called, judged @ 1..) = called_share(r)
+    {
+        let _ = writeln!(
+            out,
+            "\n**A/A check**: both arms ran the same transport, so every difference called is a false call: \
+             {called} of {judged} judged rows ({:.1}%) were called different, against a nominal {:.0}%.",
+            called as f64 / judged as f64 * 100.0,
+            (1.0 - CONFIDENCE) * 100.0
+        );
     }
     out
 }
@@ -134,58 +121,40 @@ fn warnings_quote(arms: &[Arm<'_>]) -> String {
     out
 }
 
-/// metric | each arm's mean over rounds | each difference against the first arm.
-fn table(arms: &[Arm<'_>]) -> String {
+/// metric | each arm's mean over rounds | each difference against the first
+/// arm with its 95% interval | the verdict.
+fn table(arms: &[Arm<'_>], rows: &[Vec<Row>]) -> String {
     let mut out = String::new();
     let _ = write!(out, "| metric |");
     for a in arms {
         let _ = write!(out, " {} |", a.name);
     }
     for b in arms.iter().skip(1) {
-        let _ = write!(
-            out,
-            " {} |",
-            if arms.len() == 2 { "difference".to_owned() } else { format!("{} vs {}", b.name, arms[0].name) }
-        );
+        let vs = if arms.len() == 2 { String::new() } else { format!(" {} vs {}", b.name, arms[0].name) };
+        let _ = write!(out, "{vs} difference (95% CI) | verdict |");
     }
     let _ = write!(out, "\n|---|");
-    for _ in 0..arms.len() * 2 - 1 {
+    for _ in 0..arms.len() {
         let _ = write!(out, "---:|");
     }
+    for _ in 1..arms.len() {
+        let _ = write!(out, "---:|---|");
+    }
     let _ = writeln!(out);
-    for m in metrics().iter().filter(|m| m.shown_for(arms.iter().map(|a| a.run))) {
-        let _ = write!(out, "| {} |", m.label);
-        for a in arms {
-            let _ = write!(out, " {} |", num(mean(values(m, a.run)), m.decimals));
+    let Some(first) = rows.first() else { return out };
+    for (i, m) in first.iter().enumerate().map(|(i, r)| (i, r.metric)) {
+        if !m.shown_for(arms.iter().map(|a| a.run)) {
+            continue;
         }
-        for b in arms.iter().skip(1) {
-            let _ = write!(out, " {} |", difference(m, arms[0], *b).text);
+        let _ = write!(out, "| {} | {} |", m.label, num(first[i].a, m.decimals));
+        for r in rows {
+            let _ = write!(out, " {} |", num(r[i].b, m.decimals));
+        }
+        for (b, r) in arms.iter().skip(1).zip(rows) {
+            let _ = write!(out, " {} | {} |", difference_cell(&r[i]), verdict_cell(&r[i], arms[0].name, b.name));
         }
         let _ = writeln!(out);
     }
-    out
-}
-
-/// How to read the table: what the values and differences are.
-fn method_note(arms: &[Arm<'_>]) -> String {
-    let mut out = String::new();
-    let rounds: Vec<String> = arms.iter().map(|a| format!("{} {}", a.name, a.run.rounds.len())).collect();
-    let _ = writeln!(
-        out,
-        "\nValues are means over rounds ({}). The difference names the worse side and how much worse it is, \
-         relative to the better one; lower is better for memory, latency, errors, CPU and bytes, higher for \
-         throughput. Rows without a better side compare {} to {}. *Within noise*: the difference is no larger \
-         than the round-to-round spread (max − min) of either side{}.",
-        rounds.join(", "),
-        arms.get(1).map_or("", |a| a.name),
-        arms[0].name,
-        if arms.iter().any(|a| a.run.rounds.len() < 2) {
-            "; it needs two rounds on each side, so it is not judged here"
-        } else {
-            ""
-        }
-    );
-
     out
 }
 
@@ -238,33 +207,56 @@ fn configuration_section(arms: &[Arm<'_>]) -> String {
     out
 }
 
-/// The comparison as a compact, aligned terminal table; the worse side in red
-/// when `color`.
+/// The findings for the terminal: validity problems first, then the
+/// findings sentences, as `comparison.md` opens.
+pub fn terminal_findings(arms: &[Arm<'_>]) -> String {
+    let mut out = String::new();
+    for a in arms.iter().filter(|a| !a.run.is_valid()) {
+        let _ = writeln!(out, "NOT VALID: {}: {}", a.name, a.run.validity.join("; "));
+    }
+    out.push_str(&findings_section(arms, &judged(arms)).trim_start().replace("## Findings\n", "Findings:"));
+    out
+}
+
+/// The comparison as a compact, aligned terminal table; verdicts that name a
+/// better side highlighted when `color`.
 pub fn terminal(arms: &[Arm<'_>], color: bool) -> String {
-    let mut rows: Vec<Vec<(String, bool)>> = Vec::new();
+    let rows = judged(arms);
+    let Some(first) = rows.first() else { return String::new() };
+    let mut table: Vec<Vec<(String, bool)>> = Vec::new();
     let mut header: Vec<(String, bool)> = vec![("metric".into(), false)];
     header.extend(arms.iter().map(|a| (a.name.to_owned(), false)));
-    header.extend(arms.iter().skip(1).map(|_| ("difference".to_owned(), false)));
-    rows.push(header);
-    for m in metrics().iter().filter(|m| m.shown_for(arms.iter().map(|a| a.run))) {
-        let mut row = vec![(m.label.to_owned(), false)];
-        row.extend(arms.iter().map(|a| (num(mean(values(m, a.run)), m.decimals), false)));
-        for b in arms.iter().skip(1) {
-            let d = difference(m, arms[0], *b);
-            row.push((d.text, d.worse.is_some()));
-        }
-        rows.push(row);
+    for _ in arms.iter().skip(1) {
+        header.extend([("difference (95% CI)".to_owned(), false), ("verdict".to_owned(), false)]);
     }
+    table.push(header);
+    for (i, m) in first.iter().enumerate().map(|(i, r)| (i, r.metric)) {
+        if !m.shown_for(arms.iter().map(|a| a.run)) {
+            continue;
+        }
+        let mut line = vec![(m.label.to_owned(), false), (num(first[i].a, m.decimals), false)];
+        line.extend(rows.iter().map(|r| (num(r[i].b, m.decimals), false)));
+        for (b, r) in arms.iter().skip(1).zip(&rows) {
+            let called = matches!(r[i].verdict, Verdict::ABetter | Verdict::BBetter);
+            line.push((difference_cell(&r[i]), false));
+            line.push((verdict_cell(&r[i], arms[0].name, b.name), called));
+        }
+        table.push(line);
+    }
+    align(&table, color)
+}
+
+fn align(rows: &[Vec<(String, bool)>], color: bool) -> String {
     let cols = rows[0].len();
     let widths: Vec<usize> =
         (0..cols).map(|c| rows.iter().map(|r| r[c].0.chars().count()).max().unwrap_or(0)).collect();
     let mut out = String::new();
     for row in rows {
-        for (c, (cell, worse)) in row.iter().enumerate() {
+        for (c, (cell, mark)) in row.iter().enumerate() {
             let pad = widths[c] - cell.chars().count();
             let text = if c == 0 { format!("{cell}{}", " ".repeat(pad)) } else { format!("{}{cell}", " ".repeat(pad)) };
-            if *worse && color {
-                let _ = write!(out, "\x1b[31m{text}\x1b[0m  ");
+            if *mark && color {
+                let _ = write!(out, "\x1b[33m{text}\x1b[0m  ");
             } else {
                 let _ = write!(out, "{text}  ");
             }
@@ -273,4 +265,19 @@ pub fn terminal(arms: &[Arm<'_>], color: bool) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_printed_summary_opens_with_validity_and_findings() {
+        let (g, r) = crate::testing::both(5, 0.45, 1.0);
+        let text = crate::export::summary::text(&[g, r], None, false);
+        assert!(text.starts_with("Findings:\n- REST's "), "{text}");
+        let (g, bad) = crate::testing::both(3, 1.0, 1.5);
+        let arms = [Arm { name: "gRPC", run: &g }, Arm { name: "REST", run: &bad }];
+        assert!(terminal_findings(&arms).starts_with("NOT VALID: REST: round 1: achieved"));
+    }
 }

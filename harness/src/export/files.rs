@@ -11,7 +11,8 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::comparison::{self, Arm};
-use super::{arm_names, capacity, charts, folder_name, hgrm, markdown, qps_part, timeseries};
+use super::{adr, arm_names, capacity, charts, folder_name, hgrm, markdown, qps_part, timeseries};
+use crate::config::arm_dirs;
 use crate::judge::capacity::Capacity;
 use crate::measure::histogram::decode_histogram;
 use crate::result::ProxyInfo;
@@ -127,6 +128,27 @@ pub fn write_comparison(dir: &Path, runs: &[&RunResult]) -> io::Result<()> {
     let names = arm_names(runs);
     let arms: Vec<Arm<'_>> = names.iter().zip(runs).map(|(name, run)| Arm { name, run }).collect();
     std::fs::write(dir.join("comparison.md"), comparison::render(&arms, true))?;
+    write_charts(dir, &names, runs)
+}
+
+/// `decision.md` of two arms compared in one run, when they are different
+/// options (an A/A run decides nothing).
+fn write_decision(dir: &Path, runs: &[&RunResult]) -> io::Result<()> {
+    let names = arm_names(runs);
+    let arms: Vec<Arm<'_>> = names.iter().zip(runs).map(|(name, run)| Arm { name, run }).collect();
+    if arms.len() != 2 || comparison::is_a_a(&arms) {
+        return Ok(());
+    }
+    let date = runs[0].started_at.get(..10).unwrap_or(&runs[0].started_at);
+    write_record(&dir.join("decision.md"), &arms, &adr::Record { date, prefer: None, folder: "" })
+}
+
+/// Writes a decision record to `path`.
+pub fn write_record(path: &Path, arms: &[Arm<'_>], record: &adr::Record<'_>) -> io::Result<()> {
+    std::fs::write(path, adr::render(arms, record))
+}
+
+fn write_charts(dir: &Path, names: &[String], runs: &[&RunResult]) -> io::Result<()> {
     let named: Vec<(String, &RunResult)> = names.iter().cloned().zip(runs.iter().copied()).collect();
     for (file, svg) in charts::all(&named) {
         std::fs::write(dir.join(file), svg)?;
@@ -140,10 +162,13 @@ pub fn write_results(folder: &Path, runs: &[RunResult]) -> io::Result<()> {
     match runs {
         [single] => write_arm(folder, single),
         many => {
-            for run in many {
-                write_arm(&folder.join(run.config.transport.as_str()), run)?;
+            let transports: Vec<_> = many.iter().map(|r| r.config.transport).collect();
+            for (run, dir) in many.iter().zip(arm_dirs(&transports)) {
+                write_arm(&folder.join(dir), run)?;
             }
-            write_comparison(folder, &many.iter().collect::<Vec<_>>())
+            let refs: Vec<&RunResult> = many.iter().collect();
+            write_comparison(folder, &refs)?;
+            write_decision(folder, &refs)
         }
     }
 }
@@ -177,7 +202,7 @@ pub fn read_runs(folder: &Path) -> Result<Vec<RunResult>, String> {
         return Ok(vec![read(&own)?]);
     }
     let mut runs = Vec::new();
-    for arm in ["grpc", "rest"] {
+    for arm in ["grpc", "rest", "grpc-a", "grpc-b", "rest-a", "rest-b"] {
         let path = folder.join(arm).join("run.json");
         if path.is_file() {
             runs.push(read(&path)?);

@@ -3,21 +3,26 @@
 //! the one place that writes (and reads back) the files of a run folder.
 //!
 //! * [`markdown`]: `report.md`; [`comparison`]: `comparison.md` and the
-//!   terminal table; [`summary`]: what is printed at the end (text or JSON);
+//!   terminal table; [`findings`]: its findings sentences, verdict cells,
+//!   method note and cost table; [`adr`]: `decision.md`, a MADR 4.0 record;
+//!   [`summary`]: what is printed at the end (text or JSON);
 //! * [`capacity`]: a sweep's `capacity.md` / `capacity.json`; [`charts`]: SVGs;
 //!   [`hgrm`]: HdrHistogram percentile text; [`timeseries`]: CSV rows;
 //! * [`files`]: run folders (whole or absent), every file in them, and
 //!   reading saved runs back for `harness compare`.
 //!
 //! A single-transport run folder holds the arm's files directly; a
-//! `--transport both` folder holds `comparison.md`, overlaid charts and the
-//! time series at its top, and one complete arm folder per transport
-//! (`grpc/`, `rest/`), each of which `harness compare` accepts on its own.
+//! `--transport both` folder holds `comparison.md`, `decision.md`, overlaid
+//! charts and the time series at its top, and one complete arm folder per
+//! transport (`grpc/`, `rest/`; an A/A run's `grpc-a/`, `grpc-b/`), each of
+//! which `harness compare` accepts on its own.
 
+pub mod adr;
 pub mod capacity;
 pub mod charts;
 pub mod comparison;
 pub mod files;
+pub mod findings;
 pub mod hgrm;
 pub mod markdown;
 pub mod summary;

@@ -6,19 +6,24 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::export::comparison::{Arm, terminal};
+use crate::export::comparison::{Arm, terminal, terminal_findings};
 use crate::export::markdown::{num, title};
 use crate::result::{Latency, RoundResult, RunResult, RunStatus, Throughput, TierName};
 
-/// The summary of every arm, then (with several) the comparison table.
+/// With several arms the findings first; then the summary of every arm, then
+/// (with several) the comparison table.
 pub fn text(runs: &[RunResult], folder: Option<&Path>, color: bool) -> String {
     let mut out = String::new();
+    let names = crate::export::arm_names(&runs.iter().collect::<Vec<_>>());
+    let arms: Vec<Arm<'_>> = names.iter().zip(runs).map(|(name, run)| Arm { name, run }).collect();
+    if runs.len() > 1 {
+        out.push_str(&terminal_findings(&arms));
+        out.push('\n');
+    }
     for run in runs {
         out.push_str(&arm_text(run));
     }
     if runs.len() > 1 {
-        let names = crate::export::arm_names(&runs.iter().collect::<Vec<_>>());
-        let arms: Vec<Arm<'_>> = names.iter().zip(runs).map(|(name, run)| Arm { name, run }).collect();
         out.push('\n');
         out.push_str(&terminal(&arms, color));
     }
@@ -123,6 +128,92 @@ fn round_text(run: &RunResult, r: &RoundResult) -> String {
 struct JsonSummary<'a> {
     folder: Option<&'a Path>,
     arms: Vec<JsonArm<'a>>,
+    /// With several arms: every other arm against the first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    comparisons: Vec<JsonComparison>,
+    /// With several arms: each arm's cost at the planned rate.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    projection: Vec<crate::judge::projection::Projection>,
+}
+
+#[derive(Debug, Serialize)]
+struct JsonComparison {
+    a: String,
+    b: String,
+    paired: bool,
+    findings: Vec<String>,
+    rows: Vec<JsonRow>,
+}
+
+/// One judged row: B − A with its 95% interval, absolute and relative to A.
+#[derive(Debug, Serialize)]
+struct JsonRow {
+    key: &'static str,
+    label: &'static str,
+    a: Option<f64>,
+    b: Option<f64>,
+    difference: Option<f64>,
+    ci_low: Option<f64>,
+    ci_high: Option<f64>,
+    relative_percent: Option<f64>,
+    relative_ci_low: Option<f64>,
+    relative_ci_high: Option<f64>,
+    method: &'static str,
+    rounds: usize,
+    /// `a_better`, `b_better`, `no_detectable_difference`, `b_higher`,
+    /// `b_lower`, `not_judged`, `not_measured`.
+    verdict: &'static str,
+}
+
+fn json_comparisons(runs: &[RunResult]) -> Vec<JsonComparison> {
+    use crate::judge::difference::{Method, Verdict, compare, findings, paired};
+    let names = crate::export::arm_names(&runs.iter().collect::<Vec<_>>());
+    runs.iter()
+        .enumerate()
+        .skip(1)
+        .map(|(i, b)| {
+            let rows = compare(&runs[0], b);
+            let sentences =
+                findings(&rows).iter().map(|r| crate::export::findings::sentence(r, &names[0], &names[i])).collect();
+            let rows = rows
+                .iter()
+                .map(|r| JsonRow {
+                    key: r.metric.key,
+                    label: r.metric.label,
+                    a: r.a,
+                    b: r.b,
+                    difference: r.diff.map(|d| d.estimate),
+                    ci_low: r.diff.map(|d| d.lo),
+                    ci_high: r.diff.map(|d| d.hi),
+                    relative_percent: r.relative().map(|d| d.estimate),
+                    relative_ci_low: r.relative().map(|d| d.lo),
+                    relative_ci_high: r.relative().map(|d| d.hi),
+                    method: match r.method {
+                        Method::PairedT => "paired_t",
+                        Method::WelchT => "welch_t",
+                        Method::Bootstrap => "bootstrap",
+                    },
+                    rounds: r.rounds,
+                    verdict: match r.verdict {
+                        Verdict::ABetter => "a_better",
+                        Verdict::BBetter => "b_better",
+                        Verdict::NoDifference => "no_detectable_difference",
+                        Verdict::BHigher => "b_higher",
+                        Verdict::BLower => "b_lower",
+                        Verdict::NotJudged { .. } => "not_judged",
+                        Verdict::NotMeasured => "not_measured",
+                    },
+                })
+                .collect();
+            JsonComparison {
+                a: names[0].clone(),
+                b: names[i].clone(),
+                paired: paired(&runs[0], b),
+                findings: sentences,
+                rows,
+            }
+        })
+        .collect()
 }
 
 #[derive(Debug, Serialize)]
@@ -148,7 +239,17 @@ struct JsonRound<'a> {
 }
 
 pub fn json(runs: &[RunResult], folder: Option<&Path>) -> String {
-    let s = JsonSummary { folder, arms: runs.iter().map(json_arm).collect() };
+    let projection = if runs.len() > 1 {
+        crate::judge::projection::project_all(&runs.iter().collect::<Vec<_>>())
+    } else {
+        Vec::new()
+    };
+    let s = JsonSummary {
+        folder,
+        arms: runs.iter().map(json_arm).collect(),
+        comparisons: if runs.len() > 1 { json_comparisons(runs) } else { Vec::new() },
+        projection,
+    };
     serde_json::to_string_pretty(&s).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
@@ -173,5 +274,30 @@ fn json_arm(run: &RunResult) -> JsonArm<'_> {
                 bytes: &r.bytes,
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_json_of_a_comparison_has_rows_findings_and_the_projection() {
+        let (g, r) = crate::testing::both(5, 0.45, 1.0);
+        let v: serde_json::Value = serde_json::from_str(&json(&[g, r], None)).unwrap();
+        let c = &v["comparisons"][0];
+        assert_eq!((c["a"].as_str(), c["b"].as_str(), c["paired"].as_bool()), (Some("gRPC"), Some("REST"), Some(true)));
+        let cpu = c["rows"].as_array().unwrap().iter().find(|r| r["key"] == "cpu_us_per_request.caller").unwrap();
+        assert_eq!(cpu["verdict"], "a_better");
+        assert_eq!(cpu["method"], "paired_t");
+        assert!(cpu["ci_low"].as_f64().unwrap() > 0.0);
+        assert!(c["findings"][0].as_str().unwrap().contains("2.22×"));
+        let p = v["projection"].as_array().unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[0]["plan_qps"], 100.0);
+        assert!(p[1]["response_egress"]["gb_per_day"].as_f64().unwrap() > 9.0);
+        let single: serde_json::Value =
+            serde_json::from_str(&json(&[crate::testing::run(caller::Transport::Grpc, 1.0)], None)).unwrap();
+        assert!(single.get("comparisons").is_none() && single.get("projection").is_none());
     }
 }

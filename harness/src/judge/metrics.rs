@@ -16,6 +16,8 @@ pub enum Better {
 /// One row of a report table.
 #[derive(Clone, Copy)]
 pub struct Metric {
+    /// The short name gates use (`p99`, `cpu_us_per_request.caller`).
+    pub key: &'static str,
     pub label: &'static str,
     pub better: Better,
     pub decimals: usize,
@@ -25,6 +27,32 @@ pub struct Metric {
 }
 
 impl Metric {
+    /// The latency histogram (its key in a round's `histograms`) and quantile
+    /// this row reads, for the rows the latency bootstrap judges.
+    pub fn quantile(&self) -> Option<(&'static str, f64)> {
+        let q = |name: &str| match name {
+            "p50" => Some(0.5),
+            "p90" => Some(0.9),
+            "p95" => Some(0.95),
+            "p99" => Some(0.99),
+            "p999" => Some(0.999),
+            _ => None,
+        };
+        let (histogram, p) = match self.key.split_once('_') {
+            Some(("service", p)) => ("service", p),
+            Some(("hop", p)) => ("downstream_hop", p),
+            Some(("overhead", p)) => ("caller_overhead", p),
+            Some(("send", "lag_p99")) => ("send_lag", "p99"),
+            _ => ("corrected", self.key),
+        };
+        Some((histogram, q(p)?))
+    }
+
+    /// True for latency rows, whose unit is milliseconds.
+    pub fn is_latency(&self) -> bool {
+        self.label.ends_with("(ms)")
+    }
+
     /// Whether a table over `runs` shows this row.
     pub fn shown_for<'a>(&self, mut runs: impl Iterator<Item = &'a RunResult>) -> bool {
         !self.optional || runs.any(|run| run.rounds.iter().any(|r| (self.get)(r).is_some()))
@@ -38,8 +66,9 @@ impl std::fmt::Debug for Metric {
 }
 
 macro_rules! row {
-    ($label:expr, $better:ident, $dec:expr, |$r:ident| $body:expr) => {
+    ($key:expr, $label:expr, $better:ident, $dec:expr, |$r:ident| $body:expr) => {
         Metric {
+            key: $key,
             label: $label,
             better: Better::$better,
             decimals: $dec,
@@ -47,13 +76,25 @@ macro_rules! row {
             optional: false,
         }
     };
-    (optional $label:expr, $better:ident, $dec:expr, |$r:ident| $body:expr) => {
-        Metric { label: $label, better: Better::$better, decimals: $dec, get: |$r: &RoundResult| $body, optional: true }
+    (optional $key:expr, $label:expr, $better:ident, $dec:expr, |$r:ident| $body:expr) => {
+        Metric {
+            key: $key,
+            label: $label,
+            better: Better::$better,
+            decimals: $dec,
+            get: |$r: &RoundResult| $body,
+            optional: true,
+        }
     };
 }
 
 fn res(r: &RoundResult, tier: TierName) -> Option<&Resources> {
     r.resources.get(&tier)
+}
+
+/// The row with gate key `key`.
+pub fn by_key(key: &str) -> Option<&'static Metric> {
+    METRICS.iter().find(|m| m.key == key)
 }
 
 /// The rows of a run table, in the order reviewers read them: memory first
@@ -64,78 +105,137 @@ pub fn metrics() -> &'static [Metric] {
 }
 
 static METRICS: &[Metric] = &[
-    row!("caller memory mean (MiB)", Lower, 1, |r| res(r, TierName::Caller)?.rss_mib_mean),
-    row!("caller memory peak (MiB)", Lower, 1, |r| res(r, TierName::Caller)?.rss_mib_peak),
-    row!("downstream memory mean (MiB)", Lower, 1, |r| res(r, TierName::Downstream)?.rss_mib_mean),
-    row!("downstream memory peak (MiB)", Lower, 1, |r| res(r, TierName::Downstream)?.rss_mib_peak),
-    row!("latency min (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.min_ms)),
-    row!("latency mean (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.mean_ms)),
-    row!("latency p50 (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.p50_ms)),
-    row!("latency p90 (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.p90_ms)),
-    row!("latency p95 (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.p95_ms)),
-    row!("latency p99 (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.p99_ms)),
-    row!("latency p99.9 (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.p999_ms)),
-    row!("latency max (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.max_ms)),
-    row!("service time p50 (ms)", Lower, 2, |r| r.latency.service.as_ref().map(|s| s.p50_ms)),
-    row!("service time p99 (ms)", Lower, 2, |r| r.latency.service.as_ref().map(|s| s.p99_ms)),
-    row!("downstream hop p50 (ms)", Lower, 2, |r| r.latency.downstream_hop.as_ref().map(|s| s.p50_ms)),
-    row!("downstream hop p99 (ms)", Lower, 2, |r| r.latency.downstream_hop.as_ref().map(|s| s.p99_ms)),
-    row!("caller overhead p50 (ms)", Lower, 3, |r| r.latency.caller_overhead.as_ref().map(|s| s.p50_ms)),
-    row!("caller overhead p99 (ms)", Lower, 3, |r| r.latency.caller_overhead.as_ref().map(|s| s.p99_ms)),
-    row!("throughput (ok/s)", Higher, 2, |r| Some(r.throughput.ok_per_second)),
-    row!("target rate (req/s)", Neither, 2, |r| r.throughput.target_qps),
-    row!("send rate (req/s)", Neither, 2, |r| Some(r.throughput.send_rate)),
-    row!("achieved (% of target)", Higher, 2, |r| r.throughput.achieved_ratio.map(|a| a * 100.0)),
-    row!("requests sent", Neither, 0, |r| Some(r.requests.sent as f64)),
-    row!("errors (all classes)", Lower, 0, |r| Some(r.requests.error_total() as f64)),
-    row!("dropped", Lower, 0, |r| Some(r.requests.errors.get("dropped").copied().unwrap_or(0) as f64)),
-    row!("send lag p99 (ms)", Lower, 3, |r| r.latency.send_lag.as_ref().map(|s| s.p99_ms)),
-    row!("caller CPU (s)", Lower, 2, |r| res(r, TierName::Caller)?.cpu_seconds),
-    row!("caller CPU mean (% of a core)", Lower, 1, |r| res(r, TierName::Caller)?.cpu_percent_mean),
-    row!("caller CPU peak (% of a core)", Lower, 1, |r| res(r, TierName::Caller)?.cpu_percent_peak),
-    row!("caller CPU per request (µs)", Lower, 1, |r| res(r, TierName::Caller)?.cpu_us_per_request),
-    row!("downstream CPU (s)", Lower, 2, |r| res(r, TierName::Downstream)?.cpu_seconds),
-    row!("downstream CPU mean (% of a core)", Lower, 1, |r| res(r, TierName::Downstream)?.cpu_percent_mean),
-    row!("downstream CPU peak (% of a core)", Lower, 1, |r| res(r, TierName::Downstream)?.cpu_percent_peak),
-    row!("downstream CPU per request (µs)", Lower, 1, |r| res(r, TierName::Downstream)?.cpu_us_per_request),
-    row!(optional "proxy memory mean (MiB)", Lower, 1, |r| res(r, TierName::Proxy)?.rss_mib_mean),
-    row!(optional "proxy memory peak (MiB)", Lower, 1, |r| res(r, TierName::Proxy)?.rss_mib_peak),
-    row!(optional "proxy CPU (s)", Lower, 2, |r| res(r, TierName::Proxy)?.cpu_seconds),
-    row!(optional "proxy CPU mean (% of a core)", Lower, 1, |r| res(r, TierName::Proxy)?.cpu_percent_mean),
-    row!(optional "proxy CPU per request (µs)", Lower, 1, |r| res(r, TierName::Proxy)?.cpu_us_per_request),
-    row!("harness CPU (s)", Neither, 2, |r| res(r, TierName::Harness)?.cpu_seconds),
-    row!("harness CPU peak (% of a core)", Neither, 1, |r| res(r, TierName::Harness)?.cpu_percent_peak),
-    row!("harness memory mean (MiB)", Neither, 1, |r| res(r, TierName::Harness)?.rss_mib_mean),
-    row!("harness memory peak (MiB)", Neither, 1, |r| res(r, TierName::Harness)?.rss_mib_peak),
-    row!("internal hop wire bytes per request, caller → downstream", Lower, 0, |r| r
+    row!("rss_mib_mean.caller", "caller memory mean (MiB)", Lower, 1, |r| res(r, TierName::Caller)?.rss_mib_mean),
+    row!("rss_mib_peak.caller", "caller memory peak (MiB)", Lower, 1, |r| res(r, TierName::Caller)?.rss_mib_peak),
+    row!("rss_mib_mean.downstream", "downstream memory mean (MiB)", Lower, 1, |r| res(r, TierName::Downstream)?
+        .rss_mib_mean),
+    row!("rss_mib_peak.downstream", "downstream memory peak (MiB)", Lower, 1, |r| res(r, TierName::Downstream)?
+        .rss_mib_peak),
+    row!("min", "latency min (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.min_ms)),
+    row!("mean", "latency mean (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.mean_ms)),
+    row!("p50", "latency p50 (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.p50_ms)),
+    row!("p90", "latency p90 (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.p90_ms)),
+    row!("p95", "latency p95 (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.p95_ms)),
+    row!("p99", "latency p99 (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.p99_ms)),
+    row!("p999", "latency p99.9 (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.p999_ms)),
+    row!("max", "latency max (ms)", Lower, 2, |r| r.latency.corrected.as_ref().map(|s| s.max_ms)),
+    row!("service_p50", "service time p50 (ms)", Lower, 2, |r| r.latency.service.as_ref().map(|s| s.p50_ms)),
+    row!("service_p99", "service time p99 (ms)", Lower, 2, |r| r.latency.service.as_ref().map(|s| s.p99_ms)),
+    row!("hop_p50", "downstream hop p50 (ms)", Lower, 2, |r| r.latency.downstream_hop.as_ref().map(|s| s.p50_ms)),
+    row!("hop_p99", "downstream hop p99 (ms)", Lower, 2, |r| r.latency.downstream_hop.as_ref().map(|s| s.p99_ms)),
+    row!("overhead_p50", "caller overhead p50 (ms)", Lower, 3, |r| r
+        .latency
+        .caller_overhead
+        .as_ref()
+        .map(|s| s.p50_ms)),
+    row!("overhead_p99", "caller overhead p99 (ms)", Lower, 3, |r| r
+        .latency
+        .caller_overhead
+        .as_ref()
+        .map(|s| s.p99_ms)),
+    row!("throughput", "throughput (ok/s)", Higher, 2, |r| Some(r.throughput.ok_per_second)),
+    row!("target_rate", "target rate (req/s)", Neither, 2, |r| r.throughput.target_qps),
+    row!("send_rate", "send rate (req/s)", Neither, 2, |r| Some(r.throughput.send_rate)),
+    row!("achieved_percent", "achieved (% of target)", Higher, 2, |r| r.throughput.achieved_ratio.map(|a| a * 100.0)),
+    row!("requests_sent", "requests sent", Neither, 0, |r| Some(r.requests.sent as f64)),
+    row!("errors", "errors (all classes)", Lower, 0, |r| Some(r.requests.error_total() as f64)),
+    row!("dropped", "dropped", Lower, 0, |r| Some(r.requests.errors.get("dropped").copied().unwrap_or(0) as f64)),
+    row!("send_lag_p99", "send lag p99 (ms)", Lower, 3, |r| r.latency.send_lag.as_ref().map(|s| s.p99_ms)),
+    row!("cpu_seconds.caller", "caller CPU (s)", Lower, 2, |r| res(r, TierName::Caller)?.cpu_seconds),
+    row!("cpu_percent_mean.caller", "caller CPU mean (% of a core)", Lower, 1, |r| res(r, TierName::Caller)?
+        .cpu_percent_mean),
+    row!("cpu_percent_peak.caller", "caller CPU peak (% of a core)", Lower, 1, |r| res(r, TierName::Caller)?
+        .cpu_percent_peak),
+    row!("cpu_us_per_request.caller", "caller CPU per request (µs)", Lower, 1, |r| res(r, TierName::Caller)?
+        .cpu_us_per_request),
+    row!("cpu_seconds.downstream", "downstream CPU (s)", Lower, 2, |r| res(r, TierName::Downstream)?.cpu_seconds),
+    row!("cpu_percent_mean.downstream", "downstream CPU mean (% of a core)", Lower, 1, |r| res(
+        r,
+        TierName::Downstream
+    )?
+    .cpu_percent_mean),
+    row!("cpu_percent_peak.downstream", "downstream CPU peak (% of a core)", Lower, 1, |r| res(
+        r,
+        TierName::Downstream
+    )?
+    .cpu_percent_peak),
+    row!("cpu_us_per_request.downstream", "downstream CPU per request (µs)", Lower, 1, |r| res(
+        r,
+        TierName::Downstream
+    )?
+    .cpu_us_per_request),
+    row!(optional "rss_mib_mean.proxy", "proxy memory mean (MiB)", Lower, 1, |r| res(r, TierName::Proxy)?.rss_mib_mean),
+    row!(optional "rss_mib_peak.proxy", "proxy memory peak (MiB)", Lower, 1, |r| res(r, TierName::Proxy)?.rss_mib_peak),
+    row!(optional "cpu_seconds.proxy", "proxy CPU (s)", Lower, 2, |r| res(r, TierName::Proxy)?.cpu_seconds),
+    row!(optional "cpu_percent_mean.proxy", "proxy CPU mean (% of a core)", Lower, 1, |r| res(r, TierName::Proxy)?.cpu_percent_mean),
+    row!(optional "cpu_us_per_request.proxy", "proxy CPU per request (µs)", Lower, 1, |r| res(r, TierName::Proxy)?.cpu_us_per_request),
+    row!("cpu_seconds.harness", "harness CPU (s)", Neither, 2, |r| res(r, TierName::Harness)?.cpu_seconds),
+    row!("cpu_percent_peak.harness", "harness CPU peak (% of a core)", Neither, 1, |r| res(r, TierName::Harness)?
+        .cpu_percent_peak),
+    row!("rss_mib_mean.harness", "harness memory mean (MiB)", Neither, 1, |r| res(r, TierName::Harness)?.rss_mib_mean),
+    row!("rss_mib_peak.harness", "harness memory peak (MiB)", Neither, 1, |r| res(r, TierName::Harness)?.rss_mib_peak),
+    row!("internal.request_wire_bytes", "internal hop wire bytes per request, caller → downstream", Lower, 0, |r| r
         .bytes
         .internal
         .request_wire_bytes_per_request),
-    row!("internal hop wire bytes per request, downstream → caller", Lower, 0, |r| r
+    row!("internal.response_wire_bytes", "internal hop wire bytes per request, downstream → caller", Lower, 0, |r| r
         .bytes
         .internal
         .response_wire_bytes_per_request),
-    row!("internal hop message bytes per request, caller → downstream", Lower, 0, |r| r
+    row!(
+        "internal.request_message_bytes",
+        "internal hop message bytes per request, caller → downstream",
+        Lower,
+        0,
+        |r| r.bytes.internal.request_message_bytes_per_request
+    ),
+    row!(
+        "internal.response_message_bytes",
+        "internal hop message bytes per request, downstream → caller",
+        Lower,
+        0,
+        |r| r.bytes.internal.response_message_bytes_per_request
+    ),
+    row!("internal.connections_opened", "internal hop connections opened", Neither, 0, |r| r
         .bytes
         .internal
-        .request_message_bytes_per_request),
-    row!("internal hop message bytes per request, downstream → caller", Lower, 0, |r| r
-        .bytes
-        .internal
-        .response_message_bytes_per_request),
-    row!("internal hop connections opened", Neither, 0, |r| r.bytes.internal.connections_opened.map(|c| c as f64)),
-    row!("internal hop connections open at end", Neither, 0, |r| r
+        .connections_opened
+        .map(|c| c as f64)),
+    row!("internal.connections_open_at_end", "internal hop connections open at end", Neither, 0, |r| r
         .bytes
         .internal
         .connections_open_at_end
         .map(|c| c as f64)),
-    row!("front hop wire bytes per request, harness → caller", Neither, 0, |r| r
+    row!("front.request_wire_bytes", "front hop wire bytes per request, harness → caller", Neither, 0, |r| r
         .bytes
         .front
         .request_wire_bytes_per_request),
-    row!("front hop wire bytes per request, caller → harness", Neither, 0, |r| r
+    row!("front.response_wire_bytes", "front hop wire bytes per request, caller → harness", Neither, 0, |r| r
         .bytes
         .front
         .response_wire_bytes_per_request),
-    row!("front hop connections opened", Neither, 0, |r| r.bytes.front.connections_opened.map(|c| c as f64)),
+    row!("front.connections_opened", "front hop connections opened", Neither, 0, |r| r
+        .bytes
+        .front
+        .connections_opened
+        .map(|c| c as f64)),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_unique_and_percentile_rows_name_their_histogram() {
+        let mut keys: Vec<&str> = METRICS.iter().map(|m| m.key).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), METRICS.len());
+        assert_eq!(by_key("p99").unwrap().quantile(), Some(("corrected", 0.99)));
+        assert_eq!(by_key("hop_p50").unwrap().quantile(), Some(("downstream_hop", 0.5)));
+        assert_eq!(by_key("send_lag_p99").unwrap().quantile(), Some(("send_lag", 0.99)));
+        assert_eq!(by_key("max").unwrap().quantile(), None);
+        assert_eq!(by_key("cpu_us_per_request.caller").unwrap().quantile(), None);
+        assert!(by_key("p99").unwrap().is_latency() && !by_key("throughput").unwrap().is_latency());
+    }
+}

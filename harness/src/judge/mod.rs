@@ -4,12 +4,21 @@
 //! * [`round`]: one round's records, samples and counter differences → its
 //!   figures (rates, latency summaries, CPU and bytes per request);
 //! * [`stats`]: summaries and means;
+//! * [`inference`]: confidence intervals of differences (paired t, Welch, the
+//!   two-level latency bootstrap);
 //! * [`metrics`]: the rows a report shows and which direction is better;
+//! * [`difference`]: two arms row by row: intervals, verdicts, findings;
+//! * [`projection`]: what an arm needs at a planned rate (`--plan-qps`);
 //! * [`validity`]: whether a run was a fair measurement;
-//! * [`capacity`]: sweep steps, whether each was sustained, and the knee.
+//! * [`capacity`]: sweep steps, whether each was sustained, and the knee;
+//! * [`gate`]: the `--fail-if` grammar and the CI gates' breaches.
 
 pub mod capacity;
+pub mod difference;
+pub mod gate;
+pub mod inference;
 pub mod metrics;
+pub mod projection;
 pub mod round;
 pub mod stats;
 pub mod validity;

@@ -1,0 +1,110 @@
+//! `harness rerun <folder>`: the saved run's configuration measured again,
+//! exactly (every flag that shaped it, given explicitly), into a new folder;
+//! what differs in the environment is said first.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use super::exit::{EXIT_FAILED, EXIT_USAGE};
+use super::{Cli, Gates};
+use crate::config::{Plan, TransportArg, command_line};
+use crate::export::files::read_runs;
+use crate::result::{Environment, RunResult};
+
+#[derive(Debug, clap::Args)]
+pub struct RerunArgs {
+    /// A run folder written by the harness (one transport, or both).
+    pub folder: PathBuf,
+    /// CI gates, as for a run (README: "Gates").
+    #[arg(long = "fail-if", value_name = "GATE")]
+    pub fail_if: Vec<String>,
+    /// Exit 99 when any arm is not a valid measurement.
+    #[arg(long)]
+    pub fail_on_invalid: bool,
+}
+
+/// The plan that repeats the saved runs, checked to give their configuration
+/// back field for field; and the gates.
+pub fn plan(args: &RerunArgs) -> Result<(Plan, Gates, Vec<RunResult>), String> {
+    let runs = read_runs(&args.folder)?;
+    let transports: Vec<_> = runs.iter().map(|r| r.config.transport).collect();
+    let arg = TransportArg::from_arms(&transports)
+        .ok_or_else(|| format!("{}: these arms cannot be given as one --transport", args.folder.display()))?;
+    let mut line = vec!["harness".to_owned()];
+    line.extend(command_line(&runs[0].config, arg));
+    for g in &args.fail_if {
+        line.extend(["--fail-if".to_owned(), g.clone()]);
+    }
+    if args.fail_on_invalid {
+        line.push("--fail-on-invalid".into());
+    }
+    let cli = Cli::try_parse_from(&line).map_err(|e| format!("the saved configuration does not parse: {e}"))?;
+    let plan = Plan::from_args(&cli.run).map_err(|e| e.to_string())?;
+    for run in &runs {
+        if plan.arm(run.config.transport) != run.config {
+            return Err(format!(
+                "this build cannot repeat {}'s configuration exactly (saved: {}; this build: {})",
+                run.config.transport.as_str(),
+                serde_json::to_string(&run.config).unwrap_or_default(),
+                serde_json::to_string(&plan.arm(run.config.transport)).unwrap_or_default()
+            ));
+        }
+    }
+    let gates = Gates::from_args(&cli.run, &plan)?;
+    Ok((plan, gates, runs))
+}
+
+/// What differs between the saved environment and this one, one line each.
+pub fn environment_changes(saved: &Environment, now: &Environment) -> Vec<String> {
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
+    let num = |v: Option<usize>| v.map_or("unknown".into(), |n| n.to_string());
+    let fields = [
+        ("commit", opt(&saved.git_commit), opt(&now.git_commit)),
+        ("uncommitted changes", format!("{:?}", saved.git_dirty), format!("{:?}", now.git_dirty)),
+        ("build", saved.build_text(), now.build_text()),
+        ("rustc", opt(&saved.rustc), opt(&now.rustc)),
+        ("kernel", opt(&saved.kernel), opt(&now.kernel)),
+        ("OS", opt(&saved.os), opt(&now.os)),
+        ("CPU", opt(&saved.cpu_model), opt(&now.cpu_model)),
+        ("logical cores", num(saved.logical_cores), num(now.logical_cores)),
+        ("memory bytes", format!("{:?}", saved.memory_bytes), format!("{:?}", now.memory_bytes)),
+        ("host", opt(&saved.hostname), opt(&now.hostname)),
+    ];
+    fields.into_iter().filter(|(_, a, b)| a != b).map(|(what, a, b)| format!("{what}: {a} → {b}")).collect()
+}
+
+pub fn rerun(args: &RerunArgs) -> u8 {
+    let (plan, gates, runs) = match plan(args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("harness rerun: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let changes = environment_changes(&runs[0].environment, &crate::measure::environment::capture());
+    if changes.is_empty() {
+        eprintln!("harness rerun: same environment as the saved run (commit, build, kernel, CPU, cores, memory, host)");
+    }
+    for c in &changes {
+        eprintln!("harness rerun: environment differs: {c}");
+    }
+    let Some(runtime) = super::runtime("harness") else { return EXIT_FAILED };
+    runtime.block_on(super::measure_main(plan, gates))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environment_changes_name_each_field_that_differs() {
+        let saved = crate::testing::environment();
+        assert!(environment_changes(&saved, &saved).is_empty());
+        let now = Environment { kernel: Some("6.12.0".into()), git_commit: Some("abc".into()), ..saved.clone() };
+        assert_eq!(
+            environment_changes(&saved, &now),
+            ["commit: 0123456789abcdef0123456789abcdef01234567 → abc", "kernel: 6.1.0 → 6.12.0"]
+        );
+    }
+}

@@ -1,0 +1,263 @@
+//! `decision.md`: a MADR 4.0 architecture decision record drafted from a
+//! comparison (<https://adr.github.io/madr/>). The measured rows become the
+//! options' pros and cons; the outcome is left to people unless one is
+//! preferred explicitly (`harness adr --prefer`), because a measurement does
+//! not decide. Bytes only.
+
+use std::fmt::Write;
+
+use caller::Transport;
+
+use super::comparison::Arm;
+use super::findings::{name_and_unit, sentence, with_unit};
+use super::markdown::{num, setup};
+use crate::config::{TransportArg, arm_dirs, command_line};
+use crate::judge::difference::{FINDING_KEYS, Row, Verdict, compare};
+
+/// What a record needs beyond the arms.
+#[derive(Debug, Clone)]
+pub struct Record<'a> {
+    /// `YYYY-MM-DD`.
+    pub date: &'a str,
+    /// The option people chose, if any.
+    pub prefer: Option<Transport>,
+    /// Where the run folder is, as links from the record should name it
+    /// (empty: the record sits in the folder).
+    pub folder: &'a str,
+}
+
+/// The MADR headings in order, for the structure test and for readers.
+pub const HEADINGS: &[&str] = &[
+    "## Context and Problem Statement",
+    "## Decision Drivers",
+    "## Considered Options",
+    "## Decision Outcome",
+    "### Consequences",
+    "### Confirmation",
+    "## Pros and Cons of the Options",
+    "## More Information",
+];
+
+/// The record for two arms (the first is A).
+pub fn render(arms: &[Arm<'_>], r: &Record<'_>) -> String {
+    let rows = if arms.len() >= 2 { compare(arms[0].run, arms[1].run) } else { Vec::new() };
+    let mut out = String::new();
+    let names: Vec<&str> = arms.iter().map(|a| a.name).collect();
+    let _ = writeln!(out, "---\nstatus: proposed\ndate: {}\ndecision-makers: []\n---\n", r.date);
+    let _ = writeln!(out, "# Transport of the internal hop: {}\n", names.join(" or "));
+    out.push_str(&context(arms));
+    out.push_str(&drivers(arms));
+    let _ = writeln!(out, "\n## Considered Options\n");
+    for n in &names {
+        let _ = writeln!(out, "* {n}");
+    }
+    out.push_str(&outcome(arms, &rows, r));
+    out.push_str(&confirmation(arms, r));
+    let _ = writeln!(out, "\n## Pros and Cons of the Options");
+    for (i, a) in arms.iter().enumerate() {
+        let _ = writeln!(out, "\n### {}\n", a.name);
+        out.push_str(&pros_and_cons(&rows, arms, i));
+    }
+    out.push_str(&more_information(arms, r));
+    out
+}
+
+fn context(arms: &[Arm<'_>]) -> String {
+    let Some(first) = arms.first() else { return String::new() };
+    let c = &first.run.config;
+    format!(
+        "## Context and Problem Statement\n\nWhich transport should the internal hop between the caller and the \
+         downstream service use? The options were measured on one machine with grpc-vs-rest: {}, open loop, {} \
+         counterbalanced round(s) of {} per option after {} of warm-up, the same front door and payload for both, \
+         only the internal hop differing.\n",
+        setup(first.run),
+        c.rounds,
+        humantime::format_duration(c.duration),
+        humantime::format_duration(c.warmup),
+    )
+}
+
+fn drivers(arms: &[Arm<'_>]) -> String {
+    let qps = arms.first().map_or(0.0, |a| a.run.config.qps);
+    let mut out = String::from("\n## Decision Drivers\n\n");
+    for d in [
+        "Memory (resident set) of the caller and the downstream".to_owned(),
+        format!("Latency (p50, p99) at {} req/s", num(Some(qps), 0)),
+        "Throughput sustained and errors".to_owned(),
+        "CPU per request in each tier (cores at the team's rate)".to_owned(),
+        "Bytes per request on the internal hop, each direction (egress per day)".to_owned(),
+        "Whether the measurement was valid".to_owned(),
+    ] {
+        let _ = writeln!(out, "* {d}");
+    }
+    out
+}
+
+fn outcome(arms: &[Arm<'_>], rows: &[Row], r: &Record<'_>) -> String {
+    let mut out = String::from("\n## Decision Outcome\n\n");
+    let chosen = r.prefer.and_then(|t| arms.iter().position(|a| a.run.config.transport == t));
+    match chosen {
+        Some(i) => {
+            let _ = writeln!(
+                out,
+                "Chosen option: \"{}\", because the people deciding preferred it (`--prefer {}`), weighing the \
+                 measured pros and cons below.\n\n### Consequences\n",
+                arms[i].name,
+                arms[i].run.config.transport.as_str()
+            );
+            let list = pros_and_cons(rows, arms, i);
+            let consequences: String =
+                list.lines().filter(|l| !l.starts_with("* Neutral")).map(|l| format!("{l}\n")).collect();
+            out.push_str(if consequences.is_empty() {
+                "* Neutral, because no headline row differed detectably.\n"
+            } else {
+                &consequences
+            });
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "Not decided. A measurement does not decide: the people who own this choice weigh the pros and cons \
+                 below against what it cannot see (skills, tooling, clients beyond this hop) and record the \
+                 outcome here (`Chosen option: \"…\", because …`, and `status: accepted`).\n\n### Consequences\n\n\
+                 * Neutral, because none are recorded until an option is chosen."
+            );
+        }
+    }
+    out
+}
+
+/// Single-quotes a shell word unless it is plain.
+fn shell_word(w: &str) -> String {
+    if !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_./,:=@".contains(c)) {
+        w.to_owned()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
+fn confirmation(arms: &[Arm<'_>], r: &Record<'_>) -> String {
+    let mut out = String::from("\n### Confirmation\n\n");
+    let Some(first) = arms.first() else { return out };
+    let transports: Vec<Transport> = arms.iter().map(|a| a.run.config.transport).collect();
+    let Some(t) = TransportArg::from_arms(&transports) else { return out };
+    let args: Vec<String> = command_line(&first.run.config, t).iter().map(|a| shell_word(a)).collect();
+    let commit = first.run.environment.git_commit.as_deref().unwrap_or("unknown");
+    let dirty = if first.run.environment.git_dirty == Some(true) { " (it had uncommitted changes)" } else { "" };
+    let folder = if r.folder.is_empty() { "<this folder>" } else { r.folder };
+    let _ = writeln!(
+        out,
+        "Re-measure at commit `{commit}`{dirty} with exactly this configuration:\n\n```sh\ngit checkout {commit}\n\
+         cargo run --release -p harness -- {}\n```\n\nor `harness rerun {folder}`, which repeats the saved \
+         configuration and reports what differs in the environment. In CI, a gate such as \
+         `--fail-if 'rest.cpu_us_per_request.caller > 1.2 * grpc'` turns a finding into a check (exit 99 when breached).",
+        args.join(" ")
+    );
+    out
+}
+
+/// Good / Bad from the headline rows with a detectable difference, Neutral
+/// from those without, for option `i` (0 = A, 1 = B).
+fn pros_and_cons(rows: &[Row], arms: &[Arm<'_>], i: usize) -> String {
+    let mut out = String::new();
+    let (a, b) = (arms[0].name, arms.get(1).map_or("", |x| x.name));
+    let headline = FINDING_KEYS.iter().filter_map(|k| rows.iter().find(|r| r.metric.key == *k));
+    for row in headline {
+        let good = match (row.verdict, i) {
+            (Verdict::ABetter, 0) | (Verdict::BBetter, 1) => Some(true),
+            (Verdict::ABetter, _) | (Verdict::BBetter, _) => Some(false),
+            _ => None,
+        };
+        let text = match (good, row.verdict) {
+            (Some(true), _) => format!("* Good, because {}", sentence(row, a, b)),
+            (Some(false), _) => format!("* Bad, because {}", sentence(row, a, b)),
+            (None, Verdict::NoDifference) => {
+                let (name, unit) = name_and_unit(row.metric.label);
+                let d = row.metric.decimals;
+                format!(
+                    "* Neutral, because {name} showed no detectable difference ({b} {}, {a} {}).",
+                    with_unit(row.b, d, unit),
+                    with_unit(row.a, d, unit)
+                )
+            }
+            (None, Verdict::NotJudged { rounds }) => {
+                format!("* Neutral, because {} was not judged ({rounds} rounds).", name_and_unit(row.metric.label).0)
+            }
+            _ => continue,
+        };
+        let _ = writeln!(out, "{text}");
+    }
+    if out.is_empty() {
+        out.push_str("* Neutral, because no headline row was measured for it.\n");
+    }
+    out
+}
+
+fn more_information(arms: &[Arm<'_>], r: &Record<'_>) -> String {
+    let mut out = String::from("\n## More Information\n\n");
+    for a in arms {
+        let v = if a.run.is_valid() {
+            "a valid measurement".to_owned()
+        } else {
+            format!("NOT a valid measurement: {}", a.run.validity.join("; "))
+        };
+        let _ = writeln!(out, "* Validity: {} was {v}.", a.name);
+    }
+    let Some(first) = arms.first() else { return out };
+    let (e, c) = (&first.run.environment, &first.run.config);
+    let _ = writeln!(
+        out,
+        "* Environment: {} ({} logical cores), {}, {} build, commit {}.",
+        e.cpu_model.as_deref().unwrap_or("unknown CPU"),
+        num(e.logical_cores.map(|n| n as f64), 0),
+        e.kernel.as_deref().map_or("unknown kernel".to_owned(), |k| format!("kernel {k}")),
+        e.build_text(),
+        e.git_commit.as_deref().unwrap_or("unknown")
+    );
+    let _ = writeln!(
+        out,
+        "* Caveats: one machine, where the harness and every tier share the cores; loopback, so no network \
+         latency, loss or bandwidth limit; no TLS; this payload only ({} items per response, fan-out {}); one rate \
+         ({} req/s){}.",
+        c.items,
+        c.fanout,
+        num(Some(c.qps), 0),
+        c.proxy.map_or(String::new(), |p| format!("; {} on the {} hop", p.as_str(), c.proxy_hop.as_str()))
+    );
+    let base = if r.folder.is_empty() { String::new() } else { format!("{}/", r.folder.trim_end_matches('/')) };
+    let transports: Vec<Transport> = arms.iter().map(|a| a.run.config.transport).collect();
+    let runs: Vec<String> =
+        arm_dirs(&transports).iter().map(|d| format!("[{d}/run.json]({base}{d}/run.json)")).collect();
+    let _ = writeln!(
+        out,
+        "* Evidence: [comparison.md]({base}comparison.md) (every row with its interval, the cost at the planned \
+         rate), charts [latency]({base}latency.svg), [memory]({base}rss.svg), [CPU]({base}cpu.svg), \
+         [rate]({base}rate.svg), and the raw data {}.",
+        runs.join(", ")
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+
+    #[test]
+    fn shell_words_are_quoted_only_when_needed() {
+        assert_eq!(shell_word("--qps"), "--qps");
+        assert_eq!(shell_word("results/a b"), "'results/a b'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+    }
+
+    #[test]
+    fn a_preferred_option_gets_an_outcome_and_consequences() {
+        let (g, r) = testing::both(5, 0.45, 1.0);
+        let arms = [Arm { name: "gRPC", run: &g }, Arm { name: "REST", run: &r }];
+        let rec = Record { date: "2026-11-30", prefer: Some(Transport::Grpc), folder: "" };
+        let text = render(&arms, &rec);
+        assert!(text.contains("Chosen option: \"gRPC\", because"), "{text}");
+        let consequences = text.split("### Consequences").nth(1).unwrap().split("### Confirmation").next().unwrap();
+        assert!(consequences.contains("* Good, because REST's caller memory mean is 2.22× gRPC's"), "{consequences}");
+    }
+}

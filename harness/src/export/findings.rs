@@ -1,0 +1,226 @@
+//! The words and small tables that turn judged rows into something a team can
+//! act on: the findings sentences, the cost at the planned rate, the verdict
+//! and difference cells, and the note naming the methods. Bytes only: every
+//! judgement comes from `judge::difference` and `judge::projection`.
+
+use std::fmt::Write;
+
+use super::markdown::num;
+use crate::judge::difference::{FINDING_THRESHOLD_PERCENT, Row, Verdict, findings, no_difference};
+use crate::judge::inference::{MIN_ROUNDS, RESAMPLES};
+use crate::judge::projection::Projection;
+
+/// A row's label split into what it measures and its unit:
+/// `("caller CPU per request", "µs")`; byte rows get `B`.
+pub fn name_and_unit(label: &str) -> (&str, &str) {
+    match label.rsplit_once(" (") {
+        Some((name, unit)) if unit.ends_with(')') && unit != "all classes)" => (name, &unit[..unit.len() - 1]),
+        _ if label.contains("bytes") => (label, "B"),
+        _ => (label, ""),
+    }
+}
+
+/// A value with its unit (`17.5 MiB`, `2448 B`, `3`).
+pub fn with_unit(v: Option<f64>, decimals: usize, unit: &str) -> String {
+    match unit {
+        "" => num(v, decimals),
+        u if u.starts_with('%') => format!("{}{u}", num(v, decimals)),
+        u => format!("{} {u}", num(v, decimals)),
+    }
+}
+
+/// One finding: `REST's caller CPU per request is 43.2% higher than gRPC's
+/// (61.2 vs 42.7 µs; 95% CI +38.0% to +48.1%).`, or with a ratio at 2× and
+/// beyond.
+pub fn sentence(row: &Row, a: &str, b: &str) -> String {
+    let (name, unit) = name_and_unit(row.metric.label);
+    let d = row.metric.decimals;
+    let values = format!("{} vs {}", with_unit(row.b, d, unit), with_unit(row.a, d, unit));
+    let Some(rel) = row.relative() else { return format!("{b}'s {name} differs from {a}'s ({values}).") };
+    let ratio = 1.0 + rel.estimate / 100.0;
+    if !(0.5..2.0).contains(&ratio) {
+        return format!(
+            "{b}'s {name} is {ratio:.2}× {a}'s ({values}; 95% CI {:.2}× to {:.2}×).",
+            1.0 + rel.lo / 100.0,
+            1.0 + rel.hi / 100.0
+        );
+    }
+    let way = if rel.estimate > 0.0 { "higher" } else { "lower" };
+    format!(
+        "{b}'s {name} is {:.1}% {way} than {a}'s ({values}; 95% CI {:+.1}% to {:+.1}%).",
+        rel.estimate.abs(),
+        rel.lo,
+        rel.hi
+    )
+}
+
+fn names(rows: &[&Row]) -> String {
+    let n: Vec<&str> = rows.iter().map(|r| name_and_unit(r.metric.label).0).collect();
+    n.join(", ")
+}
+
+/// The findings of B against A as Markdown list items.
+pub fn findings_list(rows: &[Row], a: &str, b: &str) -> String {
+    let mut out = String::new();
+    if let Some(r) = rows.iter().find(|r| matches!(r.verdict, Verdict::NotJudged { .. })) {
+        let rounds = r.rounds;
+        let _ = writeln!(
+            out,
+            "- Not judged: {rounds} round(s) per arm, and a confidence interval needs at least {MIN_ROUNDS}; \
+             run with --rounds {MIN_ROUNDS} or more."
+        );
+        return out;
+    }
+    let found = findings(rows);
+    for r in &found {
+        let _ = writeln!(out, "- {}", sentence(r, a, b));
+    }
+    if found.is_empty() {
+        let _ = writeln!(
+            out,
+            "- No difference on the headline rows is both detectable at 95% and at least {FINDING_THRESHOLD_PERCENT}%."
+        );
+    }
+    let small: Vec<&Row> = crate::judge::difference::FINDING_KEYS
+        .iter()
+        .filter_map(|k| rows.iter().find(|r| r.metric.key == *k))
+        .filter(|r| r.verdict.is_detectable() && !found.iter().any(|f| f.metric.key == r.metric.key))
+        .collect();
+    if !small.is_empty() {
+        let _ = writeln!(out, "- Detectable but under {FINDING_THRESHOLD_PERCENT}%: {}.", names(&small));
+    }
+    let none = no_difference(rows);
+    if !none.is_empty() {
+        let _ = writeln!(out, "- No detectable difference in {}.", names(&none));
+    }
+    out
+}
+
+/// A row's difference cell: relative to A with its interval, or absolute
+/// where A is zero.
+pub fn difference_cell(row: &Row) -> String {
+    let d = row.metric.decimals;
+    match (row.relative(), row.diff) {
+        (Some(r), _) => format!("{:+.1}% ({:+.1} to {:+.1})", r.estimate, r.lo, r.hi),
+        (None, Some(i)) => format!("{:+.d$} ({:+.d$} to {:+.d$})", i.estimate, i.lo, i.hi),
+        (None, None) => match (row.a, row.b) {
+            (Some(a), Some(b)) if a != 0.0 => format!("{:+.1}%", (b - a) / a.abs() * 100.0),
+            _ => "n/a".into(),
+        },
+    }
+}
+
+/// A row's verdict in words.
+pub fn verdict_cell(row: &Row, a: &str, b: &str) -> String {
+    match row.verdict {
+        Verdict::NotJudged { rounds } => format!("not judged ({rounds} rounds)"),
+        Verdict::NotMeasured => "n/a".into(),
+        Verdict::NoDifference => "no detectable difference".into(),
+        Verdict::ABetter => format!("{a} better"),
+        Verdict::BBetter => format!("{b} better"),
+        Verdict::BHigher => format!("{b} higher"),
+        Verdict::BLower => format!("{b} lower"),
+    }
+}
+
+/// The methods, two sentences each.
+pub fn method_note(rounds: &str, paired: bool) -> String {
+    let pairing = if paired {
+        "Per-round figures (memory, CPU, bytes, throughput, errors, latency min, mean and max) are compared with \
+         Student's t interval of the mean difference over round pairs, round k of each arm run side by side in \
+         counterbalanced order (A B, B A, …) so that drift on the machine falls on both arms. The t quantile is \
+         computed exactly for the few pairs a run has, so three pairs give a wide interval rather than a false \
+         certainty."
+    } else {
+        "Per-round figures (memory, CPU, bytes, throughput, errors, latency min, mean and max) come from separate \
+         runs here and are compared with Welch's t interval, which assumes neither pairs nor equal variances. The t \
+         quantile and its Welch–Satterthwaite degrees of freedom are computed exactly for the few rounds a run has."
+    };
+    format!(
+        "\n**Methods** (rounds: {rounds}). {pairing} Latency percentiles are compared with a two-level bootstrap \
+         that resamples the rounds{}, then the requests within each chosen round from its stored histogram \
+         ({RESAMPLES} resamples, fixed seed), so round-to-round drift widens the interval instead of being ignored. \
+         The interval is Hesterberg's expanded percentile interval, which corrects the bootstrap's narrowness with \
+         few rounds; counting request noise at both levels makes it conservative, so a latency difference it calls \
+         is there, and one it misses may show with more rounds. A row is *better* on one side when its 95% interval of B − A excludes zero, *no detectable \
+         difference* when it includes zero, and *not judged* with fewer than {MIN_ROUNDS} rounds per arm. \
+         Differences are relative to the first arm's mean; findings are the detectable differences of at least \
+         {FINDING_THRESHOLD_PERCENT}% on the headline rows (memory, latency p50 and p99, throughput, errors, CPU \
+         per request, internal-hop bytes), largest first.\n",
+        if paired { " in pairs" } else { "" }
+    )
+}
+
+/// The cost table: what each arm needs at the planned rate, with its basis.
+pub fn projection_section(arms: &[&str], p: &[Projection]) -> String {
+    let Some(first) = p.first() else { return String::new() };
+    let mut out = String::new();
+    let _ = writeln!(out, "\n## Cost at {} req/s\n", num(Some(first.plan_qps), 0));
+    if p.iter().any(|x| x.above_measured) {
+        let highest = p.iter().filter_map(|x| x.measured_qps).fold(0.0, f64::max);
+        let _ = writeln!(
+            out,
+            "> **Warning:** {} req/s is above the highest rate measured (about {} req/s): linear extrapolation \
+             past the knee is not valid. Measure it, or find the knee with a sweep (`--qps a..bx2`).\n",
+            num(Some(first.plan_qps), 0),
+            num(Some(highest), 0)
+        );
+    }
+    let _ = writeln!(out, "| at {} req/s | {} | measured basis |", num(Some(first.plan_qps), 0), arms.join(" | "));
+    let _ = writeln!(out, "|---|{}---|", "---:|".repeat(arms.len()));
+    let basis = |f: &dyn Fn(&Projection) -> String| p.iter().map(f).collect::<Vec<_>>().join(" / ");
+    let cells = |f: &dyn Fn(&Projection) -> Option<f64>, d: usize| {
+        p.iter().map(|x| num(f(x), d)).collect::<Vec<_>>().join(" | ")
+    };
+    for tier in first.tiers.iter().map(|t| t.tier) {
+        let t = move |x: &Projection| x.tiers.iter().find(|y| y.tier == tier).cloned();
+        let _ = writeln!(
+            out,
+            "| {tier} CPU (cores) | {} | {} µs per request |",
+            cells(&|x| t(x)?.cores, 3),
+            basis(&|x| num(t(x).and_then(|y| y.cpu_us_per_request), 1))
+        );
+        let _ = writeln!(
+            out,
+            "| {tier} memory (MiB, at most) | {} | {} MiB RSS mean at {} in flight |",
+            cells(&|x| t(x)?.rss_mib_at_most, 1),
+            basis(&|x| num(t(x).and_then(|y| y.rss_mib_measured), 1)),
+            basis(&|x| num(x.in_flight_measured, 1))
+        );
+    }
+    let _ = writeln!(
+        out,
+        "| requests in flight | {} | mean latency {} ms (Little's law) |",
+        cells(&|x| x.in_flight_planned, 1),
+        basis(&|x| num(x.latency_mean_ms, 2))
+    );
+    for (what, e) in [("caller → downstream", 0), ("downstream → caller", 1)] {
+        let pick = move |x: &Projection| if e == 0 { x.request_egress.clone() } else { x.response_egress.clone() };
+        let _ = writeln!(
+            out,
+            "| internal hop {what} (GB/day) | {} | {} wire B per request |",
+            cells(&|x| pick(x).gb_per_day, 2),
+            basis(&|x| num(pick(x).bytes_per_request, 0))
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nCPU and egress scale the measured per-request costs linearly (GB = 10⁹ bytes; `--plan-qps` sets the \
+         rate). Memory: one measured rate cannot separate a tier's fixed resident set from what each request in \
+         flight adds, so at or below the measured in-flight count the figure is the measured RSS, and above it \
+         the RSS scaled in proportion to requests in flight; both are upper bounds."
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn labels_split_into_name_and_unit() {
+        use super::name_and_unit;
+        assert_eq!(name_and_unit("caller CPU per request (µs)"), ("caller CPU per request", "µs"));
+        assert_eq!(name_and_unit("errors (all classes)"), ("errors (all classes)", ""));
+        assert_eq!(name_and_unit("internal hop wire bytes per request, caller → downstream").1, "B");
+        assert_eq!(name_and_unit("requests sent"), ("requests sent", ""));
+    }
+}

@@ -1,0 +1,273 @@
+//! Every report row of two arms judged: each side's mean over rounds, the
+//! difference B − A with its 95% confidence interval ([`inference`]), and a
+//! verdict; then the findings worth a sentence. Pure: the same run.json
+//! files always give the same rows (the bootstrap has a fixed seed).
+//!
+//! Rounds are paired by index when both arms come from one counterbalanced
+//! run (a `--transport both` folder: the same `started_at`); arms from
+//! separate runs are compared as independent samples.
+
+use std::collections::BTreeMap;
+
+use super::inference::{self, Distribution, Interval, MIN_ROUNDS, RESAMPLES, Rounds, SEED};
+use super::metrics::{Better, Metric, metrics};
+use super::stats::mean;
+use crate::measure::histogram::decode_histogram;
+use crate::result::RunResult;
+
+/// A difference this large (relative to A, in percent) and detectable makes a finding.
+pub const FINDING_THRESHOLD_PERCENT: f64 = 5.0;
+
+/// The rows findings are drawn from: one per dimension a team pays for (the
+/// others repeat them: CPU seconds and CPU % follow CPU per request).
+pub const FINDING_KEYS: &[&str] = &[
+    "rss_mib_mean.caller",
+    "rss_mib_mean.downstream",
+    "rss_mib_mean.proxy",
+    "p50",
+    "p99",
+    "throughput",
+    "errors",
+    "cpu_us_per_request.caller",
+    "cpu_us_per_request.downstream",
+    "cpu_us_per_request.proxy",
+    "internal.request_wire_bytes",
+    "internal.response_wire_bytes",
+];
+
+/// How a row's interval was computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// t interval of the paired round differences.
+    PairedT,
+    /// Welch's t interval (arms from separate runs).
+    WelchT,
+    /// The two-level bootstrap of a latency percentile.
+    Bootstrap,
+}
+
+/// What a row's interval says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Fewer than [`MIN_ROUNDS`] rounds (pairs) to judge from.
+    NotJudged {
+        rounds: usize,
+    },
+    /// A side has no value for this row.
+    NotMeasured,
+    /// The interval includes zero.
+    NoDifference,
+    ABetter,
+    BBetter,
+    /// A detectable difference on a row with no better side.
+    BHigher,
+    BLower,
+}
+
+impl Verdict {
+    /// True when the interval excludes zero.
+    pub fn is_detectable(self) -> bool {
+        matches!(self, Verdict::ABetter | Verdict::BBetter | Verdict::BHigher | Verdict::BLower)
+    }
+}
+
+/// One row of a comparison.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub metric: &'static Metric,
+    /// Each side's mean over its rounds.
+    pub a: Option<f64>,
+    pub b: Option<f64>,
+    /// B − A and its 95% interval (`None` under two rounds or without values).
+    pub diff: Option<Interval>,
+    pub method: Method,
+    /// Rounds (pairs) the interval rests on.
+    pub rounds: usize,
+    pub verdict: Verdict,
+}
+
+impl Row {
+    /// The difference relative to A, in percent.
+    pub fn relative(&self) -> Option<Interval> {
+        self.diff?.relative_to(self.a?)
+    }
+}
+
+/// True when `a` and `b` are the arms of one counterbalanced run.
+pub fn paired(a: &RunResult, b: &RunResult) -> bool {
+    a.started_at == b.started_at && a.rounds.len() == b.rounds.len()
+}
+
+/// Every row of [`metrics`] for B against A.
+pub fn compare(a: &RunResult, b: &RunResult) -> Vec<Row> {
+    let is_paired = paired(a, b);
+    let mut dists = Histograms::default();
+    metrics().iter().map(|m| row(m, a, b, is_paired, &mut dists)).collect()
+}
+
+fn row(m: &'static Metric, a: &RunResult, b: &RunResult, is_paired: bool, dists: &mut Histograms) -> Row {
+    let values = |run: &RunResult| -> Vec<(u32, f64)> {
+        run.rounds.iter().filter_map(|r| Some((r.index, (m.get)(r)?))).collect()
+    };
+    let (va, vb) = (values(a), values(b));
+    let (ma, mb) = (mean(va.iter().map(|v| v.1)), mean(vb.iter().map(|v| v.1)));
+    let (xa, xb): (Vec<f64>, Vec<f64>) = if is_paired {
+        va.iter().filter_map(|(i, x)| Some((*x, vb.iter().find(|(j, _)| j == i)?.1))).unzip()
+    } else {
+        (va.iter().map(|v| v.1).collect(), vb.iter().map(|v| v.1).collect())
+    };
+    let rounds = xa.len().min(xb.len());
+    let mut method = if is_paired { Method::PairedT } else { Method::WelchT };
+    let bootstrap = m.quantile().and_then(|(key, q)| {
+        dists.load(a, key, 0);
+        dists.load(b, key, 1);
+        let (da, db) = (dists.get(key, 0)?, dists.get(key, 1)?);
+        inference::bootstrap_quantile(Rounds { a: da, b: db, paired: is_paired }, q, RESAMPLES, SEED)
+    });
+    let diff = match bootstrap {
+        Some(i) => {
+            method = Method::Bootstrap;
+            // The point estimate is the table's: the difference of the means of the rounds' figures.
+            Some(Interval { estimate: mb.unwrap_or(0.0) - ma.unwrap_or(0.0), ..i })
+        }
+        None if is_paired => inference::paired_t(&xa, &xb),
+        None => inference::welch_t(&xa, &xb),
+    };
+    let verdict = if ma.is_none() || mb.is_none() { Verdict::NotMeasured } else { verdict(m.better, diff, rounds) };
+    Row { metric: m, a: ma, b: mb, diff, method, rounds, verdict }
+}
+
+/// The verdict an interval supports, given which direction is better.
+pub fn verdict(better: Better, diff: Option<Interval>, rounds: usize) -> Verdict {
+    if rounds < MIN_ROUNDS {
+        return Verdict::NotJudged { rounds };
+    }
+    let Some(d) = diff else { return Verdict::NotMeasured };
+    if !d.excludes_zero() {
+        return Verdict::NoDifference;
+    }
+    let b_higher = d.lo > 0.0;
+    match (better, b_higher) {
+        (Better::Lower, true) | (Better::Higher, false) => Verdict::ABetter,
+        (Better::Lower, false) | (Better::Higher, true) => Verdict::BBetter,
+        (Better::Neither, true) => Verdict::BHigher,
+        (Better::Neither, false) => Verdict::BLower,
+    }
+}
+
+/// Each run's rounds as distributions, decoded once per histogram key. A key
+/// any round lacks (or cannot decode) gives `None`: the row falls back to t.
+#[derive(Default)]
+struct Histograms(BTreeMap<(usize, &'static str), Option<Vec<Distribution>>>);
+
+impl Histograms {
+    fn load(&mut self, run: &RunResult, key: &'static str, side: usize) {
+        self.0.entry((side, key)).or_insert_with(|| {
+            run.rounds
+                .iter()
+                .map(|r| Distribution::from_histogram(&decode_histogram(r.histograms.get(key)?)?))
+                .collect()
+        });
+    }
+
+    fn get(&self, key: &'static str, side: usize) -> Option<&[Distribution]> {
+        self.0.get(&(side, key))?.as_deref()
+    }
+}
+
+/// The rows that make findings: detectable, on a row with a better side in
+/// [`FINDING_KEYS`], and at least [`FINDING_THRESHOLD_PERCENT`] relative to
+/// A; the largest first.
+pub fn findings(rows: &[Row]) -> Vec<&Row> {
+    let mut found: Vec<&Row> = rows
+        .iter()
+        .filter(|r| FINDING_KEYS.contains(&r.metric.key) && r.verdict.is_detectable())
+        .filter(|r| r.relative().is_some_and(|rel| rel.estimate.abs() >= FINDING_THRESHOLD_PERCENT))
+        .collect();
+    found.sort_by(|x, y| {
+        let size = |r: &Row| r.relative().map_or(0.0, |rel| rel.estimate.abs());
+        size(y).total_cmp(&size(x))
+    });
+    found
+}
+
+/// The finding rows with no detectable difference.
+pub fn no_difference(rows: &[Row]) -> Vec<&Row> {
+    rows.iter().filter(|r| FINDING_KEYS.contains(&r.metric.key) && r.verdict == Verdict::NoDifference).collect()
+}
+
+/// The share of judged rows (with a better side) called different: in an A/A
+/// run, the method's false-call rate on this machine. `(called, judged)`.
+pub fn called_share(rows: &[Row]) -> (usize, usize) {
+    let judged: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.metric.better != Better::Neither)
+        .filter(|r| matches!(r.verdict, Verdict::NoDifference | Verdict::ABetter | Verdict::BBetter))
+        .collect();
+    (judged.iter().filter(|r| r.verdict.is_detectable()).count(), judged.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+    use caller::Transport;
+
+    /// A counterbalanced pair of arms, `rounds` each, REST's caller CPU
+    /// `shift` times gRPC's, every other figure with the same small noise.
+    fn pair(rounds: u32, shift: f64) -> (RunResult, RunResult) {
+        let (mut a, mut b) = (testing::run(Transport::Grpc, 1.0), testing::run(Transport::Rest, 1.0));
+        let mut rng = inference::Rng::new(u64::from(rounds));
+        let wobble = |rng: &mut inference::Rng| 1.0 + 0.01 * rng.normal();
+        a.rounds = (1..=rounds).map(|k| testing::round(k, 500.0, wobble(&mut rng))).collect();
+        b.rounds = (1..=rounds).map(|k| testing::round(k, 500.0, wobble(&mut rng))).collect();
+        for r in &mut b.rounds {
+            let caller = r.resources.get_mut(&crate::result::TierName::Caller).unwrap();
+            caller.cpu_us_per_request = caller.cpu_us_per_request.map(|c| c * shift);
+        }
+        (a, b)
+    }
+
+    fn by_key<'a>(rows: &'a [Row], key: &str) -> &'a Row {
+        rows.iter().find(|r| r.metric.key == key).unwrap()
+    }
+
+    #[test]
+    fn a_ten_percent_cpu_shift_is_found_the_right_way_round() {
+        let (a, b) = pair(5, 1.10);
+        let rows = compare(&a, &b);
+        let cpu = by_key(&rows, "cpu_us_per_request.caller");
+        assert_eq!(cpu.verdict, Verdict::ABetter, "{cpu:?}");
+        assert_eq!(cpu.method, Method::PairedT);
+        let rel = cpu.relative().unwrap();
+        assert!(rel.lo < 10.0 && rel.hi > 10.0 && rel.lo > 5.0, "{rel:?}");
+        let f = findings(&rows);
+        assert_eq!(f.first().map(|r| r.metric.key), Some("cpu_us_per_request.caller"));
+        // Reversed, B is the better side.
+        assert_eq!(by_key(&compare(&b, &a), "cpu_us_per_request.caller").verdict, Verdict::BBetter);
+        assert_eq!(by_key(&rows, "p99").method, Method::Bootstrap);
+    }
+
+    #[test]
+    fn too_few_rounds_are_not_judged() {
+        let (a, b) = pair(2, 1.5);
+        let rows = compare(&a, &b);
+        assert!(rows.iter().all(|r| r.verdict == Verdict::NotJudged { rounds: 2 } || r.a.is_none()), "{rows:?}");
+        assert_eq!(by_key(&rows, "cpu_us_per_request.caller").verdict, Verdict::NotJudged { rounds: 2 });
+        assert!(findings(&rows).is_empty());
+    }
+
+    #[test]
+    fn a_and_a_with_noise_calls_few_rows() {
+        let mut called = (0, 0);
+        for seed in 0..20 {
+            let (a, mut b) = pair(5, 1.0);
+            let mut rng = inference::Rng::new(100 + seed);
+            b.rounds = (1..=5).map(|k| testing::round(k, 500.0, 1.0 + 0.01 * rng.normal())).collect();
+            let (c, j) = called_share(&compare(&a, &b));
+            called = (called.0 + c, called.1 + j);
+        }
+        let share = called.0 as f64 / called.1 as f64;
+        assert!(share < 0.15, "{called:?}");
+    }
+}
