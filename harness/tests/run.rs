@@ -81,7 +81,7 @@ fn a_short_run_sends_qps_times_duration_and_writes_every_file() {
         let report = std::fs::read_to_string(folder.join("report.md")).unwrap();
         assert!(!report.contains("WARNING"), "{report}");
         assert!(report.contains("| build profile | debug (opt-level 2) |"), "{report}");
-        assert!(report.contains("Instrument: every latency is recorded to 5 significant digits"), "{report}");
+        assert!(report.contains("Instrument: every latency is recorded to 4 significant digits"), "{report}");
         assert!(report.contains("| latency p99 (ms) |"));
         assert!(report.contains("| harness memory mean (MiB) |"), "{report}");
         // The generator's series covers the drain: its last reading has

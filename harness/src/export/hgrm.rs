@@ -53,7 +53,7 @@ mod tests {
        2.000 1.000000000000          2
 #[Mean    =        1.500, StdDeviation   =        0.500]
 #[Max     =        2.000, Total count    =            2]
-#[Buckets =           15, SubBuckets     =       262144]
+#[Buckets =           18, SubBuckets     =        32768]
 ";
         assert_eq!(text, expected);
     }
