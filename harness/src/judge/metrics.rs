@@ -77,14 +77,7 @@ macro_rules! row {
         }
     };
     (optional $key:expr, $label:expr, $better:ident, $dec:expr, |$r:ident| $body:expr) => {
-        Metric {
-            key: $key,
-            label: $label,
-            better: Better::$better,
-            decimals: $dec,
-            get: |$r: &RoundResult| $body,
-            optional: true,
-        }
+        Metric { optional: true, ..row!($key, $label, $better, $dec, |$r| $body) }
     };
 }
 
