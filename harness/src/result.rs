@@ -101,6 +101,11 @@ pub struct Instrument {
     /// not go through the front client, or it could not be measured.
     pub client_floor: Option<Summary>,
     pub client_floor_requests: u32,
+    /// Where the tiers' and the harness's CPU seconds per round come from
+    /// (`clock_process_cputime`: each process's own nanosecond clock). Older
+    /// runs lack it: theirs came from /proc in 10 ms ticks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_clock: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -128,6 +133,10 @@ pub struct RoundResult {
     /// By tier: `caller`, `downstream`, `harness` (and `proxy`).
     pub resources: BTreeMap<TierName, Resources>,
     pub bytes: Hops,
+    /// The tier processes this round measured (fresh per round unless
+    /// `config.fresh_tiers` is false). Older runs lack it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pids: BTreeMap<TierName, u32>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

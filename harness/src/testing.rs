@@ -18,6 +18,7 @@ use crate::result::{
 
 pub fn config(transport: Transport) -> Config {
     Config {
+        fresh_tiers: true,
         transport,
         qps: 100.0,
         closed_loop: false,
@@ -135,6 +136,8 @@ pub fn round(index: u32, base_ms: f64, scale: f64) -> RoundResult {
                 connections_open_at_end: Some(1),
             },
         },
+        // Fresh tiers: every round on processes of its own.
+        pids: [(TierName::Caller, 1000 + index), (TierName::Downstream, 2000 + index)].into_iter().collect(),
     }
 }
 

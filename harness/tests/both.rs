@@ -56,9 +56,22 @@ fn both_writes_two_arms_a_comparison_and_compare_reproduces_it() {
         }
         arms.push(run);
     }
-    // Each arm ran on its own processes.
+    // Each arm ran on its own processes, and (fresh tiers, the default) each
+    // round on processes of its own, sampled while it ran.
     assert_ne!(arms[0].tiers[&TierName::Caller].pid, arms[1].tiers[&TierName::Caller].pid);
     assert_ne!(arms[0].tiers[&TierName::Downstream].pid, arms[1].tiers[&TierName::Downstream].pid);
+    for run in &arms {
+        assert!(run.config.fresh_tiers);
+        for tier in [TierName::Caller, TierName::Downstream] {
+            let pids: Vec<u32> = run.rounds.iter().map(|r| r.pids[&tier]).collect();
+            assert_eq!(pids[0], run.tiers[&tier].pid, "{tier}: {pids:?}");
+            assert_ne!(pids[0], pids[1], "{tier}: a round reused the processes of the one before");
+            for r in &run.rounds {
+                let res = &r.resources[&tier];
+                assert!(res.rss_mib_mean.is_some() && res.samples > 0, "{tier} round {}: {res:?}", r.index);
+            }
+        }
+    }
     // Counterbalanced order: gRPC 1, REST 1, REST 2, gRPC 2.
     let start = |a: usize, r: usize| arms[a].rounds[r].started_seconds;
     assert!(start(0, 0) < start(1, 0) && start(1, 0) < start(1, 1) && start(1, 1) < start(0, 1));
@@ -163,9 +176,10 @@ fn front_hop_bytes_per_request_agree_across_arms_and_rounds() {
         "--warmup",
         "400ms",
         "--rounds",
-        "2",
+        "3",
         "--delay",
         "100ms",
+        "--reuse-tiers",
         "--quiet",
         "--out",
         out.to_str().unwrap(),
@@ -176,6 +190,9 @@ fn front_hop_bytes_per_request_agree_across_arms_and_rounds() {
     for arm in ["grpc", "rest"] {
         let run: RunResult =
             serde_json::from_slice(&std::fs::read(folder.join(arm).join("run.json")).unwrap()).unwrap();
+        // --reuse-tiers: every round on the arm's one set of processes.
+        assert!(!run.config.fresh_tiers);
+        assert!(run.rounds.iter().all(|r| r.pids == run.rounds[0].pids), "{arm}");
         for r in &run.rounds {
             let front = &r.bytes.front;
             assert!(front.requests_started.unwrap() >= 40, "{arm} round {}: {front:?}", r.index);
@@ -184,6 +201,10 @@ fn front_hop_bytes_per_request_agree_across_arms_and_rounds() {
     }
     let (lo, hi) = per_request.iter().fold((f64::MAX, f64::MIN), |(lo, hi), p| (lo.min(p.2), hi.max(p.2)));
     assert!(hi / lo - 1.0 < 0.005, "front-hop request bytes per request differ by more than 0.5%: {per_request:?}");
+    // One process per arm: memory is not judged from its rounds.
+    let comparison = std::fs::read_to_string(folder.join("comparison.md")).unwrap();
+    let row = comparison.lines().find(|l| l.starts_with("| caller memory mean (MiB) |")).unwrap();
+    assert!(row.ends_with("| not judged (one process per arm) |"), "{row}");
     let _ = std::fs::remove_dir_all(&out);
 }
 

@@ -34,6 +34,6 @@ pub use lifecycle::{
     ReadyLine, Served, cancel_on_signal, exit_code, init_logging, parse_positive_duration, print_ready,
 };
 pub use limit::{InFlightLimit, MIN_DEFAULT_MAX_IN_FLIGHT, SHED};
-pub use process::{ProcessSnapshot, ProcessStats};
+pub use process::{ProcessSnapshot, ProcessStats, own_cpu_seconds};
 pub use registry::{Registry, StatsSnapshot};
 pub use serve::{Protocols, ServerSettings, bind, serve};

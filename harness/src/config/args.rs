@@ -124,11 +124,17 @@ pub struct RunArgs {
     /// Unrecorded load before the first round.
     #[arg(long, default_value = "10s")]
     pub warmup: String,
-    /// Measured rounds, back to back on the same processes, each with fresh
-    /// histograms [default: 1; 3 per arm when arms are compared at one rate,
-    /// the fewest a confidence interval is judged from].
+    /// Measured rounds, each with fresh histograms and (unless --reuse-tiers)
+    /// freshly started and warmed-up tier processes [default: 1; 3 per arm
+    /// when arms are compared at one rate, the fewest a confidence interval is
+    /// judged from].
     #[arg(long, allow_hyphen_values = true)]
     pub rounds: Option<String>,
+    /// Keep one set of tier processes per arm for all rounds (faster: one
+    /// warm-up per arm). Memory is then one process per arm, so a comparison
+    /// does not judge its memory rows.
+    #[arg(long)]
+    pub reuse_tiers: bool,
     /// Simulated service time of the downstream.
     #[arg(long, default_value = "500ms")]
     pub delay: String,
@@ -256,6 +262,7 @@ impl Config {
             duration: timing.duration,
             warmup: timing.warmup,
             rounds: sizes.rounds,
+            fresh_tiers: !a.reuse_tiers,
             delay: timing.delay,
             jitter: timing.jitter,
             items: a.items,
@@ -334,7 +341,9 @@ pub fn command_line(config: &Config, transport: TransportArg) -> Vec<String> {
     if let Some(q) = c.plan_qps {
         flag("--plan-qps", q.to_string());
     }
-    for (on, name) in [(c.rest_http2, "--rest-http2"), (c.quiet, "--quiet"), (c.json, "--json")] {
+    for (on, name) in
+        [(c.rest_http2, "--rest-http2"), (!c.fresh_tiers, "--reuse-tiers"), (c.quiet, "--quiet"), (c.json, "--json")]
+    {
         if on {
             a.push(name.into());
         }
@@ -613,11 +622,18 @@ mod tests {
         assert_eq!(p.order(), [(0, 0), (1, 0), (1, 1), (0, 1), (0, 2), (1, 2)]);
         assert_eq!(p.transport_name(), "both");
         assert_eq!(p.arm(Transport::Rest).transport, Transport::Rest);
-        // Two warm-ups of 10 s, six rounds of 60 s, and a re-warm (0.5 s delay
-        // + 1 s) at each of the two switches back to an arm already warm.
-        assert_eq!(p.config.rewarm(), Duration::from_millis(1500));
-        assert_eq!(p.load_duration(), Duration::from_millis(2 * 10_000 + 6 * 60_000 + 2 * 1500));
-        let single = plan(&["--transport", "rest", "--rounds", "2"]).unwrap();
+        // Fresh tiers (the default): every round of 60 s on new processes
+        // after a warm-up of 10 s of their own.
+        assert!(p.config.fresh_tiers);
+        assert_eq!(p.load_duration(), Duration::from_secs(6 * (10 + 60)));
+        // Reused tiers: two warm-ups of 10 s, six rounds of 60 s, and a
+        // re-warm (0.5 s delay + 1 s) at each of the two switches back to an
+        // arm already warm.
+        let reused = plan(&["--transport", "both", "--rounds", "3", "--reuse-tiers"]).unwrap();
+        assert!(!reused.config.fresh_tiers);
+        assert_eq!(reused.config.rewarm(), Duration::from_millis(1500));
+        assert_eq!(reused.load_duration(), Duration::from_millis(2 * 10_000 + 6 * 60_000 + 2 * 1500));
+        let single = plan(&["--transport", "rest", "--rounds", "2", "--reuse-tiers"]).unwrap();
         assert_eq!(single.order(), [(0, 0), (0, 1)]);
         assert_eq!(single.transport_name(), "rest");
         assert_eq!(single.load_duration(), Duration::from_secs(10 + 2 * 60));

@@ -126,13 +126,16 @@ impl Plan {
             .collect()
     }
 
-    /// How long the load runs in all: every arm's warm-up, every re-warm after
-    /// an arm switch, and every round.
+    /// How long the load runs in all: every arm's warm-up (one per round with
+    /// fresh tiers), every re-warm after an arm switch, and every round.
     pub fn load_duration(&self) -> Duration {
-        let order = self.order();
-        let switches = order.windows(2).filter(|w| w[0].0 != w[1].0).count() as u32;
         let c = &self.config;
         let arms = self.arms.len() as u32;
+        if c.fresh_tiers {
+            return (c.warmup + c.duration) * c.rounds * arms;
+        }
+        let order = self.order();
+        let switches = order.windows(2).filter(|w| w[0].0 != w[1].0).count() as u32;
         // The first switch to each arm but the first is covered by its warm-up.
         let rewarms = switches.saturating_sub(arms.saturating_sub(1));
         (c.warmup + c.duration * c.rounds) * arms + c.rewarm() * rewarms
@@ -233,6 +236,12 @@ pub struct Config {
     #[serde(with = "secs")]
     pub warmup: Duration,
     pub rounds: u32,
+    /// Every measured round after an arm's first runs on freshly started tier
+    /// processes, warmed up like the first: the process is the unit memory
+    /// is judged on (`--reuse-tiers` turns it off). Older runs lack it: they
+    /// reused one set of processes per arm.
+    #[serde(default)]
+    pub fresh_tiers: bool,
     #[serde(with = "secs")]
     pub delay: Duration,
     #[serde(with = "secs")]

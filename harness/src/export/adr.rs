@@ -183,6 +183,10 @@ fn pros_and_cons(rows: &[Row], arms: &[Arm<'_>], i: usize) -> String {
             (None, Verdict::NotJudged { rounds }) => {
                 format!("* Neutral, because {} was not judged ({rounds} rounds).", name_and_unit(row.metric.label).0)
             }
+            (None, Verdict::OneProcess) => format!(
+                "* Neutral, because {} was not judged (one process per arm, tiers reused across rounds).",
+                name_and_unit(row.metric.label).0
+            ),
             _ => continue,
         };
         let _ = writeln!(out, "{text}");

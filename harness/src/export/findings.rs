@@ -93,6 +93,19 @@ pub fn findings_list(rows: &[Row], a: &str, b: &str) -> String {
     if !none.is_empty() {
         let _ = writeln!(out, "- No detectable difference in {}.", names(&none));
     }
+    let one: Vec<&Row> = crate::judge::difference::FINDING_KEYS
+        .iter()
+        .filter_map(|k| rows.iter().find(|r| r.metric.key == *k))
+        .filter(|r| r.verdict == Verdict::OneProcess)
+        .collect();
+    if !one.is_empty() {
+        let _ = writeln!(
+            out,
+            "- Not judged: {} (one process per arm: the tiers ran every round on the same processes; \
+             rerun without --reuse-tiers).",
+            names(&one)
+        );
+    }
     out
 }
 
@@ -115,6 +128,7 @@ pub fn verdict_cell(row: &Row, a: &str, b: &str) -> String {
     match row.verdict {
         Verdict::NotJudged { rounds } => format!("not judged ({rounds} rounds)"),
         Verdict::NotMeasured => "n/a".into(),
+        Verdict::OneProcess => "not judged (one process per arm)".into(),
         Verdict::NoDifference => "no detectable difference".into(),
         Verdict::ABetter => format!("{a} better"),
         Verdict::BBetter => format!("{b} better"),
@@ -144,6 +158,9 @@ pub fn method_note(rounds: &str, paired: bool) -> String {
          few rounds; counting request noise at both levels makes it conservative, so a latency difference it calls \
          is there, and one it misses may show with more rounds. A row is *better* on one side when its 95% interval of B − A excludes zero, *no detectable \
          difference* when it includes zero, and *not judged* with fewer than {MIN_ROUNDS} rounds per arm. \
+         Memory belongs to a process, so its rows are judged only when every round ran on tier processes of its own \
+         (started and warmed up for that round, the default); with tiers reused across rounds they say *not \
+         judged (one process per arm)*. \
          Differences are relative to the first arm's mean; findings are the detectable differences of at least \
          {FINDING_THRESHOLD_PERCENT}% on the headline rows (memory, latency p50 and p99, throughput, errors, CPU \
          per request, internal-hop bytes), largest first.\n",

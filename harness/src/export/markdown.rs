@@ -168,6 +168,12 @@ pub fn instrument_note(run: &RunResult) -> Option<String> {
         }
         None => note.push_str("; the load client's own floor was not measured for this target."),
     }
+    if i.cpu_clock.is_some() {
+        note.push_str(
+            " CPU seconds per round come from each process's own CPU-time clock (nanoseconds), not from /proc's \
+             10 ms ticks.",
+        );
+    }
     Some(note)
 }
 

@@ -202,6 +202,7 @@ fn json_comparisons(runs: &[RunResult]) -> Vec<JsonComparison> {
                         Verdict::BLower => "b_lower",
                         Verdict::NotJudged { .. } => "not_judged",
                         Verdict::NotMeasured => "not_measured",
+                        Verdict::OneProcess => "not_judged_one_process",
                     },
                 })
                 .collect();

@@ -55,6 +55,9 @@ pub enum Verdict {
     },
     /// A side has no value for this row.
     NotMeasured,
+    /// A process's memory, measured on one process per arm (tiers reused
+    /// across rounds, or the harness): its rounds are not independent samples.
+    OneProcess,
     /// The interval includes zero.
     NoDifference,
     ABetter,
@@ -133,8 +136,30 @@ fn row(m: &'static Metric, a: &RunResult, b: &RunResult, is_paired: bool, dists:
         None if is_paired => inference::paired_t(&xa, &xb),
         None => inference::welch_t(&xa, &xb),
     };
-    let verdict = if ma.is_none() || mb.is_none() { Verdict::NotMeasured } else { verdict(m.better, diff, rounds) };
+    let verdict = match verdict(m.better, diff, rounds) {
+        _ if ma.is_none() || mb.is_none() => Verdict::NotMeasured,
+        v @ Verdict::NotJudged { .. } => v,
+        _ if m.process_tier().is_some_and(|tier| !own_processes(a, tier) || !own_processes(b, tier)) => {
+            Verdict::OneProcess
+        }
+        v => v,
+    };
     Row { metric: m, a: ma, b: mb, diff, method, rounds, verdict }
+}
+
+/// True when every round of `run` measured `tier` on a process of its own
+/// (fresh tiers): only then are its rounds independent samples of a
+/// process's memory. Runs that do not name their processes never are.
+fn own_processes(run: &RunResult, tier: &str) -> bool {
+    let pids: Vec<u32> = run
+        .rounds
+        .iter()
+        .filter_map(|r| r.pids.iter().find(|(t, _)| t.as_str() == tier).map(|(_, pid)| *pid))
+        .collect();
+    let mut distinct = pids.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    pids.len() == run.rounds.len() && distinct.len() == pids.len()
 }
 
 /// The verdict an interval supports, given which direction is better.
@@ -246,6 +271,27 @@ mod tests {
         // Reversed, B is the better side.
         assert_eq!(by_key(&compare(&b, &a), "cpu_us_per_request.caller").verdict, Verdict::BBetter);
         assert_eq!(by_key(&rows, "p99").method, Method::Bootstrap);
+    }
+
+    #[test]
+    fn memory_on_one_process_per_arm_is_not_judged() {
+        let (a, mut b) = pair(5, 1.0);
+        for r in &mut b.rounds {
+            r.resources.get_mut(&crate::result::TierName::Caller).unwrap().rss_mib_mean = Some(40.0);
+        }
+        // Fresh processes every round: the memory difference is judged.
+        assert_eq!(by_key(&compare(&a, &b), "rss_mib_mean.caller").verdict, Verdict::ABetter);
+        // The same caller process in every round of B: not judged, whatever the rounds say.
+        for r in &mut b.rounds {
+            r.pids.insert(crate::result::TierName::Caller, 4242);
+        }
+        let rows = compare(&a, &b);
+        assert_eq!(by_key(&rows, "rss_mib_mean.caller").verdict, Verdict::OneProcess);
+        assert!(findings(&rows).iter().all(|r| r.metric.key != "rss_mib_mean.caller"));
+        // Other rows are judged as before; a run that does not name its processes is one process.
+        assert_eq!(by_key(&rows, "rss_mib_mean.downstream").verdict, Verdict::NoDifference);
+        b.rounds.iter_mut().for_each(|r| r.pids.clear());
+        assert_eq!(by_key(&compare(&a, &b), "rss_mib_mean.downstream").verdict, Verdict::OneProcess);
     }
 
     #[test]

@@ -48,6 +48,13 @@ impl Metric {
         Some((histogram, q(p)?))
     }
 
+    /// For a row about one process's memory, the tier (`caller` of
+    /// `rss_mib_mean.caller`): its rounds are independent samples only when
+    /// each ran on a process of its own.
+    pub fn process_tier(&self) -> Option<&'static str> {
+        self.key.strip_prefix("rss_")?.split_once('.').map(|(_, tier)| tier)
+    }
+
     /// True for latency rows, whose unit is milliseconds.
     pub fn is_latency(&self) -> bool {
         self.label.ends_with("(ms)")

@@ -53,6 +53,8 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
             front: hop_bytes("front", input.deltas.front.as_ref()),
             internal: hop_bytes(input.config.transport.as_str(), input.deltas.internal.as_ref()),
         },
+        // Which processes these were is known to the run, not to the figures.
+        pids: BTreeMap::new(),
     }
 }
 

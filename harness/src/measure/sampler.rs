@@ -56,6 +56,18 @@ impl Sampler {
         s
     }
 
+    /// From now on samples `w.pid` as `w.arm`'s `w.tier` (a tier restarted for
+    /// a fresh round). Its first sample has no CPU % (no previous reading of
+    /// the new process).
+    pub fn rewatch(&mut self, w: Watched) {
+        let Some(i) = self.watched.iter().position(|o| o.arm == w.arm && o.tier == w.tier) else { return };
+        let old = Pid::from_u32(std::mem::replace(&mut self.watched[i], w).pid);
+        if let Some(t) = self.trees.iter_mut().find(|t| **t == old) {
+            *t = Pid::from_u32(w.pid);
+        }
+        self.previous[i] = None;
+    }
+
     /// CPU seconds a process (or process tree) has used so far.
     fn cpu_seconds(&self, pid: Pid) -> Option<f64> {
         let procs = self.members(pid);

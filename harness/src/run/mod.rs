@@ -77,6 +77,7 @@ pub async fn run(
         interrupt,
         origin,
         stop_load: CancellationToken::new(),
+        sampling: &sampling,
     };
     let (pending, stopped) = driver.run(&plan.order()).await;
 
@@ -114,6 +115,7 @@ async fn instrument(cfg: &Config) -> Instrument {
         significant_digits: crate::measure::histogram::SIGNIFICANT_DIGITS,
         client_floor: floor.as_ref().and_then(crate::judge::stats::summarize),
         client_floor_requests: if front { crate::measure::calibrate::FLOOR_REQUESTS } else { 0 },
+        cpu_clock: Some("clock_process_cputime".into()),
     }
 }
 
@@ -131,7 +133,7 @@ async fn results(
         let rel = |at: Instant| at.saturating_duration_since(common.origin).as_secs_f64();
         let (from_seconds, to_seconds) = (rel(p.start.at), rel(p.end.at));
         let deltas = Deltas::between(&p.start, &p.end, config.transport.as_str());
-        let (arm, round, complete) = (p.arm, p.round, p.complete);
+        let (arm, round, complete, pids) = (p.arm, p.round, p.complete, p.pids.clone());
         let (record, scheduled) = p.settle(cut).await;
         let input = RoundInput {
             config,
@@ -144,7 +146,7 @@ async fn results(
             deltas: &deltas,
             samples: &arm_samples,
         };
-        rounds_by_arm[arm].push(assemble(&input));
+        rounds_by_arm[arm].push(RoundResult { pids, ..assemble(&input) });
     }
     finished
         .into_iter()

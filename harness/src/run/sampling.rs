@@ -4,8 +4,8 @@
 //! `timeseries.csv`, so a crash loses at most one interval). This module does
 //! not know what the sink writes.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
@@ -31,6 +31,8 @@ pub type SampleSink = Box<dyn FnMut(&SampleBatch<'_>) + Send>;
 pub(super) struct Sampling {
     stop: CancellationToken,
     task: JoinHandle<(Vec<ArmSample>, Vec<LoadSample>)>,
+    /// Processes to sample in place of the ones of the same arm and tier.
+    rewatch: Arc<Mutex<Vec<Watched>>>,
 }
 
 impl Sampling {
@@ -43,8 +45,14 @@ impl Sampling {
     ) -> Sampling {
         let stop = CancellationToken::new();
         let sampler = Sampler::new(watched);
-        let task = tokio::spawn(sample_loop(sampler, interval, origin, live, stop.clone(), sink));
-        Sampling { stop, task }
+        let rewatch = Arc::new(Mutex::new(Vec::new()));
+        let task = tokio::spawn(sample_loop(sampler, interval, origin, live, stop.clone(), sink, rewatch.clone()));
+        Sampling { stop, task, rewatch }
+    }
+
+    /// From the next sample on, `w.pid` is sampled as `w.arm`'s `w.tier`.
+    pub fn rewatch(&self, w: Watched) {
+        self.rewatch.lock().unwrap_or_else(|e| e.into_inner()).push(w);
     }
 
     /// Stops sampling and returns every sample taken.
@@ -61,6 +69,7 @@ async fn sample_loop(
     live: Arc<Live>,
     stop: CancellationToken,
     mut sink: Option<SampleSink>,
+    rewatch: Arc<Mutex<Vec<Watched>>>,
 ) -> (Vec<ArmSample>, Vec<LoadSample>) {
     let (mut samples, mut load) = (Vec::new(), Vec::<LoadSample>::new());
     let mut ticker = tokio::time::interval(interval);
@@ -73,6 +82,9 @@ async fn sample_loop(
             _ = stop.cancelled() => true,
             _ = ticker.tick() => false,
         };
+        for w in std::mem::take(&mut *rewatch.lock().unwrap_or_else(|e| e.into_inner())) {
+            sampler.rewatch(w);
+        }
         let batch = sampler.sample(origin);
         let point = LoadSample {
             t_seconds: batch.first().map_or(0.0, |s| s.sample.t_seconds),

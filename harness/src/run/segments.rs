@@ -1,8 +1,11 @@
 //! The segments of a run, in the plan's order: one unrecorded warm-up per arm
-//! before its first round, then the measured rounds, arms alternating. Each
-//! segment gets a fresh collector; a measured round also gets the tiers'
-//! counters read at its start and end.
+//! before its first round, then the measured rounds, arms alternating. With
+//! fresh tiers (the default) every later round of an arm first gets new tier
+//! processes and a warm-up of its own, so rounds are independent samples of
+//! a process's memory too. Each segment gets a fresh collector; a measured
+//! round also gets the tiers' counters read at its start and end.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -14,10 +17,14 @@ use tokio_util::sync::CancellationToken;
 use super::arms::{Arm, Stop, wait_until};
 use super::interrupt::Interrupt;
 use super::progress::Status;
+use super::sampling::Sampling;
 use crate::config::Config;
-use crate::load::{Live, Schedule, closed_loop, dispatch};
+use crate::load::{Live, Schedule, Target, closed_loop, dispatch};
 use crate::measure::record::{RoundRecord, collect};
+use crate::measure::sampler::Watched;
 use crate::measure::tier_stats::{Snapshot, TierStatsReader};
+use crate::result::TierName;
+use crate::tiers::Topology;
 
 /// Grace for in-flight requests after an interrupt or a tier failure.
 pub(super) const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -31,6 +38,8 @@ pub(super) struct PendingRound {
     pub round: u32,
     pub start: Snapshot,
     pub end: Snapshot,
+    /// The tier processes the round measured.
+    pub pids: BTreeMap<TierName, u32>,
     pub complete: bool,
     pub scheduled: JoinHandle<u64>,
     pub collector: JoinHandle<RoundRecord>,
@@ -67,6 +76,8 @@ pub(super) struct Driver<'a> {
     pub origin: Instant,
     /// Stops every segment's sending at once.
     pub stop_load: CancellationToken,
+    /// Told of every tier process started for a fresh round.
+    pub sampling: &'a Sampling,
 }
 
 /// One segment's load, started.
@@ -90,14 +101,20 @@ impl Driver<'_> {
         let mut next_index = 0u64;
         for &(a, round) in order {
             let switched = previous_arm.is_some_and(|p| p != a);
-            if switched {
-                // Let the other arm's tail finish so the two never overlap.
+            // A round after the arm's first gets new processes (fresh tiers).
+            let fresh = warmed[a] && self.config.fresh_tiers;
+            if switched || fresh {
+                // Let the previous segment's tail finish, so two arms never
+                // overlap and no process stops with requests in flight.
                 drain(&self.status.live, self.config.timeout + STOP_GRACE, self.interrupt).await;
+                if fresh && let Err(stop) = self.restart(a).await {
+                    return (pending, Some(stop));
+                }
                 cursor = Instant::now() + ARM_SWITCH_PAUSE;
             }
             previous_arm = Some(a);
             let mut segments = Vec::new();
-            if !warmed[a] && !self.config.warmup.is_zero() {
+            if (!warmed[a] || fresh) && !self.config.warmup.is_zero() {
                 segments.push((None, self.config.warmup));
             } else if switched && !self.config.rewarm().is_zero() {
                 // Back after the other arm: warm again so the round measures a steady state.
@@ -116,6 +133,32 @@ impl Driver<'_> {
             }
         }
         (pending, None)
+    }
+
+    /// Replaces arm `a`'s tiers with freshly started processes (the old ones
+    /// stop once the new ones are ready) and has the sampler follow them.
+    async fn restart(&mut self, a: usize) -> Result<(), Stop> {
+        if self.interrupt.is_stopped() {
+            return Err(Stop::Interrupted);
+        }
+        let arm = &mut self.arms[a];
+        let title = arm.config.transport.title();
+        let failed = |e: String| Stop::TierDied(format!("starting fresh tiers of the {title} arm failed: {e}"));
+        let topology = Topology::start(&arm.config).await.map_err(|e| failed(e.to_string()))?;
+        let target = match Target::for_arm(&arm.config, &topology.target_url) {
+            Ok(t) => t,
+            Err(e) => {
+                topology.stop(self.interrupt.cut_token()).await;
+                return Err(failed(e.to_string()));
+            }
+        };
+        let old = std::mem::replace(&mut arm.topology, topology);
+        arm.target = target;
+        old.stop(self.interrupt.cut_token()).await;
+        for t in arm.topology.tiers() {
+            self.sampling.rewatch(Watched { arm: Some(a), tier: t.name, pid: t.pid() });
+        }
+        Ok(())
     }
 
     /// Starts the load of one segment (its collector, then its dispatcher or
@@ -190,6 +233,7 @@ impl Driver<'_> {
             round,
             start,
             end,
+            pids: self.arms[a].topology.tiers().map(|t| (t.name, t.pid())).collect(),
             complete: stopped.is_none(),
             scheduled: load.scheduled,
             collector: load.collector,
