@@ -88,3 +88,27 @@ fn bad_gate_text_is_exit_2_naming_the_token() {
         let _ = std::fs::remove_dir_all(&out);
     }
 }
+
+/// Gates on saved runs: `harness compare` evaluates them like a run does
+/// (99 breached, 0 held, 2 for bad text), here on a committed `both` folder.
+#[test]
+fn compare_evaluates_gates_on_saved_runs() {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pre-layout-both");
+    let compare = |gates: &[&str]| {
+        let mut args = vec!["compare", fixture.to_str().unwrap()];
+        args.extend_from_slice(gates);
+        let o = harness_cmd(&args).output().unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (code, stderr) = compare(&["--fail-if", "rest.internal.response_wire_bytes > 1.2 * grpc"]);
+    assert_eq!(code, Some(99), "{stderr}");
+    let lines = breach_lines(&stderr);
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].contains("rest.internal.response_wire_bytes > 1.2 * grpc: REST "), "{stderr}");
+    let (code, stderr) = compare(&["--fail-if", "grpc.internal.response_wire_bytes > 1.2 * rest"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(breach_lines(&stderr).is_empty());
+    let (code, stderr) = compare(&["--fail-if", "p98>1ms"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("\"p98\""), "{stderr}");
+}

@@ -66,3 +66,49 @@ fn rerun_repeats_the_saved_configuration_into_a_new_folder() {
     assert_eq!(o.status.code(), Some(2));
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+/// A sweep folder is repeated with its whole list of rates: a new sweep
+/// folder whose steps have the same configurations.
+#[test]
+fn rerun_repeats_a_sweep_with_its_rates() {
+    let out = out_dir("rerun-sweep");
+    let args = [
+        "--transport",
+        "rest",
+        "--qps",
+        "20,40",
+        "--duration",
+        "1s",
+        "--warmup",
+        "200ms",
+        "--delay",
+        "15ms",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let o = harness_cmd(&args).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let first = run_folder(&out);
+    let o = harness_cmd(&["rerun", first.to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let second = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir() && *p != first && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .unwrap();
+    let rates = |folder: &std::path::Path| {
+        let text = std::fs::read_to_string(folder.join("capacity.json")).unwrap();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["offered_qps"].clone()
+    };
+    assert_eq!(rates(&second), serde_json::json!([20.0, 40.0]));
+    assert_eq!(rates(&second), rates(&first));
+    for step in ["step-20qps", "step-40qps"] {
+        let cfg = |f: &std::path::Path| {
+            let text = std::fs::read_to_string(f.join(step).join("run.json")).unwrap();
+            serde_json::from_str::<serde_json::Value>(&text).unwrap()["config"].clone()
+        };
+        assert_eq!(cfg(&second), cfg(&first), "{step}");
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}

@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use super::exit::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
+use super::Gates;
+use super::exit::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, with_gates};
 use crate::export::comparison::{self, Arm};
 use crate::export::files::{read_runs, write_comparison};
 use crate::result::RunResult;
@@ -16,6 +17,13 @@ pub struct CompareArgs {
     /// printing the comparison.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// CI gates on the saved runs, as for a run (README: "Gates"): exit 99
+    /// when one holds. Repeat for several.
+    #[arg(long = "fail-if", value_name = "GATE")]
+    pub fail_if: Vec<String>,
+    /// Exit 99 when any of the runs is not a valid measurement.
+    #[arg(long)]
+    pub fail_on_invalid: bool,
 }
 
 pub fn compare(args: &CompareArgs) -> u8 {
@@ -33,6 +41,14 @@ pub fn compare(args: &CompareArgs) -> u8 {
         eprintln!("harness compare: these folders hold {} run(s); a comparison needs at least two", runs.len());
         return EXIT_USAGE;
     }
+    let transports: Vec<_> = runs.iter().map(|r| r.config.transport).collect();
+    let gates = match Gates::parse(&args.fail_if, args.fail_on_invalid, &transports) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("harness compare: {e}");
+            return EXIT_USAGE;
+        }
+    };
     let refs: Vec<&RunResult> = runs.iter().collect();
     let names = crate::export::arm_names(&refs);
     let arms: Vec<Arm<'_>> = names.iter().zip(&runs).map(|(name, run)| Arm { name, run }).collect();
@@ -49,5 +65,5 @@ pub fn compare(args: &CompareArgs) -> u8 {
         }
         None => print!("{}", comparison::render(&arms, false)),
     }
-    EXIT_OK
+    with_gates(EXIT_OK, gates.report(&runs))
 }

@@ -102,16 +102,21 @@ pub struct Gates {
 
 impl Gates {
     pub fn from_args(args: &RunArgs, plan: &Plan) -> Result<Gates, String> {
-        let fail_if = args
-            .fail_if
-            .iter()
-            .map(|t| gate::parse(t).and_then(|g| gate::check_arms(&g, &plan.arms).map(|()| g)))
-            .collect::<Result<Vec<Gate>, _>>()
-            .map_err(|e| e.to_string())?;
-        if plan.is_sweep() && (!fail_if.is_empty() || args.fail_on_invalid) {
+        let gates = Gates::parse(&args.fail_if, args.fail_on_invalid, &plan.arms)?;
+        if plan.is_sweep() && (!gates.fail_if.is_empty() || gates.fail_on_invalid) {
             return Err("--fail-if and --fail-on-invalid go with one rate, not a sweep".into());
         }
-        Ok(Gates { fail_if, fail_on_invalid: args.fail_on_invalid })
+        Ok(gates)
+    }
+
+    /// The gates' texts parsed, each checked to name only transports in `arms`.
+    pub fn parse(texts: &[String], fail_on_invalid: bool, arms: &[caller::Transport]) -> Result<Gates, String> {
+        let fail_if = texts
+            .iter()
+            .map(|t| gate::parse(t).and_then(|g| gate::check_arms(&g, arms).map(|()| g)))
+            .collect::<Result<Vec<Gate>, _>>()
+            .map_err(|e| e.to_string())?;
+        Ok(Gates { fail_if, fail_on_invalid })
     }
 
     /// Says each breach on stderr and returns how many there were.

@@ -1,6 +1,7 @@
 //! `harness rerun <folder>`: the saved run's configuration measured again,
 //! exactly (every flag that shaped it, given explicitly), into a new folder;
-//! what differs in the environment is said first.
+//! what differs in the environment is said first. A sweep folder is repeated
+//! with its whole list of offered rates.
 
 use std::path::PathBuf;
 
@@ -9,12 +10,13 @@ use clap::Parser;
 use super::exit::{EXIT_FAILED, EXIT_USAGE};
 use super::{Cli, Gates};
 use crate::config::{Plan, TransportArg, command_line};
-use crate::export::files::read_runs;
+use crate::export::files::{read_runs, read_sweep};
+use crate::judge::capacity::Capacity;
 use crate::result::{Environment, RunResult};
 
 #[derive(Debug, clap::Args)]
 pub struct RerunArgs {
-    /// A run folder written by the harness (one transport, or both).
+    /// A run folder written by the harness (one transport, both, or a sweep).
     pub folder: PathBuf,
     /// CI gates, as for a run (README: "Gates").
     #[arg(long = "fail-if", value_name = "GATE")]
@@ -27,12 +29,24 @@ pub struct RerunArgs {
 /// The plan that repeats the saved runs, checked to give their configuration
 /// back field for field; and the gates.
 pub fn plan(args: &RerunArgs) -> Result<(Plan, Gates, Vec<RunResult>), String> {
-    let runs = read_runs(&args.folder)?;
+    // A sweep: its first step's runs give the configuration, capacity.json the rates.
+    let (runs, rates) = match read_sweep(&args.folder) {
+        Some(sweep) => {
+            let (capacity, runs) = sweep?;
+            (runs, sweep_rates(&capacity))
+        }
+        None => (read_runs(&args.folder)?, Vec::new()),
+    };
     let transports: Vec<_> = runs.iter().map(|r| r.config.transport).collect();
     let arg = TransportArg::from_arms(&transports)
         .ok_or_else(|| format!("{}: these arms cannot be given as one --transport", args.folder.display()))?;
     let mut line = vec!["harness".to_owned()];
     line.extend(command_line(&runs[0].config, arg));
+    if !rates.is_empty()
+        && let Some(i) = line.iter().position(|a| a == "--qps")
+    {
+        line[i + 1] = rates.iter().map(f64::to_string).collect::<Vec<_>>().join(",");
+    }
     for g in &args.fail_if {
         line.extend(["--fail-if".to_owned(), g.clone()]);
     }
@@ -42,17 +56,36 @@ pub fn plan(args: &RerunArgs) -> Result<(Plan, Gates, Vec<RunResult>), String> {
     let cli = Cli::try_parse_from(&line).map_err(|e| format!("the saved configuration does not parse: {e}"))?;
     let plan = Plan::from_args(&cli.run).map_err(|e| e.to_string())?;
     for run in &runs {
-        if plan.arm(run.config.transport) != run.config {
+        let step = if rates.is_empty() { plan.arm(run.config.transport) } else { sweep_step(&plan, run) };
+        if step != run.config {
             return Err(format!(
                 "this build cannot repeat {}'s configuration exactly (saved: {}; this build: {})",
                 run.config.transport.as_str(),
                 serde_json::to_string(&run.config).unwrap_or_default(),
-                serde_json::to_string(&plan.arm(run.config.transport)).unwrap_or_default()
+                serde_json::to_string(&step).unwrap_or_default()
             ));
         }
     }
     let gates = Gates::from_args(&cli.run, &plan)?;
     Ok((plan, gates, runs))
+}
+
+/// A sweep's offered rates: as it recorded them, or for an older sweep every
+/// rate a step ran at or was left unrun.
+fn sweep_rates(c: &Capacity) -> Vec<f64> {
+    if !c.offered_qps.is_empty() {
+        return c.offered_qps.clone();
+    }
+    let mut rates: Vec<f64> = c.arms.iter().flat_map(|a| a.steps.iter().map(|s| s.offered_qps)).collect();
+    rates.extend(c.interrupted.iter().flat_map(|i| i.not_run_qps.iter().copied()));
+    rates.sort_by(f64::total_cmp);
+    rates.dedup();
+    rates
+}
+
+/// The configuration the rerun's plan gives `run`'s arm at `run`'s step.
+fn sweep_step(plan: &Plan, run: &RunResult) -> crate::config::Config {
+    plan.step(run.config.qps, &plan.arms).arm(run.config.transport)
 }
 
 /// What differs between the saved environment and this one, one line each.

@@ -64,7 +64,8 @@ pub async fn sweep_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
     last_status = sweep_status(last_status, interrupt.is_stopped());
     let interrupted = (last_status == RunStatus::Interrupted)
         .then(|| Interruption { reason: interrupt.reason(), not_run_qps: not_run(&plan.rates, &arms) });
-    let capacity = Capacity { slo_p99_ms: cfg.slo_p99.as_secs_f64() * 1e3, arms, interrupted };
+    let capacity =
+        Capacity { offered_qps: plan.rates.clone(), slo_p99_ms: cfg.slo_p99.as_secs_f64() * 1e3, arms, interrupted };
     let setup =
         if run_shape.is_empty() { String::new() } else { format!("offered {first} … {last} req/s, {run_shape}") };
     let path = match write_capacity(folder.path(), &capacity, &setup).and_then(|()| folder.commit()) {

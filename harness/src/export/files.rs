@@ -217,6 +217,30 @@ pub fn read_runs(folder: &Path) -> Result<Vec<RunResult>, String> {
     Ok(runs)
 }
 
+/// A sweep folder's `capacity.json`, and the runs of its first step: what
+/// `harness rerun` needs to repeat it. `None` when `folder` is not a sweep.
+pub fn read_sweep(folder: &Path) -> Option<Result<(Capacity, Vec<RunResult>), String>> {
+    let path = folder.join("capacity.json");
+    if !path.is_file() {
+        return None;
+    }
+    let read = || -> Result<(Capacity, Vec<RunResult>), String> {
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let c: Capacity = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not a capacity.json this harness wrote: {e}", path.display()))?;
+        let first = c
+            .arms
+            .iter()
+            .filter_map(|a| a.steps.first())
+            .min_by(|x, y| x.offered_qps.total_cmp(&y.offered_qps))
+            .ok_or_else(|| format!("{}: the sweep ran no step", folder.display()))?;
+        // A step of several arms is one folder holding an arm folder each.
+        let step = folder.join(first.folder.split('/').next().unwrap_or(&first.folder));
+        Ok((c, read_runs(&step)?))
+    };
+    Some(read())
+}
+
 /// A sweep's `capacity.md`, `capacity.json` and charts.
 pub fn write_capacity(dir: &Path, c: &Capacity, setup: &str) -> io::Result<()> {
     std::fs::write(dir.join("capacity.md"), capacity::render(c, setup))?;

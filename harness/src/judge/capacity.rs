@@ -44,6 +44,10 @@ pub struct ArmCapacity {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Capacity {
+    /// Every offered rate the sweep was given, in order (what `harness rerun`
+    /// repeats). Older sweeps lack it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub offered_qps: Vec<f64>,
     pub slo_p99_ms: f64,
     pub arms: Vec<ArmCapacity>,
     /// Set when the sweep was interrupted: its knees are over the steps that ran.
