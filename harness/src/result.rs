@@ -133,6 +133,10 @@ pub struct RoundResult {
     /// By tier: `caller`, `downstream`, `harness` (and `proxy`).
     pub resources: BTreeMap<TierName, Resources>,
     pub bytes: Hops,
+    /// Mean cores the rest of the machine kept busy during the round (see
+    /// `LoadSample::other_cores`); absent where not measured and in older runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_cores: Option<f64>,
     /// The tier processes this round measured (fresh per round unless
     /// `config.fresh_tiers` is false). Older runs lack it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -272,6 +276,11 @@ pub struct LoadSample {
     pub ok: u64,
     pub errors: u64,
     pub dropped: u64,
+    /// Cores the rest of the machine kept busy since the previous sample
+    /// (every core's busy share less the run's own processes). Absent where
+    /// it could not be read, and in older runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_cores: Option<f64>,
 }
 
 impl LoadSample {

@@ -171,6 +171,20 @@ fn validity_section(arms: &[Arm<'_>]) -> String {
             }
         }
     }
+    let other: Vec<String> = arms
+        .iter()
+        .filter_map(|a| {
+            let m = crate::judge::stats::mean(a.run.rounds.iter().filter_map(|r| r.other_cores))?;
+            Some(format!("{} {m:.2}", a.name))
+        })
+        .collect();
+    if !other.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nOther load on the machine during the rounds (cores kept busy by processes outside the run, mean): {}.",
+            other.join(", ")
+        );
+    }
 
     out
 }

@@ -131,10 +131,27 @@ pub fn render(run: &RunResult, charts: bool) -> String {
     if let Some(note) = instrument_note(run) {
         let _ = writeln!(out, "\n{note}");
     }
+    if let Some(note) = other_load_note(run) {
+        let _ = writeln!(out, "\n{note}");
+    }
     if charts {
         out.push_str(&charts_section());
     }
     out
+}
+
+/// How busy the rest of the machine kept its cores during the rounds, for
+/// runs that measured it: work the run competed with for CPU.
+pub fn other_load_note(run: &RunResult) -> Option<String> {
+    let per_round: Vec<f64> = run.rounds.iter().filter_map(|r| r.other_cores).collect();
+    let mean = crate::judge::stats::mean(per_round.iter().copied())?;
+    let (lo, hi) = per_round.iter().fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
+    let cores = run.environment.logical_cores.map_or(String::new(), |n| format!(" of {n}"));
+    Some(format!(
+        "Other load: processes outside this run kept {mean:.2} cores{cores} busy on average during the rounds \
+         (per round {lo:.2} to {hi:.2}; the machine's busy share from /proc/stat less the run's own processes). \
+         CPU figures measured beside other work can read higher than on a quiet machine."
+    ))
 }
 
 /// What the latency instrument can resolve and what it adds by itself, for

@@ -8,11 +8,13 @@ use std::collections::BTreeMap;
 use telemetry::CountersSnapshot;
 
 use crate::config::Config;
-use crate::judge::stats::{mean_peak, summarize};
+use crate::judge::stats::{mean, mean_peak, summarize};
 use crate::measure::histogram::encode_histogram;
 use crate::measure::record::RoundRecord;
 use crate::measure::tier_stats::Deltas;
-use crate::result::{HopBytes, Hops, Latency, Requests, ResourceSample, Resources, RoundResult, Throughput, TierName};
+use crate::result::{
+    HopBytes, Hops, Latency, LoadSample, Requests, ResourceSample, Resources, RoundResult, Throughput, TierName,
+};
 
 /// Everything one measured round produced, before any arithmetic.
 #[derive(Debug, Clone, Copy)]
@@ -31,6 +33,8 @@ pub struct RoundInput<'a> {
     pub deltas: &'a Deltas,
     /// The arm's resource samples (any time; only those in the window count).
     pub samples: &'a [ResourceSample],
+    /// The run's load samples (any time; only those in the window count).
+    pub load: &'a [LoadSample],
 }
 
 /// One round's result.
@@ -53,6 +57,13 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
             front: hop_bytes("front", input.deltas.front.as_ref()),
             internal: hop_bytes(input.config.transport.as_str(), input.deltas.internal.as_ref()),
         },
+        other_cores: mean(
+            input
+                .load
+                .iter()
+                .filter(|s| s.t_seconds > input.from_seconds && s.t_seconds <= input.to_seconds)
+                .filter_map(|s| s.other_cores),
+        ),
         // Which processes these were is known to the run, not to the figures.
         pids: BTreeMap::new(),
     }
@@ -296,6 +307,10 @@ mod tests {
         assert_eq!((t.ok_per_second, t.target_qps, t.achieved_ratio), (250.0, None, None));
     }
 
+    fn load(t_seconds: f64, other_cores: Option<f64>) -> LoadSample {
+        LoadSample { t_seconds, in_flight: 0, sent: 0, ok: 0, errors: 0, dropped: 0, other_cores }
+    }
+
     #[test]
     fn a_round_assembles_every_figure_from_its_inputs() {
         let cfg = crate::testing::config(Transport::Rest);
@@ -328,8 +343,17 @@ mod tests {
             record: &rec,
             deltas: &deltas,
             samples: &samples,
+            load: &[
+                load(9.5, Some(1.5)),
+                load(11.0, Some(0.5)),
+                load(11.5, None),
+                load(12.0, Some(1.0)),
+                load(30.0, Some(2.0)),
+            ],
         };
         let r = assemble(&input);
+        // Other load: the mean of the readings inside the window, unread ones left out.
+        assert_eq!(r.other_cores, Some(0.75));
         assert_eq!((r.index, r.window_seconds, r.started_seconds), (2, 2.0, 10.0));
         assert_eq!((r.requests.scheduled, r.requests.sent, r.requests.ok), (5, 4, 4));
         assert_eq!(r.throughput.ok_per_second, 2.0);

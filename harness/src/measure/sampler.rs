@@ -38,6 +38,8 @@ pub struct Sampler {
     previous: Vec<Option<(Instant, f64)>>,
     /// Tiers sampled as a whole process tree (a proxy's master and workers).
     trees: Vec<Pid>,
+    /// Cores the rest of the machine kept busy over the last interval.
+    other_cores: Option<f64>,
 }
 
 impl Sampler {
@@ -48,6 +50,7 @@ impl Sampler {
             watched: watched.to_vec(),
             previous: vec![None; watched.len()],
             trees: watched.iter().filter(|w| w.tier == TierName::Proxy).map(|w| Pid::from_u32(w.pid)).collect(),
+            other_cores: None,
         };
         // This first reading is the baseline the first sample's CPU % is measured from.
         s.refresh();
@@ -79,7 +82,16 @@ impl Sampler {
         let which = if self.trees.is_empty() { ProcessesToUpdate::Some(&pids) } else { ProcessesToUpdate::All };
         if let Some(system) = self.system.as_mut() {
             system.refresh_processes_specifics(which, true, ProcessRefreshKind::nothing().with_cpu().with_memory());
+            system.refresh_cpu_usage();
         }
+    }
+
+    /// Cores kept busy by processes other than the watched ones over the
+    /// last interval: the machine's busy share (/proc/stat, every core) times
+    /// its cores, minus what the run's own processes used. `None` before the
+    /// second sample or where the machine's CPU use cannot be read.
+    pub fn other_cores(&self) -> Option<f64> {
+        self.other_cores
     }
 
     /// The process `pid` and, for a tree, every process whose parent it is.
@@ -124,6 +136,11 @@ impl Sampler {
             };
             out.push(ArmSample { arm: w.arm, sample });
         }
+        let ours: Option<f64> = out.iter().map(|s| s.sample.cpu_percent.map(|p| p / 100.0)).sum();
+        self.other_cores = self.system.as_ref().filter(|s| !s.cpus().is_empty()).and_then(|system| {
+            let busy = f64::from(system.global_cpu_usage()) / 100.0 * system.cpus().len() as f64;
+            Some(other_cores(busy, ours?))
+        });
         out
     }
 }
@@ -138,6 +155,12 @@ pub fn cpu_percent(previous: Option<(Instant, f64)>, now: Instant, cpu_seconds: 
     (wall > 0.0).then(|| used.max(0.0) / wall * 100.0)
 }
 
+/// The machine's busy cores less the run's own, never below zero (the two
+/// are read a moment apart).
+pub fn other_cores(machine_busy: f64, ours: f64) -> f64 {
+    (machine_busy - ours).max(0.0)
+}
+
 /// The samples of arm `i`'s tiers and of the harness.
 pub fn of_arm(samples: &[ArmSample], i: usize) -> Vec<ResourceSample> {
     samples.iter().filter(|s| s.arm.is_none_or(|a| a == i)).map(|s| s.sample.clone()).collect()
@@ -146,6 +169,26 @@ pub fn of_arm(samples: &[ArmSample], i: usize) -> Vec<ResourceSample> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_busy_process_outside_the_run_shows_as_other_load() {
+        // A child that keeps one core busy for at most three seconds.
+        let mut burner = std::process::Command::new("sh")
+            .args(["-c", "end=$(($(date +%s)+3)); while [ $(date +%s) -lt $end ]; do :; done"])
+            .spawn()
+            .unwrap();
+        let me = Watched { arm: None, tier: TierName::Harness, pid: std::process::id() };
+        let mut s = Sampler::new(&[me]);
+        assert_eq!(s.other_cores(), None, "no interval yet");
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        s.sample(Instant::now());
+        let other = s.other_cores();
+        let _ = burner.kill();
+        let _ = burner.wait();
+        // The burner alone is most of a core (more if the machine is busy besides).
+        assert!(other.is_some_and(|o| o >= 0.5), "{other:?}");
+        assert!(other.is_some_and(|o| o <= s.system.as_ref().unwrap().cpus().len() as f64 + 0.01), "{other:?}");
+    }
 
     #[test]
     fn samples_this_process_and_leaves_unknown_ones_empty() {

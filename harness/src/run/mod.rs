@@ -145,6 +145,7 @@ async fn results(
             record: &record,
             deltas: &deltas,
             samples: &arm_samples,
+            load: &common.load_samples,
         };
         rounds_by_arm[arm].push(RoundResult { pids, ..assemble(&input) });
     }

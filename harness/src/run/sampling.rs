@@ -93,6 +93,7 @@ async fn sample_loop(
             ok: live.ok.load(Relaxed),
             errors: live.errors.load(Relaxed),
             dropped: live.dropped.load(Relaxed),
+            other_cores: sampler.other_cores(),
         };
         if let Some(sink) = sink.as_mut() {
             let ok_rate = load.last().map(|prev| point.ok_rate_since(prev));
