@@ -48,12 +48,7 @@ fn rerun_repeats_the_saved_configuration_into_a_new_folder() {
     assert_eq!(o.status.code(), Some(0), "{stderr}");
     // Same machine and build: nothing differs, and it says so.
     assert!(stderr.contains("harness rerun: same environment as the saved run"), "{stderr}");
-    let mut folders: Vec<_> = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-        .collect();
-    folders.sort();
+    let folders = run_folders(&out);
     assert_eq!(folders.len(), 2, "{folders:?}");
     let second = folders.into_iter().find(|f| *f != first).unwrap();
     for arm in ["grpc", "rest"] {
@@ -92,11 +87,7 @@ fn rerun_repeats_a_sweep_with_its_rates() {
     let first = run_folder(&out);
     let o = harness_cmd(&["rerun", first.to_str().unwrap()]).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    let second = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.is_dir() && *p != first && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-        .unwrap();
+    let second = run_folders(&out).into_iter().find(|p| *p != first).unwrap();
     let rates = |folder: &std::path::Path| {
         let text = std::fs::read_to_string(folder.join("capacity.json")).unwrap();
         serde_json::from_str::<serde_json::Value>(&text).unwrap()["offered_qps"].clone()

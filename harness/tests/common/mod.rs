@@ -164,13 +164,20 @@ pub fn signal(pid: i32, sig: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).unwrap();
 }
 
-/// The one run folder under `out`.
-pub fn run_folder(out: &Path) -> PathBuf {
-    let folders: Vec<_> = std::fs::read_dir(out)
+/// The run folders under `out` (hidden ones left out), in name order.
+pub fn run_folders(out: &Path) -> Vec<PathBuf> {
+    let mut folders: Vec<_> = std::fs::read_dir(out)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.is_dir() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
         .collect();
+    folders.sort();
+    folders
+}
+
+/// The one run folder under `out`.
+pub fn run_folder(out: &Path) -> PathBuf {
+    let folders = run_folders(out);
     assert_eq!(folders.len(), 1, "expected one run folder in {}: {folders:?}", out.display());
     folders.into_iter().next().unwrap()
 }
