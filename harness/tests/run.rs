@@ -163,3 +163,36 @@ fn bad_flags_exit_2_naming_the_flag_and_write_nothing() {
     assert_eq!(leftovers, 0, "bad flags wrote into --out");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Fresh tiers with a fixed front port: each round's caller is a new process
+/// on the same port (the old one stops before the new one binds).
+#[test]
+fn fresh_rounds_restart_the_tiers_even_on_a_fixed_caller_port() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let out = out_dir("fresh-fixed-port");
+    let o = harness(&[
+        "--qps",
+        "30",
+        "--duration",
+        "1s",
+        "--warmup",
+        "200ms",
+        "--rounds",
+        "2",
+        "--delay",
+        "15ms",
+        "--caller-port",
+        &port,
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let run = load(&run_folder(&out));
+    let callers: Vec<u32> = run.rounds.iter().map(|r| r.pids[&TierName::Caller]).collect();
+    assert_ne!(callers[0], callers[1], "{callers:?}");
+    assert!(run.rounds.iter().all(|r| r.requests.ok == r.requests.sent && r.requests.sent >= 29), "{:?}", run.rounds);
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -135,8 +135,11 @@ impl Driver<'_> {
         (pending, None)
     }
 
-    /// Replaces arm `a`'s tiers with freshly started processes (the old ones
-    /// stop once the new ones are ready) and has the sampler follow them.
+    /// Replaces arm `a`'s tiers with freshly started processes and has the
+    /// sampler follow them. The old ones stop first, so fixed ports
+    /// (`--caller-port`) are free again and nothing of theirs runs beside the
+    /// new round; if the new ones fail to start, the arm is left without tiers
+    /// and the run stops.
     async fn restart(&mut self, a: usize) -> Result<(), Stop> {
         if self.interrupt.is_stopped() {
             return Err(Stop::Interrupted);
@@ -144,17 +147,12 @@ impl Driver<'_> {
         let arm = &mut self.arms[a];
         let title = arm.config.transport.title();
         let failed = |e: String| Stop::TierDied(format!("starting fresh tiers of the {title} arm failed: {e}"));
+        let none = Topology { downstream: None, caller: None, proxy: None, target_url: String::new() };
+        std::mem::replace(&mut arm.topology, none).stop(self.interrupt.cut_token()).await;
         let topology = Topology::start(&arm.config).await.map_err(|e| failed(e.to_string()))?;
-        let target = match Target::for_arm(&arm.config, &topology.target_url) {
-            Ok(t) => t,
-            Err(e) => {
-                topology.stop(self.interrupt.cut_token()).await;
-                return Err(failed(e.to_string()));
-            }
-        };
-        let old = std::mem::replace(&mut arm.topology, topology);
-        arm.target = target;
-        old.stop(self.interrupt.cut_token()).await;
+        // Kept on the arm even if its target cannot be made: the run stops it at the end.
+        arm.topology = topology;
+        arm.target = Target::for_arm(&arm.config, &arm.topology.target_url).map_err(|e| failed(e.to_string()))?;
         for t in arm.topology.tiers() {
             self.sampling.rewatch(Watched { arm: Some(a), tier: t.name, pid: t.pid() });
         }
