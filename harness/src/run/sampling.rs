@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::load::Live;
+use crate::measure::remote::{RemoteSampler, RemoteWatched};
 use crate::measure::sampler::{ArmSample, Sampler, Watched};
 use crate::result::LoadSample;
 
@@ -34,8 +35,11 @@ pub(super) struct Sampling {
 }
 
 impl Sampling {
+    /// Samples `watched` processes on this machine and `remote` tiers through
+    /// their admin endpoints.
     pub fn start(
         watched: &[Watched],
+        remote: Vec<RemoteWatched>,
         interval: Duration,
         origin: Instant,
         live: Arc<Live>,
@@ -43,7 +47,8 @@ impl Sampling {
     ) -> Sampling {
         let stop = CancellationToken::new();
         let sampler = Sampler::new(watched);
-        let task = tokio::spawn(sample_loop(sampler, interval, origin, live, stop.clone(), sink));
+        let remote = RemoteSampler::new(remote).ok();
+        let task = tokio::spawn(sample_loop((sampler, remote), interval, origin, live, stop.clone(), sink));
         Sampling { stop, task }
     }
 
@@ -55,7 +60,7 @@ impl Sampling {
 }
 
 async fn sample_loop(
-    mut sampler: Sampler,
+    (mut sampler, mut remote): (Sampler, Option<RemoteSampler>),
     interval: Duration,
     origin: Instant,
     live: Arc<Live>,
@@ -73,7 +78,10 @@ async fn sample_loop(
             _ = stop.cancelled() => true,
             _ = ticker.tick() => false,
         };
-        let batch = sampler.sample(origin);
+        let mut batch = sampler.sample(origin);
+        if let Some(remote) = remote.as_mut().filter(|r| !r.is_empty()) {
+            batch.extend(remote.sample(origin).await);
+        }
         let point = LoadSample {
             t_seconds: batch.first().map_or(0.0, |s| s.sample.t_seconds),
             in_flight: live.in_flight.load(Relaxed) as u64,
