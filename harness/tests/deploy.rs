@@ -116,7 +116,7 @@ fn kubernetes_manifests_agree_with_the_compose_file() {
     let c = compose();
     let services = c["services"].as_mapping().unwrap();
     let names: Vec<String> = services.keys().map(|k| k.as_str().unwrap().to_owned()).collect();
-    assert_eq!(names.iter().cloned().collect::<Vec<_>>().len(), m.pods.len(), "{names:?} vs {:?}", m.pods.keys());
+    assert_eq!(names.len(), m.pods.len(), "{names:?} vs {:?}", m.pods.keys());
     for name in &names {
         let svc = &c["services"][name.as_str()];
         let pod = m.pods.get(name).unwrap_or_else(|| panic!("no Deployment or Job named {name} in deploy/k8s"));

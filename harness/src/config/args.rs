@@ -754,6 +754,17 @@ mod tests {
             &["--transport", "both", "--qps", "2.5", "--delay", "300ms", "--jitter", "1500us", "--label", "x"][..],
             &["--transport", "rest", "--connections", "8", "--rest-http2", "--plan-qps", "900", "--quiet"],
             &["--transport", "grpc,grpc", "--rounds", "4", "--target", "downstream", "--json"],
+            &[
+                "--transport",
+                "both",
+                "--caller-url",
+                "grpc=http://a:1,rest=http://b:2",
+                "--caller-admin",
+                "grpc=http://a:3,rest=http://b:4",
+                "--downstream-admin",
+                "http://d:5",
+            ],
+            &["--isolation", "containers", "--tier-cpus", "caller=1,downstream=0.5", "--tier-memory", "caller=64m"],
         ] {
             let p = plan(args).unwrap();
             let t = TransportArg::from_arms(&p.arms).unwrap();
