@@ -108,10 +108,40 @@ pub struct Instrument {
     pub cpu_clock: Option<String>,
 }
 
+/// One tier as the run found it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TierInfo {
-    pub pid: u32,
+    /// Its process id on its own host (a container's first process is 1);
+    /// `null` for a tier elsewhere whose admin endpoint could not be read.
+    pub pid: Option<u32>,
+    /// Its own reported settings (`/stats`); for a container, with the
+    /// container's name, image and limits under `container`.
     pub settings: serde_json::Value,
+    /// The host name the tier reported (`/stats`): where it ran. Absent in
+    /// runs made before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// For a tier the harness did not start as a child process (an already
+    /// running one, or a container): the admin endpoint it was sampled
+    /// through, `null` when none was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled_via: Option<SampledVia>,
+}
+
+/// How a tier that is not a child process of the harness was measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampledVia {
+    /// The admin endpoint read for CPU, memory and bytes; `None`: none given.
+    pub admin_url: Option<String>,
+    /// Whether it answered when the run began.
+    pub reachable: bool,
+}
+
+impl TierInfo {
+    /// A tier the harness started as a child process on this machine.
+    pub fn local(pid: u32, settings: serde_json::Value) -> TierInfo {
+        TierInfo { pid: Some(pid), settings, hostname: None, sampled_via: None }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

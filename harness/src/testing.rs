@@ -24,6 +24,9 @@ pub fn config(transport: Transport) -> Config {
         closed_loop: false,
         target: crate::config::TargetTier::Caller,
         downstream_url: None,
+        remote: Default::default(),
+        isolation: Default::default(),
+        tier_limits: Default::default(),
         slo_p99: Duration::from_millis(600),
         proxy: None,
         proxy_hop: crate::config::ProxyHop::Internal,
@@ -146,9 +149,8 @@ pub fn round(index: u32, base_ms: f64, scale: f64) -> RoundResult {
 /// finished run's is (a test that changes it judges it again).
 pub fn run(transport: Transport, scale: f64) -> RunResult {
     let mut tiers = BTreeMap::new();
-    tiers
-        .insert(TierName::Caller, TierInfo { pid: 11, settings: serde_json::json!({"transport": transport.as_str()}) });
-    tiers.insert(TierName::Downstream, TierInfo { pid: 10, settings: serde_json::json!({"delay_ms": 500.0}) });
+    tiers.insert(TierName::Caller, TierInfo::local(11, serde_json::json!({"transport": transport.as_str()})));
+    tiers.insert(TierName::Downstream, TierInfo::local(10, serde_json::json!({"delay_ms": 500.0})));
     let mut run = RunResult {
         schema: SCHEMA.into(),
         tool_version: "0.1.0".into(),

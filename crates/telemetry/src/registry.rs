@@ -14,6 +14,8 @@ use crate::{Counters, CountersSnapshot, ProcessSnapshot, ProcessStats};
 #[derive(Debug)]
 pub struct Registry {
     service: &'static str,
+    /// The host name the process runs on, read once at start.
+    hostname: Option<String>,
     started: Instant,
     listeners: Vec<Arc<Counters>>,
     clients: Vec<Arc<Counters>>,
@@ -25,6 +27,11 @@ pub struct Registry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatsSnapshot {
     pub service: String,
+    /// The host (or container, or pod) name the service runs on, so a
+    /// harness sampling it from elsewhere can say where it ran. Absent from
+    /// services built before it was reported.
+    #[serde(default)]
+    pub hostname: Option<String>,
     pub uptime_seconds: f64,
     pub process: ProcessSnapshot,
     /// Inbound listeners by name (`grpc`, `rest`, `front`); admin traffic is not here.
@@ -39,6 +46,7 @@ impl Registry {
     pub fn new(service: &'static str) -> Self {
         Registry {
             service,
+            hostname: sysinfo::System::host_name().ok().filter(|h| !h.is_empty()),
             started: Instant::now(),
             listeners: Vec::new(),
             clients: Vec::new(),
@@ -70,6 +78,7 @@ impl Registry {
         let collect = |v: &[Arc<Counters>]| v.iter().map(|c| (c.name().to_owned(), c.snapshot())).collect();
         StatsSnapshot {
             service: self.service.to_owned(),
+            hostname: self.hostname.clone(),
             uptime_seconds: self.started.elapsed().as_secs_f64(),
             process: self.process.snapshot(),
             listeners: collect(&self.listeners),

@@ -183,7 +183,11 @@ fn interrupt_on_signals() -> std::io::Result<Interrupt> {
                 2 => eprintln!(
                     "harness: {name} again: cutting the drain short and writing what was finished (again to exit at once)"
                 ),
-                _ => std::process::exit(i32::from(EXIT_INTERRUPTED)),
+                _ => {
+                    // Containers do not die with the harness as child processes do.
+                    crate::tiers::containers::remove_now();
+                    std::process::exit(i32::from(EXIT_INTERRUPTED))
+                }
             }
         }
     });

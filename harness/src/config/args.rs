@@ -9,6 +9,7 @@ use caller::Transport;
 use clap::Args;
 use payload::Limits;
 
+use super::deploy::{self, Isolation, Remote, TierLimits};
 use super::{Config, ConfigError, Plan, ProxyHop, ProxyKind, TargetTier, bad, parse_rates};
 
 /// The longest any one duration flag may be. Longer values overflow the
@@ -106,6 +107,36 @@ pub struct RunArgs {
     /// URL (its gRPC or REST listener, per --transport) instead of starting one.
     #[arg(long)]
     pub downstream_url: Option<String>,
+    /// Drive an already running caller instead of starting the tiers: its
+    /// front door as http://host:port, for every arm; a caller serves one
+    /// transport, so --transport both takes one per arm:
+    /// grpc=http://host:port,rest=http://host:port.
+    #[arg(long)]
+    pub caller_url: Option<String>,
+    /// The admin endpoint (http://host:port) of the caller given by
+    /// --caller-url (per arm like it), sampled for CPU, memory and bytes.
+    /// Without it the caller's figures are not measured.
+    #[arg(long)]
+    pub caller_admin: Option<String>,
+    /// The admin endpoint (http://host:port) of an already running downstream
+    /// (behind --caller-url, or the --downstream-url one), sampled for CPU,
+    /// memory and bytes. Without it the downstream's figures are not measured.
+    #[arg(long)]
+    pub downstream_admin: Option<String>,
+    /// How the harness starts the tiers: `processes` on this machine, or
+    /// `containers` (Docker, one per tier on a private network, limited by
+    /// --tier-cpus and --tier-memory).
+    #[arg(long, value_enum, default_value_t = Isolation::Processes)]
+    pub isolation: Isolation,
+    /// With --isolation containers: CPUs per tier, e.g. caller=1,downstream=0.5
+    /// (docker run --cpus). A tier left out is not limited.
+    #[arg(long)]
+    pub tier_cpus: Option<String>,
+    /// With --isolation containers: memory per tier, e.g.
+    /// caller=256m,downstream=128m (docker run --memory). A tier left out is
+    /// not limited.
+    #[arg(long)]
+    pub tier_memory: Option<String>,
     /// Put a real reverse proxy between two tiers (the binary must be
     /// installed: `apt-get install nginx` / `caddy`).
     #[arg(long, value_enum)]
@@ -132,7 +163,8 @@ pub struct RunArgs {
     pub rounds: Option<String>,
     /// Keep one set of tier processes per arm for all rounds (faster: one
     /// warm-up per arm). Memory is then one process per arm, so a comparison
-    /// does not judge its memory rows.
+    /// does not judge its memory rows. Remote tiers (--caller-url,
+    /// --downstream-url) and containers always keep one set.
     #[arg(long)]
     pub reuse_tiers: bool,
     /// Simulated service time of the downstream.
@@ -249,6 +281,14 @@ impl Config {
         }
         let label = label(a.label.as_deref())?;
         let (bind, admin_bind) = placement(a)?;
+        let remote = deploy::remote(
+            a.caller_url.as_deref(),
+            a.caller_admin.as_deref(),
+            a.downstream_admin.as_deref(),
+            a.downstream_url.is_some(),
+            &a.transport.arms(),
+        )?;
+        let tier_limits = containers(a)?;
         check_writable(&a.out)?;
         Ok(Config {
             transport,
@@ -256,13 +296,21 @@ impl Config {
             closed_loop: qps.is_none(),
             target: a.target,
             downstream_url: a.downstream_url.clone(),
+            remote,
+            isolation: a.isolation,
+            tier_limits,
             slo_p99: timing.slo_p99,
             proxy: a.proxy,
             proxy_hop: a.proxy_hop,
             duration: timing.duration,
             warmup: timing.warmup,
             rounds: sizes.rounds,
-            fresh_tiers: !a.reuse_tiers,
+            // Only tiers the harness starts as local processes are restarted
+            // per round; remote tiers and containers keep one set per arm.
+            fresh_tiers: !a.reuse_tiers
+                && a.isolation == Isolation::Processes
+                && a.caller_url.is_none()
+                && a.downstream_url.is_none(),
             delay: timing.delay,
             jitter: timing.jitter,
             items: a.items,
@@ -310,6 +358,22 @@ pub fn command_line(config: &Config, transport: TransportArg) -> Vec<String> {
     flag("--target", c.target.as_str().into());
     if let Some(url) = &c.downstream_url {
         flag("--downstream-url", url.clone());
+    }
+    if !c.remote.caller_url.is_empty() {
+        flag("--caller-url", Remote::per_arm_arg(&c.remote.caller_url));
+    }
+    if !c.remote.caller_admin.is_empty() {
+        flag("--caller-admin", Remote::per_arm_arg(&c.remote.caller_admin));
+    }
+    if let Some(url) = &c.remote.downstream_admin {
+        flag("--downstream-admin", url.clone());
+    }
+    flag("--isolation", c.isolation.as_str().into());
+    if let Some(cpus) = c.tier_limits.cpus_arg() {
+        flag("--tier-cpus", cpus);
+    }
+    if let Some(memory) = c.tier_limits.memory_arg() {
+        flag("--tier-memory", memory);
     }
     if let Some(p) = c.proxy {
         flag("--proxy", p.as_str().into());
@@ -492,6 +556,16 @@ fn placement(a: &RunArgs) -> Result<(IpAddr, IpAddr), ConfigError> {
              leave --caller-port out (any free port) or measure one transport",
         ));
     }
+    if a.caller_url.is_some() {
+        let conflicts = [
+            ("--target", a.target != TargetTier::Caller),
+            ("--proxy", a.proxy.is_some()),
+            ("--caller-port", a.caller_port != 0),
+        ];
+        if let Some((flag, _)) = conflicts.iter().find(|(_, given)| *given) {
+            return Err(bad(flag, "does not go with --caller-url (the harness starts no tier: it drives that caller)"));
+        }
+    }
     if a.downstream_url.is_some() && a.target != TargetTier::Downstream {
         return Err(bad("--downstream-url", "goes with --target downstream"));
     }
@@ -506,6 +580,39 @@ fn placement(a: &RunArgs) -> Result<(IpAddr, IpAddr), ConfigError> {
             .map_err(|_| bad(flag, format!("{text:?} is not an IP address; e.g. {flag} 127.0.0.1 or {flag} ::1")))
     };
     Ok((ip("--bind", &a.bind)?, ip("--admin-bind", &a.admin_bind)?))
+}
+
+/// `--isolation containers` and its limits; what it cannot go with.
+fn containers(a: &RunArgs) -> Result<TierLimits, ConfigError> {
+    if a.isolation == Isolation::Processes {
+        for (flag, given) in [("--tier-cpus", a.tier_cpus.is_some()), ("--tier-memory", a.tier_memory.is_some())] {
+            if given {
+                return Err(bad(flag, "goes with --isolation containers (a process on this machine has no limit)"));
+            }
+        }
+        return Ok(TierLimits::default());
+    }
+    let conflicts = [
+        ("--caller-url", a.caller_url.is_some()),
+        ("--downstream-url", a.downstream_url.is_some()),
+        ("--proxy", a.proxy.is_some()),
+        ("--target", a.target != TargetTier::Caller),
+        ("--caller-port", a.caller_port != 0),
+        ("--bind", a.bind.trim() != "127.0.0.1"),
+        ("--admin-bind", a.admin_bind.trim() != "127.0.0.1"),
+    ];
+    if let Some((flag, _)) = conflicts.iter().find(|(_, given)| *given) {
+        return Err(bad(
+            flag,
+            "does not go with --isolation containers (the harness starts the caller and the downstream in \
+             containers on a private network of their own)",
+        ));
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Ok(TierLimits {
+        cpus: a.tier_cpus.as_deref().map(|t| deploy::tier_cpus(t, cores)).transpose()?.unwrap_or_default(),
+        memory_bytes: a.tier_memory.as_deref().map(deploy::tier_memory).transpose()?.unwrap_or_default(),
+    })
 }
 
 /// A duration flag, at most [`MAX_DURATION`].
@@ -669,6 +776,17 @@ mod tests {
             &["--transport", "both", "--qps", "2.5", "--delay", "300ms", "--jitter", "1500us", "--label", "x"][..],
             &["--transport", "rest", "--connections", "8", "--rest-http2", "--plan-qps", "900", "--quiet"],
             &["--transport", "grpc,grpc", "--rounds", "4", "--target", "downstream", "--json"],
+            &[
+                "--transport",
+                "both",
+                "--caller-url",
+                "grpc=http://a:1,rest=http://b:2",
+                "--caller-admin",
+                "grpc=http://a:3,rest=http://b:4",
+                "--downstream-admin",
+                "http://d:5",
+            ],
+            &["--isolation", "containers", "--tier-cpus", "caller=1,downstream=0.5", "--tier-memory", "caller=64m"],
         ] {
             let p = plan(args).unwrap();
             let t = TransportArg::from_arms(&p.arms).unwrap();

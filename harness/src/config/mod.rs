@@ -6,6 +6,7 @@
 //! This module depends on nothing else in the harness.
 
 mod args;
+mod deploy;
 mod rates;
 
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ use caller::Transport;
 use serde::{Deserialize, Serialize};
 
 pub use args::{RunArgs, TransportArg, command_line};
+pub use deploy::{Isolation, Remote, TierLimits};
 pub use rates::parse_rates;
 
 /// A flag that cannot be used, with the fix.
@@ -223,6 +225,16 @@ pub struct Config {
     pub target: TargetTier,
     /// An already running downstream the load goes to (with target downstream).
     pub downstream_url: Option<String>,
+    /// Already running tiers: the caller per arm, and the admin endpoints
+    /// they are sampled through. Absent when the harness starts the tiers.
+    #[serde(default, skip_serializing_if = "Remote::is_empty")]
+    pub remote: Remote,
+    /// How the harness starts its tiers: processes (absent) or containers.
+    #[serde(default, skip_serializing_if = "Isolation::is_processes")]
+    pub isolation: Isolation,
+    /// Per-tier container CPU and memory limits (with containers).
+    #[serde(default, skip_serializing_if = "TierLimits::is_empty")]
+    pub tier_limits: TierLimits,
     /// The p99 a sweep step must stay under to count as sustained.
     #[serde(with = "secs")]
     pub slo_p99: Duration,
@@ -343,6 +355,17 @@ impl Config {
             .into_iter()
             .filter(|(_, ip)| !ip.is_loopback())
             .collect()
+    }
+
+    /// The front door of the already running caller of this arm
+    /// (`--caller-url`), `/v1/call` not included.
+    pub fn remote_caller(&self) -> Option<&str> {
+        self.remote.caller_url.get(self.transport.as_str()).map(String::as_str)
+    }
+
+    /// The admin endpoint of this arm's already running caller.
+    pub fn remote_caller_admin(&self) -> Option<&str> {
+        self.remote.caller_admin.get(self.transport.as_str()).map(String::as_str)
     }
 
     /// Requests scheduled in one round.

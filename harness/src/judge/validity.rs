@@ -28,6 +28,7 @@ pub fn validity(run: &RunResult) -> Vec<String> {
             run.status_reason.as_deref().unwrap_or("reason unknown").lines().next().unwrap_or("")
         )),
     }
+    problems.extend(unread_admin(run));
     for r in &run.rounds {
         let k = r.index;
         if let Some(ratio) = r.throughput.achieved_ratio.filter(|a| *a < ACHIEVED_RATIO_MIN) {
@@ -57,6 +58,35 @@ pub fn validity(run: &RunResult) -> Vec<String> {
         {
             problems.push(format!(
                 "round {k}: the harness peaked at {peak:.0}% of a core: the load generator may be the bottleneck"
+            ));
+        }
+    }
+    problems
+}
+
+/// Tiers sampled through an admin endpoint that could not be read (when the
+/// run began, or at a round's boundaries): their figures are null, and the
+/// run says why.
+fn unread_admin(run: &RunResult) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (tier, info) in &run.tiers {
+        let Some(url) = info.sampled_via.as_ref().and_then(|v| v.admin_url.as_deref()) else { continue };
+        if info.sampled_via.as_ref().is_some_and(|v| !v.reachable) {
+            problems.push(format!(
+                "the {tier}'s admin endpoint {url} could not be read: its CPU, memory and bytes are not measured"
+            ));
+            continue;
+        }
+        let unread: Vec<String> = run
+            .rounds
+            .iter()
+            .filter(|r| r.resources.get(tier).is_none_or(|res| res.cpu_seconds.is_none()))
+            .map(|r| r.index.to_string())
+            .collect();
+        if !unread.is_empty() {
+            problems.push(format!(
+                "round {}: the {tier}'s admin endpoint {url} could not be read: its CPU and bytes are not measured",
+                unread.join(", ")
             ));
         }
     }

@@ -5,6 +5,8 @@
 //!   into one round's histograms and counts;
 //! * [`histogram`]: the latency histogram and its serialized form;
 //! * [`sampler`]: CPU and RSS of every process over time;
+//! * [`remote`]: the same for tiers that are not child processes of the
+//!   harness (elsewhere, or in containers), read from their `/stats`;
 //! * [`tier_stats`]: the tiers' own counters (`/stats`: CPU seconds, wire and
 //!   message bytes, connections) read at round boundaries;
 //! * [`environment`]: the machine and build a run was measured on;
@@ -14,5 +16,6 @@ pub mod calibrate;
 pub mod environment;
 pub mod histogram;
 pub mod record;
+pub mod remote;
 pub mod sampler;
 pub mod tier_stats;

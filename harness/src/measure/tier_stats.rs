@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use telemetry::{CountersSnapshot, ProcessSnapshot, ProcessStats, StatsSnapshot};
 
+use crate::result::TierName;
 use crate::tiers::{Tier, Topology};
 
 /// The counters and process figures of one arm's tiers at one instant.
@@ -42,7 +43,12 @@ impl TierStatsReader {
     /// A tier's `/stats`, tried twice: a snapshot that cannot be read leaves
     /// its figures unmeasured for the whole round.
     pub async fn stats(&self, tier: Option<&Tier>) -> Option<StatsSnapshot> {
-        let url = format!("{}/stats", tier?.admin_url());
+        self.stats_at(Some(&tier?.admin_url())).await
+    }
+
+    /// The `/stats` of the admin endpoint at `admin_url` (`http://host:port`).
+    pub async fn stats_at(&self, admin_url: Option<&str>) -> Option<StatsSnapshot> {
+        let url = format!("{}/stats", admin_url?);
         for _ in 0..2 {
             if let Ok(resp) = self.http.get(&url).send().await
                 && let Ok(stats) = resp.json().await
@@ -65,8 +71,8 @@ impl TierStatsReader {
 
     pub async fn snapshot(&self, topology: &Topology) -> Snapshot {
         let at = Instant::now();
-        let (downstream, caller) =
-            tokio::join!(self.stats(topology.downstream.as_ref()), self.stats(topology.caller.as_ref()));
+        let (d, c) = (topology.admin_url(TierName::Downstream), topology.admin_url(TierName::Caller));
+        let (downstream, caller) = tokio::join!(self.stats_at(d.as_deref()), self.stats_at(c.as_deref()));
         Snapshot { at, downstream, caller, harness: self.harness.snapshot() }
     }
 }

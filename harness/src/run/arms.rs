@@ -73,7 +73,7 @@ pub(super) async fn describe(arms: &mut [Arm], reader: &TierStatsReader, plan: &
                 (TierName::Proxy, Some((_, info))) => info.to_settings(),
                 _ => reader.stats(Some(tier)).await.map(|s| s.settings).unwrap_or(serde_json::Value::Null),
             };
-            arm.tiers.insert(tier.name, TierInfo { pid: tier.pid(), settings });
+            arm.tiers.insert(tier.name, TierInfo::local(tier.pid(), settings));
         }
     }
 }

@@ -13,6 +13,7 @@
 mod arms;
 pub mod interrupt;
 pub mod progress;
+mod remote;
 pub mod sampling;
 mod segments;
 
@@ -62,10 +63,18 @@ pub async fn run(
     let instrument = instrument(cfg).await;
     let mut arms = start_arms(plan).await?;
     describe(&mut arms, &reader, plan).await;
+    if let Err(e) = remote::describe(&mut arms, &reader, cfg.quiet).await {
+        for arm in arms {
+            arm.topology.stop(interrupt.cut_token()).await;
+        }
+        return Err(e);
+    }
 
     let origin = Instant::now() + ARM_SWITCH_PAUSE;
     let status = Arc::new(Status::default());
-    let sampling = Sampling::start(&watched(&arms), cfg.sample_interval, origin, status.live.clone(), sink);
+    let remote_watched = remote::watched(&arms);
+    let sampling =
+        Sampling::start(&watched(&arms), remote_watched, cfg.sample_interval, origin, status.live.clone(), sink);
     let progress = Progress::start(cfg.quiet, plan.load_duration(), status.clone());
     *status.qps.lock().unwrap_or_else(|e| e.into_inner()) = cfg.qps;
 

@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::load::Live;
+use crate::measure::remote::{RemoteSampler, RemoteWatched};
 use crate::measure::sampler::{ArmSample, Sampler, Watched};
 use crate::result::LoadSample;
 
@@ -36,8 +37,11 @@ pub(super) struct Sampling {
 }
 
 impl Sampling {
+    /// Samples `watched` processes on this machine and `remote` tiers through
+    /// their admin endpoints.
     pub fn start(
         watched: &[Watched],
+        remote: Vec<RemoteWatched>,
         interval: Duration,
         origin: Instant,
         live: Arc<Live>,
@@ -45,8 +49,10 @@ impl Sampling {
     ) -> Sampling {
         let stop = CancellationToken::new();
         let sampler = Sampler::new(watched);
+        let remote = RemoteSampler::new(remote).ok();
         let rewatch = Arc::new(Mutex::new(Vec::new()));
-        let task = tokio::spawn(sample_loop(sampler, interval, origin, live, stop.clone(), sink, rewatch.clone()));
+        let task =
+            tokio::spawn(sample_loop((sampler, remote), interval, origin, live, stop.clone(), sink, rewatch.clone()));
         Sampling { stop, task, rewatch }
     }
 
@@ -63,7 +69,7 @@ impl Sampling {
 }
 
 async fn sample_loop(
-    mut sampler: Sampler,
+    (mut sampler, mut remote): (Sampler, Option<RemoteSampler>),
     interval: Duration,
     origin: Instant,
     live: Arc<Live>,
@@ -85,7 +91,10 @@ async fn sample_loop(
         for w in std::mem::take(&mut *rewatch.lock().unwrap_or_else(|e| e.into_inner())) {
             sampler.rewatch(w);
         }
-        let batch = sampler.sample(origin);
+        let mut batch = sampler.sample(origin);
+        if let Some(remote) = remote.as_mut().filter(|r| !r.is_empty()) {
+            batch.extend(remote.sample(origin).await);
+        }
         let point = LoadSample {
             t_seconds: batch.first().map_or(0.0, |s| s.sample.t_seconds),
             in_flight: live.in_flight.load(Relaxed) as u64,

@@ -147,8 +147,7 @@ impl Driver<'_> {
         let arm = &mut self.arms[a];
         let title = arm.config.transport.title();
         let failed = |e: String| Stop::TierDied(format!("starting fresh tiers of the {title} arm failed: {e}"));
-        let none = Topology { downstream: None, caller: None, proxy: None, target_url: String::new() };
-        std::mem::replace(&mut arm.topology, none).stop(self.interrupt.cut_token()).await;
+        std::mem::replace(&mut arm.topology, Topology::empty()).stop(self.interrupt.cut_token()).await;
         let topology = Topology::start(&arm.config).await.map_err(|e| failed(e.to_string()))?;
         // Kept on the arm even if its target cannot be made: the run stops it at the end.
         arm.topology = topology;

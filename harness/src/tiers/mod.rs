@@ -1,12 +1,14 @@
 //! Where the measured processes come from: the tiers as child processes
-//! ([`process`]), one arm's set of them ([`topology`]), and a real reverse
-//! proxy on one hop ([`proxy`]).
+//! ([`process`]), one arm's set of them ([`topology`]), a real reverse
+//! proxy on one hop ([`proxy`]), and the tiers in Docker containers
+//! ([`containers`]).
 //!
 //! Starts, watches and stops processes; measures nothing and renders nothing.
 
+pub mod containers;
 pub mod process;
 pub mod proxy;
 pub mod topology;
 
 pub use process::{TIER_ROLE_ARG, Tier, TierError};
-pub use topology::Topology;
+pub use topology::{RemoteTier, Topology};

@@ -9,9 +9,10 @@ use std::time::Duration;
 use caller::Transport;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, ProxyHop, TargetTier};
+use crate::config::{Config, Isolation, ProxyHop, TargetTier};
 use crate::result::ProxyInfo;
 use crate::result::TierName;
+use crate::tiers::containers::{self, Containers};
 use crate::tiers::process::{Tier, TierError, spawn};
 use crate::tiers::proxy;
 
@@ -20,17 +21,35 @@ const ABANDON_GRACE: Duration = Duration::from_secs(2);
 /// How long each tier gets to drain when the run ends.
 const STOP_GRACE: Duration = Duration::from_secs(6);
 
-/// The tiers of one arm. With `--downstream-url`, none are started and the
-/// load goes to the given downstream.
+/// The tiers of one arm. With `--downstream-url` or `--caller-url`, none are
+/// started and the load goes to the given tier; with `--isolation
+/// containers`, the tiers run in containers.
 #[derive(Debug)]
 pub struct Topology {
     pub downstream: Option<Tier>,
     pub caller: Option<Tier>,
     /// A reverse proxy on one hop, and what the report says about it.
     pub proxy: Option<(Tier, ProxyInfo)>,
+    /// Tiers that are not child processes of the harness (already running
+    /// elsewhere, or in containers): measured only through their admin
+    /// endpoints.
+    pub remote: Vec<RemoteTier>,
+    /// The containers of this arm, with `--isolation containers`.
+    containers: Option<Containers>,
     /// Where the load goes: the caller's front door or the downstream's
     /// listener for the transport.
     pub target_url: String,
+}
+
+/// A tier the harness did not start as a child process.
+#[derive(Debug, Clone)]
+pub struct RemoteTier {
+    pub name: TierName,
+    /// Its admin endpoint (`http://host:port`), if known.
+    pub admin_url: Option<String>,
+    /// The container it runs in, when the harness started one
+    /// (`settings.container` in `run.json`).
+    pub container: Option<serde_json::Value>,
 }
 
 fn url_of(tier: &Tier, listener: &str) -> String {
@@ -42,13 +61,56 @@ fn micros(d: Duration) -> String {
 }
 
 impl Topology {
+    /// No tiers at all: what an arm holds between stopping its tiers and
+    /// starting fresh ones.
+    pub fn empty() -> Topology {
+        Topology {
+            downstream: None,
+            caller: None,
+            proxy: None,
+            remote: Vec::new(),
+            containers: None,
+            target_url: String::new(),
+        }
+    }
+
     /// Starts the downstream, then (for the three-tier topology) an
     /// internal-hop proxy, the caller, and a front-hop proxy. A failure stops
     /// whatever was started.
     pub async fn start(cfg: &Config) -> Result<Topology, TierError> {
-        let mut topology = Topology { downstream: None, caller: None, proxy: None, target_url: String::new() };
+        let mut topology = Topology::empty();
+        let remote = |name, admin_url: Option<&str>| RemoteTier {
+            name,
+            admin_url: admin_url.map(str::to_owned),
+            container: None,
+        };
         if let Some(url) = &cfg.downstream_url {
             topology.target_url = url.clone();
+            if let Some(admin) = cfg.remote.downstream_admin.as_deref() {
+                topology.remote.push(remote(TierName::Downstream, Some(admin)));
+            }
+            return Ok(topology);
+        }
+        if let Some(url) = cfg.remote_caller() {
+            topology.target_url = format!("{url}/v1/call");
+            topology.remote.push(remote(TierName::Downstream, cfg.remote.downstream_admin.as_deref()));
+            topology.remote.push(remote(TierName::Caller, cfg.remote_caller_admin()));
+            return Ok(topology);
+        }
+        if cfg.isolation == Isolation::Containers {
+            let set = Containers::start(cfg).await?;
+            for t in &set.tiers {
+                let admin = Some(t.url(containers::ADMIN_PORT));
+                topology.remote.push(RemoteTier {
+                    name: t.tier,
+                    admin_url: admin,
+                    container: Some(t.description.clone()),
+                });
+                if t.tier == TierName::Caller {
+                    topology.target_url = format!("{}/v1/call", t.url(containers::FRONT_PORT));
+                }
+            }
+            topology.containers = Some(set);
             return Ok(topology);
         }
         match topology.start_tiers(cfg).await {
@@ -88,7 +150,21 @@ impl Topology {
         Ok(())
     }
 
-    /// The tiers this arm started.
+    /// The admin endpoint of a tier: a started one's, or the one given for
+    /// a tier elsewhere.
+    pub fn admin_url(&self, name: TierName) -> Option<String> {
+        let started = match name {
+            TierName::Downstream => self.downstream.as_ref(),
+            TierName::Caller => self.caller.as_ref(),
+            _ => None,
+        };
+        match started {
+            Some(tier) => Some(tier.admin_url()),
+            None => self.remote.iter().find(|r| r.name == name).and_then(|r| r.admin_url.clone()),
+        }
+    }
+
+    /// The tiers this arm started as child processes.
     pub fn tiers(&self) -> impl Iterator<Item = &Tier> {
         self.downstream.iter().chain(self.caller.iter()).chain(self.proxy.iter().map(|(t, _)| t))
     }
@@ -104,6 +180,9 @@ impl Topology {
     }
 
     async fn stop_within(self, grace: Duration, cut: &CancellationToken) {
+        if let Some(set) = self.containers {
+            if cut.is_cancelled() { set.remove().await } else { set.stop(grace).await }
+        }
         if let Some(c) = self.caller {
             c.stop(grace, cut).await;
         }

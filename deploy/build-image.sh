@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds the tiers' image `grpc-vs-rest:local` from `scratch`: the release
+# binaries (harness, downstream, caller) and the shared libraries `ldd` lists
+# for them, copied into a build context at their own paths. Nothing is
+# pulled, so it builds on a machine with no container registry.
+#   deploy/build-image.sh [TAG]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tag="${1:-grpc-vs-rest:local}"
+cargo build --release -p harness -p downstream -p caller
+context=$(mktemp -d)
+trap 'rm -rf "$context"' EXIT
+for bin in harness downstream caller; do
+  cp "target/release/$bin" "$context/"
+  # Libraries by absolute path (`libc.so.6 => /lib/...`) and the loader.
+  for lib in $(ldd "target/release/$bin" | grep -o '/[^ ]*' || true); do
+    mkdir -p "$context$(dirname "$lib")"
+    cp -L "$lib" "$context$lib"
+  done
+done
+cp deploy/Dockerfile "$context/"
+# The classic builder needs no BuildKit plug-in; a scratch image pulls nothing.
+DOCKER_BUILDKIT=0 docker build --label grpc-vs-rest=1 -t "$tag" "$context"
+echo "built $tag"

@@ -1,0 +1,71 @@
+//! The tiers of a run that are not child processes of the harness (already
+//! running elsewhere, or in containers): what `run.json` records about each
+//! (its reported host name, pid and settings, the admin endpoint it is
+//! sampled through) and which endpoints the sampler reads. The host name
+//! every tier reports is recorded here too.
+
+use crate::measure::remote::RemoteWatched;
+use crate::measure::tier_stats::TierStatsReader;
+use crate::result::{SampledVia, TierInfo};
+
+use super::arms::Arm;
+
+/// Records each remote tier of every arm, and the host name each started
+/// tier reports; names the remote tiers on stderr. A remote caller that
+/// serves another transport than its arm's is an error: its figures would
+/// be filed under the wrong arm.
+pub(super) async fn describe(arms: &mut [Arm], reader: &TierStatsReader, quiet: bool) -> anyhow::Result<()> {
+    for arm in arms.iter_mut() {
+        for tier in arm.topology.tiers() {
+            let hostname = reader.stats(Some(tier)).await.and_then(|s| s.hostname);
+            if let Some(info) = arm.tiers.get_mut(&tier.name) {
+                info.hostname = hostname;
+            }
+        }
+        for remote in &arm.topology.remote {
+            let stats = reader.stats_at(remote.admin_url.as_deref()).await;
+            let mut settings = stats.as_ref().map_or(serde_json::Value::Null, |s| s.settings.clone());
+            if let (Some(container), Some(map)) = (&remote.container, settings.as_object_mut()) {
+                map.insert("container".into(), container.clone());
+            }
+            let serves = stats.as_ref().and_then(|s| s.settings.get("transport")?.as_str().map(str::to_owned));
+            let transport = arm.config.transport.as_str();
+            if remote.name == crate::result::TierName::Caller
+                && let Some(other) = serves.filter(|t| t != transport)
+            {
+                anyhow::bail!(
+                    "the caller whose admin endpoint is {} serves {other}, but it was given for the {transport} arm \
+                     (--caller-url / --caller-admin)",
+                    remote.admin_url.as_deref().unwrap_or("?")
+                );
+            }
+            if !quiet {
+                let at = remote.admin_url.as_deref().unwrap_or("no admin endpoint given");
+                let host = stats.as_ref().and_then(|s| s.hostname.as_deref()).unwrap_or("host unknown");
+                let state = if stats.is_some() { host } else { "not reachable: its figures are not measured" };
+                eprintln!("{} ({}): sampled through {at} ({state})", remote.name, arm.config.transport);
+            }
+            let info = TierInfo {
+                pid: stats.as_ref().map(|s| s.process.pid),
+                hostname: stats.as_ref().and_then(|s| s.hostname.clone()),
+                settings,
+                sampled_via: Some(SampledVia { admin_url: remote.admin_url.clone(), reachable: stats.is_some() }),
+            };
+            arm.tiers.insert(remote.name, info);
+        }
+    }
+    Ok(())
+}
+
+/// Every remote tier with an admin endpoint, to sample.
+pub(super) fn watched(arms: &[Arm]) -> Vec<RemoteWatched> {
+    arms.iter()
+        .enumerate()
+        .flat_map(|(i, arm)| {
+            arm.topology
+                .remote
+                .iter()
+                .filter_map(move |r| Some(RemoteWatched { arm: i, tier: r.name, admin_url: r.admin_url.clone()? }))
+        })
+        .collect()
+}

@@ -1,0 +1,420 @@
+//! `--isolation containers`: the downstream and the caller of one arm, each
+//! in its own Docker container on a private network of their own, with
+//! `--tier-cpus` / `--tier-memory` limits. The engine is Docker's, not ours:
+//! this module only runs the `docker` command line (image, network, run,
+//! logs, rm).
+//!
+//! The image is built from `scratch` with this very executable (the tiers run
+//! in its hidden `__tier` role) and the shared libraries `ldd` lists, so it
+//! builds on a machine with no registry; it is reused while the executable
+//! is unchanged. Every container and network carries the [`LABEL`] label and
+//! the harness's pid, is removed when the arm stops, on a failed start, when
+//! dropped (a panic) and on a third Ctrl-C ([`remove_now`]); one left behind
+//! by a killed harness is removed by the next containers run.
+//!
+//! Measures nothing: the tiers are sampled through their admin endpoints.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use telemetry::ReadyLine;
+use tokio::process::Command;
+
+use crate::config::Config;
+use crate::result::TierName;
+use crate::tiers::TierError;
+
+/// The label every container, network and image the harness makes carries.
+pub const LABEL: &str = "grpc-vs-rest";
+/// The label naming the harness process that made a container or network.
+const PID_LABEL: &str = "grpc-vs-rest.harness-pid";
+/// The prefix of every container and network name (`.ci/run` looks for it).
+pub const NAME_PREFIX: &str = "grpc-vs-rest-";
+/// The repository of the harness's own image; the tag names the executable.
+const IMAGE_REPO: &str = "grpc-vs-rest-tiers";
+/// The build recipe, shared with `deploy/build-image.sh`.
+const DOCKERFILE: &str = include_str!("../../../deploy/Dockerfile");
+/// Fixed ports inside a container: its network is its own.
+pub const GRPC_PORT: u16 = 50051;
+pub const REST_PORT: u16 = 8080;
+pub const FRONT_PORT: u16 = 8000;
+pub const ADMIN_PORT: u16 = 9090;
+/// How long a container may take to print its ready line.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Names of every container and network this process made and has not
+/// removed yet, for [`remove_now`].
+static LIVE: Mutex<Vec<(Kind, String)>> = Mutex::new(Vec::new());
+/// Numbers the networks of one harness process.
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Container,
+    Network,
+}
+
+/// One tier started in a container.
+#[derive(Debug, Clone)]
+pub struct Started {
+    pub tier: TierName,
+    pub name: String,
+    pub ip: IpAddr,
+    pub ready: ReadyLine,
+    /// What `run.json` records under the tier's `settings.container`.
+    pub description: serde_json::Value,
+}
+
+impl Started {
+    pub fn url(&self, port: u16) -> String {
+        format!("http://{}", std::net::SocketAddr::new(self.ip, port))
+    }
+}
+
+/// One arm's network and containers; removed by [`Containers::remove`], or
+/// when dropped.
+#[derive(Debug)]
+pub struct Containers {
+    network: String,
+    pub tiers: Vec<Started>,
+    removed: bool,
+}
+
+impl Containers {
+    /// Starts the downstream, then the caller pointed at it, on a new network.
+    /// A failure removes whatever was made.
+    pub async fn start(cfg: &Config) -> Result<Containers, TierError> {
+        remove_stale().await;
+        let image = ensure_image().await.map_err(|reason| TierError::Spawn { tier: TierName::Downstream, reason })?;
+        let network = format!("{NAME_PREFIX}{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let labels = labels();
+        let mut args = vec!["network".to_owned(), "create".into()];
+        args.extend(labels.iter().cloned());
+        args.push(network.clone());
+        docker(&args).await.map_err(|reason| TierError::Spawn { tier: TierName::Downstream, reason })?;
+        remember(Kind::Network, &network);
+        let mut set = Containers { network, tiers: Vec::new(), removed: false };
+        match set.start_tiers(cfg, &image).await {
+            Ok(()) => Ok(set),
+            Err(e) => {
+                set.remove().await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn start_tiers(&mut self, cfg: &Config, image: &str) -> Result<(), TierError> {
+        let any = |port: u16| format!("0.0.0.0:{port}");
+        let micros = |d: Duration| format!("{}us", d.as_micros());
+        let downstream = [
+            ("--grpc-addr", any(GRPC_PORT)),
+            ("--rest-addr", any(REST_PORT)),
+            ("--admin-addr", any(ADMIN_PORT)),
+            ("--delay", micros(cfg.delay)),
+            ("--jitter", micros(cfg.jitter)),
+            ("--max-items", payload::Limits::DEFAULT_MAX_ITEMS.to_string()),
+        ];
+        let d = self.run_tier(cfg, image, TierName::Downstream, &downstream, &[]).await?;
+        let caller = [
+            ("--listen", any(FRONT_PORT)),
+            ("--admin-addr", any(ADMIN_PORT)),
+            ("--transport", cfg.transport.as_str().to_owned()),
+            ("--downstream-grpc", d.url(GRPC_PORT)),
+            ("--downstream-rest", d.url(REST_PORT)),
+            ("--grpc-connections", cfg.grpc_connections.to_string()),
+            ("--fanout", cfg.fanout.to_string()),
+            ("--downstream-timeout", micros(cfg.timeout)),
+        ];
+        let extra: &[&str] = if cfg.rest_http2 { &["--rest-http2"] } else { &[] };
+        self.tiers.push(d);
+        let c = self.run_tier(cfg, image, TierName::Caller, &caller, extra).await?;
+        self.tiers.push(c);
+        Ok(())
+    }
+
+    async fn run_tier(
+        &mut self,
+        cfg: &Config,
+        image: &str,
+        tier: TierName,
+        flags: &[(&str, String)],
+        extra: &[&str],
+    ) -> Result<Started, TierError> {
+        let fail = |reason: String| TierError::Spawn { tier, reason };
+        let name = format!("{}-{}", self.network, tier.as_str());
+        let mut args: Vec<String> =
+            ["run", "-d", "--name", &name, "--hostname", tier.as_str(), "--network", &self.network]
+                .into_iter()
+                .map(String::from)
+                .collect();
+        args.extend(labels());
+        let cpus = cfg.tier_limits.cpus.get(tier.as_str()).copied();
+        let memory = cfg.tier_limits.memory_bytes.get(tier.as_str()).copied();
+        if let Some(c) = cpus {
+            args.extend(["--cpus".into(), c.to_string()]);
+        }
+        if let Some(m) = memory {
+            // The same figure for memory and memory plus swap: no swapping
+            // past the limit, the OOM killer instead, as in a pod.
+            args.extend(["--memory".into(), m.to_string(), "--memory-swap".into(), m.to_string()]);
+        }
+        args.extend([image.to_owned(), super::TIER_ROLE_ARG.to_owned(), tier.as_str().to_owned()]);
+        args.extend(flags.iter().flat_map(|(f, v)| [(*f).to_owned(), v.clone()]));
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        docker(&args).await.map_err(fail)?;
+        remember(Kind::Container, &name);
+        let ready = wait_ready(&name).await.map_err(fail)?;
+        let ip_text = docker(&[
+            "inspect".into(),
+            "-f".into(),
+            format!("{{{{(index .NetworkSettings.Networks \"{}\").IPAddress}}}}", self.network),
+            name.clone(),
+        ])
+        .await
+        .map_err(fail)?;
+        let ip: IpAddr =
+            ip_text.trim().parse().map_err(|_| fail(format!("container {name} has no address ({ip_text:?})")))?;
+        let description = serde_json::json!({
+            "name": name,
+            "image": image,
+            "network": self.network,
+            "address": ip.to_string(),
+            "cpus": cpus,
+            "memory_bytes": memory,
+        });
+        Ok(Started { tier, name, ip, ready, description })
+    }
+
+    /// Removes the containers (at once: `docker rm -f` stops them with
+    /// SIGKILL after no grace) and the network.
+    pub async fn remove(mut self) {
+        self.removed = true;
+        let names: Vec<String> = self.names();
+        let _ = docker(&[vec!["rm".into(), "-f".into()], names.clone()].concat()).await;
+        let _ = docker(&["network".into(), "rm".into(), self.network.clone()]).await;
+        forget(&names);
+        forget(std::slice::from_ref(&self.network));
+    }
+
+    /// Stops the caller, then the downstream, each with SIGTERM and `grace`
+    /// for its drain, then removes everything.
+    pub async fn stop(self, grace: Duration) {
+        for t in self.tiers.iter().rev() {
+            let secs = grace.as_secs().max(1).to_string();
+            let _ = docker(&["stop".into(), "-t".into(), secs, t.name.clone()]).await;
+        }
+        self.remove().await;
+    }
+
+    fn names(&self) -> Vec<String> {
+        // Every container of the network, started or not.
+        [TierName::Downstream, TierName::Caller].iter().map(|t| format!("{}-{}", self.network, t.as_str())).collect()
+    }
+}
+
+impl Drop for Containers {
+    fn drop(&mut self) {
+        if !self.removed {
+            let names = self.names();
+            remove_blocking(&names, &self.network);
+            forget(&names);
+            forget(std::slice::from_ref(&self.network));
+        }
+    }
+}
+
+fn labels() -> Vec<String> {
+    vec!["--label".into(), format!("{LABEL}=1"), "--label".into(), format!("{PID_LABEL}={}", std::process::id())]
+}
+
+fn remember(kind: Kind, name: &str) {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner()).push((kind, name.to_owned()));
+}
+
+fn forget(names: &[String]) {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner()).retain(|(_, n)| !names.contains(n));
+}
+
+/// Removes every container and network this process made, at once and
+/// without the async runtime: for a harness about to exit on the spot.
+pub fn remove_now() {
+    let live = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|e| e.into_inner()));
+    let containers: Vec<String> = live.iter().filter(|(k, _)| *k == Kind::Container).map(|(_, n)| n.clone()).collect();
+    for (_, network) in live.iter().filter(|(k, _)| *k == Kind::Network) {
+        remove_blocking(&containers, network);
+    }
+}
+
+fn remove_blocking(containers: &[String], network: &str) {
+    let quiet = |cmd: &mut std::process::Command| {
+        let _ = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).status();
+    };
+    if !containers.is_empty() {
+        quiet(std::process::Command::new("docker").args(["rm", "-f"]).args(containers));
+    }
+    quiet(std::process::Command::new("docker").args(["network", "rm", network]));
+}
+
+/// Removes containers and networks left by a harness that was killed
+/// (its pid label names a process that is gone).
+async fn remove_stale() {
+    let filter = format!("label={PID_LABEL}");
+    let format = format!("{{{{.ID}}}} {{{{.Label \"{PID_LABEL}\"}}}}");
+    let gone = |text: String| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.split_once(' '))
+            .filter(|(_, pid)| pid.parse::<i32>().is_ok_and(|p| !Path::new(&format!("/proc/{p}")).exists()))
+            .map(|(id, _)| id.to_owned())
+            .collect()
+    };
+    let ps = ["ps".into(), "-a".into(), "--filter".into(), filter.clone(), "--format".into(), format.clone()];
+    if let Ok(text) = docker(&ps).await {
+        let ids = gone(text);
+        if !ids.is_empty() {
+            let _ = docker(&[vec!["rm".into(), "-f".into()], ids].concat()).await;
+        }
+    }
+    let ls = ["network".into(), "ls".into(), "--filter".into(), filter, "--format".into(), format];
+    if let Ok(text) = docker(&ls).await {
+        for id in gone(text) {
+            let _ = docker(&["network".into(), "rm".into(), id]).await;
+        }
+    }
+}
+
+/// Reads the container's output until its ready line; a container that
+/// exits first, or takes too long, is an error carrying its last lines.
+async fn wait_ready(name: &str) -> Result<ReadyLine, String> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let out = Command::new("docker").args(["logs", name]).output().await.map_err(|e| e.to_string())?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if let Some(ready) = stdout.lines().find_map(|l| serde_json::from_str::<ReadyLine>(l).ok()) {
+            return Ok(ready);
+        }
+        let running = docker(&["inspect".into(), "-f".into(), "{{.State.Running}}".into(), name.to_owned()]).await;
+        let tail = || {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let lines: Vec<&str> = err.lines().collect();
+            lines[lines.len().saturating_sub(20)..].join("\n")
+        };
+        if running.as_deref().map(str::trim) != Ok("true") {
+            return Err(format!("container {name} exited before it was ready; its last stderr lines:\n{}", tail()));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("container {name} printed no ready line within {READY_TIMEOUT:?}:\n{}", tail()));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The image of this executable: reused when one with its tag exists, else
+/// built from `scratch` (see `deploy/Dockerfile`).
+pub async fn ensure_image() -> Result<String, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("finding the harness executable: {e}"))?;
+    let tag = format!("{IMAGE_REPO}:{}", executable_id(&exe)?);
+    if docker(&["image".into(), "inspect".into(), tag.clone()]).await.is_ok() {
+        return Ok(tag);
+    }
+    let context = std::env::temp_dir().join(format!("{NAME_PREFIX}image-{}", std::process::id()));
+    let built = async {
+        build_context(&exe, &context).await?;
+        let args = ["build", "-q", "--label", &format!("{LABEL}=1"), "-t", &tag, &context.to_string_lossy()];
+        // The classic builder: it needs no BuildKit plug-in, and a scratch
+        // image pulls nothing.
+        let out = Command::new("docker")
+            .args(args)
+            .env("DOCKER_BUILDKIT", "0")
+            .output()
+            .await
+            .map_err(|e| format!("running docker build: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("docker build failed: {}", String::from_utf8_lossy(&out.stderr).trim()))
+        }
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(&context);
+    built.map(|()| tag)
+}
+
+/// Names this executable's content cheaply: its size and modification time.
+fn executable_id(exe: &Path) -> Result<String, String> {
+    use std::hash::{Hash, Hasher};
+    let meta = std::fs::metadata(exe).map_err(|e| format!("reading {}: {e}", exe.display()))?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    exe.hash(&mut h);
+    meta.len().hash(&mut h);
+    meta.modified().ok().hash(&mut h);
+    Ok(format!("{:016x}", h.finish()))
+}
+
+/// A build context: the executable as `/harness`, every shared library `ldd`
+/// lists at its own path, and the Dockerfile.
+pub async fn build_context(exe: &Path, context: &Path) -> Result<(), String> {
+    let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
+    let _ = std::fs::remove_dir_all(context);
+    std::fs::create_dir_all(context).map_err(|e| io("making the image context", e))?;
+    std::fs::copy(exe, context.join("harness")).map_err(|e| io("copying the harness", e))?;
+    for lib in shared_libraries(exe).await? {
+        let to = context.join(lib.strip_prefix("/").unwrap_or(&lib));
+        if let Some(dir) = to.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| io("making a library folder", e))?;
+        }
+        std::fs::copy(&lib, &to).map_err(|e| io(&format!("copying {}", lib.display()), e))?;
+    }
+    std::fs::write(context.join("Dockerfile"), DOCKERFILE).map_err(|e| io("writing the Dockerfile", e))
+}
+
+/// The absolute paths `ldd` names (libraries and the loader); none for a
+/// static executable.
+async fn shared_libraries(exe: &Path) -> Result<Vec<PathBuf>, String> {
+    let out = Command::new("ldd").arg(exe).output().await.map_err(|e| format!("running ldd: {e}"))?;
+    Ok(parse_ldd(&String::from_utf8_lossy(&out.stdout)))
+}
+
+fn parse_ldd(text: &str) -> Vec<PathBuf> {
+    text.lines()
+        .filter_map(|l| {
+            let path = l.split("=>").last()?.split_whitespace().next()?;
+            path.starts_with('/').then(|| PathBuf::from(path))
+        })
+        .collect()
+}
+
+/// Runs `docker args`; its stdout, or its stderr as the error.
+async fn docker(args: &[String]) -> Result<String, String> {
+    let out = Command::new("docker")
+        .args(args)
+        .output()
+        .await
+        .map_err(|e| format!("running docker (is it installed?): {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "docker {}: {}",
+            args.first().map_or("", String::as_str),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ldd_output_gives_libraries_and_the_loader() {
+        let text = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f)\n\t/lib64/ld-linux-x86-64.so.2 (0x00007f)\n";
+        assert_eq!(
+            parse_ldd(text),
+            [PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"), PathBuf::from("/lib64/ld-linux-x86-64.so.2")]
+        );
+        assert!(parse_ldd("\tnot a dynamic executable\n").is_empty());
+    }
+}

@@ -1,0 +1,142 @@
+//! `--isolation containers`: the harness builds (or reuses) its scratch
+//! image from the test's own harness executable, runs the caller and the
+//! downstream in containers with CPU limits, samples them through their
+//! admin endpoints, and removes its containers and network when the run
+//! ends, and when it is stopped by SIGTERM. Needs root and a Docker daemon;
+//! skipped with a message otherwise.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{harness_cmd, load, out_dir, run_folder};
+use harness::result::TierName;
+
+fn docker_usable() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+    root && Command::new("docker").arg("info").output().is_ok_and(|o| o.status.success())
+}
+
+/// Containers and networks labelled with this harness pid.
+fn left_by(pid: u32) -> Vec<String> {
+    let filter = format!("label=grpc-vs-rest.harness-pid={pid}");
+    let list = |args: &[&str]| {
+        let o = Command::new("docker").args(args).args(["--filter", &filter, "-q"]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).lines().map(str::to_owned).collect::<Vec<_>>()
+    };
+    [list(&["ps", "-a"]), list(&["network", "ls"])].concat()
+}
+
+/// CFS enforces `--cpus` per 100 ms period (Docker's default): a window of
+/// `w` seconds overlaps at most `w / 0.1 + 1` periods, so its CPU can reach
+/// the quota times `1 + 0.1 / w`; /proc counts CPU in 10 ms ticks.
+fn ceiling_percent(cpus: f64, window_seconds: f64) -> f64 {
+    cpus * 100.0 * (1.0 + 0.1 / window_seconds) + 0.01 / window_seconds * 100.0
+}
+
+#[test]
+fn a_cpu_limited_caller_never_samples_above_its_quota_and_nothing_is_left() {
+    if !docker_usable() {
+        eprintln!("skipped: needs root and a running Docker daemon");
+        return;
+    }
+    let out = out_dir("containers");
+    let cpus = 0.1;
+    // Closed loop with no service delay: the caller would take whole cores
+    // if it could.
+    let child = harness_cmd(&[
+        "--isolation",
+        "containers",
+        "--tier-cpus",
+        &format!("caller={cpus},downstream=0.5"),
+        "--tier-memory",
+        "caller=128m,downstream=128m",
+        "--connections",
+        "8",
+        "--delay",
+        "0ms",
+        "--duration",
+        "2s",
+        "--warmup",
+        "0s",
+        "--sample-interval",
+        "1s",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let pid = child.id();
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert_eq!(left_by(pid), Vec::<String>::new(), "containers or networks left after the run");
+
+    let run = load(&run_folder(&out));
+    let caller = &run.tiers[&TierName::Caller];
+    assert_eq!(caller.settings["container"]["cpus"], cpus);
+    assert_eq!(caller.pid, Some(1), "the tier is its container's first process");
+    let samples: Vec<f64> =
+        run.samples.iter().filter(|s| s.tier == TierName::Caller).filter_map(|s| s.cpu_percent).collect();
+    assert!(samples.len() >= 2, "{samples:?}");
+    let ceiling = ceiling_percent(cpus, 1.0);
+    assert!(samples.iter().all(|p| *p <= ceiling), "caller CPU % {samples:?} above its quota ({ceiling:.1}%)");
+    eprintln!("caller CPU % of a core per 1 s sample, limit {cpus} CPUs: {samples:.1?}");
+    let r = &run.rounds[0].resources[&TierName::Caller];
+    assert!(r.cpu_seconds.is_some() && r.rss_mib_peak.is_some_and(|m| m < 128.0), "{r:?}");
+    assert!(run.rounds[0].requests.ok > 0);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn sigterm_removes_the_containers() {
+    if !docker_usable() {
+        eprintln!("skipped: needs root and a running Docker daemon");
+        return;
+    }
+    let out = out_dir("containers-term");
+    let mut child = harness_cmd(&[
+        "--isolation",
+        "containers",
+        "--qps",
+        "20",
+        "--delay",
+        "1ms",
+        "--duration",
+        "60s",
+        "--warmup",
+        "0s",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let pid = child.id();
+    // Wait until the caller is sampled, i.e. both containers run.
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut seen = String::new();
+    while !seen.contains("caller (grpc): sampled through") {
+        assert!(Instant::now() < deadline, "no tiers named: {seen}");
+        let Some(Ok(line)) = lines.next() else { panic!("the harness ended early: {seen}") };
+        seen.push_str(&line);
+        seen.push('\n');
+    }
+    assert!(!left_by(pid).is_empty(), "the run's containers are labelled with its pid");
+    std::thread::sleep(Duration::from_millis(500));
+    common::signal(pid as i32, nix::sys::signal::Signal::SIGTERM);
+    std::thread::spawn(move || for _ in lines {});
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(left_by(pid), Vec::<String>::new(), "containers or networks left after SIGTERM");
+    let run = load(&run_folder(&out));
+    assert_eq!(run.status, harness::result::RunStatus::Interrupted);
+    let _ = std::fs::remove_dir_all(&out);
+}

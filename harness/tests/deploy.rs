@@ -1,0 +1,220 @@
+//! `deploy/`: the Kubernetes manifests are parsed into the Kubernetes API
+//! types (k8s-openapi) and checked against the Compose file: the same
+//! workloads, image, entrypoint and arguments, CPU and memory limits equal
+//! to Compose's `cpus` / `mem_limit`, every URL in an argument naming a
+//! Service port that reaches a port the tier listens on, and the admin URLs
+//! the harness samples pointing at the tiers' admin listeners. No cluster
+//! runs here: the Kubernetes path is checked structurally, not run. The
+//! Compose file's arguments are also checked against the harness's own flags.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Container, PodSpec, Service};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde::Deserialize;
+
+fn deploy_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy")
+}
+
+/// Every workload's pod spec by name, and every Service by name.
+struct Manifests {
+    pods: BTreeMap<String, PodSpec>,
+    services: BTreeMap<String, Service>,
+}
+
+fn manifests() -> Manifests {
+    let mut m = Manifests { pods: BTreeMap::new(), services: BTreeMap::new() };
+    let mut files: Vec<_> = std::fs::read_dir(deploy_dir().join("k8s")).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert!(!files.is_empty());
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let value = serde_yaml::Value::deserialize(doc).unwrap();
+            let kind = value["kind"].as_str().unwrap_or_else(|| panic!("{}: a document without kind", file.display()));
+            let name = value["metadata"]["name"].as_str().unwrap().to_owned();
+            let at = |e: serde_yaml::Error| format!("{} ({kind} {name}): {e}", file.display());
+            match kind {
+                "Deployment" => {
+                    let d: Deployment = serde_yaml::from_value(value.clone()).unwrap_or_else(|e| panic!("{}", at(e)));
+                    let spec = d.spec.unwrap();
+                    let labels = spec.template.metadata.as_ref().and_then(|m| m.labels.clone()).unwrap();
+                    let selector = spec.selector.match_labels.clone().unwrap();
+                    assert!(selector.iter().all(|(k, v)| labels.get(k) == Some(v)), "{name}: selector misses its pods");
+                    m.pods.insert(name, spec.template.spec.unwrap());
+                }
+                "Job" => {
+                    let j: Job = serde_yaml::from_value(value.clone()).unwrap_or_else(|e| panic!("{}", at(e)));
+                    m.pods.insert(name, j.spec.unwrap().template.spec.unwrap());
+                }
+                "Service" => {
+                    let s: Service = serde_yaml::from_value(value.clone()).unwrap_or_else(|e| panic!("{}", at(e)));
+                    m.services.insert(name, s);
+                }
+                other => panic!("{}: unexpected kind {other}", file.display()),
+            }
+        }
+    }
+    m
+}
+
+fn compose() -> serde_yaml::Value {
+    serde_yaml::from_str(&std::fs::read_to_string(deploy_dir().join("compose.yaml")).unwrap()).unwrap()
+}
+
+fn strings(v: &serde_yaml::Value) -> Vec<String> {
+    v.as_sequence().unwrap().iter().map(|s| s.as_str().unwrap().to_owned()).collect()
+}
+
+/// Kubernetes CPU quantity (`500m`, `1`) in CPUs.
+fn cpus(q: &str) -> f64 {
+    q.strip_suffix('m').map_or_else(|| q.parse().unwrap(), |m| m.parse::<f64>().unwrap() / 1000.0)
+}
+
+/// Memory quantity in bytes: Kubernetes' `Mi`/`Gi`, Compose's `m`/`g` (also binary units).
+fn bytes(q: &str) -> u64 {
+    let (n, unit) = q.split_at(q.find(|c: char| !c.is_ascii_digit()).unwrap_or(q.len()));
+    let scale = match unit {
+        "" => 1,
+        "Ki" | "k" => 1 << 10,
+        "Mi" | "m" => 1 << 20,
+        "Gi" | "g" => 1 << 30,
+        other => panic!("unit {other}"),
+    };
+    n.parse::<u64>().unwrap() * scale
+}
+
+/// The port of every `0.0.0.0:PORT` a container's arguments bind.
+fn bound_ports(args: &[String]) -> Vec<i32> {
+    args.iter().filter_map(|a| a.strip_prefix("0.0.0.0:")).map(|p| p.parse().unwrap()).collect()
+}
+
+/// Every `http://host:port` in the arguments (a per-arm value holds several).
+fn urls(args: &[String]) -> Vec<(String, i32)> {
+    args.iter()
+        .flat_map(|a| a.split([',', '=']))
+        .filter_map(|part| part.strip_prefix("http://"))
+        .map(|hp| {
+            let (h, p) = hp.split_once(':').unwrap();
+            (h.to_owned(), p.parse().unwrap())
+        })
+        .collect()
+}
+
+fn only_container(name: &str, pod: &PodSpec) -> Container {
+    assert_eq!(pod.containers.len(), 1, "{name}: one container per pod");
+    pod.containers[0].clone()
+}
+
+#[test]
+fn kubernetes_manifests_agree_with_the_compose_file() {
+    let m = manifests();
+    let c = compose();
+    let services = c["services"].as_mapping().unwrap();
+    let names: Vec<String> = services.keys().map(|k| k.as_str().unwrap().to_owned()).collect();
+    assert_eq!(names.len(), m.pods.len(), "{names:?} vs {:?}", m.pods.keys());
+    for name in &names {
+        let svc = &c["services"][name.as_str()];
+        let pod = m.pods.get(name).unwrap_or_else(|| panic!("no Deployment or Job named {name} in deploy/k8s"));
+        let k = only_container(name, pod);
+        assert_eq!(k.image.as_deref(), svc["image"].as_str(), "{name}: image");
+        assert_eq!(k.image_pull_policy.as_deref(), Some("Never"), "{name}: no registry to pull from");
+        assert_eq!(k.command.clone().unwrap(), strings(&svc["entrypoint"]), "{name}: entrypoint");
+        let args = k.args.clone().unwrap();
+        assert_eq!(args, strings(&svc["command"]), "{name}: arguments");
+        let res = k.resources.clone().unwrap();
+        let (limits, requests) = (res.limits.unwrap(), res.requests.unwrap());
+        assert_eq!(cpus(&limits["cpu"].0), svc["cpus"].as_f64().unwrap(), "{name}: CPU limit = compose cpus");
+        assert_eq!(bytes(&limits["memory"].0), bytes(svc["mem_limit"].as_str().unwrap()), "{name}: memory");
+        assert_eq!((&requests["cpu"], &requests["memory"]), (&limits["cpu"], &limits["memory"]), "{name}: guaranteed");
+        // Every port the tier binds is declared, and every declared one is bound.
+        let mut declared: Vec<i32> = k.ports.clone().unwrap_or_default().iter().map(|p| p.container_port).collect();
+        let mut bound = bound_ports(&args);
+        declared.sort();
+        bound.sort();
+        assert_eq!(declared, bound, "{name}: container ports vs listen flags");
+    }
+    // Every URL in any arguments reaches, through a Service of that name, a
+    // port the named tier listens on; admin URLs reach its --admin-addr.
+    for (name, pod) in &m.pods {
+        let args = only_container(name, pod).args.unwrap();
+        for (i, (host, port)) in urls(&args).into_iter().enumerate() {
+            let service = m.services.get(&host).unwrap_or_else(|| panic!("{name}: no Service {host}"));
+            let spec = service.spec.as_ref().unwrap();
+            let sp = spec.ports.as_ref().unwrap().iter().find(|p| p.port == port);
+            let sp = sp.unwrap_or_else(|| panic!("{name}: Service {host} has no port {port}"));
+            let target = m.pods.get(&host).map(|p| only_container(&host, p)).unwrap();
+            let target_port = match sp.target_port.as_ref().unwrap() {
+                IntOrString::Int(n) => *n,
+                IntOrString::String(s) => {
+                    target.ports.as_ref().unwrap().iter().find(|p| p.name.as_deref() == Some(s)).unwrap().container_port
+                }
+            };
+            let selector = spec.selector.as_ref().unwrap();
+            let labels = m.pods.keys().find(|n| *n == &host).unwrap();
+            assert_eq!(selector.get("app.kubernetes.io/name"), Some(labels), "{host}: selector");
+            let target_args = target.args.unwrap();
+            assert!(
+                bound_ports(&target_args).contains(&target_port),
+                "{name} → {host}:{port}: {host} does not listen on {target_port}"
+            );
+            let admin = target_args.iter().position(|a| a == "--admin-addr").map(|p| &target_args[p + 1]);
+            let is_admin_flag = |flag: &str| {
+                args.iter()
+                    .position(|a| a == flag)
+                    .is_some_and(|p| args[p + 1].contains(&format!("http://{host}:{port}")))
+            };
+            if is_admin_flag("--caller-admin") || is_admin_flag("--downstream-admin") {
+                assert_eq!(admin, Some(&format!("0.0.0.0:{target_port}")), "{name}: admin URL #{i} is {host}'s admin");
+            }
+        }
+    }
+}
+
+#[derive(clap::Parser)]
+struct Cli {
+    #[command(flatten)]
+    run: harness::config::RunArgs,
+}
+
+#[test]
+fn the_compose_harness_arguments_are_valid_harness_flags() {
+    use clap::Parser;
+    // The harness's own flag parsing and validation accept them (with a
+    // writable --out instead of the container's /results).
+    let c = compose();
+    let mut args = strings(&c["services"]["harness"]["command"]);
+    let out = std::env::temp_dir().join(format!("gvr-deploy-{}", std::process::id()));
+    let at = args.iter().position(|a| a == "--out").unwrap();
+    args[at + 1] = out.to_string_lossy().into_owned();
+    let cli = Cli::try_parse_from(std::iter::once("harness".to_owned()).chain(args)).unwrap();
+    let plan = harness::config::Plan::from_args(&cli.run).unwrap();
+    assert_eq!(plan.config.remote.caller_url.len(), 2, "one caller per arm");
+    assert!(plan.config.remote.downstream_admin.is_some());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn the_tiers_bind_loopback_unless_told_otherwise() {
+    use std::io::BufRead;
+    for args in [&["downstream"][..], &["caller", "--downstream-grpc", "http://127.0.0.1:1"]] {
+        let role = args[0];
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_harness"))
+            .arg("__tier")
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        let ready: telemetry::ReadyLine = serde_json::from_str(&line).unwrap();
+        assert!(ready.listeners.len() >= 2, "{line}");
+        assert!(ready.listeners.values().all(|a| a.ip().is_loopback()), "{role}: {line}");
+    }
+}
