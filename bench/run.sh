@@ -20,8 +20,13 @@ need wrk wrk
 need h2load nghttp2-client
 need python3 python3
 
-cargo build --release -q -p harness -p downstream
-H=target/release/harness
+# PROFILE=dev builds the dev profile (optimised too, see Cargo.toml): faster
+# to build when a release build is not at hand; the report names the profile.
+PROFILE="${PROFILE:-release}"
+if [ "$PROFILE" = dev ]; then DIR=debug; else DIR=release; fi
+BIN="${CARGO_TARGET_DIR:-target}/$DIR"
+cargo build --profile "$PROFILE" -q -p harness -p downstream --bins --example reference_hello
+H="$BIN/harness"
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 REPORT="results/bench-$STAMP.md"
 mkdir -p results
@@ -36,7 +41,30 @@ echo "- kernel: $(uname -r); $(rustc --version)"
 echo "- wrk: $(wrk --version 2>&1 | head -1)"
 echo "- h2load: $(h2load --version 2>&1 | head -1)"
 echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$( [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && echo ' (uncommitted changes)')"
+echo "- build profile: $PROFILE"
 echo "- steps: ${D} rounds after ${W} warm-up (sweep: ${SWEEP_D} after ${SWEEP_W}); comparison runs ${CMP_D}s with ${CONNS} connections"
+echo
+
+echo "## 0. The reference exchange (wrk → a minimal axum handler, HTTP/1.1, ${CONNS} connections)"
+echo
+"$BIN/examples/reference_hello" > "$OUT/hello.addr" &
+HELLO_PID=$!
+for _ in $(seq 50); do [ -s "$OUT/hello.addr" ] && break; sleep 0.1; done
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+T0=$(cpu_ticks $HELLO_PID)
+/usr/bin/time -f "%U %S" -o "$OUT/wrk.time" wrk -t 1 -c "$CONNS" -d "${CMP_D}s" "http://$(cat "$OUT/hello.addr")/" > "$OUT/wrk.hello"
+T1=$(cpu_ticks $HELLO_PID)
+kill $HELLO_PID 2>/dev/null || true
+REF_US=$(python3 -c "
+import re
+w=open('$OUT/wrk.hello').read(); n=int(re.search(r'(\d+) requests in', w).group(1))
+u,s=map(float, open('$OUT/wrk.time').read().split()[-2:])
+server=($T1-$T0)/$(getconf CLK_TCK); client=u+s
+print('%.2f' % ((server+client)/n*1e6))
+print('%d %.2f %.2f' % (n, server/n*1e6, client/n*1e6))" | tee "$OUT/ref.txt" | head -1)
+read -r REF_N REF_SERVER REF_CLIENT < <(sed -n 2p "$OUT/ref.txt")
+echo "One exchange costs **$REF_US µs** of CPU (server $REF_SERVER µs + wrk $REF_CLIENT µs; $REF_N exchanges in ${CMP_D} s)."
+echo "Section 3 states each tier's CPU per request in these units too, so machines can be compared."
 echo
 
 echo "## 1. Schedule accuracy (open loop, straight to the downstream over gRPC, 10 ms delay)"
@@ -75,14 +103,17 @@ echo "## 3. Cost per request (from the sweep's steps)"
 echo
 json "
 c=d['capacity']
-print('| transport | offered | caller CPU (µs/req) | downstream CPU (µs/req) | harness CPU (µs/req) | caller RSS per 1,000 in flight (MiB) | downstream RSS per 1,000 in flight (MiB) |')
-print('|---|---:|---:|---:|---:|---:|---:|')
+ref=float('$REF_US')
+print('| transport | offered | caller CPU (µs/req) | downstream CPU (µs/req) | harness CPU (µs/req) | caller / downstream / harness (reference exchanges) | caller RSS per 1,000 in flight (MiB) | downstream RSS per 1,000 in flight (MiB) |')
+print('|---|---:|---:|---:|---:|---|---:|---:|')
 for a in c['arms']:
     for s in a['steps']:
         k=s['offered_qps']*0.5/1000.0
         f=lambda v: 'n/a' if v is None else '%.0f' % v
         g=lambda v: 'n/a' if v is None else '%.2f' % (v/k)
-        print('| %s | %.0f | %s | %s | %s | %s | %s |' % (a['transport'], s['offered_qps'], f(s['cpu_us_per_request'].get('caller')), f(s['cpu_us_per_request'].get('downstream')), f(s['cpu_us_per_request'].get('harness')), g(s['rss_mib'].get('caller')), g(s['rss_mib'].get('downstream'))))
+        cpu=[s['cpu_us_per_request'].get(t) for t in ('caller','downstream','harness')]
+        x=' / '.join('n/a' if v is None else '%.1f' % (v/ref) for v in cpu)
+        print('| %s | %.0f | %s | %s | %s | %s | %s | %s |' % (a['transport'], s['offered_qps'], f(cpu[0]), f(cpu[1]), f(cpu[2]), x, g(s['rss_mib'].get('caller')), g(s['rss_mib'].get('downstream'))))
 " < "$OUT/sweep.json"
 echo
 echo "In flight = offered × 0.5 s; RSS is the round mean, including the process's fixed base."
@@ -90,7 +121,7 @@ echo
 
 echo "## 4. The generator against wrk and h2load (same downstream, same run, ${CONNS} connections)"
 echo
-target/release/downstream --delay 0ms > "$OUT/ds.ready" 2>/dev/null &
+"$BIN/downstream" --delay 0ms > "$OUT/ds.ready" 2>/dev/null &
 for _ in $(seq 50); do [ -s "$OUT/ds.ready" ] && break; sleep 0.1; done
 REST=$(json "print(d['listeners']['rest'])" < "$OUT/ds.ready")
 GRPC=$(json "print(d['listeners']['grpc'])" < "$OUT/ds.ready")
@@ -119,5 +150,42 @@ print('| gRPC (h2c protobuf) | h2load | %.0f | |' % h2)
 print('| gRPC (h2c protobuf) | harness throughput mode | %.0f | %.3f |' % (ours_grpc, ours_grpc/h2))"
 echo
 echo "Target: ours ≥ 90% of theirs. Both sides share the machine with the downstream under test."
+echo
+
+echo "## 5. The latency floor: hello world behind a proxy or not (closed loop, delay 0)"
+echo
+echo "| setup | connections | requests/s | service p50 (ms) | service p99 (ms) |"
+echo "|---|---:|---:|---:|---:|"
+floor() { # label connections flags…
+  local label="$1" n="$2"; shift 2
+  $H --connections "$n" --delay 0ms --duration "$D" --warmup "$W" --quiet --json --out "$OUT" "$@" 2>/dev/null \
+    | json "r=d['arms'][0]['rounds'][0]; l=r['latency']['service'] or {}
+print('| $label | $n | %.0f | %.3f | %.3f |' % (r['throughput']['ok_per_second'], l.get('p50_ms', float('nan')), l.get('p99_ms', float('nan'))))" \
+    || echo "| $label | $n | not measured (run failed) | | |"
+}
+floor "downstream directly (gRPC)" 1 --target downstream --transport grpc
+floor "downstream directly (REST)" 1 --target downstream --transport rest
+floor "three tiers, gRPC" 2 --transport grpc
+floor "three tiers, REST" 2 --transport rest
+for p in nginx caddy; do
+  if command -v $p >/dev/null 2>&1; then floor "three tiers, gRPC, $p in front" 2 --transport grpc --proxy $p --proxy-hop front
+  else echo "| three tiers, gRPC, $p in front | 2 | not measured ($p not installed) | | |"; fi
+done
+echo
+echo "Targets: one connection to the downstream p50 ≤ 0.15 ms and ≥ 8,000 req/s; two connections through three tiers ≥ 10,000 req/s."
+echo
+
+echo "## 6. Service-time overshoot and the 100 req/s validity run (three tiers, 500 ms delay)"
+echo
+echo "| transport | achieved ÷ offered | p99 corrected (ms) | downstream hop p50 (ms) | overshoot: hop p50 − delay (ms) |"
+echo "|---|---:|---:|---:|---:|"
+$H --transport both --qps 100 --delay 500ms --duration "$D" --warmup "$W" --quiet --json --out "$OUT" \
+  | json "
+for a in d['arms']:
+    r=a['rounds'][0]; h=r['latency']['downstream_hop'] or {}; c=r['latency']['corrected'] or {}
+    p=h.get('p50_ms')
+    print('| %s | %.4f | %.2f | %s | %s |' % (a['transport'], r['throughput']['achieved_ratio'] or 0, c.get('p99_ms', float('nan')), 'n/a' if p is None else '%.3f' % p, 'n/a' if p is None else '%.3f' % (p-500)))"
+echo
+echo "Targets: achieved ≥ 99.5%, p99 ≤ 505 ms; overshoot ≤ 0.2 ms."
 } | tee "$REPORT"
 echo "written to $REPORT" >&2

@@ -18,7 +18,9 @@ WARMUP=${WARMUP:-2s}
 if ! command -v tcpdump >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tcpdump >/dev/null
 fi
-cargo build --release -q -p harness
+# HARNESS=path/to/harness measures that binary instead of building release.
+H="${HARNESS:-}"
+if [ -z "$H" ]; then cargo build --release -q -p harness; H=./target/release/harness; fi
 work=$(mktemp -d)
 trap 'kill "${dump:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
 
@@ -27,7 +29,7 @@ for transport in $TRANSPORTS; do
   tcpdump -i lo -s 128 -U -w "$work/$transport.pcap" "tcp port $port" 2>"$work/tcpdump.log" &
   dump=$!
   sleep 1
-  ./target/release/harness --transport "$transport" --qps "$QPS" --duration "$DURATION" --warmup "$WARMUP" \
+  "$H" --transport "$transport" --qps "$QPS" --duration "$DURATION" --warmup "$WARMUP" \
     --caller-port "$port" --out "$work/out-$transport" --quiet
   sleep 0.5
   kill -INT "$dump"; wait "$dump" || true

@@ -332,6 +332,10 @@ pub struct Environment {
     /// optimised. Absent in runs made before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opt_level: Option<String>,
+    /// The global allocator of the harness and its tiers (`mimalloc` or
+    /// `system`). Absent in runs made before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocator: Option<String>,
     pub rustc: Option<String>,
     pub git_commit: Option<String>,
     pub git_dirty: Option<bool>,

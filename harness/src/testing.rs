@@ -59,6 +59,7 @@ pub fn environment() -> Environment {
         tool_version: "0.1.0".into(),
         build_profile: "release".into(),
         opt_level: None,
+        allocator: None,
         rustc: Some("rustc 1.95.0".into()),
         git_commit: Some("0123456789abcdef0123456789abcdef01234567".into()),
         git_dirty: Some(false),

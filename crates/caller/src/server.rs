@@ -17,6 +17,11 @@ use tokio_util::sync::CancellationToken;
 use crate::front::{self, Front};
 use crate::outbound::{ClientSettings, Transport, build};
 
+/// What the caller does for each front request, as its settings state it.
+pub const PER_REQUEST: &str = "parse the front JSON; per downstream call: encode, send, decode, check the status, \
+the echoed request id and the record count; re-encode every record as JSON. The records' content is not \
+recomputed (the harness verifies it end to end, off the timed path)";
+
 /// Everything the caller needs to start; built once from the flags.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -137,6 +142,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         "max_in_flight_source": limit.source(),
         "request_body_timeout_ms": config.header_read_timeout.as_millis() as u64,
         "downstream_timeout_ms": config.downstream_timeout.as_millis() as u64,
+        "per_request": PER_REQUEST,
         "client": client.settings(),
         "front_server": front_settings,
     }));

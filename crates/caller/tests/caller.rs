@@ -190,7 +190,9 @@ async fn downstream_error_is_502_carrying_its_status() {
     ds.stop().await;
 }
 
-/// A downstream that answers every request with the records of another one.
+/// A downstream that lies according to the request id: `lie-id…` echoes
+/// another id, `lie-count…` drops a record, anything else answers the right id
+/// and count with another request's records.
 mod liar {
     use super::*;
     use axum::Json;
@@ -198,7 +200,12 @@ mod liar {
 
     fn wrong(req: FetchRequest) -> FetchResponse {
         let other = FetchRequest { request_id: format!("{}-other", req.request_id), ..req.clone() };
-        FetchResponse { request_id: req.request_id, records: payload::generate(&other) }
+        let mut records = payload::generate(&other);
+        if req.request_id.starts_with("lie-count") {
+            records.pop();
+        }
+        let request_id = if req.request_id.starts_with("lie-id") { other.request_id } else { req.request_id };
+        FetchResponse { request_id, records }
     }
 
     struct Liar;
@@ -234,15 +241,41 @@ mod liar {
 }
 
 #[tokio::test]
-async fn a_response_that_fails_verification_is_502_bad_downstream_response() {
+async fn an_answer_of_the_wrong_shape_is_502_bad_downstream_response() {
     let shutdown = CancellationToken::new();
     let (grpc, rest) = liar::start(shutdown.clone()).await;
     for arm in ARMS {
         let c = caller(caller_config(arm, grpc, rest)).await;
-        let a = call(c.front_addr, "lie", 3).await;
-        assert_eq!(a.status, 502, "{arm:?}");
-        assert!(a.error().starts_with("bad downstream response"), "{arm:?}: {}", a.error());
-        assert_eq!(stats(c.admin_addr).await.clients.values().next().unwrap().requests["bad_response"], 1);
+        for (id, what) in [("lie-id", "echoes request id"), ("lie-count", "carries 2 records, expected 3")] {
+            let a = call(c.front_addr, id, 3).await;
+            assert_eq!(a.status, 502, "{arm:?} {id}");
+            assert!(
+                a.error().starts_with("bad downstream response") && a.error().contains(what),
+                "{arm:?}: {}",
+                a.error()
+            );
+        }
+        assert_eq!(stats(c.admin_addr).await.clients.values().next().unwrap().requests["bad_response"], 2);
+        c.stop().await;
+    }
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn the_caller_does_not_recompute_the_records_it_passes_on() {
+    // A real caller does not regenerate its downstream's answer: content is
+    // verified end to end by the harness (harness/src/load/target.rs).
+    let shutdown = CancellationToken::new();
+    let (grpc, rest) = liar::start(shutdown.clone()).await;
+    for arm in ARMS {
+        let c = caller(caller_config(arm, grpc, rest)).await;
+        let a = call(c.front_addr, "lie-content", 3).await;
+        assert_eq!(a.status, 200, "{arm:?}");
+        let resp: FetchResponse = serde_json::from_slice(&a.body).unwrap();
+        let req = CallRequest { request_id: "lie-content".into(), items: 3 };
+        assert!(payload::verify_call(&req, 1, &resp).is_err(), "the liar's records passed end-to-end verification");
+        let s = stats(c.admin_addr).await;
+        assert!(s.settings["per_request"].as_str().unwrap().contains("not recomputed"), "{}", s.settings);
         c.stop().await;
     }
     shutdown.cancel();

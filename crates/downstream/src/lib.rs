@@ -4,12 +4,13 @@
 //! build the response); [`grpc`] and [`rest`] are thin adapters that only convert
 //! types and map errors, so the two transports differ in one file each.
 //! [`server`] binds the gRPC, REST and admin listeners and runs them;
-//! [`cli`] is the binary's flags.
+//! [`timer`] is the service-time wait; [`cli`] is the binary's flags.
 
 pub mod cli;
 pub mod core;
 pub mod grpc;
 pub mod rest;
 pub mod server;
+pub mod timer;
 
 pub use server::{Config, Handle, start};

@@ -1,5 +1,11 @@
 use clap::Parser;
 
+/// The allocator every process of this executable uses (see the `mimalloc`
+/// feature in Cargo.toml).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     telemetry::init_logging();

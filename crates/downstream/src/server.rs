@@ -109,6 +109,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     registry.set_settings(serde_json::json!({
         "delay_ms": config.delay.as_secs_f64() * 1e3,
         "jitter_ms": config.jitter.as_secs_f64() * 1e3,
+        "service_time_wait": crate::timer::DESCRIPTION,
         "max_items": config.limits.max_items,
         "max_body_bytes": config.limits.max_body_bytes,
         "max_in_flight": limit.max(),

@@ -6,8 +6,9 @@
 //! * deterministic generation of the records from a request ([`generate`]): the
 //!   same request always yields the same records, in both encodings;
 //! * conversion to and from the protobuf types of the `proto` crate;
-//! * validation against named [`Limits`], and [`verify`], which a client uses to
-//!   check that a response is the one it asked for.
+//! * validation against named [`Limits`]; [`check_shape`], what a real client
+//!   checks of an answer (its id and record count); and [`verify`], the full
+//!   end-to-end check of its content that tests and the harness run.
 //!
 //! It does not know about sockets, servers or clients.
 
@@ -18,4 +19,4 @@ mod validate;
 
 pub use generate::{generate, records_digest};
 pub use model::{CallRequest, FetchRequest, FetchResponse, Record};
-pub use validate::{Limits, PayloadError, VerifyError, fanout_request_ids, validate, verify, verify_call};
+pub use validate::{Limits, PayloadError, VerifyError, check_shape, fanout_request_ids, validate, verify, verify_call};

@@ -93,9 +93,24 @@ pub enum VerifyError {
 }
 
 /// Checks that `resp` is exactly what the downstream must answer to `req`:
-/// the id echoed, the record count, and the content digest.
+/// the id echoed, the record count, and the content digest. This regenerates
+/// every record: a test's or the harness's end-to-end check, never a measured
+/// tier's (a real caller does not recompute its downstream's answer).
 pub fn verify(req: &FetchRequest, resp: &FetchResponse) -> Result<(), VerifyError> {
     check(&req.request_id, &generate(req), resp)
+}
+
+/// What a real caller checks of a decoded answer: it belongs to this request
+/// (the id is echoed) and has the shape asked for (the record count). Costs no
+/// allocation; the content is left to [`verify`], end to end.
+pub fn check_shape(req: &FetchRequest, resp: &FetchResponse) -> Result<(), VerifyError> {
+    if resp.request_id != req.request_id {
+        return Err(VerifyError::WrongId { expected: req.request_id.clone(), got: resp.request_id.clone() });
+    }
+    if resp.records.len() != req.items as usize {
+        return Err(VerifyError::WrongCount { expected: req.items as usize, got: resp.records.len() });
+    }
+    Ok(())
 }
 
 /// The downstream request ids one front request fans out to: the front id itself
@@ -168,6 +183,22 @@ mod tests {
         let mut bad = good;
         bad.records[1].quantity += 1;
         assert!(matches!(verify(&r, &bad), Err(VerifyError::WrongContent { .. })));
+    }
+
+    #[test]
+    fn the_shape_check_sees_id_and_count_but_not_content() {
+        let r = req(3);
+        let good = FetchResponse { request_id: r.request_id.clone(), records: generate(&r) };
+        assert_eq!(check_shape(&r, &good), Ok(()));
+        let mut other_content = good.clone();
+        other_content.records[0].quantity += 1;
+        assert_eq!(check_shape(&r, &other_content), Ok(()), "content is verify's job");
+        let mut bad = good.clone();
+        bad.request_id = "other".into();
+        assert!(matches!(check_shape(&r, &bad), Err(VerifyError::WrongId { .. })));
+        let mut bad = good;
+        bad.records.push(bad.records[0].clone());
+        assert!(matches!(check_shape(&r, &bad), Err(VerifyError::WrongCount { expected: 3, got: 4 })));
     }
 
     #[test]

@@ -243,6 +243,38 @@ mod tests {
         assert_eq!(target.send(1).await.outcome, Outcome::BadResponse);
     }
 
+    /// A REST downstream that answers every request with `body`.
+    async fn canned_downstream(body: String) -> String {
+        let body: &'static str = Box::leak(body.into_boxed_str());
+        let url = canned_server(body).await;
+        url.trim_end_matches("/v1/call").to_owned()
+    }
+
+    #[tokio::test]
+    async fn a_corrupted_downstream_answer_is_caught_end_to_end_through_a_real_caller() {
+        // The caller only checks an answer's id and record count, as a real
+        // caller does; records of the right shape but the wrong content must
+        // still be a bad response in the harness's figures.
+        let asked = FetchRequest { request_id: "0".into(), items: 2, body: Vec::new() };
+        let other = FetchRequest { request_id: "not-0".into(), ..asked.clone() };
+        for (records, expected) in
+            [(payload::generate(&asked), Outcome::Ok), (payload::generate(&other), Outcome::BadResponse)]
+        {
+            let body = serde_json::to_string(&FetchResponse { request_id: "0".into(), records }).unwrap();
+            let downstream = canned_downstream(body).await;
+            let config = caller::Config {
+                transport: caller::Transport::Rest,
+                downstream_rest: Some(downstream),
+                ..caller::Config::default()
+            };
+            let c = caller::start(config, tokio_util::sync::CancellationToken::new()).await.unwrap();
+            let target =
+                Target::front(format!("http://{}/v1/call", c.front_addr), 2, 1, Duration::from_secs(10), 0).unwrap();
+            assert_eq!(target.send(0).await.outcome, expected);
+            c.stop().await;
+        }
+    }
+
     #[test]
     fn server_timing_is_parsed_in_microseconds() {
         assert_eq!(parse_server_timing_us("downstream;dur=501.234"), Some(501_234));

@@ -11,6 +11,10 @@ pub const OPT_LEVEL: &str = env!("HARNESS_BUILD_OPT_LEVEL");
 /// Cargo's name for the profile it was built with (`debug` for dev, `release`).
 pub const PROFILE: &str = env!("HARNESS_BUILD_PROFILE");
 
+/// The global allocator of this executable, and so of every tier it runs
+/// (the `mimalloc` feature, on by default).
+pub const ALLOCATOR: &str = if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" };
+
 /// Reads the machine, raising the soft open-files limit to the hard one on
 /// the way (REST keeps one connection per in-flight request).
 pub fn capture() -> Environment {
@@ -25,6 +29,7 @@ pub fn capture() -> Environment {
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
         build_profile: PROFILE.to_owned(),
         opt_level: Some(OPT_LEVEL.to_owned()),
+        allocator: Some(ALLOCATOR.to_owned()),
         rustc: command_line("rustc", &["--version"]),
         git_commit: commit,
         git_dirty: dirty,
@@ -124,6 +129,7 @@ mod tests {
         let env = capture();
         assert!(env.is_optimised(), "built at opt-level {OPT_LEVEL} ({PROFILE}): figures would not be representative");
         assert_eq!(env.opt_level.as_deref(), Some(OPT_LEVEL));
+        assert_eq!(env.allocator.as_deref(), Some(if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" }));
     }
 
     fn plan(rates: &[f64], transport: Transport) -> Plan {
