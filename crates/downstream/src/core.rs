@@ -32,8 +32,7 @@ impl Core {
         // 500 ms service time never starves the runtime (the failure mode of
         // blocking sleeps in published comparisons).
         tokio::time::sleep(self.service_time(&req)).await;
-        let records = payload::generate(&req);
-        Ok(FetchResponse { request_id: req.request_id, records })
+        Ok(payload::respond(&req))
     }
 }
 
@@ -46,7 +45,7 @@ mod tests {
     }
 
     fn req(id: &str) -> FetchRequest {
-        FetchRequest { request_id: id.into(), items: 2, body: vec![] }
+        FetchRequest { request_id: id.into(), items: 2, ..FetchRequest::default() }
     }
 
     #[test]
