@@ -36,6 +36,8 @@ pub fn config(transport: Transport) -> Config {
         delay: Duration::from_millis(500),
         jitter: Duration::ZERO,
         items: 10,
+        request_bytes: 0,
+        shape: payload::Shape::Order,
         fanout: 1,
         timeout: Duration::from_secs(30),
         max_in_flight: 10_000,

@@ -157,3 +157,75 @@ fn ctrl_c_between_sweep_steps_marks_the_sweep_interrupted() {
     assert!(md.contains("**Sweep interrupted**") && md.contains("the steps at 20, 40 req/s never ran"), "{md}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn a_payload_sweep_writes_every_size_and_the_payload_report() {
+    let out = out_dir("payload-sweep");
+    let o = harness_cmd(&[
+        "--transport",
+        "both",
+        "--items",
+        "1,50",
+        "--request-bytes",
+        "300",
+        "--qps",
+        "20",
+        "--duration",
+        "1s",
+        "--warmup",
+        "200ms",
+        "--delay",
+        "20ms",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    assert!(folder.file_name().unwrap().to_string_lossy().ends_with("-both-items-1-50-20qps"), "{folder:?}");
+    for step in ["step-1items", "step-50items"] {
+        for arm in ["grpc", "rest"] {
+            assert!(folder.join(step).join(arm).join("run.json").is_file(), "{step}/{arm}");
+        }
+        assert!(folder.join(step).join("comparison.md").is_file());
+    }
+    let p: harness::judge::payload::PayloadReport =
+        serde_json::from_slice(&std::fs::read(folder.join("payload.json")).unwrap()).unwrap();
+    assert_eq!((p.sizes.clone(), p.arms.len()), (vec![1, 50], 2));
+    for arm in &p.arms {
+        let sizes: Vec<u32> = arm.steps.iter().map(|s| s.size).collect();
+        assert_eq!(sizes, [1, 50]);
+        let response = |i: usize| arm.steps[i].response_wire_bytes.unwrap();
+        assert!(response(1) > 10.0 * response(0), "{:?}: {} → {}", arm.transport, response(0), response(1));
+        // The 300-byte upload reached the downstream on every step.
+        assert!(arm.steps.iter().all(|s| s.request_message_bytes.unwrap() >= 300.0), "{:?}", arm.steps);
+    }
+    let md = std::fs::read_to_string(folder.join("payload.md")).unwrap();
+    assert!(md.contains("## Arms side by side") && md.contains("300 B uploaded per call"), "{md}");
+    for chart in ["payload-bytes.svg", "payload-cpu.svg", "payload-latency.svg", "payload-rss.svg"] {
+        assert!(md.contains(chart));
+        roxmltree::Document::parse(&std::fs::read_to_string(folder.join(chart)).unwrap()).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_rate_and_a_payload_sweep_together_or_an_unknown_shape_are_refused() {
+    for (args, flag) in [
+        (&["--qps", "10,20", "--items", "1,10"][..], "--items"),
+        (&["--qps", "10,20", "--request-bytes", "0,100"], "--request-bytes"),
+        (&["--shape", "blob"], "--shape"),
+    ] {
+        let out = out_dir("payload-refused");
+        let mut full = args.to_vec();
+        full.extend(["--out", out.to_str().unwrap()]);
+        let o = harness_cmd(&full).output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(flag), "{args:?}: {stderr}");
+        assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none(), "nothing written");
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}

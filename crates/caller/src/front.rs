@@ -78,8 +78,17 @@ impl Front {
     }
 
     async fn handle(&self, call: CallRequest) -> Result<Response, ApiError> {
-        let probe = FetchRequest { request_id: call.request_id.clone(), items: call.items, body: Vec::new() };
+        let probe = FetchRequest { request_id: call.request_id.clone(), items: call.items, ..FetchRequest::default() };
         payload::validate(&probe, &self.limits).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+        if call.request_bytes as usize > self.limits.max_body_bytes {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "requestBytes is {}; the limit of one upload is {} bytes",
+                    call.request_bytes, self.limits.max_body_bytes
+                ),
+            ));
+        }
         let asked = u64::from(call.items) * u64::from(self.fanout);
         if asked > self.max_records {
             return Err(ApiError::new(
@@ -92,18 +101,18 @@ impl Front {
         }
 
         let started = Instant::now();
-        let calls = payload::fanout_request_ids(&call.request_id, self.fanout)
-            .into_iter()
-            .map(|id| self.call_one(FetchRequest { request_id: id, items: call.items, body: Vec::new() }));
+        let calls = payload::fanout_requests(&call, self.fanout).into_iter().map(|req| self.call_one(req));
         let results = futures::future::join_all(calls).await;
         let downstream = started.elapsed();
 
-        let mut records = Vec::with_capacity(call.items as usize * self.fanout as usize);
+        let mut answer = FetchResponse { request_id: call.request_id, ..FetchResponse::default() };
         for r in results {
-            records.extend(r?.records);
+            let r = r?;
+            answer.records.extend(r.records);
+            answer.points.extend(r.points);
         }
-        let json = serde_json::to_vec(&FetchResponse { request_id: call.request_id, records })
-            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        let json =
+            serde_json::to_vec(&answer).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
         let mut resp = json_response(json);
         let timing = format!("{SERVER_TIMING_METRIC};dur={:.3}", downstream.as_secs_f64() * 1e3);
         // Digits, letters, ';', '=' and '.' only: always a valid header value.

@@ -90,13 +90,56 @@ async fn every_arm_returns_exactly_the_generated_records_and_identical_json() {
         let a = call(c.front_addr, "same-json", 12).await;
         assert_eq!(a.status, 200, "{arm:?}: {}", String::from_utf8_lossy(&a.body));
         let resp: FetchResponse = serde_json::from_slice(&a.body).unwrap();
-        let req = CallRequest { request_id: "same-json".into(), items: 12 };
+        let req = CallRequest { request_id: "same-json".into(), items: 12, ..CallRequest::default() };
         assert_eq!(payload::verify_call(&req, 1, &resp), Ok(()), "{arm:?}");
         bodies.push(a.body);
         c.stop().await;
     }
     assert_eq!(bodies[0], bodies[1], "gRPC and REST front bodies differ");
     assert_eq!(bodies[0], bodies[2], "gRPC and REST-over-HTTP/2 front bodies differ");
+    ds.stop().await;
+}
+
+/// `requestBytes` makes the caller upload that many body bytes on each
+/// downstream call: the downstream's own byte counters grow by at least that
+/// much per call, over every arm; and a time-series call comes back as the
+/// generated points.
+#[tokio::test]
+async fn request_bytes_reach_the_downstream_and_every_shape_comes_back() {
+    const UPLOAD: u64 = 20_000;
+    let ds = downstream(1).await;
+    for arm in ARMS {
+        let c = caller(CallerConfig { fanout: 2, ..caller_config(arm, ds.grpc_addr, ds.rest_addr) }).await;
+        let listener = if matches!(arm, Arm::Grpc) { "grpc" } else { "rest" };
+        let mut seen = Vec::new();
+        for request_bytes in [0, UPLOAD as u32] {
+            let before = stats(ds.admin_addr).await.listeners[listener].clone();
+            let body = format!(r#"{{"requestId":"up","items":2,"requestBytes":{request_bytes}}}"#);
+            let a = post(c.front_addr, &body, "application/json").await;
+            assert_eq!(a.status, 200, "{arm:?}: {}", String::from_utf8_lossy(&a.body));
+            let d = stats(ds.admin_addr).await.listeners[listener].since(&before);
+            assert_eq!(d.requests["ok"], 2, "{arm:?}");
+            seen.push((d.message_bytes_in, d.bytes_in.unwrap()));
+        }
+        let ((small_msg, small_wire), (big_msg, big_wire)) = (seen[0], seen[1]);
+        // Two calls, each with its upload (base64 in JSON: 4/3 as many bytes).
+        assert!(big_msg >= small_msg + 2 * UPLOAD, "{arm:?}: message bytes {small_msg} → {big_msg}");
+        // (The first call's wire bytes also carry the connection's set-up.)
+        assert!(big_wire >= 2 * UPLOAD && big_wire > small_wire, "{arm:?}: wire bytes {small_wire} → {big_wire}");
+
+        let a = post(c.front_addr, r#"{"requestId":"ts","items":5,"shape":"timeseries"}"#, "application/json").await;
+        assert_eq!(a.status, 200, "{arm:?}: {}", String::from_utf8_lossy(&a.body));
+        let resp: FetchResponse = serde_json::from_slice(&a.body).unwrap();
+        let req = CallRequest {
+            request_id: "ts".into(),
+            items: 5,
+            shape: payload::Shape::Timeseries,
+            ..CallRequest::default()
+        };
+        assert_eq!((resp.points.len(), resp.records.len()), (10, 0), "{arm:?}");
+        assert_eq!(payload::verify_call(&req, 2, &resp), Ok(()), "{arm:?}");
+        c.stop().await;
+    }
     ds.stop().await;
 }
 
@@ -112,7 +155,7 @@ async fn fanout_makes_overlapping_calls_counted_by_the_downstream() {
         let elapsed = started.elapsed();
         assert_eq!(a.status, 200, "{arm:?}");
         let resp: FetchResponse = serde_json::from_slice(&a.body).unwrap();
-        let req = CallRequest { request_id: "fan".into(), items: 3 };
+        let req = CallRequest { request_id: "fan".into(), items: 3, ..CallRequest::default() };
         assert_eq!(payload::verify_call(&req, 5, &resp), Ok(()));
         let after = stats(ds.admin_addr).await;
         let listener = if matches!(arm, Arm::Grpc) { "grpc" } else { "rest" };
@@ -205,7 +248,7 @@ mod liar {
             records.pop();
         }
         let request_id = if req.request_id.starts_with("lie-id") { other.request_id } else { req.request_id };
-        FetchResponse { request_id, records }
+        FetchResponse { request_id, records, points: vec![] }
     }
 
     struct Liar;
@@ -216,7 +259,9 @@ mod liar {
             &self,
             request: tonic::Request<proto::FetchRequest>,
         ) -> Result<tonic::Response<proto::FetchResponse>, tonic::Status> {
-            Ok(tonic::Response::new(wrong(request.into_inner().into()).into()))
+            Ok(tonic::Response::new(
+                wrong(request.into_inner().try_into().map_err(|_| tonic::Status::invalid_argument("shape"))?).into(),
+            ))
         }
     }
 

@@ -33,8 +33,7 @@ impl Core {
         // sleeps in published comparisons); it ends within about 0.1 ms of the
         // service time, and a zero delay touches no timer (see `timer`).
         crate::timer::wait(self.service_time(&req)).await;
-        let records = payload::generate(&req);
-        Ok(FetchResponse { request_id: req.request_id, records })
+        Ok(payload::respond(&req))
     }
 }
 
@@ -47,7 +46,7 @@ mod tests {
     }
 
     fn req(id: &str) -> FetchRequest {
-        FetchRequest { request_id: id.into(), items: 2, body: vec![] }
+        FetchRequest { request_id: id.into(), items: 2, ..FetchRequest::default() }
     }
 
     #[test]

@@ -120,7 +120,11 @@ impl Downstream for GrpcService {
         // so the ones tonic answers without calling this count too.
         let req = request.into_inner();
         let request_bytes = req.encoded_len() as u64;
-        match self.core.fetch(req.into()).await {
+        let fetched = match payload::FetchRequest::try_from(req) {
+            Ok(req) => self.core.fetch(req).await,
+            Err(e) => Err(e),
+        };
+        match fetched {
             Ok(resp) => {
                 let resp = proto::FetchResponse::from(resp);
                 self.counters.add_message_bytes(request_bytes, resp.encoded_len() as u64);

@@ -22,7 +22,7 @@ async fn grpc(addr: SocketAddr) -> DownstreamClient<tonic::transport::Channel> {
 }
 
 fn req(id: &str, items: u32) -> FetchRequest {
-    FetchRequest { request_id: id.into(), items, body: Vec::new() }
+    FetchRequest { request_id: id.into(), items, ..FetchRequest::default() }
 }
 
 async fn rest_post(addr: SocketAddr, body: impl Into<reqwest::Body>, content_type: &str) -> (u16, serde_json::Value) {
@@ -161,11 +161,11 @@ async fn bad_rest_input_gets_the_right_status_and_a_reason() {
     assert!(json["error"].as_str().unwrap().contains("limit is 50"), "{json}");
 
     // Over the decoded-body limit, but small enough to be read and decoded.
-    let big = FetchRequest { request_id: "b".into(), items: 1, body: vec![7; 2000] };
+    let big = FetchRequest { request_id: "b".into(), items: 1, body: vec![7; 2000], ..FetchRequest::default() };
     let (status, json) = rest_post(ds.rest_addr, serde_json::to_vec(&big).unwrap(), "application/json").await;
     assert_eq!(status, 413, "{json}");
     // Far over any valid encoding: refused before it is decoded.
-    let huge = FetchRequest { request_id: "h".into(), items: 1, body: vec![7; 200_000] };
+    let huge = FetchRequest { request_id: "h".into(), items: 1, body: vec![7; 200_000], ..FetchRequest::default() };
     let (status, _) = rest_post(ds.rest_addr, serde_json::to_vec(&huge).unwrap(), "application/json").await;
     assert_eq!(status, 413);
 
@@ -190,10 +190,10 @@ async fn bad_grpc_input_gets_the_right_code() {
     let err = client.fetch(proto::FetchRequest::from(req("x", 51))).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
     assert!(err.message().contains("limit is 50"));
-    let big = FetchRequest { request_id: "b".into(), items: 1, body: vec![7; 2000] };
+    let big = FetchRequest { request_id: "b".into(), items: 1, body: vec![7; 2000], ..FetchRequest::default() };
     let err = client.fetch(proto::FetchRequest::from(big)).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::ResourceExhausted);
-    let huge = FetchRequest { request_id: "h".into(), items: 1, body: vec![7; 200_000] };
+    let huge = FetchRequest { request_id: "h".into(), items: 1, body: vec![7; 200_000], ..FetchRequest::default() };
     let err = client.fetch(proto::FetchRequest::from(huge)).await.unwrap_err();
     assert!(matches!(err.code(), tonic::Code::ResourceExhausted | tonic::Code::OutOfRange), "{err:?}");
     let err = client.fetch(proto::FetchRequest::from(req("", 1))).await.unwrap_err();

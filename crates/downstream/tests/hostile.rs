@@ -56,7 +56,10 @@ fn framed(message: &[u8]) -> Bytes {
 }
 
 fn fetch_message(id: &str, items: u32) -> Bytes {
-    framed(&proto::FetchRequest::from(FetchRequest { request_id: id.into(), items, body: Vec::new() }).encode_to_vec())
+    framed(
+        &proto::FetchRequest::from(FetchRequest { request_id: id.into(), items, ..FetchRequest::default() })
+            .encode_to_vec(),
+    )
 }
 
 /// Sends one whole gRPC request on `send` and returns the status code the
@@ -227,7 +230,11 @@ async fn requests_over_the_in_flight_limit_are_shed_and_counted() {
         let mut client = client.clone();
         async move {
             client
-                .fetch(proto::FetchRequest::from(FetchRequest { request_id: format!("g-{i}"), items: 1, body: vec![] }))
+                .fetch(proto::FetchRequest::from(FetchRequest {
+                    request_id: format!("g-{i}"),
+                    items: 1,
+                    ..FetchRequest::default()
+                }))
                 .await
         }
     }))

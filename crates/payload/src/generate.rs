@@ -4,7 +4,7 @@
 //! id (Steele, Lea, Flood: "Fast splittable pseudorandom number generators", 2014),
 //! so any tier can regenerate, and so verify, the exact records of a request.
 
-use crate::model::{FetchRequest, Record};
+use crate::model::{FetchRequest, FetchResponse, Point, Record, Shape};
 
 const FIRST_NAMES: &[&str] = &[
     "Ada",
@@ -67,17 +67,73 @@ impl SplitMix64 {
         self.next() % n
     }
 
+    /// A uniform double in [0, 1) with all 53 bits of precision.
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
     fn pick<'a>(&mut self, list: &[&'a str]) -> &'a str {
         // `below(len)` is always < len, so the index is in range.
         list[self.below(list.len() as u64) as usize]
     }
 }
 
-/// The records the downstream must return for `req`: `req.items` of them,
-/// a pure function of `req.request_id` and the index.
+/// The order records of `req`: `req.items` of them, a pure function of
+/// `req.request_id` and the index (whatever `req.shape` says; [`respond`] picks
+/// the shape).
 pub fn generate(req: &FetchRequest) -> Vec<Record> {
     let mut rng = SplitMix64(fnv1a(FNV_OFFSET, req.request_id.as_bytes()));
     (0..req.items).map(|i| record(&mut rng, i)).collect()
+}
+
+/// The time-series points of `req`: `req.items` of them, a pure function of
+/// `req.request_id`.
+pub fn generate_points(req: &FetchRequest) -> Vec<Point> {
+    let mut rng = SplitMix64(fnv1a(FNV_OFFSET, req.request_id.as_bytes()));
+    // A batch interleaves the points of a few series, one every 10 s each.
+    let series: Vec<u64> = (0..1 + rng.below(4)).map(|_| rng.next() & MAX_SAFE_ID).collect();
+    let start_ms = EPOCH_2024_MS + rng.below(63_072_000_000) as i64;
+    (0..u64::from(req.items))
+        .map(|i| {
+            let n = series.len() as u64;
+            // Full-precision doubles, as measurements come: 53 random bits scaled.
+            let value = rng.unit() * 1000.0;
+            let (below, above) = (rng.unit() * 50.0, rng.unit() * 50.0);
+            let count = 1 + rng.below(600);
+            Point {
+                series_id: series[(i % n) as usize],
+                timestamp_ms: start_ms + (i / n) as i64 * 10_000,
+                value,
+                min: value - below,
+                max: value + above,
+                sum: value * count as f64,
+                count,
+            }
+        })
+        .collect()
+}
+
+/// The whole answer the downstream must give to `req`: the id echoed and the
+/// records or points of its shape.
+pub fn respond(req: &FetchRequest) -> FetchResponse {
+    let mut resp = FetchResponse { request_id: req.request_id.clone(), ..FetchResponse::default() };
+    match req.shape {
+        Shape::Order => resp.records = generate(req),
+        Shape::Timeseries => resp.points = generate_points(req),
+    }
+    resp
+}
+
+/// `len` bytes of opaque upload for the request `request_id`: deterministic,
+/// and as incompressible as a photo or an encrypted blob.
+pub fn upload_body(request_id: &str, len: usize) -> Vec<u8> {
+    let mut rng = SplitMix64(fnv1a(FNV_OFFSET ^ 0x5bd1_e995, request_id.as_bytes()));
+    let mut body = Vec::with_capacity(len + 8);
+    while body.len() < len {
+        body.extend_from_slice(&rng.next().to_le_bytes());
+    }
+    body.truncate(len);
+    body
 }
 
 fn record(rng: &mut SplitMix64, index: u32) -> Record {
@@ -129,12 +185,54 @@ pub fn records_digest(records: &[Record]) -> u64 {
     h
 }
 
+/// A 64-bit digest of the points' content (the bits of every double), in the
+/// manner of [`records_digest`].
+pub fn points_digest(points: &[Point]) -> u64 {
+    let mut h = fnv1a(FNV_OFFSET, &(points.len() as u64).to_le_bytes());
+    for p in points {
+        for word in [
+            p.series_id,
+            p.timestamp_ms as u64,
+            p.value.to_bits(),
+            p.min.to_bits(),
+            p.max.to_bits(),
+            p.sum.to_bits(),
+            p.count,
+        ] {
+            h = fnv1a(h, &word.to_le_bytes());
+        }
+    }
+    h
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn req(id: &str, items: u32) -> FetchRequest {
-        FetchRequest { request_id: id.into(), items, body: Vec::new() }
+        FetchRequest { request_id: id.into(), items, ..FetchRequest::default() }
+    }
+
+    #[test]
+    fn points_are_deterministic_numeric_and_follow_the_shape() {
+        let r = FetchRequest { shape: Shape::Timeseries, ..req("ts", 40) };
+        let points = generate_points(&r);
+        assert_eq!(points, generate_points(&r));
+        assert_eq!(points.len(), 40);
+        assert!(points.iter().all(|p| p.min <= p.value && p.value <= p.max && p.series_id <= MAX_SAFE_ID));
+        assert_ne!(points_digest(&points), points_digest(&generate_points(&req("ts2", 40))));
+        let resp = respond(&r);
+        assert!(resp.records.is_empty() && resp.points == points);
+        let orders = respond(&req("ts", 40));
+        assert!(orders.points.is_empty() && orders.records == generate(&r));
+    }
+
+    #[test]
+    fn upload_bodies_are_deterministic_and_exact() {
+        assert_eq!(upload_body("a", 1000), upload_body("a", 1000));
+        assert_ne!(upload_body("a", 1000), upload_body("b", 1000));
+        assert_eq!(upload_body("a", 13).len(), 13);
+        assert!(upload_body("a", 0).is_empty());
     }
 
     #[test]

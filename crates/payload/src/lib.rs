@@ -3,8 +3,9 @@
 //! This crate owns:
 //! * the request/response/record types and their JSON form (camelCase, RFC 3339
 //!   timestamps, base64 for the opaque body), as a typical REST API emits them;
-//! * deterministic generation of the records from a request ([`generate`]): the
-//!   same request always yields the same records, in both encodings;
+//! * deterministic generation of the answer from a request ([`respond`]): the
+//!   same request always yields the same records (order shape) or points
+//!   (time-series shape), in both encodings; and of an upload body ([`upload_body`]);
 //! * conversion to and from the protobuf types of the `proto` crate;
 //! * validation against named [`Limits`]; [`check_shape`], what a real client
 //!   checks of an answer (its id and record count); and [`verify`], the full
@@ -17,6 +18,8 @@ mod model;
 mod pb;
 mod validate;
 
-pub use generate::{generate, records_digest};
-pub use model::{CallRequest, FetchRequest, FetchResponse, Record};
-pub use validate::{Limits, PayloadError, VerifyError, check_shape, fanout_request_ids, validate, verify, verify_call};
+pub use generate::{generate, generate_points, points_digest, records_digest, respond, upload_body};
+pub use model::{CallRequest, FetchRequest, FetchResponse, Point, Record, Shape};
+pub use validate::{
+    Limits, PayloadError, VerifyError, check_shape, fanout_request_ids, fanout_requests, validate, verify, verify_call,
+};

@@ -1,17 +1,72 @@
 //! Conversion between the logical model and the generated protobuf types.
 
-use crate::model::{FetchRequest, FetchResponse, Record};
+use crate::model::{FetchRequest, FetchResponse, Point, Record, Shape};
 use crate::validate::PayloadError;
 
-impl From<FetchRequest> for proto::FetchRequest {
-    fn from(r: FetchRequest) -> Self {
-        proto::FetchRequest { request_id: r.request_id, items: r.items, body: r.body }
+impl From<Shape> for proto::Shape {
+    fn from(s: Shape) -> Self {
+        match s {
+            Shape::Order => proto::Shape::Order,
+            Shape::Timeseries => proto::Shape::Timeseries,
+        }
     }
 }
 
-impl From<proto::FetchRequest> for FetchRequest {
-    fn from(r: proto::FetchRequest) -> Self {
-        FetchRequest { request_id: r.request_id, items: r.items, body: r.body }
+impl From<proto::Shape> for Shape {
+    fn from(s: proto::Shape) -> Self {
+        match s {
+            proto::Shape::Order => Shape::Order,
+            proto::Shape::Timeseries => Shape::Timeseries,
+        }
+    }
+}
+
+impl From<FetchRequest> for proto::FetchRequest {
+    fn from(r: FetchRequest) -> Self {
+        proto::FetchRequest {
+            request_id: r.request_id,
+            items: r.items,
+            body: r.body,
+            shape: proto::Shape::from(r.shape).into(),
+        }
+    }
+}
+
+/// A shape number this contract does not define is an invalid request.
+impl TryFrom<proto::FetchRequest> for FetchRequest {
+    type Error = PayloadError;
+
+    fn try_from(r: proto::FetchRequest) -> Result<Self, Self::Error> {
+        let shape = proto::Shape::try_from(r.shape).map_err(|_| PayloadError::InvalidField("shape"))?;
+        Ok(FetchRequest { request_id: r.request_id, items: r.items, body: r.body, shape: shape.into() })
+    }
+}
+
+impl From<Point> for proto::Point {
+    fn from(p: Point) -> Self {
+        proto::Point {
+            series_id: p.series_id,
+            timestamp_ms: p.timestamp_ms,
+            value: p.value,
+            min: p.min,
+            max: p.max,
+            sum: p.sum,
+            count: p.count,
+        }
+    }
+}
+
+impl From<proto::Point> for Point {
+    fn from(p: proto::Point) -> Self {
+        Point {
+            series_id: p.series_id,
+            timestamp_ms: p.timestamp_ms,
+            value: p.value,
+            min: p.min,
+            max: p.max,
+            sum: p.sum,
+            count: p.count,
+        }
     }
 }
 
@@ -66,7 +121,11 @@ impl TryFrom<proto::Record> for Record {
 
 impl From<FetchResponse> for proto::FetchResponse {
     fn from(r: FetchResponse) -> Self {
-        proto::FetchResponse { request_id: r.request_id, records: r.records.into_iter().map(Into::into).collect() }
+        proto::FetchResponse {
+            request_id: r.request_id,
+            records: r.records.into_iter().map(Into::into).collect(),
+            points: r.points.into_iter().map(Into::into).collect(),
+        }
     }
 }
 
@@ -77,6 +136,7 @@ impl TryFrom<proto::FetchResponse> for FetchResponse {
         Ok(FetchResponse {
             request_id: r.request_id,
             records: r.records.into_iter().map(Record::try_from).collect::<Result<_, _>>()?,
+            points: r.points.into_iter().map(Point::from).collect(),
         })
     }
 }
@@ -86,25 +146,34 @@ mod tests {
     use prost::Message;
 
     use super::*;
-    use crate::generate;
+    use crate::{generate, respond};
 
     #[test]
     fn round_trips_through_protobuf_bytes() {
-        let req = FetchRequest { request_id: "rt-1".into(), items: 25, body: vec![1, 2, 3] };
-        let resp = FetchResponse { request_id: req.request_id.clone(), records: generate(&req) };
-        let bytes = proto::FetchResponse::from(resp.clone()).encode_to_vec();
-        let back = FetchResponse::try_from(proto::FetchResponse::decode(&bytes[..]).unwrap()).unwrap();
-        assert_eq!(back, resp);
+        for shape in Shape::ALL {
+            let req = FetchRequest { request_id: "rt-1".into(), items: 25, body: vec![1, 2, 3], shape };
+            let resp = respond(&req);
+            let bytes = proto::FetchResponse::from(resp.clone()).encode_to_vec();
+            let back = FetchResponse::try_from(proto::FetchResponse::decode(&bytes[..]).unwrap()).unwrap();
+            assert_eq!(back, resp);
 
-        let req_bytes = proto::FetchRequest::from(req.clone()).encode_to_vec();
-        let req_back = FetchRequest::from(proto::FetchRequest::decode(&req_bytes[..]).unwrap());
-        assert_eq!(req_back, req);
+            let req_bytes = proto::FetchRequest::from(req.clone()).encode_to_vec();
+            let req_back = FetchRequest::try_from(proto::FetchRequest::decode(&req_bytes[..]).unwrap()).unwrap();
+            assert_eq!(req_back, req);
+        }
+    }
+
+    #[test]
+    fn an_unknown_shape_is_an_invalid_field() {
+        let pb = proto::FetchRequest { request_id: "s".into(), items: 1, shape: 7, ..Default::default() };
+        assert_eq!(FetchRequest::try_from(pb), Err(PayloadError::InvalidField("shape")));
     }
 
     #[test]
     fn missing_timestamp_is_an_error() {
-        let mut pb =
-            proto::Record::from(generate(&FetchRequest { request_id: "m".into(), items: 1, body: vec![] })[0].clone());
+        let mut pb = proto::Record::from(
+            generate(&FetchRequest { request_id: "m".into(), items: 1, ..FetchRequest::default() })[0].clone(),
+        );
         pb.created_at = None;
         assert_eq!(Record::try_from(pb), Err(PayloadError::MissingField("created_at")));
     }

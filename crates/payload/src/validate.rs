@@ -1,6 +1,6 @@
 //! Validation of requests against named limits, and verification of responses.
 
-use crate::generate::{generate, records_digest};
+use crate::generate::{points_digest, records_digest, respond, upload_body};
 use crate::model::{CallRequest, FetchRequest, FetchResponse};
 
 /// Named limits every service enforces on a request.
@@ -93,22 +93,27 @@ pub enum VerifyError {
 }
 
 /// Checks that `resp` is exactly what the downstream must answer to `req`:
-/// the id echoed, the record count, and the content digest. This regenerates
-/// every record: a test's or the harness's end-to-end check, never a measured
-/// tier's (a real caller does not recompute its downstream's answer).
+/// the id echoed, the record (or point) count, and the content digest. This
+/// regenerates every record: a test's or the harness's end-to-end check, never
+/// a measured tier's (a real caller does not recompute its downstream's answer).
 pub fn verify(req: &FetchRequest, resp: &FetchResponse) -> Result<(), VerifyError> {
-    check(&req.request_id, &generate(req), resp)
+    check(&respond(req), resp)
 }
 
 /// What a real caller checks of a decoded answer: it belongs to this request
-/// (the id is echoed) and has the shape asked for (the record count). Costs no
+/// (the id is echoed) and has the shape asked for (the count of records, or
+/// of points for a time series, and none of the other kind). Costs no
 /// allocation; the content is left to [`verify`], end to end.
 pub fn check_shape(req: &FetchRequest, resp: &FetchResponse) -> Result<(), VerifyError> {
     if resp.request_id != req.request_id {
         return Err(VerifyError::WrongId { expected: req.request_id.clone(), got: resp.request_id.clone() });
     }
-    if resp.records.len() != req.items as usize {
-        return Err(VerifyError::WrongCount { expected: req.items as usize, got: resp.records.len() });
+    let (asked, other) = match req.shape {
+        crate::model::Shape::Order => (resp.records.len(), resp.points.len()),
+        crate::model::Shape::Timeseries => (resp.points.len(), resp.records.len()),
+    };
+    if asked != req.items as usize || other != 0 {
+        return Err(VerifyError::WrongCount { expected: req.items as usize, got: asked + other });
     }
     Ok(())
 }
@@ -119,23 +124,43 @@ pub fn fanout_request_ids(request_id: &str, fanout: u32) -> Vec<String> {
     if fanout <= 1 { vec![request_id.to_owned()] } else { (0..fanout).map(|k| format!("{request_id}/{k}")).collect() }
 }
 
-/// Checks a caller front response: the records of every fan-out call, in order.
-pub fn verify_call(call: &CallRequest, fanout: u32, resp: &FetchResponse) -> Result<(), VerifyError> {
-    let expected: Vec<_> = fanout_request_ids(&call.request_id, fanout)
+/// The downstream requests one front request makes: one per fan-out id, each
+/// with the call's items and shape and, when it asks for an upload, a body of
+/// `request_bytes` generated from the downstream request id.
+pub fn fanout_requests(call: &CallRequest, fanout: u32) -> Vec<FetchRequest> {
+    fanout_request_ids(&call.request_id, fanout)
         .into_iter()
-        .flat_map(|id| generate(&FetchRequest { request_id: id, items: call.items, body: Vec::new() }))
-        .collect();
-    check(&call.request_id, &expected, resp)
+        .map(|id| FetchRequest {
+            body: upload_body(&id, call.request_bytes as usize),
+            request_id: id,
+            items: call.items,
+            shape: call.shape,
+        })
+        .collect()
 }
 
-fn check(id: &str, expected: &[crate::Record], resp: &FetchResponse) -> Result<(), VerifyError> {
-    if resp.request_id != id {
-        return Err(VerifyError::WrongId { expected: id.to_owned(), got: resp.request_id.clone() });
+/// Checks a caller front response: the records (or points) of every fan-out
+/// call, in order.
+pub fn verify_call(call: &CallRequest, fanout: u32, resp: &FetchResponse) -> Result<(), VerifyError> {
+    let mut expected = FetchResponse { request_id: call.request_id.clone(), ..FetchResponse::default() };
+    for id in fanout_request_ids(&call.request_id, fanout) {
+        let part = respond(&FetchRequest { request_id: id, items: call.items, shape: call.shape, body: Vec::new() });
+        expected.records.extend(part.records);
+        expected.points.extend(part.points);
     }
-    if resp.records.len() != expected.len() {
-        return Err(VerifyError::WrongCount { expected: expected.len(), got: resp.records.len() });
+    check(&expected, resp)
+}
+
+fn check(expected: &FetchResponse, resp: &FetchResponse) -> Result<(), VerifyError> {
+    if resp.request_id != expected.request_id {
+        return Err(VerifyError::WrongId { expected: expected.request_id.clone(), got: resp.request_id.clone() });
     }
-    let (want, got) = (records_digest(expected), records_digest(&resp.records));
+    let count = |r: &FetchResponse| r.records.len() + r.points.len();
+    if count(resp) != count(expected) {
+        return Err(VerifyError::WrongCount { expected: count(expected), got: count(resp) });
+    }
+    let digest = |r: &FetchResponse| records_digest(&r.records) ^ points_digest(&r.points).rotate_left(1);
+    let (want, got) = (digest(expected), digest(resp));
     if want != got {
         return Err(VerifyError::WrongContent { expected: want, got });
     }
@@ -146,8 +171,11 @@ fn check(id: &str, expected: &[crate::Record], resp: &FetchResponse) -> Result<(
 mod tests {
     use super::*;
 
+    use crate::generate::generate;
+    use crate::model::Shape;
+
     fn req(items: u32) -> FetchRequest {
-        FetchRequest { request_id: "v-1".into(), items, body: Vec::new() }
+        FetchRequest { request_id: "v-1".into(), items, ..FetchRequest::default() }
     }
 
     #[test]
@@ -169,7 +197,7 @@ mod tests {
     #[test]
     fn verify_accepts_the_right_response_and_names_what_is_wrong() {
         let r = req(3);
-        let good = FetchResponse { request_id: r.request_id.clone(), records: generate(&r) };
+        let good = FetchResponse { request_id: r.request_id.clone(), records: generate(&r), points: vec![] };
         assert_eq!(verify(&r, &good), Ok(()));
 
         let mut bad = good.clone();
@@ -180,9 +208,17 @@ mod tests {
         bad.records.pop();
         assert!(matches!(verify(&r, &bad), Err(VerifyError::WrongCount { expected: 3, got: 2 })));
 
-        let mut bad = good;
+        let mut bad = good.clone();
         bad.records[1].quantity += 1;
         assert!(matches!(verify(&r, &bad), Err(VerifyError::WrongContent { .. })));
+
+        // The same number of items in the other shape is not the answer.
+        let ts = FetchRequest { shape: Shape::Timeseries, ..r.clone() };
+        assert!(matches!(verify(&ts, &good), Err(VerifyError::WrongContent { .. })));
+        let mut points = crate::respond(&ts);
+        assert_eq!(verify(&ts, &points), Ok(()));
+        points.points[0].value += 1e-9;
+        assert!(matches!(verify(&ts, &points), Err(VerifyError::WrongContent { .. })));
     }
 
     #[test]
@@ -203,18 +239,24 @@ mod tests {
 
     #[test]
     fn verify_call_checks_every_fanout_chunk_in_order() {
-        let call = CallRequest { request_id: "c".into(), items: 2 };
+        let call = CallRequest { request_id: "c".into(), items: 2, ..CallRequest::default() };
         let ids = fanout_request_ids("c", 3);
         assert_eq!(ids, ["c/0", "c/1", "c/2"]);
         let mut records = Vec::new();
         for id in &ids {
-            records.extend(generate(&FetchRequest { request_id: id.clone(), items: 2, body: vec![] }));
+            records.extend(generate(&FetchRequest { request_id: id.clone(), items: 2, ..FetchRequest::default() }));
         }
-        let resp = FetchResponse { request_id: "c".into(), records: records.clone() };
+        let resp = FetchResponse { request_id: "c".into(), records: records.clone(), points: vec![] };
         assert_eq!(verify_call(&call, 3, &resp), Ok(()));
         records.swap(0, 2);
-        let resp = FetchResponse { request_id: "c".into(), records };
+        let resp = FetchResponse { request_id: "c".into(), records, points: vec![] };
         assert!(verify_call(&call, 3, &resp).is_err());
         assert_eq!(fanout_request_ids("solo", 1), ["solo"]);
+
+        let upload = CallRequest { request_bytes: 100, shape: Shape::Timeseries, ..call };
+        let reqs = fanout_requests(&upload, 2);
+        assert_eq!(reqs.iter().map(|r| r.request_id.as_str()).collect::<Vec<_>>(), ["c/0", "c/1"]);
+        assert!(reqs.iter().all(|r| r.body.len() == 100 && r.items == 2 && r.shape == Shape::Timeseries));
+        assert_ne!(reqs[0].body, reqs[1].body);
     }
 }

@@ -1,13 +1,19 @@
 //! Property tests: decoding and validation never panic on any input, and every
 //! valid message round-trips through both encodings.
 
-use payload::{FetchRequest, FetchResponse, Limits, generate, validate, verify};
+use payload::{FetchRequest, FetchResponse, Limits, Shape, respond, validate, verify};
 use proptest::prelude::*;
 use prost::Message;
 
 fn valid_request() -> impl Strategy<Value = FetchRequest> {
-    ("[ -~]{1,64}", 0u32..200, proptest::collection::vec(any::<u8>(), 0..512))
-        .prop_map(|(request_id, items, body)| FetchRequest { request_id, items, body })
+    ("[ -~]{1,64}", 0u32..200, proptest::collection::vec(any::<u8>(), 0..512), any::<bool>()).prop_map(
+        |(request_id, items, body, points)| FetchRequest {
+            request_id,
+            items,
+            body,
+            shape: if points { Shape::Timeseries } else { Shape::Order },
+        },
+    )
 }
 
 proptest! {
@@ -19,9 +25,8 @@ proptest! {
             let _ = validate(&req, &Limits::default());
         }
         let _ = serde_json::from_slice::<FetchResponse>(&bytes);
-        if let Ok(pb) = proto::FetchRequest::decode(&bytes[..]) {
-            let req = FetchRequest::from(pb);
-            let _ = validate(&req, &Limits::default());
+        if let Ok(req) = proto::FetchRequest::decode(&bytes[..]).map(FetchRequest::try_from) {
+            let _ = req.map(|req| validate(&req, &Limits::default()));
         }
         if let Ok(pb) = proto::FetchResponse::decode(&bytes[..]) {
             let _ = FetchResponse::try_from(pb);
@@ -42,12 +47,12 @@ proptest! {
         let json = serde_json::to_vec(&req).unwrap();
         prop_assert_eq!(serde_json::from_slice::<FetchRequest>(&json).unwrap(), req.clone());
         let pb = proto::FetchRequest::from(req.clone()).encode_to_vec();
-        prop_assert_eq!(FetchRequest::from(proto::FetchRequest::decode(&pb[..]).unwrap()), req);
+        prop_assert_eq!(FetchRequest::try_from(proto::FetchRequest::decode(&pb[..]).unwrap()).unwrap(), req);
     }
 
     #[test]
     fn generated_responses_round_trip_and_verify(req in valid_request()) {
-        let resp = FetchResponse { request_id: req.request_id.clone(), records: generate(&req) };
+        let resp = respond(&req);
         let json = serde_json::to_vec(&resp).unwrap();
         let from_json: FetchResponse = serde_json::from_slice(&json).unwrap();
         prop_assert_eq!(&from_json, &resp);

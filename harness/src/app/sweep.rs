@@ -1,6 +1,10 @@
-//! A rate sweep: every step a full measured run (fresh tiers per arm, warm-up,
-//! rounds) in its own sub-folder, then the capacity report. An arm whose last
-//! two steps both failed is not run at higher rates.
+//! Sweeps: every step a full measured run (fresh tiers per arm, warm-up,
+//! rounds) in its own sub-folder, then the sweep's report.
+//!
+//! * a rate sweep (`--qps` list or range) writes the capacity report; an arm
+//!   whose last two steps both failed is not run at higher rates;
+//! * a payload sweep (`--items` or `--request-bytes` list) runs every arm at
+//!   every size, one rate, and writes the payload report.
 
 use std::path::Path;
 use std::time::SystemTime;
@@ -9,27 +13,38 @@ use caller::Transport;
 
 use super::exit::{EXIT_FAILED, exit_code};
 use super::{report_abort, timeseries_sink};
-use crate::config::Plan;
-use crate::export::files::{RunFolder, write_capacity, write_results};
+use crate::config::{PayloadAxis, PayloadSweep, Plan};
+use crate::export::files::{RunFolder, write_capacity, write_payload, write_results};
 use crate::export::markdown::{num, shape};
-use crate::export::{capacity, folder_name, qps_part};
+use crate::export::{capacity, folder_name, payload, qps_part};
 use crate::judge::capacity::{ArmCapacity, Capacity, Interruption, knee, not_run, should_stop, step, sweep_status};
+use crate::judge::payload::{ArmPayload, PayloadInterruption, PayloadReport};
 use crate::result::{RunResult, RunStatus};
 use crate::run::interrupt::Interrupt;
 
+/// A new sweep folder named for its `load`; `None` (said on stderr) if it
+/// cannot be created.
+fn create_folder(plan: &Plan, started_at: &str, load: &str) -> Option<RunFolder> {
+    let cfg = &plan.config;
+    let name = folder_name(started_at, plan.transport_name(), load, cfg.label.as_deref());
+    match RunFolder::create(&cfg.out, &name) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            eprintln!("harness: creating the sweep folder under {}: {e}", cfg.out.display());
+            None
+        }
+    }
+}
+
 pub async fn sweep_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
+    if let Some(sweep) = &plan.payload {
+        return payload_sweep(plan, sweep, interrupt).await;
+    }
     let cfg = &plan.config;
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let (first, last) = (plan.rates[0], plan.rates[plan.rates.len() - 1]);
     let load = format!("sweep-{}-{}", first, qps_part(last));
-    let name = folder_name(&started_at, plan.transport_name(), &load, cfg.label.as_deref());
-    let folder = match RunFolder::create(&cfg.out, &name) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("harness: creating the sweep folder under {}: {e}", cfg.out.display());
-            return EXIT_FAILED;
-        }
-    };
+    let Some(folder) = create_folder(plan, &started_at, &load) else { return EXIT_FAILED };
     let mut arms: Vec<ArmCapacity> = plan
         .arms
         .iter()
@@ -43,7 +58,9 @@ pub async fn sweep_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
         if active.is_empty() || interrupt.is_stopped() {
             break;
         }
-        let Some(runs) = run_step(plan, rate, &active, folder.path(), &started_at, interrupt).await else {
+        let (step_plan, name) = (plan.step(rate, &active), step_name(rate));
+        let what = format!("{rate} req/s");
+        let Some(runs) = run_step(&step_plan, &name, &what, folder.path(), &started_at, interrupt).await else {
             last_status = RunStatus::Aborted;
             break;
         };
@@ -92,27 +109,27 @@ fn step_name(rate: f64) -> String {
     format!("step-{}qps", num(Some(rate), if rate.fract() == 0.0 { 0 } else { 2 }))
 }
 
-/// Runs one step over the `active` arms and writes its folder; `None` when
-/// its tiers could not be started.
+/// Runs one step (`what`, e.g. `100 req/s`) into the folder `name` and
+/// writes it; `None` when its tiers could not be started.
 async fn run_step(
-    plan: &Plan,
-    rate: f64,
-    active: &[Transport],
+    step_plan: &Plan,
+    name: &str,
+    what: &str,
     sweep_folder: &Path,
     started_at: &str,
     interrupt: &Interrupt,
 ) -> Option<Vec<RunResult>> {
-    let step_plan = plan.step(rate, active);
-    let dir = sweep_folder.join(step_name(rate));
+    let dir = sweep_folder.join(name);
     let sink =
-        std::fs::create_dir_all(&dir).ok().and_then(|()| timeseries_sink(&dir.join("timeseries.csv"), &step_plan));
-    if !plan.config.quiet {
-        eprintln!("sweep: {rate} req/s ({})", active.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", "));
+        std::fs::create_dir_all(&dir).ok().and_then(|()| timeseries_sink(&dir.join("timeseries.csv"), step_plan));
+    if !step_plan.config.quiet {
+        let arms: Vec<&str> = step_plan.arms.iter().map(|t| t.as_str()).collect();
+        eprintln!("sweep: {what} ({})", arms.join(", "));
     }
-    let runs = match crate::run::run(&step_plan, started_at.to_owned(), interrupt, sink).await {
+    let runs = match crate::run::run(step_plan, started_at.to_owned(), interrupt, sink).await {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("harness: step {rate} req/s: {e:#}");
+            eprintln!("harness: step {what}: {e:#}");
             return None;
         }
     };
@@ -137,4 +154,104 @@ fn record_step(arms: &mut [ArmCapacity], runs: &[RunResult], rate: f64, slo_ms: 
             ));
         }
     }
+}
+
+/// The folder of the step at `size` of a payload sweep.
+fn payload_step_name(axis: PayloadAxis, size: u32) -> String {
+    match axis {
+        PayloadAxis::Items => format!("step-{size}items"),
+        PayloadAxis::RequestBytes => format!("step-{size}B"),
+    }
+}
+
+/// A payload sweep: every arm at every size, at one rate, each size a full
+/// measured step; then `payload.md`, `payload.json` and the charts.
+async fn payload_sweep(plan: &Plan, sweep: &PayloadSweep, interrupt: &Interrupt) -> u8 {
+    let cfg = &plan.config;
+    let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let (axis, sizes) = (sweep.axis, &sweep.sizes);
+    let rate = if cfg.closed_loop { format!("{}conn", cfg.connections) } else { qps_part(cfg.qps) };
+    let what = if axis == PayloadAxis::Items { "items" } else { "bytes" };
+    let load = format!("{what}-{}-{}-{rate}", sizes[0], sizes[sizes.len() - 1]);
+    let Some(folder) = create_folder(plan, &started_at, &load) else { return EXIT_FAILED };
+    let slo_ms = cfg.slo_p99.as_secs_f64() * 1e3;
+    let mut arms: Vec<ArmPayload> =
+        plan.arms.iter().map(|&transport| ArmPayload { transport, steps: Vec::new() }).collect();
+    let mut last_status = RunStatus::Complete;
+    for &size in sizes {
+        if interrupt.is_stopped() {
+            break;
+        }
+        let (step_plan, name) = (plan.payload_step(axis, size), payload_step_name(axis, size));
+        let what = format!("{size} {}", axis.unit());
+        let Some(runs) = run_step(&step_plan, &name, &what, folder.path(), &started_at, interrupt).await else {
+            last_status = RunStatus::Aborted;
+            break;
+        };
+        for run in &runs {
+            let Some(arm) = arms.iter_mut().find(|a| a.transport == run.config.transport) else { continue };
+            let folder_rel = if runs.len() > 1 { format!("{name}/{}", arm.transport) } else { name.clone() };
+            arm.steps.push(crate::judge::payload::step(run, size, slo_ms, folder_rel));
+        }
+        last_status = runs.first().map_or(RunStatus::Aborted, |r| r.status);
+        if last_status != RunStatus::Complete {
+            break;
+        }
+    }
+    last_status = sweep_status(last_status, interrupt.is_stopped());
+    let interrupted = (last_status == RunStatus::Interrupted).then(|| PayloadInterruption {
+        reason: interrupt.reason(),
+        not_run_sizes: crate::judge::payload::not_run(sizes, &arms),
+    });
+    let report = PayloadReport {
+        axis,
+        shape: cfg.shape,
+        sizes: sizes.clone(),
+        qps: cfg.qps,
+        slo_p99_ms: slo_ms,
+        arms,
+        interrupted,
+    };
+    let load_text = if cfg.closed_loop {
+        format!("closed loop, {} connections", cfg.connections)
+    } else {
+        format!("{} req/s", cfg.qps)
+    };
+    let mut setup = format!(
+        "{} at {load_text}, {} ms delay, {} records, fan-out {}; {} from {} to {}",
+        plan.arms.iter().map(|t| t.title()).collect::<Vec<_>>().join(" vs "),
+        cfg.delay.as_millis(),
+        cfg.shape,
+        cfg.fanout,
+        axis.unit(),
+        sizes[0],
+        sizes[sizes.len() - 1]
+    );
+    match axis {
+        PayloadAxis::Items if cfg.request_bytes > 0 => {
+            setup.push_str(&format!(", {} B uploaded per call", cfg.request_bytes));
+        }
+        PayloadAxis::RequestBytes => setup.push_str(&format!(", {} items per response", cfg.items)),
+        PayloadAxis::Items => {}
+    }
+    if let Some(label) = &cfg.label {
+        setup.push_str(&format!(" ({label})"));
+    }
+    setup.push('.');
+    let path = match write_payload(folder.path(), &report, &setup).and_then(|()| folder.commit()) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            eprintln!("harness: writing the sweep folder under {}: {e}; nothing was kept", cfg.out.display());
+            None
+        }
+    };
+    if cfg.json {
+        println!("{}", serde_json::json!({ "folder": path, "payload": report, "status": last_status }));
+    } else if !cfg.quiet {
+        print!("{}", payload::terminal(&report));
+        if let Some(p) = &path {
+            println!("written to {}", p.display());
+        }
+    }
+    exit_code(last_status, path.is_some())
 }

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use caller::Transport;
 use clap::Args;
-use payload::Limits;
+use payload::{Limits, Shape};
 
 use super::deploy::{self, Isolation, Remote, TierLimits};
-use super::{Config, ConfigError, Plan, ProxyHop, ProxyKind, TargetTier, bad, parse_rates};
+use super::{Config, ConfigError, PayloadAxis, PayloadSweep, Plan, ProxyHop, ProxyKind, TargetTier, bad, parse_rates};
 
 /// The longest any one duration flag may be. Longer values overflow the
 /// clocks they are added to (`Instant + d`) and no measurement needs them.
@@ -77,6 +77,84 @@ fn parse_transport(text: &str) -> Result<TransportArg, String> {
             Err(format!("{other:?}: use grpc, rest, both, or grpc,grpc / rest,rest for an A/A check of the statistics"))
         }
     }
+}
+
+/// `--shape`: `order` or `timeseries`.
+fn parse_shape(text: &str) -> Result<Shape, String> {
+    text.parse()
+}
+
+/// A payload size list (`--items`, `--request-bytes`): one whole number, or
+/// several, strictly increasing.
+fn parse_sizes(flag: &'static str, text: &str) -> Result<Vec<u32>, ConfigError> {
+    let sizes = text
+        .split(',')
+        .map(|part| {
+            part.trim().parse::<u32>().map_err(|_| {
+                bad(flag, format!("{:?} in {text:?} is not a whole number; e.g. {flag} 10 or {flag} 1,10,100", part))
+            })
+        })
+        .collect::<Result<Vec<u32>, _>>()?;
+    if sizes.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(bad(
+            flag,
+            format!("{text:?}: list the sizes of a sweep in increasing order, e.g. {flag} 1,10,100"),
+        ));
+    }
+    Ok(sizes)
+}
+
+/// The payload flags: the first size of each, and the sweep if one of them
+/// is a list (never both, never with a rate sweep).
+fn payload(a: &RunArgs, rates: usize) -> Result<(u32, u32, Option<PayloadSweep>), ConfigError> {
+    let items = parse_sizes("--items", &a.items)?;
+    let request_bytes = parse_sizes("--request-bytes", &a.request_bytes)?;
+    let sweep = match (items.len() > 1, request_bytes.len() > 1) {
+        (true, true) => {
+            return Err(bad(
+                "--request-bytes",
+                "a payload sweep varies one size: give a list to --items or to --request-bytes, not both",
+            ));
+        }
+        (true, false) => Some(PayloadSweep { axis: PayloadAxis::Items, sizes: items.clone() }),
+        (false, true) => Some(PayloadSweep { axis: PayloadAxis::RequestBytes, sizes: request_bytes.clone() }),
+        (false, false) => None,
+    };
+    if let Some(s) = &sweep
+        && rates > 1
+    {
+        return Err(bad(
+            s.axis.flag(),
+            "a payload sweep goes with one rate, and --qps gives several: sweep the rate or the payload, one per command",
+        ));
+    }
+    for &n in &items {
+        if n > Limits::DEFAULT_MAX_ITEMS {
+            return Err(bad(
+                "--items",
+                format!("{n} is over the services' limit of {} records per response", Limits::DEFAULT_MAX_ITEMS),
+            ));
+        }
+        let records = u64::from(n) * u64::from(a.fanout);
+        if records > caller::front::DEFAULT_MAX_RECORDS {
+            return Err(bad(
+                "--fanout",
+                format!(
+                    "--items {n} × --fanout {} asks the caller for {records} records per request, over its limit of {}; \
+                     lower one of them",
+                    a.fanout,
+                    caller::front::DEFAULT_MAX_RECORDS
+                ),
+            ));
+        }
+    }
+    if let Some(&n) = request_bytes.iter().find(|&&n| n as usize > Limits::DEFAULT_MAX_BODY_BYTES) {
+        return Err(bad(
+            "--request-bytes",
+            format!("{n} is over the services' limit of {} bytes of body per request", Limits::DEFAULT_MAX_BODY_BYTES),
+        ));
+    }
+    Ok((items[0], request_bytes[0], sweep))
 }
 
 /// Rounds of a run that compares arms when `--rounds` is not given: enough
@@ -173,9 +251,20 @@ pub struct RunArgs {
     /// Extra downstream service time in [0, jitter], derived from the request id.
     #[arg(long, default_value = "0ms")]
     pub jitter: String,
-    /// Records per downstream response (10 ≈ 1 KB of protobuf).
-    #[arg(long, default_value_t = 10)]
-    pub items: u32,
+    /// Records per downstream response (10 ≈ 1 KB of protobuf); a list
+    /// (1,10,100,1000) makes a payload sweep: each size a full measured step.
+    #[arg(long, default_value = "10", allow_hyphen_values = true)]
+    pub items: String,
+    /// Bytes of opaque body the caller uploads with each downstream call (the
+    /// contract's `body` field, to study uploads); a list (0,1024,65536) makes
+    /// a payload sweep.
+    #[arg(long, default_value = "0", allow_hyphen_values = true)]
+    pub request_bytes: String,
+    /// The kind of record responses carry: `order` (ids, names, e-mail,
+    /// prices, tags, a timestamp) or `timeseries` (numeric points: a series
+    /// id, a timestamp and five numbers).
+    #[arg(long, value_parser = parse_shape, default_value = "order")]
+    pub shape: Shape,
     /// Concurrent downstream calls per front request.
     #[arg(long, default_value_t = 1)]
     pub fanout: u32,
@@ -246,14 +335,15 @@ impl Plan {
             (None, n) if n > 0 => Vec::new(),
             (None, _) => vec![100.0],
         };
-        if arms.len() > 1 && arms[0] == arms[1] && rates.len() > 1 {
+        let (_, _, payload_sweep) = payload(a, rates.len())?;
+        if arms.len() > 1 && arms[0] == arms[1] && (rates.len() > 1 || payload_sweep.is_some()) {
             return Err(bad("--transport", "an A/A pair (grpc,grpc or rest,rest) goes with one rate, not a sweep"));
         }
         let mut config = Config::from_args(a, arms[0], rates.first().copied())?;
-        if a.rounds.is_none() && arms.len() > 1 && rates.len() <= 1 {
+        if a.rounds.is_none() && arms.len() > 1 && rates.len() <= 1 && payload_sweep.is_none() {
             config.rounds = DEFAULT_COMPARED_ROUNDS;
         }
-        let plan = Plan { config, arms, rates };
+        let plan = Plan { config, arms, rates, payload: payload_sweep };
         check_space(&a.out, plan.expected_output_bytes(), free_bytes(&a.out))?;
         Ok(plan)
     }
@@ -266,6 +356,7 @@ impl Config {
     pub fn from_args(a: &RunArgs, transport: Transport, qps: Option<f64>) -> Result<Config, ConfigError> {
         let timing = Timing::from_args(a, qps)?;
         let sizes = Sizes::from_args(a)?;
+        let (items, request_bytes, _) = payload(a, 1)?;
         let run_length = timing.warmup + timing.duration * sizes.rounds;
         if run_length > MAX_RUN {
             return Err(bad(
@@ -313,7 +404,9 @@ impl Config {
                 && a.downstream_url.is_none(),
             delay: timing.delay,
             jitter: timing.jitter,
-            items: a.items,
+            items,
+            request_bytes,
+            shape: a.shape,
             fanout: a.fanout,
             timeout: timing.timeout,
             max_in_flight: a.max_in_flight,
@@ -392,6 +485,8 @@ pub fn command_line(config: &Config, transport: TransportArg) -> Vec<String> {
     }
     flag("--rounds", c.rounds.to_string());
     flag("--items", c.items.to_string());
+    flag("--request-bytes", c.request_bytes.to_string());
+    flag("--shape", c.shape.as_str().into());
     flag("--fanout", c.fanout.to_string());
     flag("--max-in-flight", c.max_in_flight.to_string());
     flag("--grpc-connections", c.grpc_connections.to_string());
@@ -485,31 +580,8 @@ impl Sizes {
         if !(1..=MAX_ROUNDS).contains(&rounds) {
             return Err(bad("--rounds", format!("must be between 1 and {MAX_ROUNDS}")));
         }
-        if a.items > Limits::DEFAULT_MAX_ITEMS {
-            return Err(bad(
-                "--items",
-                format!(
-                    "{} is over the services' limit of {} records per response",
-                    a.items,
-                    Limits::DEFAULT_MAX_ITEMS
-                ),
-            ));
-        }
         if !(1..=1000).contains(&a.fanout) {
             return Err(bad("--fanout", "must be between 1 and 1000"));
-        }
-        let records = u64::from(a.items) * u64::from(a.fanout);
-        if records > caller::front::DEFAULT_MAX_RECORDS {
-            return Err(bad(
-                "--fanout",
-                format!(
-                    "--items {} × --fanout {} asks the caller for {records} records per request, over its limit of {}; \
-                     lower one of them",
-                    a.items,
-                    a.fanout,
-                    caller::front::DEFAULT_MAX_RECORDS
-                ),
-            ));
         }
         if a.max_in_flight == 0 {
             return Err(bad("--max-in-flight", "must be at least 1"));
@@ -787,6 +859,7 @@ mod tests {
                 "http://d:5",
             ],
             &["--isolation", "containers", "--tier-cpus", "caller=1,downstream=0.5", "--tier-memory", "caller=64m"],
+            &["--shape", "timeseries", "--request-bytes", "4096", "--items", "100"],
         ] {
             let p = plan(args).unwrap();
             let t = TransportArg::from_arms(&p.arms).unwrap();
@@ -803,6 +876,41 @@ mod tests {
             let from_saved = exact(&command_line(&saved, t));
             assert_eq!(serde_json::to_string(&from_saved.config).unwrap(), serde_json::to_string(&p.config).unwrap());
         }
+    }
+
+    #[test]
+    fn a_size_list_makes_a_payload_sweep_of_one_axis_at_one_rate() {
+        let p = plan(&["--transport", "both", "--items", "1,10,100,1000"]).unwrap();
+        assert_eq!(p.payload, Some(PayloadSweep { axis: PayloadAxis::Items, sizes: vec![1, 10, 100, 1000] }));
+        assert!(p.is_sweep() && p.config.items == 1 && p.config.rounds == 1);
+        let step = p.payload_step(PayloadAxis::Items, 100);
+        assert_eq!((step.config.items, step.payload.clone(), step.rates.clone()), (100, None, vec![100.0]));
+        assert!(!step.is_sweep());
+        let one = plan(&["--transport", "both", "--rounds", "1"]).unwrap();
+        assert!(p.expected_output_bytes() > one.expected_output_bytes() * 3);
+        let p = plan(&["--request-bytes", "0,1024,65536", "--shape", "timeseries"]).unwrap();
+        assert_eq!(p.payload.as_ref().map(|s| s.axis), Some(PayloadAxis::RequestBytes));
+        assert_eq!((p.config.request_bytes, p.config.shape), (0, Shape::Timeseries));
+        assert_eq!(p.payload_step(PayloadAxis::RequestBytes, 65536).config.request_bytes, 65536);
+        let single = parse(&["--request-bytes", "512"]).unwrap();
+        assert_eq!((single.request_bytes, single.shape), (512, Shape::Order));
+        assert_eq!(plan(&["--items", "5"]).unwrap().payload, None);
+        for (args, flag) in [
+            (&["--items", "1,10", "--qps", "10,20"][..], "--items"),
+            (&["--request-bytes", "1,10", "--qps", "10..40x2"], "--request-bytes"),
+            (&["--items", "1,10", "--request-bytes", "1,10"], "--request-bytes"),
+            (&["--items", "10,1"], "--items"),
+            (&["--items", "1,,2"], "--items"),
+            (&["--items", "1,20000"], "--items"),
+            (&["--request-bytes", "2000000"], "--request-bytes"),
+            (&["--request-bytes", "-1"], "--request-bytes"),
+            (&["--transport", "grpc,grpc", "--items", "1,10"], "--transport"),
+        ] {
+            assert_eq!(parse(args).unwrap_err().flag, flag, "{args:?}");
+        }
+        let err = Cli::try_parse_from(["harness", "--shape", "blob"]).err().unwrap();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("--shape") && err.to_string().contains("order or timeseries"), "{err}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use caller::Transport;
+use payload::Shape;
 use serde::{Deserialize, Serialize};
 
 pub use args::{RunArgs, TransportArg, command_line};
@@ -88,6 +89,49 @@ impl ProxyKind {
     }
 }
 
+/// What a payload sweep varies: the records per response (`--items`) or the
+/// upload per request (`--request-bytes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PayloadAxis {
+    Items,
+    RequestBytes,
+}
+
+impl PayloadAxis {
+    /// The flag that gives the sizes.
+    pub fn flag(self) -> &'static str {
+        match self {
+            PayloadAxis::Items => "--items",
+            PayloadAxis::RequestBytes => "--request-bytes",
+        }
+    }
+
+    /// What one size counts, for axes and tables.
+    pub fn unit(self) -> &'static str {
+        match self {
+            PayloadAxis::Items => "items per response",
+            PayloadAxis::RequestBytes => "request body bytes",
+        }
+    }
+
+    /// The size of this axis in `config`.
+    pub fn of(self, config: &Config) -> u32 {
+        match self {
+            PayloadAxis::Items => config.items,
+            PayloadAxis::RequestBytes => config.request_bytes,
+        }
+    }
+}
+
+/// A payload sweep: one full measured step per size, at one rate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PayloadSweep {
+    pub axis: PayloadAxis,
+    /// Strictly increasing.
+    pub sizes: Vec<u32>,
+}
+
 /// A validated run: the shared configuration and the arms (transports) to
 /// measure with it, in the order of their first round.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,17 +141,30 @@ pub struct Plan {
     /// The offered rates: one for a single run, several for a sweep (empty in
     /// closed-loop mode).
     pub rates: Vec<f64>,
+    /// A payload sweep (`--items 1,10,100` or `--request-bytes` as a list);
+    /// never together with several rates.
+    pub payload: Option<PayloadSweep>,
 }
 
 impl Plan {
-    /// True for a sweep over several rates.
+    /// True for a sweep over several rates or payload sizes.
     pub fn is_sweep(&self) -> bool {
-        self.rates.len() > 1
+        self.rates.len() > 1 || self.payload.is_some()
     }
 
     /// The plan of one step of a sweep, over the given arms.
     pub fn step(&self, qps: f64, arms: &[Transport]) -> Plan {
-        Plan { config: Config { qps, ..self.config.clone() }, arms: arms.to_vec(), rates: vec![qps] }
+        Plan { config: Config { qps, ..self.config.clone() }, arms: arms.to_vec(), rates: vec![qps], payload: None }
+    }
+
+    /// The plan of one step of a payload sweep: every arm at `size`.
+    pub fn payload_step(&self, axis: PayloadAxis, size: u32) -> Plan {
+        let mut config = self.config.clone();
+        match axis {
+            PayloadAxis::Items => config.items = size,
+            PayloadAxis::RequestBytes => config.request_bytes = size,
+        }
+        Plan { config, arms: self.arms.clone(), rates: self.rates.clone(), payload: None }
     }
 
     /// The configuration of one arm.
@@ -167,7 +224,8 @@ impl Plan {
         const PER_ARM: u64 = 512 << 10;
         const PER_FOLDER: u64 = 512 << 10;
         let c = &self.config;
-        let (steps, arms) = (self.rates.len().max(1) as u64, self.arms.len() as u64);
+        let sizes = self.payload.as_ref().map_or(1, |p| p.sizes.len());
+        let (steps, arms) = ((self.rates.len().max(1) * sizes) as u64, self.arms.len() as u64);
         // Samples are taken over the whole run, every arm's time included.
         let run = (c.warmup + c.duration * c.rounds).as_secs_f64() * arms as f64;
         let intervals = (run / c.sample_interval.as_secs_f64()).ceil() as u64 + 1;
@@ -259,6 +317,14 @@ pub struct Config {
     #[serde(with = "secs")]
     pub jitter: Duration,
     pub items: u32,
+    /// Bytes of opaque body uploaded with each downstream call (`--request-bytes`).
+    /// Older runs lack it: they uploaded nothing.
+    #[serde(default)]
+    pub request_bytes: u32,
+    /// The kind of record responses carry (`--shape`). Older runs lack it:
+    /// they fetched orders.
+    #[serde(default)]
+    pub shape: Shape,
     pub fanout: u32,
     #[serde(with = "secs")]
     pub timeout: Duration,

@@ -45,6 +45,8 @@ pub fn config_warnings(arms: &[Arm<'_>]) -> Vec<String> {
         check("rate", format!("{} req/s", base.qps), format!("{} req/s", c.qps));
         check("delay", format!("{:?}", base.delay), format!("{:?}", c.delay));
         check("items", base.items.to_string(), c.items.to_string());
+        check("shape", base.shape.to_string(), c.shape.to_string());
+        check("request bytes", base.request_bytes.to_string(), c.request_bytes.to_string());
         check("fan-out", base.fanout.to_string(), c.fanout.to_string());
         check("duration", format!("{:?}", base.duration), format!("{:?}", c.duration));
         check("build profile", first.run.environment.build_text(), other.run.environment.build_text());

@@ -11,9 +11,10 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::comparison::{self, Arm};
-use super::{adr, arm_names, capacity, charts, folder_name, hgrm, markdown, qps_part, timeseries};
+use super::{adr, arm_names, capacity, charts, folder_name, hgrm, markdown, payload, qps_part, timeseries};
 use crate::config::arm_dirs;
 use crate::judge::capacity::Capacity;
+use crate::judge::payload::PayloadReport;
 use crate::measure::histogram::decode_histogram;
 use crate::result::ProxyInfo;
 use crate::result::{RunResult, TierName};
@@ -246,6 +247,16 @@ pub fn write_capacity(dir: &Path, c: &Capacity, setup: &str) -> io::Result<()> {
     std::fs::write(dir.join("capacity.md"), capacity::render(c, setup))?;
     std::fs::write(dir.join("capacity.json"), capacity::json(c))?;
     for (file, svg) in capacity::charts(c) {
+        std::fs::write(dir.join(file), svg)?;
+    }
+    Ok(())
+}
+
+/// A payload sweep's `payload.md`, `payload.json` and charts.
+pub fn write_payload(dir: &Path, p: &PayloadReport, setup: &str) -> io::Result<()> {
+    std::fs::write(dir.join("payload.md"), payload::render(p, setup))?;
+    std::fs::write(dir.join("payload.json"), payload::json(p))?;
+    for (file, svg) in payload::charts(p) {
         std::fs::write(dir.join(file), svg)?;
     }
     Ok(())

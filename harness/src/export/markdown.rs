@@ -44,6 +44,12 @@ pub fn setup(run: &RunResult) -> String {
 pub fn shape(run: &RunResult) -> String {
     let c = &run.config;
     let mut t = format!("{} ms delay, {} items", c.delay.as_millis(), c.items);
+    if !c.shape.is_order() {
+        let _ = write!(t, " ({} shape)", c.shape);
+    }
+    if c.request_bytes > 0 {
+        let _ = write!(t, ", {} B uploaded per call", c.request_bytes);
+    }
     if c.target == TargetTier::Downstream {
         t.push_str(", straight to the downstream");
     }
@@ -356,7 +362,13 @@ fn configuration_section(run: &RunResult) -> String {
         ("REST over HTTP/2", c.rest_http2.to_string()),
         ("sample interval", hd(c.sample_interval)),
     ];
-    for (k, v) in rows {
+    // Rows added with the payload options appear only when set, so the
+    // report of a default run keeps its shape.
+    let payload_rows = [
+        (!c.shape.is_order()).then(|| ("record shape", c.shape.as_str().to_owned())),
+        (c.request_bytes > 0).then(|| ("request body bytes per downstream call", c.request_bytes.to_string())),
+    ];
+    for (k, v) in rows.into_iter().chain(payload_rows.into_iter().flatten()) {
         let _ = writeln!(out, "| {k} | {v} |");
     }
     for (tier, info) in &run.tiers {

@@ -6,7 +6,8 @@
 //!   terminal table; [`findings`]: its findings sentences, verdict cells,
 //!   method note and cost table; [`adr`]: `decision.md`, a MADR 4.0 record;
 //!   [`summary`]: what is printed at the end (text or JSON);
-//! * [`capacity`]: a sweep's `capacity.md` / `capacity.json`; [`charts`]: SVGs;
+//! * [`capacity`]: a sweep's `capacity.md` / `capacity.json`; [`payload`]: a
+//!   payload sweep's `payload.md` / `payload.json`; [`charts`]: SVGs;
 //!   [`hgrm`]: HdrHistogram percentile text; [`timeseries`]: CSV rows;
 //! * [`files`]: run folders (whole or absent), every file in them, and
 //!   reading saved runs back for `harness compare`.
@@ -25,6 +26,7 @@ pub mod files;
 pub mod findings;
 pub mod hgrm;
 pub mod markdown;
+pub mod payload;
 pub mod summary;
 pub mod timeseries;
 

@@ -11,6 +11,7 @@
 //! * [`projection`]: what an arm needs at a planned rate (`--plan-qps`);
 //! * [`validity`]: whether a run was a fair measurement;
 //! * [`capacity`]: sweep steps, whether each was sustained, and the knee;
+//! * [`payload`]: payload sweep steps: a capacity step and the hop's bytes per request;
 //! * [`gate`]: the `--fail-if` grammar and the CI gates' breaches.
 
 pub mod capacity;
@@ -18,6 +19,7 @@ pub mod difference;
 pub mod gate;
 pub mod inference;
 pub mod metrics;
+pub mod payload;
 pub mod projection;
 pub mod round;
 pub mod stats;

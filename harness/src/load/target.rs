@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use caller::outbound::{CallError, ClientSettings, Outbound};
-use payload::{CallRequest, FetchRequest, FetchResponse};
+use payload::{CallRequest, FetchRequest, FetchResponse, Shape};
 
 use super::Outcome;
 use crate::config::{Config, TargetTier};
@@ -55,6 +55,11 @@ impl Default for Checks {
 pub struct Target {
     pub endpoint: Endpoint,
     pub items: u32,
+    /// The kind of record asked for.
+    pub shape: Shape,
+    /// Bytes of body uploaded with each downstream call: the caller fills them
+    /// in (the front request only says how many); a direct request carries them.
+    pub request_bytes: u32,
     pub fanout: u32,
     pub timeout: Duration,
     /// wrk2-style connection bound: a request is sent once it holds a permit.
@@ -93,8 +98,10 @@ impl Target {
     /// `--target downstream`) the downstream's listener at `url`.
     pub fn for_arm(config: &Config, url: &str) -> anyhow::Result<Target> {
         let c = config;
+        let shaped = |t: Target| Target { shape: c.shape, request_bytes: c.request_bytes, ..t };
         if c.target == TargetTier::Caller {
             return Target::front(url.to_owned(), c.items, c.fanout, c.timeout, c.connections)
+                .map(shaped)
                 .context("building the load client");
         }
         let settings = ClientSettings {
@@ -106,12 +113,22 @@ impl Target {
         // The harness's own client counters are not reported: the
         // downstream's listener counts the hop.
         let client = caller::outbound::build(&settings, Arc::new(c.transport.client_counters("harness")))?;
-        Ok(Target::with(Endpoint::Direct(client), c.items, 1, c.timeout, if c.closed_loop { 0 } else { c.connections }))
+        let connections = if c.closed_loop { 0 } else { c.connections };
+        Ok(shaped(Target::with(Endpoint::Direct(client), c.items, 1, c.timeout, connections)))
     }
 
     pub fn with(endpoint: Endpoint, items: u32, fanout: u32, timeout: Duration, connections: usize) -> Self {
         let connections = (connections > 0).then(|| Arc::new(tokio::sync::Semaphore::new(connections)));
-        Target { endpoint, items, fanout, timeout, connections, checks: Checks::default() }
+        Target {
+            endpoint,
+            items,
+            shape: Shape::Order,
+            request_bytes: 0,
+            fanout,
+            timeout,
+            connections,
+            checks: Checks::default(),
+        }
     }
 
     /// Sends request `index`, stamps the arrival of its answer's last byte,
@@ -125,7 +142,13 @@ impl Target {
 }
 
 async fn direct_request(index: u64, target: &Target, client: &dyn Outbound) -> Answer {
-    let req = FetchRequest { request_id: index.to_string(), items: target.items, body: Vec::new() };
+    let request_id = index.to_string();
+    let req = FetchRequest {
+        body: payload::upload_body(&request_id, target.request_bytes as usize),
+        request_id,
+        items: target.items,
+        shape: target.shape,
+    };
     let answer = tokio::time::timeout(target.timeout, client.fetch(req.clone())).await;
     // The client hands back a decoded response: its last byte has arrived.
     let done = Instant::now();
@@ -141,8 +164,20 @@ async fn direct_request(index: u64, target: &Target, client: &dyn Outbound) -> A
 }
 
 async fn front_request(index: u64, target: &Target, client: &reqwest::Client, url: &str) -> Answer {
-    let call = CallRequest { request_id: index.to_string(), items: target.items };
-    let body = format!(r#"{{"requestId":"{}","items":{}}}"#, call.request_id, call.items);
+    let call = CallRequest {
+        request_id: index.to_string(),
+        items: target.items,
+        shape: target.shape,
+        request_bytes: target.request_bytes,
+    };
+    let mut body = format!(r#"{{"requestId":"{}","items":{}"#, call.request_id, call.items);
+    if !call.shape.is_order() {
+        body.push_str(&format!(r#","shape":"{}""#, call.shape));
+    }
+    if call.request_bytes > 0 {
+        body.push_str(&format!(r#","requestBytes":{}"#, call.request_bytes));
+    }
+    body.push('}');
     let failed =
         |e: &reqwest::Error, downstream_us| Answer { done: Instant::now(), outcome: classify(e), downstream_us };
     let resp = client.post(url).header(reqwest::header::CONTENT_TYPE, "application/json").body(body).send().await;

@@ -20,14 +20,14 @@ pub const FLOOR_REQUESTS: u32 = 200;
 const FLOOR_LIMIT: Duration = Duration::from_secs(10);
 
 /// The client's service time, in µs, against an endpoint that answers at
-/// once with `fanout` calls' worth of `items` records; `None` if it could not
-/// be measured within a few seconds.
-pub async fn client_floor(items: u32, fanout: u32) -> Option<Histogram<u64>> {
-    tokio::time::timeout(FLOOR_LIMIT, floor(items, fanout)).await.ok().flatten()
+/// once with `fanout` calls' worth of `items` records of `shape`; `None` if it
+/// could not be measured within a few seconds.
+pub async fn client_floor(items: u32, shape: payload::Shape, fanout: u32) -> Option<Histogram<u64>> {
+    tokio::time::timeout(FLOOR_LIMIT, floor(items, shape, fanout)).await.ok().flatten()
 }
 
-async fn floor(items: u32, fanout: u32) -> Option<Histogram<u64>> {
-    let body = answer_body(items, fanout)?;
+async fn floor(items: u32, shape: payload::Shape, fanout: u32) -> Option<Histogram<u64>> {
+    let body = answer_body(items, shape, fanout)?;
     let listener = TcpListener::bind("127.0.0.1:0").await.ok()?;
     let url = format!("http://{}/v1/call", listener.local_addr().ok()?);
     let server = tokio::spawn(async move {
@@ -50,11 +50,15 @@ async fn floor(items: u32, fanout: u32) -> Option<Histogram<u64>> {
     Some(h)
 }
 
-/// A front answer of the real size: `fanout` calls' records as JSON.
-fn answer_body(items: u32, fanout: u32) -> Option<std::sync::Arc<Vec<u8>>> {
-    let req = payload::FetchRequest { request_id: "0".into(), items, body: Vec::new() };
-    let records: Vec<payload::Record> = (0..fanout).flat_map(|_| payload::generate(&req)).collect();
-    let json = serde_json::to_vec(&payload::FetchResponse { request_id: "0".into(), records }).ok()?;
+/// A front answer of the real size: `fanout` calls' records (or points) as JSON.
+fn answer_body(items: u32, shape: payload::Shape, fanout: u32) -> Option<std::sync::Arc<Vec<u8>>> {
+    let one = payload::respond(&payload::FetchRequest { request_id: "0".into(), items, shape, body: Vec::new() });
+    let mut answer = payload::FetchResponse { request_id: "0".into(), ..payload::FetchResponse::default() };
+    for _ in 0..fanout {
+        answer.records.extend(one.records.iter().cloned());
+        answer.points.extend(one.points.iter().cloned());
+    }
+    let json = serde_json::to_vec(&answer).ok()?;
     let mut out =
         format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", json.len())
             .into_bytes();
@@ -107,7 +111,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_floor_is_measured_over_every_request() {
-        let floor = client_floor(10, 1).await.expect("a floor");
+        let floor = client_floor(10, payload::Shape::Order, 1).await.expect("a floor");
         assert_eq!(floor.len(), u64::from(FLOOR_REQUESTS));
         assert!(floor.min() > 0 && floor.value_at_quantile(0.5) >= floor.min());
     }

@@ -138,7 +138,7 @@ mod tests {
             delay: std::time::Duration::from_millis(20),
             ..testing::config(transport)
         };
-        Plan { config, arms: vec![transport], rates: rates.to_vec() }
+        Plan { config, arms: vec![transport], rates: rates.to_vec(), payload: None }
     }
 
     #[test]

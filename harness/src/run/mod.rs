@@ -119,7 +119,8 @@ pub async fn run(
 /// client, its measured floor.
 async fn instrument(cfg: &Config) -> Instrument {
     let front = cfg.target == crate::config::TargetTier::Caller;
-    let floor = if front { crate::measure::calibrate::client_floor(cfg.items, cfg.fanout).await } else { None };
+    let floor =
+        if front { crate::measure::calibrate::client_floor(cfg.items, cfg.shape, cfg.fanout).await } else { None };
     Instrument {
         significant_digits: crate::measure::histogram::SIGNIFICANT_DIGITS,
         client_floor: floor.as_ref().and_then(crate::judge::stats::summarize),
