@@ -47,6 +47,9 @@ pub fn config(transport: Transport) -> Config {
         quiet: true,
         json: false,
         plan_qps: None,
+        tls: crate::config::TlsMode::None,
+        compression: crate::config::Compression::None,
+        tls_files: None,
     }
 }
 

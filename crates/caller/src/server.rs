@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::front::{self, Front};
 use crate::outbound::{ClientSettings, Transport, build};
+use crate::wire::Wire;
 
 /// Everything the caller needs to start; built once from the flags.
 #[derive(Debug, Clone)]
@@ -45,6 +46,8 @@ pub struct Config {
     /// A client must send a complete request head within this time, and the
     /// body within this time after it.
     pub header_read_timeout: Duration,
+    /// TLS and compression on the internal hop (`--tls-ca`, `--compression`, …).
+    pub wire: Wire,
 }
 
 impl Default for Config {
@@ -67,6 +70,7 @@ impl Default for Config {
             max_in_flight: None,
             drain_timeout: Duration::from_secs(5),
             header_read_timeout: Duration::from_secs(10),
+            wire: Wire::default(),
         }
     }
 }
@@ -116,6 +120,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         target: need(url, flag)?,
         grpc_connections: config.grpc_connections,
         rest_http2: config.rest_http2,
+        wire: config.wire.clone(),
     };
     let client = build(&settings, client_counters.clone())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{flag} {}: {e}", settings.target)))?;

@@ -4,6 +4,7 @@
 //! build the response); [`grpc`] and [`rest`] are thin adapters that only convert
 //! types and map errors, so the two transports differ in one file each.
 //! [`server`] binds the gRPC, REST and admin listeners and runs them;
+//! [`wire`] adds TLS and compression to both listeners when asked;
 //! [`cli`] is the binary's flags.
 
 pub mod cli;
@@ -11,5 +12,6 @@ pub mod core;
 pub mod grpc;
 pub mod rest;
 pub mod server;
+pub mod wire;
 
 pub use server::{Config, Handle, start};

@@ -30,6 +30,13 @@ pub async fn sweep_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
             return EXIT_FAILED;
         }
     };
+    let plan = &match super::with_tls(plan, folder.path()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("harness: {e}");
+            return EXIT_FAILED;
+        }
+    };
     let mut arms: Vec<ArmCapacity> = plan
         .arms
         .iter()

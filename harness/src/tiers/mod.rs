@@ -1,11 +1,12 @@
 //! Where the measured processes come from: the tiers as child processes
 //! ([`process`]), one arm's set of them ([`topology`]), and a real reverse
-//! proxy on one hop ([`proxy`]).
+//! proxy on one hop ([`proxy`]), and the certificates of a run's TLS hop ([`tls`]).
 //!
 //! Starts, watches and stops processes; measures nothing and renders nothing.
 
 pub mod process;
 pub mod proxy;
+pub mod tls;
 pub mod topology;
 
 pub use process::{TIER_ROLE_ARG, Tier, TierError};
