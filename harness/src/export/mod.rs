@@ -8,6 +8,7 @@
 //!   [`summary`]: what is printed at the end (text or JSON);
 //! * [`capacity`]: a sweep's `capacity.md` / `capacity.json`; [`charts`]: SVGs;
 //!   [`hgrm`]: HdrHistogram percentile text; [`timeseries`]: CSV rows;
+//!   [`wire`]: the TLS and compression sentences of both reports;
 //! * [`files`]: run folders (whole or absent), every file in them, and
 //!   reading saved runs back for `harness compare`.
 //!
@@ -27,6 +28,7 @@ pub mod hgrm;
 pub mod markdown;
 pub mod summary;
 pub mod timeseries;
+pub mod wire;
 
 use crate::config::ProxyHop;
 use crate::result::RunResult;
