@@ -58,7 +58,7 @@ fn mtls_and_gzip_on_both_arms_are_measured_reported_and_rerun() {
         let ds = &run.tiers[&TierName::Downstream].settings;
         assert_eq!(ds["tls"][arm]["client_auth"], "required (mTLS)", "{ds}");
         assert_eq!(ds["compression"]["encoding"], "gzip");
-        let caller = &run.tiers[&TierName::Caller].settings;
+        let caller = &run.tiers[&TierName::Caller].settings["client"];
         assert_eq!(caller["compression"]["encoding"], "gzip", "{caller}");
         assert!(caller["tls"]["client_certificate"].is_string(), "{caller}");
         let report = std::fs::read_to_string(folder.join(arm).join("report.md")).unwrap();
