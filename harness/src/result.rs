@@ -283,6 +283,10 @@ pub struct HopBytes {
     pub connections_opened: Option<u64>,
     /// Connections open at the end of the window (HTTP/1.1 holds one per request in flight).
     pub connections_open_at_end: Option<u64>,
+    /// TLS handshakes the listener finished in the window and what they
+    /// negotiated (a handshake per new connection); absent without TLS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<telemetry::TlsSnapshot>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

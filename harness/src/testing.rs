@@ -53,6 +53,9 @@ pub fn config(transport: Transport) -> Config {
         quiet: true,
         json: false,
         plan_qps: None,
+        tls: crate::config::TlsMode::None,
+        compression: crate::config::Compression::None,
+        tls_files: None,
     }
 }
 
@@ -140,6 +143,7 @@ pub fn round(index: u32, base_ms: f64, scale: f64) -> RoundResult {
                 response_message_bytes_per_request: Some(1058.0),
                 connections_opened: Some(0),
                 connections_open_at_end: Some(1),
+                tls: None,
             },
         },
         other_cores: None,

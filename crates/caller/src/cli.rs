@@ -2,15 +2,18 @@
 //! hidden service role).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
 use payload::Limits;
+use telemetry::Compression;
 use tokio_util::sync::CancellationToken;
 
 use crate::Transport;
 use crate::server::{Config, start};
+use crate::wire::{ClientTls, Wire};
 
 /// The caller tier: a JSON front door (`POST /v1/call`) that fetches from the
 /// downstream over gRPC or REST.
@@ -63,6 +66,21 @@ pub struct Args {
     /// How long shutdown waits for in-flight requests.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
+    /// TLS to the downstream (give https:// addresses): trust only this PEM
+    /// CA. Verification is never disabled.
+    #[arg(long)]
+    pub tls_ca: Option<PathBuf>,
+    /// mTLS: present this PEM certificate chain to the downstream (with
+    /// --tls-client-key and --tls-ca).
+    #[arg(long, requires_all = ["tls_client_key", "tls_ca"])]
+    pub tls_client_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-client-cert.
+    #[arg(long, requires = "tls_client_cert")]
+    pub tls_client_key: Option<PathBuf>,
+    /// Compress the internal hop: gRPC message compression (grpc-encoding)
+    /// or HTTP Content-Encoding, requests and responses.
+    #[arg(long, value_enum, default_value_t = Compression::None)]
+    pub compression: Compression,
 }
 
 impl Args {
@@ -82,6 +100,10 @@ impl Args {
             idle_timeout: self.idle_timeout,
             max_in_flight: self.max_in_flight.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             drain_timeout: self.drain_timeout,
+            wire: Wire {
+                tls: self.tls_ca.map(|ca| ClientTls { ca, identity: self.tls_client_cert.zip(self.tls_client_key) }),
+                compression: self.compression,
+            },
             ..Config::default()
         }
     }

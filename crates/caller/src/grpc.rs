@@ -1,4 +1,5 @@
-//! The gRPC client: tonic channels over HTTP/2 cleartext.
+//! The gRPC client: tonic channels over HTTP/2 cleartext (or TLS with ALPN h2,
+//! tonic's own TLS over the counting socket).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,6 +14,16 @@ use tokio::net::TcpStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 
 use crate::outbound::{CallError, Outbound};
+use crate::wire::{Wire, merged};
+
+/// Why a gRPC client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    #[error(transparent)]
+    Transport(#[from] tonic::transport::Error),
+    #[error("{0}")]
+    Files(std::io::Error),
+}
 
 /// Largest response message the client decodes (tonic's default is 4 MiB;
 /// 10,000 records fan out well past that).
@@ -25,6 +36,7 @@ pub struct GrpcClient {
     clients: Vec<DownstreamClient<Channel>>,
     next: AtomicUsize,
     counters: Arc<Counters>,
+    wire: Wire,
 }
 
 impl GrpcClient {
@@ -32,7 +44,26 @@ impl GrpcClient {
     /// connection is made through a connector that sets TCP_NODELAY and counts
     /// the connection and its wire bytes on `counters`.
     pub fn new(target: &str, connections: usize, counters: Arc<Counters>) -> Result<Self, tonic::transport::Error> {
-        let endpoint = Endpoint::from_shared(target.to_owned())?;
+        Self::with_wire(target, connections, &Wire::default(), counters).map_err(|e| match e {
+            WireError::Transport(e) => e,
+            // Without TLS no file is read.
+            WireError::Files(_) => unreachable!("plaintext reads no file"),
+        })
+    }
+
+    /// [`GrpcClient::new`] with TLS (an `https://` target) and compression.
+    /// TLS sits above the byte counter, so wire bytes include TLS records.
+    pub fn with_wire(
+        target: &str,
+        connections: usize,
+        wire: &Wire,
+        counters: Arc<Counters>,
+    ) -> Result<Self, WireError> {
+        let mut endpoint = Endpoint::from_shared(target.to_owned())?;
+        if let Some(tls) = wire.grpc_tls().map_err(WireError::Files)? {
+            endpoint = endpoint.tls_config(tls)?;
+        }
+        let encoding = wire.grpc_encoding();
         let clients = (0..connections.max(1))
             .map(|_| {
                 let counters = counters.clone();
@@ -47,10 +78,14 @@ impl GrpcClient {
                     }
                 });
                 let channel = endpoint.clone().connect_with_connector_lazy(connector);
-                DownstreamClient::new(channel).max_decoding_message_size(MAX_DECODING_MESSAGE_BYTES)
+                let client = DownstreamClient::new(channel).max_decoding_message_size(MAX_DECODING_MESSAGE_BYTES);
+                match encoding {
+                    Some(e) => client.send_compressed(e).accept_compressed(e),
+                    None => client,
+                }
             })
             .collect();
-        Ok(GrpcClient { target: target.to_owned(), clients, next: AtomicUsize::new(0), counters })
+        Ok(GrpcClient { target: target.to_owned(), clients, next: AtomicUsize::new(0), counters, wire: wire.clone() })
     }
 }
 
@@ -85,17 +120,17 @@ impl Outbound for GrpcClient {
     }
 
     fn settings(&self) -> serde_json::Value {
-        serde_json::json!({
+        let settings = serde_json::json!({
             "transport": "grpc",
             "library": "tonic 0.14",
-            "http_version": "HTTP/2 cleartext (prior knowledge)",
+            "http_version": if self.wire.tls.is_some() { "HTTP/2 over TLS (ALPN h2)" } else { "HTTP/2 cleartext (prior knowledge)" },
             "connections": self.clients.len(),
             "balancing": "round-robin over connections",
             "tcp_nodelay": true,
             "retries": "none",
             "max_concurrent_streams": "as advertised by the server (SETTINGS_MAX_CONCURRENT_STREAMS)",
             "max_decoding_message_bytes": MAX_DECODING_MESSAGE_BYTES,
-            "compression": "none",
-        })
+        });
+        merged(settings, self.wire.settings("h2"))
     }
 }

@@ -16,6 +16,7 @@ pub mod grpc;
 pub mod outbound;
 pub mod rest;
 pub mod server;
+pub mod wire;
 
 pub use outbound::Transport;
 pub use server::{Config, Handle, start};

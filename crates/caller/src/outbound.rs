@@ -11,6 +11,7 @@ use telemetry::Counters;
 
 use crate::grpc::GrpcClient;
 use crate::rest::RestClient;
+use crate::wire::Wire;
 
 /// Outcome labels counted on an outbound client.
 pub const OUTCOMES: &[&str] = &["ok", "connect", "timeout", "status", "bad_response", "other"];
@@ -67,6 +68,8 @@ pub struct ClientSettings {
     pub grpc_connections: usize,
     /// REST over HTTP/2 cleartext instead of HTTP/1.1.
     pub rest_http2: bool,
+    /// TLS and compression on the hop (default: plaintext, uncompressed).
+    pub wire: Wire,
 }
 
 /// Why a client could not be built.
@@ -84,11 +87,13 @@ pub fn build(settings: &ClientSettings, counters: Arc<Counters>) -> Result<Arc<d
         |reason: String| BuildError { transport: settings.transport.title(), target: settings.target.clone(), reason };
     Ok(match settings.transport {
         Transport::Grpc => Arc::new(
-            GrpcClient::new(&settings.target, settings.grpc_connections, counters).map_err(|e| fail(e.to_string()))?,
+            GrpcClient::with_wire(&settings.target, settings.grpc_connections, &settings.wire, counters)
+                .map_err(|e| fail(e.to_string()))?,
         ),
-        Transport::Rest => {
-            Arc::new(RestClient::new(&settings.target, settings.rest_http2, counters).map_err(|e| fail(e.to_string()))?)
-        }
+        Transport::Rest => Arc::new(
+            RestClient::with_wire(&settings.target, settings.rest_http2, &settings.wire, counters)
+                .map_err(|e| fail(e.to_string()))?,
+        ),
     })
 }
 
@@ -149,6 +154,7 @@ mod tests {
             target: "not a uri".into(),
             grpc_connections: 1,
             rest_http2: false,
+            wire: Wire::default(),
         };
         let err = build(&settings, Arc::new(Transport::Grpc.client_counters("grpc"))).err().unwrap().to_string();
         assert!(err.starts_with("building the gRPC client for not a uri"), "{err}");

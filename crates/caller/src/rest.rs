@@ -1,5 +1,6 @@
 //! The REST client: reqwest, JSON over HTTP/1.1 keep-alive (or HTTP/2 cleartext
-//! with prior knowledge as a control arm).
+//! with prior knowledge as a control arm); over TLS with rustls (ALPN
+//! http/1.1 or h2) and with Content-Encoding when the hop asks.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -9,9 +10,19 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use payload::{FetchRequest, FetchResponse};
-use telemetry::Counters;
+use telemetry::{Compression, Counters};
 
 use crate::outbound::{CallError, Outbound};
+use crate::wire::{Wire, merged};
+
+/// Why a REST client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum RestWireError {
+    #[error(transparent)]
+    Client(reqwest::Error),
+    #[error("{0}")]
+    Files(std::io::Error),
+}
 
 /// How long an idle pooled connection is kept.
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -23,6 +34,7 @@ pub struct RestClient {
     http2: bool,
     client: reqwest::Client,
     counters: Arc<Counters>,
+    wire: Wire,
 }
 
 impl RestClient {
@@ -30,6 +42,16 @@ impl RestClient {
     /// only connections opened are counted here; the hop's wire bytes are
     /// counted by the downstream's listener.
     pub fn new(target: &str, http2: bool, counters: Arc<Counters>) -> Result<Self, reqwest::Error> {
+        Self::with_wire(target, http2, &Wire::default(), counters).map_err(|e| match e {
+            RestWireError::Client(e) => e,
+            RestWireError::Files(_) => unreachable!("plaintext reads no file"),
+        })
+    }
+
+    /// [`RestClient::new`] with TLS (an `https://` target: rustls trusting the
+    /// run's CA) and compression: request bodies compressed, responses
+    /// accepted in the same coding and decompressed by reqwest.
+    pub fn with_wire(target: &str, http2: bool, wire: &Wire, counters: Arc<Counters>) -> Result<Self, RestWireError> {
         let builder = reqwest::Client::builder()
             .no_proxy()
             .tcp_nodelay(true)
@@ -40,12 +62,20 @@ impl RestClient {
             .retry(reqwest::retry::never())
             .connector_layer(CountConnectsLayer(counters.clone()));
         let builder = if http2 { builder.http2_prior_knowledge() } else { builder.http1_only() };
+        // Accept-Encoding only for the hop's own coding (reqwest would offer
+        // every coding it was built with).
+        let builder = builder.gzip(wire.compression == Compression::Gzip).zstd(wire.compression == Compression::Zstd);
+        let builder = match wire.rest_tls(http2).map_err(RestWireError::Files)? {
+            Some(tls) => builder.tls_backend_preconfigured(tls).https_only(true),
+            None => builder,
+        };
         Ok(RestClient {
             target: target.trim_end_matches('/').to_owned(),
             url: format!("{}/v1/fetch", target.trim_end_matches('/')),
             http2,
-            client: builder.build()?,
+            client: builder.build().map_err(RestWireError::Client)?,
             counters,
+            wire: wire.clone(),
         })
     }
 }
@@ -54,17 +84,22 @@ impl Outbound for RestClient {
     fn fetch(&self, req: FetchRequest) -> BoxFuture<'static, Result<FetchResponse, CallError>> {
         let (client, url, target, counters) =
             (self.client.clone(), self.url.clone(), self.target.clone(), self.counters.clone());
+        let wire = self.wire.compression;
         Box::pin(async move {
             let body = serde_json::to_vec(&req)
                 .map_err(|e| CallError::BadResponse { target: target.clone(), reason: e.to_string() })?;
+            // Message bytes are the logical (uncompressed) body.
             let request_bytes = body.len() as u64;
-            let resp = client
-                .post(&url)
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(body)
-                .send()
-                .await
-                .map_err(|e| transport_error(&target, e))?;
+            let mut request = client.post(&url).header(reqwest::header::CONTENT_TYPE, "application/json");
+            let body = if wire == Compression::None {
+                body
+            } else {
+                request = request.header(reqwest::header::CONTENT_ENCODING, wire.as_str());
+                Wire { compression: wire, tls: None }
+                    .compress_body(&body)
+                    .map_err(|e| CallError::BadResponse { target: target.clone(), reason: e.to_string() })?
+            };
+            let resp = request.body(body).send().await.map_err(|e| transport_error(&target, e))?;
             let status = resp.status();
             let bytes = resp.bytes().await.map_err(|e| transport_error(&target, e))?;
             counters.add_message_bytes(request_bytes, bytes.len() as u64);
@@ -84,18 +119,24 @@ impl Outbound for RestClient {
     }
 
     fn settings(&self) -> serde_json::Value {
-        serde_json::json!({
+        let http_version = match (self.http2, self.wire.tls.is_some()) {
+            (true, false) => "HTTP/2 cleartext (prior knowledge)",
+            (false, false) => "HTTP/1.1 keep-alive",
+            (true, true) => "HTTP/2 over TLS (ALPN h2)",
+            (false, true) => "HTTP/1.1 keep-alive over TLS (ALPN http/1.1)",
+        };
+        let settings = serde_json::json!({
             "transport": "rest",
             "library": "reqwest 0.13",
-            "http_version": if self.http2 { "HTTP/2 cleartext (prior knowledge)" } else { "HTTP/1.1 keep-alive" },
+            "http_version": http_version,
             "pool_max_idle_per_host": "unlimited",
             "pool_max_connections": "unlimited (one per concurrent request on HTTP/1.1)",
             "pool_idle_timeout_ms": POOL_IDLE_TIMEOUT.as_millis() as u64,
             "tcp_nodelay": true,
             "retries": "none",
             "proxy": "none",
-            "compression": "none",
-        })
+        });
+        merged(settings, self.wire.settings(if self.http2 { "h2" } else { "http/1.1" }))
     }
 }
 

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::front::{self, Front};
 use crate::outbound::{ClientSettings, Transport, build};
+use crate::wire::Wire;
 
 /// What the caller does for each front request, as its settings state it.
 pub const PER_REQUEST: &str = "parse the front JSON; per downstream call: encode, send, decode, check the status, \
@@ -50,6 +51,8 @@ pub struct Config {
     /// A client must send a complete request head within this time, and the
     /// body within this time after it.
     pub header_read_timeout: Duration,
+    /// TLS and compression on the internal hop (`--tls-ca`, `--compression`, …).
+    pub wire: Wire,
 }
 
 impl Default for Config {
@@ -72,6 +75,7 @@ impl Default for Config {
             max_in_flight: None,
             drain_timeout: Duration::from_secs(5),
             header_read_timeout: Duration::from_secs(10),
+            wire: Wire::default(),
         }
     }
 }
@@ -121,6 +125,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         target: need(url, flag)?,
         grpc_connections: config.grpc_connections,
         rest_http2: config.rest_http2,
+        wire: config.wire.clone(),
     };
     let client = build(&settings, client_counters.clone())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{flag} {}: {e}", settings.target)))?;

@@ -2,11 +2,14 @@
 //! its hidden service role).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
 use payload::Limits;
+use telemetry::Compression;
+use telemetry::tls::ServerTlsFiles;
 use tokio_util::sync::CancellationToken;
 
 use crate::server::{Config, start};
@@ -52,6 +55,20 @@ pub struct Args {
     /// How long shutdown waits for in-flight requests.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
+    /// Serve gRPC and REST over TLS with this PEM certificate chain (with
+    /// --tls-key). ALPN: h2 on the gRPC listener, h2 and http/1.1 on REST.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Require client certificates issued by this PEM CA (mTLS; needs --tls-cert).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Compression both listeners accept and answer with: gRPC message
+    /// compression (grpc-encoding) and HTTP Content-Encoding.
+    #[arg(long, value_enum, default_value_t = Compression::None)]
+    pub compression: Compression,
 }
 
 impl Args {
@@ -67,6 +84,12 @@ impl Args {
             idle_timeout: self.idle_timeout,
             max_in_flight: self.max_in_flight.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             drain_timeout: self.drain_timeout,
+            tls: self.tls_cert.zip(self.tls_key).map(|(cert, key)| ServerTlsFiles {
+                cert,
+                key,
+                client_ca: self.tls_client_ca,
+            }),
+            compression: self.compression,
             ..Config::default()
         }
     }

@@ -85,11 +85,18 @@ const FETCH_PATH: &str = "/bench.v1.Downstream/Fetch";
 pub struct GrpcService {
     core: Core,
     counters: Arc<Counters>,
+    compression: Option<tonic::codec::CompressionEncoding>,
 }
 
 impl GrpcService {
     pub fn new(core: Core, counters: Arc<Counters>) -> Self {
-        GrpcService { core, counters }
+        GrpcService { core, counters, compression: None }
+    }
+
+    /// Accepts requests compressed with `encoding` and compresses responses
+    /// with it for clients that accept it (`grpc-accept-encoding`).
+    pub fn with_compression(self, encoding: Option<tonic::codec::CompressionEncoding>) -> Self {
+        GrpcService { compression: encoding, ..self }
     }
 
     /// The `bench.v1.Downstream` service with explicit message limits.
@@ -171,6 +178,9 @@ where
         let (service, max_request) = (self.service.clone(), self.max_request_bytes);
         Box::pin(async move {
             let mut grpc = tonic::server::Grpc::new(FetchCodec).apply_max_message_size_config(Some(max_request), None);
+            if let Some(encoding) = service.compression {
+                grpc = grpc.accept_compressed(encoding).send_compressed(encoding);
+            }
             Ok(grpc.unary(FetchMethod(service), req).await)
         })
     }

@@ -6,14 +6,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use payload::Limits;
+use telemetry::tls::ServerTlsFiles;
 use telemetry::{
-    Counters, InFlightLimit, Protocols, ReadyLine, Registry, Served, ServerSettings, admin_router, bind, serve,
+    Compression, Counters, InFlightLimit, Protocols, ReadyLine, Registry, Served, ServerSettings, admin_router, bind,
+    serve, serve_tls,
 };
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::Core;
-use crate::{grpc, rest};
+use crate::{grpc, rest, wire};
 
 /// Everything the downstream needs to start; built once from the flags.
 #[derive(Debug, Clone)]
@@ -36,6 +38,11 @@ pub struct Config {
     /// `None`: [`InFlightLimit::default_max`] (`--max-in-flight`).
     pub max_in_flight: Option<usize>,
     pub drain_timeout: Duration,
+    /// TLS on the gRPC and REST listeners (`--tls-cert`, `--tls-key`,
+    /// `--tls-client-ca`); `None`: plaintext.
+    pub tls: Option<ServerTlsFiles>,
+    /// Compression both listeners accept and answer with (`--compression`).
+    pub compression: Compression,
 }
 
 impl Default for Config {
@@ -54,6 +61,8 @@ impl Default for Config {
             http2_keep_alive_interval: ServerSettings::new(Protocols::Auto).http2_keep_alive_interval,
             max_in_flight: None,
             drain_timeout: Duration::from_secs(5),
+            tls: None,
+            compression: Compression::None,
         }
     }
 }
@@ -91,6 +100,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let grpc_listener = bind("gRPC", config.grpc_addr).await?;
     let rest_listener = bind("REST", config.rest_addr).await?;
     let admin_listener = bind("admin", config.admin_addr).await?;
+    let tls = wire::listener_tls(config.tls.as_ref())?;
 
     let server = |protocols| ServerSettings {
         http2_max_concurrent_streams: config.http2_max_concurrent_streams,
@@ -123,6 +133,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         "grpc_server": grpc_settings,
         "rest_server": rest_settings,
     }));
+    registry.extend_settings(wire::settings(config.tls.as_ref(), config.compression));
     let grpc_counters = registry.listener(Counters::new("grpc", grpc::OUTCOMES));
     let rest_counters = registry.listener(Counters::new("rest", rest::OUTCOMES));
     let registry = Arc::new(registry);
@@ -140,24 +151,29 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     };
     let reflection_err =
         |e: tonic_reflection::server::Error| io::Error::other(format!("building gRPC reflection: {e}"));
-    let grpc_app =
-        tonic::service::Routes::new(grpc::GrpcService::new(core.clone(), grpc_counters.clone()).into_server())
-            .add_service(health_service)
-            .add_service(reflection().build_v1().map_err(reflection_err)?)
-            .add_service(reflection().build_v1alpha().map_err(reflection_err)?)
-            .prepare()
-            .into_axum_router();
+    let grpc_app = tonic::service::Routes::new(
+        grpc::GrpcService::new(core.clone(), grpc_counters.clone())
+            .with_compression(wire::grpc_encoding(config.compression))
+            .into_server(),
+    )
+    .add_service(health_service)
+    .add_service(reflection().build_v1().map_err(reflection_err)?)
+    .add_service(reflection().build_v1alpha().map_err(reflection_err)?)
+    .prepare()
+    .into_axum_router();
     // Outermost first: shed, count the status, bound the body's arrival.
     let grpc_app = grpc::body_deadline(grpc_app, config.header_read_timeout);
     let grpc_app = grpc::count_outcomes(grpc_app, grpc_counters.clone());
     let grpc_app = limit.apply(grpc_app, grpc_counters.clone(), grpc::overloaded);
     let rest_app = rest::router(core, rest_counters.clone(), config.header_read_timeout);
+    let rest_app = wire::rest_compression(rest_app, config.compression);
     let rest_app = limit.apply(rest_app, rest_counters.clone(), telemetry::api::overloaded);
 
     let handle_addrs = (grpc_listener.local_addr()?, rest_listener.local_addr()?, admin_listener.local_addr()?);
     let mut tasks = JoinSet::new();
-    tasks.spawn(serve(grpc_listener, grpc_app, Some(grpc_counters), grpc_settings, shutdown.clone()));
-    tasks.spawn(serve(rest_listener, rest_app, Some(rest_counters), rest_settings, shutdown.clone()));
+    let (grpc_tls, rest_tls) = tls.unzip();
+    tasks.spawn(serve_tls(grpc_listener, grpc_app, Some(grpc_counters), grpc_settings, grpc_tls, shutdown.clone()));
+    tasks.spawn(serve_tls(rest_listener, rest_app, Some(rest_counters), rest_settings, rest_tls, shutdown.clone()));
     tasks.spawn(serve(admin_listener, admin_router(registry.clone()), None, admin_settings, shutdown.clone()));
 
     Ok(Handle {

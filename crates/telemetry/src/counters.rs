@@ -1,9 +1,12 @@
 //! Shared counters of one listener or one outbound client.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use serde::{Deserialize, Serialize};
+
+use crate::tls::{TlsSnapshot, TlsTally};
 
 /// Counters of one endpoint: a listener (bytes in = read from peers) or an
 /// outbound client (bytes in = read from the server it calls).
@@ -26,6 +29,8 @@ pub struct Counters {
     /// bytes and open connections are reported as unknown, never as zero.
     sees_sockets: bool,
     outcomes: Vec<(&'static str, AtomicU64)>,
+    /// What TLS handshakes negotiated, once the listener serves TLS.
+    tls: OnceLock<TlsTally>,
 }
 
 impl Counters {
@@ -42,6 +47,7 @@ impl Counters {
             requests_started: AtomicU64::new(0),
             sees_sockets: true,
             outcomes: outcomes.iter().map(|o| (*o, AtomicU64::new(0))).collect(),
+            tls: OnceLock::new(),
         }
     }
 
@@ -92,6 +98,12 @@ impl Counters {
         };
     }
 
+    /// The TLS handshake tally of a listener that serves TLS (made on first use,
+    /// so a plaintext listener reports no `tls` at all).
+    pub fn tls(&self) -> &TlsTally {
+        self.tls.get_or_init(TlsTally::default)
+    }
+
     pub fn snapshot(&self) -> CountersSnapshot {
         let connections = self.connections.load(Relaxed);
         let seen = |v: u64| self.sees_sockets.then_some(v);
@@ -104,6 +116,7 @@ impl Counters {
             connections_open: seen(connections.saturating_sub(self.connections_closed.load(Relaxed))),
             requests_started: self.requests_started.load(Relaxed),
             requests: self.outcomes.iter().map(|(l, c)| ((*l).to_owned(), c.load(Relaxed))).collect(),
+            tls: self.tls.get().map(TlsTally::snapshot),
         }
     }
 }
@@ -130,6 +143,9 @@ pub struct CountersSnapshot {
     /// figures in that direction divide by this, not by the requests ended.
     #[serde(default)]
     pub requests_started: u64,
+    /// TLS handshakes on a listener that serves TLS; absent on plaintext ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSnapshot>,
 }
 
 impl CountersSnapshot {
@@ -154,6 +170,11 @@ impl CountersSnapshot {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.saturating_sub(earlier.requests.get(k).copied().unwrap_or(0))))
                 .collect(),
+            tls: match (&self.tls, &earlier.tls) {
+                (Some(now), Some(then)) => Some(now.since(then)),
+                (Some(now), None) => Some(now.clone()),
+                (None, _) => None,
+            },
         }
     }
 }

@@ -11,7 +11,9 @@
 //! * [`serve`]: the accept loop (TCP_NODELAY, counting, HTTP/1.1 and h2c limits,
 //!   idle and dead-peer timeouts, graceful drain) that every listener of every
 //!   tier runs, and [`admin_router`];
-//! * [`InFlightLimit`]: the bound on requests a tier works on at once.
+//! * [`InFlightLimit`]: the bound on requests a tier works on at once;
+//! * [`tls`]: a listener's rustls configuration from PEM files, the handshakes
+//!   it counted, and the hop's [`Compression`] names.
 //!
 //! It does not know about the contract or the transports' message types.
 
@@ -25,6 +27,7 @@ mod limit;
 mod process;
 mod registry;
 mod serve;
+pub mod tls;
 
 pub use admin::admin_router;
 pub use body::{hold_until_dropped, watch_frames};
@@ -36,4 +39,5 @@ pub use lifecycle::{
 pub use limit::{InFlightLimit, MIN_DEFAULT_MAX_IN_FLIGHT, SHED};
 pub use process::{ProcessSnapshot, ProcessStats, own_cpu_seconds};
 pub use registry::{Registry, StatsSnapshot};
-pub use serve::{Protocols, ServerSettings, bind, serve};
+pub use serve::{Protocols, ServerSettings, bind, serve, serve_tls};
+pub use tls::{Compression, TlsSnapshot};

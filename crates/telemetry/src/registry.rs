@@ -60,6 +60,13 @@ impl Registry {
         self.settings = settings;
     }
 
+    /// Adds the fields of the object `more` to the settings (an object).
+    pub fn extend_settings(&mut self, more: serde_json::Value) {
+        if let (Some(map), serde_json::Value::Object(more)) = (self.settings.as_object_mut(), more) {
+            map.extend(more);
+        }
+    }
+
     /// Registers inbound counters and returns them for the listener to use.
     pub fn listener(&mut self, counters: Counters) -> Arc<Counters> {
         let c = Arc::new(counters);

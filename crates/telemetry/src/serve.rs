@@ -148,6 +148,23 @@ pub async fn serve(
     settings: ServerSettings,
     shutdown: CancellationToken,
 ) {
+    serve_tls(listener, app, counters, settings, None, shutdown).await;
+}
+
+/// [`serve`], with TLS on every accepted connection when `tls` is given. The
+/// byte counter sits under TLS, so wire bytes include TLS records and the
+/// handshake; each handshake (and what it negotiated) is counted on
+/// `counters`, and one that does not finish within the header-read timeout
+/// closes the connection.
+pub async fn serve_tls(
+    listener: TcpListener,
+    app: Router,
+    counters: Option<Arc<Counters>>,
+    settings: ServerSettings,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    shutdown: CancellationToken,
+) {
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(settings.header_read_timeout).keep_alive(true);
     builder
@@ -200,11 +217,13 @@ pub async fn serve(
             shutdown: shutdown.clone(),
             counters: counters.clone(),
         };
-        let counters = counters.clone();
+        let (counters, acceptor) = (counters.clone(), acceptor.clone());
         connections.spawn(async move {
-            match counters {
-                Some(c) => conn.run(TokioIo::new(CountingStream::new(tcp, c))).await,
-                None => conn.run(TokioIo::new(tcp)).await,
+            match (counters, acceptor) {
+                (Some(c), Some(tls)) => conn.run_tls(CountingStream::new(tcp, c.clone()), &tls, Some(&c)).await,
+                (None, Some(tls)) => conn.run_tls(tcp, &tls, None).await,
+                (Some(c), None) => conn.run(TokioIo::new(CountingStream::new(tcp, c))).await,
+                (None, None) => conn.run(TokioIo::new(tcp)).await,
             }
         });
     }
@@ -232,6 +251,33 @@ struct Conn {
 }
 
 impl Conn {
+    /// The TLS handshake (bounded by the header-read timeout, counted), then
+    /// [`Conn::run`] over the decrypted stream.
+    async fn run_tls<S>(self, io: S, tls: &tokio_rustls::TlsAcceptor, counters: Option<&Counters>)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let handshake = tokio::time::timeout(self.settings.header_read_timeout, tls.accept(io));
+        let stream = tokio::select! {
+            _ = self.shutdown.cancelled() => return,
+            done = handshake => match done {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => {
+                    tracing::debug!("TLS handshake failed: {e}");
+                    counters.inspect(|c| c.tls().failed());
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!("TLS handshake not finished within {:?}", self.settings.header_read_timeout);
+                    counters.inspect(|c| c.tls().failed());
+                    return;
+                }
+            },
+        };
+        counters.inspect(|c| c.tls().handshake(stream.get_ref().1));
+        self.run(TokioIo::new(stream)).await;
+    }
+
     async fn run<I>(self, io: I)
     where
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,

@@ -160,6 +160,21 @@ async fn measure_main(plan: Plan, gates: Gates) -> u8 {
     }
 }
 
+/// `plan` with its TLS certificates made and written into the run folder at
+/// `dir` (unchanged without `--tls` / `--mtls`).
+fn with_tls(plan: &Plan, dir: &Path) -> Result<Plan, String> {
+    let mut plan = plan.clone();
+    let mode = plan.config.tls;
+    if mode.is_on() {
+        let material = crate::tiers::tls::generate(plan.config.bind, mode == crate::config::TlsMode::Mtls)
+            .map_err(|e| e.to_string())?;
+        let tls_dir = crate::export::files::write_tls(dir, &material)
+            .map_err(|e| format!("writing the run's certificates under {}: {e}", dir.display()))?;
+        plan.config.tls_files = Some(crate::tiers::tls::at(&tls_dir, &material));
+    }
+    Ok(plan)
+}
+
 /// Ctrl-C (SIGINT) and SIGTERM (what `timeout`, CI cancel and `docker stop`
 /// send) alike: the first stops the run, the second cuts what is left of it
 /// short so the finished rounds are written at once, a third exits on the

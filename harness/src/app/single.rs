@@ -23,6 +23,13 @@ pub async fn single_main(plan: &Plan, interrupt: &Interrupt, gates: &super::Gate
             return EXIT_FAILED;
         }
     };
+    let plan = &match super::with_tls(plan, folder.path()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("harness: {e}");
+            return EXIT_FAILED;
+        }
+    };
     let sink = timeseries_sink(&folder.path().join("timeseries.csv"), plan);
     let runs = match crate::run::run(plan, started_at, interrupt, sink).await {
         Ok(r) => r,

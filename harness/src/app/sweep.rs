@@ -24,13 +24,22 @@ use crate::run::interrupt::Interrupt;
 
 /// A new sweep folder named for its `load`; `None` (said on stderr) if it
 /// cannot be created.
-fn create_folder(plan: &Plan, started_at: &str, load: &str) -> Option<RunFolder> {
+/// The sweep's folder, and the plan with the run's TLS certificates (written
+/// into the folder) when the internal hop uses TLS.
+fn create_folder(plan: &Plan, started_at: &str, load: &str) -> Option<(RunFolder, Plan)> {
     let cfg = &plan.config;
     let name = folder_name(started_at, plan.transport_name(), load, cfg.label.as_deref());
-    match RunFolder::create(&cfg.out, &name) {
-        Ok(f) => Some(f),
+    let folder = match RunFolder::create(&cfg.out, &name) {
+        Ok(f) => f,
         Err(e) => {
             eprintln!("harness: creating the sweep folder under {}: {e}", cfg.out.display());
+            return None;
+        }
+    };
+    match super::with_tls(plan, folder.path()) {
+        Ok(p) => Some((folder, p)),
+        Err(e) => {
+            eprintln!("harness: {e}");
             None
         }
     }
@@ -44,7 +53,8 @@ pub async fn sweep_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let (first, last) = (plan.rates[0], plan.rates[plan.rates.len() - 1]);
     let load = format!("sweep-{}-{}", first, qps_part(last));
-    let Some(folder) = create_folder(plan, &started_at, &load) else { return EXIT_FAILED };
+    let Some((folder, plan)) = create_folder(plan, &started_at, &load) else { return EXIT_FAILED };
+    let (plan, cfg) = (&plan, &plan.config);
     let mut arms: Vec<ArmCapacity> = plan
         .arms
         .iter()
@@ -173,7 +183,8 @@ async fn payload_sweep(plan: &Plan, sweep: &PayloadSweep, interrupt: &Interrupt)
     let rate = if cfg.closed_loop { format!("{}conn", cfg.connections) } else { qps_part(cfg.qps) };
     let what = if axis == PayloadAxis::Items { "items" } else { "bytes" };
     let load = format!("{what}-{}-{}-{rate}", sizes[0], sizes[sizes.len() - 1]);
-    let Some(folder) = create_folder(plan, &started_at, &load) else { return EXIT_FAILED };
+    let Some((folder, plan)) = create_folder(plan, &started_at, &load) else { return EXIT_FAILED };
+    let (plan, cfg) = (&plan, &plan.config);
     let slo_ms = cfg.slo_p99.as_secs_f64() * 1e3;
     let mut arms: Vec<ArmPayload> =
         plan.arms.iter().map(|&transport| ArmPayload { transport, steps: Vec::new() }).collect();

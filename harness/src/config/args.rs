@@ -10,7 +10,9 @@ use clap::Args;
 use payload::{Limits, Shape};
 
 use super::deploy::{self, Isolation, Remote, TierLimits};
-use super::{Config, ConfigError, PayloadAxis, PayloadSweep, Plan, ProxyHop, ProxyKind, TargetTier, bad, parse_rates};
+use super::{
+    Config, ConfigError, PayloadAxis, PayloadSweep, Plan, ProxyHop, ProxyKind, TargetTier, TlsMode, bad, parse_rates,
+};
 
 /// The longest any one duration flag may be. Longer values overflow the
 /// clocks they are added to (`Instant + d`) and no measurement needs them.
@@ -324,6 +326,19 @@ pub struct RunArgs {
     /// CI gate: exit 99 when any arm is not a valid measurement.
     #[arg(long)]
     pub fail_on_invalid: bool,
+    /// TLS on the internal hop (caller → downstream) for every arm: rustls,
+    /// certificates from a throwaway CA made for this run and written into
+    /// the run folder; ALPN h2 for gRPC (and --rest-http2), http/1.1 for REST.
+    #[arg(long)]
+    pub tls: bool,
+    /// Mutual TLS on the internal hop: --tls, and the caller presents a client
+    /// certificate the downstream requires.
+    #[arg(long)]
+    pub mtls: bool,
+    /// Compression on the internal hop, requests and responses: gRPC message
+    /// compression (grpc-encoding) or HTTP Content-Encoding.
+    #[arg(long, value_enum, default_value_t = super::Compression::None)]
+    pub compression: super::Compression,
 }
 
 impl Plan {
@@ -422,6 +437,9 @@ impl Config {
             quiet: a.quiet,
             json: a.json,
             plan_qps: plan_qps(a.plan_qps.as_deref())?,
+            tls: tls_mode(a)?,
+            compression: a.compression,
+            tls_files: None,
         })
     }
 }
@@ -500,9 +518,17 @@ pub fn command_line(config: &Config, transport: TransportArg) -> Vec<String> {
     if let Some(q) = c.plan_qps {
         flag("--plan-qps", q.to_string());
     }
-    for (on, name) in
-        [(c.rest_http2, "--rest-http2"), (!c.fresh_tiers, "--reuse-tiers"), (c.quiet, "--quiet"), (c.json, "--json")]
-    {
+    if c.compression != super::Compression::None {
+        flag("--compression", c.compression.as_str().into());
+    }
+    for (on, name) in [
+        (c.rest_http2, "--rest-http2"),
+        (!c.fresh_tiers, "--reuse-tiers"),
+        (c.quiet, "--quiet"),
+        (c.json, "--json"),
+        (c.tls == TlsMode::Tls, "--tls"),
+        (c.tls == TlsMode::Mtls, "--mtls"),
+    ] {
         if on {
             a.push(name.into());
         }
@@ -591,6 +617,30 @@ impl Sizes {
         }
         Ok(Sizes { rounds })
     }
+}
+
+/// `--tls` / `--mtls`, and the topologies TLS goes with.
+fn tls_mode(a: &RunArgs) -> Result<TlsMode, ConfigError> {
+    let (mode, flag) = match (a.tls, a.mtls) {
+        (false, false) => return Ok(TlsMode::None),
+        (_, true) => (TlsMode::Mtls, "--mtls"),
+        (true, false) => (TlsMode::Tls, "--tls"),
+    };
+    if a.proxy.is_some() {
+        return Err(bad(
+            flag,
+            "cannot be used with --proxy: the proxy would have to terminate and re-originate the hop's TLS, which \
+             is not supported; leave out --proxy or measure without TLS",
+        ));
+    }
+    if a.downstream_url.is_some() {
+        return Err(bad(
+            flag,
+            "cannot be used with --downstream-url: the run's certificates are made for the downstream the harness \
+             starts; leave out --downstream-url",
+        ));
+    }
+    Ok(mode)
 }
 
 /// `--plan-qps`: a positive, finite rate.
@@ -860,6 +910,8 @@ mod tests {
             ],
             &["--isolation", "containers", "--tier-cpus", "caller=1,downstream=0.5", "--tier-memory", "caller=64m"],
             &["--shape", "timeseries", "--request-bytes", "4096", "--items", "100"],
+            &["--transport", "both", "--tls", "--compression", "gzip"],
+            &["--transport", "rest", "--mtls", "--compression", "zstd", "--rest-http2"],
         ] {
             let p = plan(args).unwrap();
             let t = TransportArg::from_arms(&p.arms).unwrap();
@@ -914,6 +966,16 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_compression_is_refused_naming_the_flag() {
+        let err = Cli::try_parse_from(["harness", "--compression", "brotli"]).err().unwrap();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("--compression"), "{err}");
+        assert_eq!(parse(&["--compression", "zstd"]).unwrap().compression, super::super::Compression::Zstd);
+        assert_eq!(parse(&["--mtls"]).unwrap().tls, TlsMode::Mtls);
+        assert_eq!(parse(&[]).unwrap().tls, TlsMode::None);
+    }
+
+    #[test]
     fn defaults_are_the_documented_ones() {
         let c = parse(&[]).unwrap();
         assert_eq!(c.qps, 100.0);
@@ -950,6 +1012,9 @@ mod tests {
             (&["--duration", "6d", "--rounds", "10"], "--rounds"),
             (&["--rounds", "10001"], "--rounds"),
             (&["--transport", "both", "--caller-port", "8080"], "--caller-port"),
+            (&["--tls", "--proxy", "nginx"], "--tls"),
+            (&["--mtls", "--proxy", "caddy", "--proxy-hop", "front"], "--mtls"),
+            (&["--tls", "--target", "downstream", "--downstream-url", "http://x:1"], "--tls"),
         ] {
             let err = parse(args).unwrap_err();
             assert_eq!(err.flag, flag, "{args:?}: {err}");

@@ -8,6 +8,7 @@
 mod args;
 mod deploy;
 mod rates;
+pub mod tls;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -19,6 +20,8 @@ use serde::{Deserialize, Serialize};
 pub use args::{RunArgs, TransportArg, command_line};
 pub use deploy::{Isolation, Remote, TierLimits};
 pub use rates::parse_rates;
+pub use telemetry::Compression;
+pub use tls::{TlsFiles, TlsMode};
 
 /// A flag that cannot be used, with the fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -351,6 +354,22 @@ pub struct Config {
     /// measured rate. Absent from run.json when not given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan_qps: Option<f64>,
+    /// TLS on the internal hop (`--tls`, `--mtls`). Absent from run.json
+    /// when off (and in runs made before it existed).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub tls: TlsMode,
+    /// Compression on the internal hop (`--compression`). Absent from
+    /// run.json when off.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub compression: telemetry::Compression,
+    /// Where this run's certificates were written (set once the run folder
+    /// exists, before any tier starts); not part of what a run is asked to do.
+    #[serde(skip)]
+    pub tls_files: Option<TlsFiles>,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 /// Durations as fractional seconds in JSON.

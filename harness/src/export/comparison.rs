@@ -212,6 +212,14 @@ fn configuration_section(arms: &[Arm<'_>]) -> String {
             c.grpc_connections,
             if c.rest_http2 { "HTTP/2 cleartext" } else { "HTTP/1.1" }
         );
+        if let Some(text) = super::wire::compression_text(c.compression) {
+            let _ = writeln!(out, "\nInternal hop compression: {text}.");
+        }
+        for a in arms {
+            if let Some(text) = super::wire::tls_text(a.run) {
+                let _ = writeln!(out, "\n- {} internal hop {text}.", a.name);
+            }
+        }
         for a in arms {
             for (tier, info) in &a.run.tiers {
                 let _ = writeln!(out, "\n- {} {tier} settings: `{}`", a.name, info.settings);

@@ -18,6 +18,7 @@ use crate::judge::payload::PayloadReport;
 use crate::measure::histogram::decode_histogram;
 use crate::result::ProxyInfo;
 use crate::result::{RunResult, TierName};
+use crate::tiers::tls::TlsMaterial;
 
 /// A run folder being written: a hidden temporary folder until
 /// [`RunFolder::commit`] renames it into place. Dropped without a commit (a
@@ -98,6 +99,18 @@ impl TimeseriesFile {
         let _ = self.file.write_all(rows.as_bytes());
         let _ = self.file.flush();
     }
+}
+
+/// Writes a run's certificates and keys into `dir/tls/` (before any tier
+/// starts: the tiers read them from there) and returns that folder. The keys
+/// are throwaway: they belong to a CA made for this run alone.
+pub fn write_tls(dir: &Path, material: &TlsMaterial) -> io::Result<PathBuf> {
+    let tls = dir.join("tls");
+    std::fs::create_dir_all(&tls)?;
+    for (name, text) in crate::tiers::tls::files(material) {
+        std::fs::write(tls.join(name), text)?;
+    }
+    Ok(tls)
 }
 
 /// Writes one arm's files into `dir`: `run.json`, `report.md`, `latency.hgrm`,

@@ -329,7 +329,7 @@ fn configuration_section(run: &RunResult) -> String {
     let mut out = String::new();
     let c = &run.config;
     let _ = writeln!(out, "\n## Configuration\n\n| setting | value |\n|---|---|");
-    let rows: Vec<(&str, String)> = vec![
+    let mut rows: Vec<(&str, String)> = vec![
         ("transport (internal hop)", c.transport.as_str().to_owned()),
         (
             "load",
@@ -362,6 +362,8 @@ fn configuration_section(run: &RunResult) -> String {
         ("REST over HTTP/2", c.rest_http2.to_string()),
         ("sample interval", hd(c.sample_interval)),
     ];
+    rows.extend(super::wire::tls_text(run).map(|t| ("internal hop TLS", t)));
+    rows.extend(super::wire::compression_text(c.compression).map(|t| ("internal hop compression", t)));
     // Rows added with the payload options appear only when set, so the
     // report of a default run keeps its shape.
     let payload_rows = [

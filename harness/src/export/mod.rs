@@ -9,6 +9,7 @@
 //! * [`capacity`]: a sweep's `capacity.md` / `capacity.json`; [`payload`]: a
 //!   payload sweep's `payload.md` / `payload.json`; [`charts`]: SVGs;
 //!   [`hgrm`]: HdrHistogram percentile text; [`timeseries`]: CSV rows;
+//!   [`wire`]: the TLS and compression sentences of both reports;
 //! * [`files`]: run folders (whole or absent), every file in them, and
 //!   reading saved runs back for `harness compare`.
 //!
@@ -29,6 +30,7 @@ pub mod markdown;
 pub mod payload;
 pub mod summary;
 pub mod timeseries;
+pub mod wire;
 
 use crate::config::ProxyHop;
 use crate::result::RunResult;

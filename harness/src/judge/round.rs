@@ -189,6 +189,7 @@ pub fn hop_bytes(listener: &str, delta: Option<&CountersSnapshot>) -> HopBytes {
         response_message_bytes_per_request: per(Some(d.message_bytes_out)),
         connections_opened: Some(d.connections),
         connections_open_at_end: d.connections_open,
+        tls: d.tls.clone(),
     }
 }
 
@@ -211,6 +212,7 @@ mod tests {
             connections_open: Some(1),
             requests: [("ok".to_owned(), requests)].into(),
             requests_started: requests,
+            tls: None,
         }
     }
 

@@ -109,6 +109,7 @@ impl Target {
             target: url.to_owned(),
             grpc_connections: c.grpc_connections as usize,
             rest_http2: c.rest_http2,
+            wire: caller::wire::Wire { tls: c.tls_files.as_ref().map(|f| f.client_tls()), compression: c.compression },
         };
         // The harness's own client counters are not reported: the
         // downstream's listener counts the hop.

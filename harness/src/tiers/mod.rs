@@ -1,13 +1,14 @@
 //! Where the measured processes come from: the tiers as child processes
 //! ([`process`]), one arm's set of them ([`topology`]), a real reverse
-//! proxy on one hop ([`proxy`]), and the tiers in Docker containers
-//! ([`containers`]).
+//! proxy on one hop ([`proxy`]), the tiers in Docker containers
+//! ([`containers`]), and the certificates of a run's TLS hop ([`tls`]).
 //!
 //! Starts, watches and stops processes; measures nothing and renders nothing.
 
 pub mod containers;
 pub mod process;
 pub mod proxy;
+pub mod tls;
 pub mod topology;
 
 pub use process::{TIER_ROLE_ARG, Tier, TierError};

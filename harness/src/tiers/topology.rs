@@ -9,7 +9,7 @@ use std::time::Duration;
 use caller::Transport;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, Isolation, ProxyHop, TargetTier};
+use crate::config::{Compression, Config, Isolation, ProxyHop, TargetTier, TlsFiles};
 use crate::result::ProxyInfo;
 use crate::result::TierName;
 use crate::tiers::containers::{self, Containers};
@@ -52,8 +52,9 @@ pub struct RemoteTier {
     pub container: Option<serde_json::Value>,
 }
 
-fn url_of(tier: &Tier, listener: &str) -> String {
-    tier.ready.listeners.get(listener).map(|a| format!("http://{a}")).unwrap_or_default()
+fn url_of(tier: &Tier, listener: &str, cfg: &Config) -> String {
+    let scheme = if cfg.tls_files.is_some() { "https" } else { "http" };
+    tier.ready.listeners.get(listener).map(|a| format!("{scheme}://{a}")).unwrap_or_default()
 }
 
 fn micros(d: Duration) -> String {
@@ -125,10 +126,10 @@ impl Topology {
     async fn start_tiers(&mut self, cfg: &Config) -> Result<(), TierError> {
         let downstream = self.downstream.insert(start_downstream(cfg).await?);
         if cfg.target == TargetTier::Downstream {
-            self.target_url = url_of(downstream, cfg.transport.as_str());
+            self.target_url = url_of(downstream, cfg.transport.as_str(), cfg);
             return Ok(());
         }
-        let (mut grpc_url, mut rest_url) = (url_of(downstream, "grpc"), url_of(downstream, "rest"));
+        let (mut grpc_url, mut rest_url) = (url_of(downstream, "grpc", cfg), url_of(downstream, "rest", cfg));
         if let (Some(kind), ProxyHop::Internal) = (cfg.proxy, cfg.proxy_hop) {
             // Between the caller and the downstream's listener for the transport.
             let upstream = listener(downstream, cfg.transport.as_str())?;
@@ -217,7 +218,9 @@ async fn start_downstream(cfg: &Config) -> Result<Tier, TierError> {
         ("--jitter", micros(cfg.jitter)),
         ("--max-items", payload::Limits::DEFAULT_MAX_ITEMS.to_string()),
     ];
-    spawn(TierName::Downstream, flags(&args)).await
+    let mut args = flags(&args);
+    args.extend(wire_args(cfg, TlsFiles::downstream_args));
+    spawn(TierName::Downstream, args).await
 }
 
 async fn start_caller(cfg: &Config, grpc_url: String, rest_url: String) -> Result<Tier, TierError> {
@@ -235,7 +238,18 @@ async fn start_caller(cfg: &Config, grpc_url: String, rest_url: String) -> Resul
     if cfg.rest_http2 {
         args.push("--rest-http2".into());
     }
+    args.extend(wire_args(cfg, TlsFiles::caller_args));
     spawn(TierName::Caller, args).await
+}
+
+/// A tier's TLS flags (from the run's certificate files) and `--compression`,
+/// only where they differ from the default.
+fn wire_args(cfg: &Config, tls: fn(&TlsFiles) -> Vec<String>) -> Vec<String> {
+    let mut args = cfg.tls_files.as_ref().map(tls).unwrap_or_default();
+    if cfg.compression != Compression::None {
+        args.extend(["--compression".to_owned(), cfg.compression.as_str().to_owned()]);
+    }
+    args
 }
 
 fn flags(pairs: &[(&str, String)]) -> Vec<String> {

@@ -1,0 +1,144 @@
+//! How the caller's outbound clients put their bytes on the internal hop
+//! beyond the contract: TLS towards the downstream (trusting the run's CA, never
+//! skipping verification; a client certificate for mTLS) and compression by
+//! each ecosystem's own mechanism (tonic's `grpc-encoding`, HTTP
+//! `Content-Encoding` with reqwest). Both are off unless asked.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use telemetry::Compression;
+use telemetry::tls::{ALPN_H2, ALPN_HTTP1, identity, provider, root_store};
+use tonic::codec::CompressionEncoding;
+
+/// TLS towards the downstream: the CA its certificate must chain to, and for
+/// mTLS the client's own certificate and key (PEM files).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientTls {
+    pub ca: PathBuf,
+    /// `(certificate chain, private key)` presented to a server that asks (mTLS).
+    pub identity: Option<(PathBuf, PathBuf)>,
+}
+
+/// TLS and compression of one outbound client; the default is plaintext and
+/// uncompressed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Wire {
+    pub tls: Option<ClientTls>,
+    pub compression: Compression,
+}
+
+/// gzip at flate2's default level, as tonic and tower-http use it.
+pub const GZIP_LEVEL: u32 = 6;
+/// zstd's default level, as tonic and tower-http use it.
+pub const ZSTD_LEVEL: i32 = zstd::DEFAULT_COMPRESSION_LEVEL;
+
+impl Wire {
+    /// tonic's encoding for the compression setting.
+    pub fn grpc_encoding(&self) -> Option<CompressionEncoding> {
+        match self.compression {
+            Compression::None => None,
+            Compression::Gzip => Some(CompressionEncoding::Gzip),
+            Compression::Zstd => Some(CompressionEncoding::Zstd),
+        }
+    }
+
+    /// tonic's client TLS: the run's CA as the only root, the client identity
+    /// for mTLS. tonic offers ALPN h2 and requires it.
+    pub fn grpc_tls(&self) -> io::Result<Option<tonic::transport::ClientTlsConfig>> {
+        let Some(tls) = &self.tls else { return Ok(None) };
+        let read = |p: &PathBuf| {
+            std::fs::read(p).map_err(|e| io::Error::new(e.kind(), format!("reading {}: {e}", p.display())))
+        };
+        let mut config = tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(read(&tls.ca)?));
+        if let Some((cert, key)) = &tls.identity {
+            config = config.identity(tonic::transport::Identity::from_pem(read(cert)?, read(key)?));
+        }
+        Ok(Some(config))
+    }
+
+    /// reqwest's rustls configuration: the run's CA as the only root, the
+    /// client identity for mTLS, ALPN for the HTTP version spoken.
+    pub fn rest_tls(&self, http2: bool) -> io::Result<Option<rustls::ClientConfig>> {
+        let Some(tls) = &self.tls else { return Ok(None) };
+        let bad = |e: rustls::Error| io::Error::new(io::ErrorKind::InvalidData, format!("TLS configuration: {e}"));
+        let builder = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(bad)?
+            .with_root_certificates(Arc::new(root_store(&tls.ca)?));
+        let mut config = match &tls.identity {
+            Some((cert, key)) => {
+                let (chain, key) = identity(cert, key)?;
+                builder.with_client_auth_cert(chain, key).map_err(bad)?
+            }
+            None => builder.with_no_client_auth(),
+        };
+        config.alpn_protocols = vec![if http2 { ALPN_H2.to_vec() } else { ALPN_HTTP1.to_vec() }];
+        Ok(Some(config))
+    }
+
+    /// A REST request body in the hop's content coding (unchanged without).
+    pub fn compress_body(&self, body: &[u8]) -> io::Result<Vec<u8>> {
+        match self.compression {
+            Compression::None => Ok(body.to_vec()),
+            Compression::Gzip => {
+                let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(GZIP_LEVEL));
+                enc.write_all(body)?;
+                enc.finish()
+            }
+            Compression::Zstd => zstd::encode_all(body, ZSTD_LEVEL),
+        }
+    }
+
+    /// The `tls` and `compression` fields of a client's reported settings.
+    pub fn settings(&self, alpn: &str) -> serde_json::Value {
+        serde_json::json!({
+            "tls": self.tls.as_ref().map(|t| serde_json::json!({
+                "library": "rustls 0.23 (ring)",
+                "verification": "the server's certificate must chain to the run's CA",
+                "ca": t.ca,
+                "client_certificate": t.identity.as_ref().map(|(c, _)| c),
+                "alpn": alpn,
+            })),
+            "compression": match self.compression {
+                Compression::None => serde_json::json!("none"),
+                c => serde_json::json!({
+                    "encoding": c.as_str(),
+                    "requests": "compressed",
+                    "responses": "accepted and decompressed",
+                    "level": if c == Compression::Gzip { GZIP_LEVEL as i32 } else { ZSTD_LEVEL },
+                }),
+            },
+        })
+    }
+}
+
+/// `settings` with the fields of `more` added (both objects).
+pub fn merged(mut settings: serde_json::Value, more: serde_json::Value) -> serde_json::Value {
+    if let (Some(map), serde_json::Value::Object(more)) = (settings.as_object_mut(), more) {
+        map.extend(more);
+    }
+    settings
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use super::*;
+
+    #[test]
+    fn request_bodies_round_trip_through_each_coding() {
+        let body = b"{\"id\":\"x\",\"items\":10}".repeat(20);
+        let gzip = Wire { compression: Compression::Gzip, ..Wire::default() }.compress_body(&body).unwrap();
+        let mut back = Vec::new();
+        flate2::read::GzDecoder::new(&gzip[..]).read_to_end(&mut back).unwrap();
+        assert_eq!(back, body);
+        assert!(gzip.len() < body.len());
+        let zstd = Wire { compression: Compression::Zstd, ..Wire::default() }.compress_body(&body).unwrap();
+        assert_eq!(zstd::decode_all(&zstd[..]).unwrap(), body);
+        assert_eq!(Wire::default().compress_body(&body).unwrap(), body);
+    }
+}
