@@ -317,7 +317,7 @@ async fn the_caller_does_not_recompute_the_records_it_passes_on() {
         let a = call(c.front_addr, "lie-content", 3).await;
         assert_eq!(a.status, 200, "{arm:?}");
         let resp: FetchResponse = serde_json::from_slice(&a.body).unwrap();
-        let req = CallRequest { request_id: "lie-content".into(), items: 3 };
+        let req = CallRequest { request_id: "lie-content".into(), items: 3, ..CallRequest::default() };
         assert!(payload::verify_call(&req, 1, &resp).is_err(), "the liar's records passed end-to-end verification");
         let s = stats(c.admin_addr).await;
         assert!(s.settings["per_request"].as_str().unwrap().contains("not recomputed"), "{}", s.settings);

@@ -95,7 +95,7 @@ async fn fetch(ds: &DsHandle, arm: Arm, wire: Wire, items: u32) -> Result<(), Ca
         wire,
     };
     let client = build(&settings, Arc::new(arm.transport.client_counters("test"))).unwrap();
-    let req = FetchRequest { request_id: "wire-1".into(), items, body: Vec::new() };
+    let req = FetchRequest { request_id: "wire-1".into(), items, body: Vec::new(), ..FetchRequest::default() };
     let resp = client.fetch(req.clone()).await?;
     payload::verify(&req, &resp).expect("the records the request asked for");
     Ok(())

@@ -224,7 +224,7 @@ mod tests {
     #[test]
     fn the_shape_check_sees_id_and_count_but_not_content() {
         let r = req(3);
-        let good = FetchResponse { request_id: r.request_id.clone(), records: generate(&r) };
+        let good = FetchResponse { request_id: r.request_id.clone(), records: generate(&r), points: vec![] };
         assert_eq!(check_shape(&r, &good), Ok(()));
         let mut other_content = good.clone();
         other_content.records[0].quantity += 1;
@@ -232,9 +232,13 @@ mod tests {
         let mut bad = good.clone();
         bad.request_id = "other".into();
         assert!(matches!(check_shape(&r, &bad), Err(VerifyError::WrongId { .. })));
-        let mut bad = good;
+        let mut bad = good.clone();
         bad.records.push(bad.records[0].clone());
         assert!(matches!(check_shape(&r, &bad), Err(VerifyError::WrongCount { expected: 3, got: 4 })));
+        // A time series is counted in points; records in its place are the wrong shape.
+        let ts = FetchRequest { shape: Shape::Timeseries, ..req(3) };
+        assert_eq!(check_shape(&ts, &crate::generate::respond(&ts)), Ok(()));
+        assert!(matches!(check_shape(&ts, &good), Err(VerifyError::WrongCount { expected: 3, got: 3 })));
     }
 
     #[test]

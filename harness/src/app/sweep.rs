@@ -49,7 +49,6 @@ pub async fn sweep_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
     if let Some(sweep) = &plan.payload {
         return payload_sweep(plan, sweep, interrupt).await;
     }
-    let cfg = &plan.config;
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let (first, last) = (plan.rates[0], plan.rates[plan.rates.len() - 1]);
     let load = format!("sweep-{}-{}", first, qps_part(last));

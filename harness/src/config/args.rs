@@ -633,11 +633,19 @@ fn tls_mode(a: &RunArgs) -> Result<TlsMode, ConfigError> {
              is not supported; leave out --proxy or measure without TLS",
         ));
     }
-    if a.downstream_url.is_some() {
+    if a.downstream_url.is_some() || a.caller_url.is_some() {
         return Err(bad(
             flag,
-            "cannot be used with --downstream-url: the run's certificates are made for the downstream the harness \
-             starts; leave out --downstream-url",
+            "cannot be used with --downstream-url or --caller-url: the run's certificates are made for the tiers \
+             the harness starts; give tiers elsewhere their own certificates (the tiers' --tls-* flags) and leave \
+             out --tls/--mtls",
+        ));
+    }
+    if a.isolation == Isolation::Containers {
+        return Err(bad(
+            flag,
+            "cannot be used with --isolation containers yet: the run's certificate files are not mounted into the \
+             containers; measure TLS with --isolation processes",
         ));
     }
     Ok(mode)
@@ -1015,6 +1023,8 @@ mod tests {
             (&["--tls", "--proxy", "nginx"], "--tls"),
             (&["--mtls", "--proxy", "caddy", "--proxy-hop", "front"], "--mtls"),
             (&["--tls", "--target", "downstream", "--downstream-url", "http://x:1"], "--tls"),
+            (&["--tls", "--caller-url", "http://x:1"], "--tls"),
+            (&["--mtls", "--isolation", "containers"], "--mtls"),
         ] {
             let err = parse(args).unwrap_err();
             assert_eq!(err.flag, flag, "{args:?}: {err}");

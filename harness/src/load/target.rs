@@ -291,12 +291,13 @@ mod tests {
         // The caller only checks an answer's id and record count, as a real
         // caller does; records of the right shape but the wrong content must
         // still be a bad response in the harness's figures.
-        let asked = FetchRequest { request_id: "0".into(), items: 2, body: Vec::new() };
+        let asked = FetchRequest { request_id: "0".into(), items: 2, body: Vec::new(), ..FetchRequest::default() };
         let other = FetchRequest { request_id: "not-0".into(), ..asked.clone() };
         for (records, expected) in
             [(payload::generate(&asked), Outcome::Ok), (payload::generate(&other), Outcome::BadResponse)]
         {
-            let body = serde_json::to_string(&FetchResponse { request_id: "0".into(), records }).unwrap();
+            let body =
+                serde_json::to_string(&FetchResponse { request_id: "0".into(), records, points: vec![] }).unwrap();
             let downstream = canned_downstream(body).await;
             let config = caller::Config {
                 transport: caller::Transport::Rest,
