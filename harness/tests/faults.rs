@@ -24,6 +24,8 @@ fn downstream_killed_in_round_2_of_3_keeps_round_1_and_names_the_tier() {
         "0s",
         "--rounds",
         "3",
+        // The tiers named at the start serve every round.
+        "--reuse-tiers",
         "--delay",
         "20ms",
         "--out",
@@ -264,6 +266,8 @@ fn a_second_ctrl_c_cuts_the_drain_and_keeps_the_finished_rounds() {
         "0s",
         "--rounds",
         "3",
+        // The tiers named at the start serve every round.
+        "--reuse-tiers",
         "--delay",
         "20ms",
         "--timeout",
