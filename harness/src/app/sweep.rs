@@ -94,7 +94,22 @@ pub async fn sweep_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
         Capacity { offered_qps: plan.rates.clone(), slo_p99_ms: cfg.slo_p99.as_secs_f64() * 1e3, arms, interrupted };
     let setup =
         if run_shape.is_empty() { String::new() } else { format!("offered {first} … {last} req/s, {run_shape}") };
-    let path = match write_capacity(folder.path(), &capacity, &setup).and_then(|()| folder.commit()) {
+    let written = write_capacity(folder.path(), &capacity, &setup);
+    let (json, text) = (serde_json::json!({ "capacity": capacity }), capacity::terminal(&capacity));
+    finish(folder, written, cfg, json, &text, last_status)
+}
+
+/// Commits a sweep's folder once its report is `written`, says where (or the
+/// report as `json`, or nothing with --quiet), and gives the exit code.
+fn finish(
+    folder: RunFolder,
+    written: std::io::Result<()>,
+    cfg: &crate::config::Config,
+    mut json: serde_json::Value,
+    text: &str,
+    status: RunStatus,
+) -> u8 {
+    let path = match written.and_then(|()| folder.commit()) {
         Ok(p) => Some(p),
         Err(e) => {
             // The unfinished folder removed itself (RunFolder's drop).
@@ -103,14 +118,16 @@ pub async fn sweep_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
         }
     };
     if cfg.json {
-        println!("{}", serde_json::json!({ "folder": path, "capacity": capacity, "status": last_status }));
+        json["folder"] = serde_json::json!(path);
+        json["status"] = serde_json::json!(status);
+        println!("{json}");
     } else if !cfg.quiet {
-        print!("{}", capacity::terminal(&capacity));
+        print!("{text}");
         if let Some(p) = &path {
             println!("written to {}", p.display());
         }
     }
-    exit_code(last_status, path.is_some())
+    exit_code(status, path.is_some())
 }
 
 /// The folder of the step at `rate`, relative to the sweep folder.
@@ -248,20 +265,7 @@ async fn payload_sweep(plan: &Plan, sweep: &PayloadSweep, interrupt: &Interrupt)
         setup.push_str(&format!(" ({label})"));
     }
     setup.push('.');
-    let path = match write_payload(folder.path(), &report, &setup).and_then(|()| folder.commit()) {
-        Ok(p) => Some(p),
-        Err(e) => {
-            eprintln!("harness: writing the sweep folder under {}: {e}; nothing was kept", cfg.out.display());
-            None
-        }
-    };
-    if cfg.json {
-        println!("{}", serde_json::json!({ "folder": path, "payload": report, "status": last_status }));
-    } else if !cfg.quiet {
-        print!("{}", payload::terminal(&report));
-        if let Some(p) = &path {
-            println!("written to {}", p.display());
-        }
-    }
-    exit_code(last_status, path.is_some())
+    let written = write_payload(folder.path(), &report, &setup);
+    let (json, text) = (serde_json::json!({ "payload": report }), payload::terminal(&report));
+    finish(folder, written, cfg, json, &text, last_status)
 }
