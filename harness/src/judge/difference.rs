@@ -151,15 +151,9 @@ fn row(m: &'static Metric, a: &RunResult, b: &RunResult, is_paired: bool, dists:
 /// (fresh tiers): only then are its rounds independent samples of a
 /// process's memory. Runs that do not name their processes never are.
 fn own_processes(run: &RunResult, tier: &str) -> bool {
-    let pids: Vec<u32> = run
-        .rounds
-        .iter()
-        .filter_map(|r| r.pids.iter().find(|(t, _)| t.as_str() == tier).map(|(_, pid)| *pid))
-        .collect();
-    let mut distinct = pids.clone();
-    distinct.sort_unstable();
-    distinct.dedup();
-    pids.len() == run.rounds.len() && distinct.len() == pids.len()
+    let pids: Option<std::collections::BTreeSet<u32>> =
+        run.rounds.iter().map(|r| r.pids.iter().find(|(t, _)| t.as_str() == tier).map(|(_, pid)| *pid)).collect();
+    pids.is_some_and(|p| p.len() == run.rounds.len())
 }
 
 /// The verdict an interval supports, given which direction is better.
