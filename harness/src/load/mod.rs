@@ -18,6 +18,7 @@
 //! `measure::record`) and judges nothing.
 
 pub mod dispatch;
+pub mod front;
 pub mod target;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize};

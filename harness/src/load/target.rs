@@ -1,5 +1,5 @@
 //! Where requests go and how one is sent: the caller's JSON front door over
-//! an HTTP/1.1 client with every fairness setting explicit, or the downstream
+//! an HTTP/1.1 client with every fairness setting explicit (`front.rs`), or the downstream
 //! directly through the caller's own client for the transport (built by the
 //! same factory the caller uses). Each answer is verified and classified.
 
@@ -11,13 +11,14 @@ use caller::outbound::{CallError, ClientSettings, Outbound};
 use payload::{CallRequest, FetchRequest, FetchResponse, Shape};
 
 use super::Outcome;
+use super::front::{FrontClient, FrontError};
 use crate::config::{Config, TargetTier};
 
 /// Where requests go.
 #[derive(Clone)]
 pub enum Endpoint {
     /// The caller's JSON front door, over HTTP/1.1.
-    Front { client: reqwest::Client, url: String },
+    Front(Arc<FrontClient>),
     /// The downstream itself, over the transport under test (the caller's own
     /// clients, so both paths use the same code).
     Direct(Arc<dyn Outbound>),
@@ -26,7 +27,7 @@ pub enum Endpoint {
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Endpoint::Front { url, .. } => write!(f, "Front({url})"),
+            Endpoint::Front(c) => write!(f, "Front({})", c.url()),
             Endpoint::Direct(c) => write!(f, "Direct({})", c.target()),
         }
     }
@@ -80,18 +81,10 @@ pub struct Answer {
 impl Target {
     /// The caller's front door through an HTTP/1.1 keep-alive client with every
     /// fairness setting explicit: one connection per in-flight request, no
-    /// retries, no proxy, TCP_NODELAY.
-    pub fn front(url: String, items: u32, fanout: u32, timeout: Duration, connections: usize) -> reqwest::Result<Self> {
-        let client = reqwest::Client::builder()
-            .http1_only()
-            .no_proxy()
-            .tcp_nodelay(true)
-            .pool_max_idle_per_host(usize::MAX)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .retry(reqwest::retry::never())
-            .timeout(timeout)
-            .build()?;
-        Ok(Self::with(Endpoint::Front { client, url }, items, 1.max(fanout), timeout, connections))
+    /// retries, no proxy, TCP_NODELAY (`front.rs`).
+    pub fn front(url: String, items: u32, fanout: u32, timeout: Duration, connections: usize) -> anyhow::Result<Self> {
+        let client = Arc::new(FrontClient::new(&url)?);
+        Ok(Self::with(Endpoint::Front(client), items, 1.max(fanout), timeout, connections))
     }
 
     /// An arm's load target: the caller's front door at `url`, or (with
@@ -136,7 +129,7 @@ impl Target {
     /// then checks and classifies the answer.
     pub async fn send(&self, index: u64) -> Answer {
         match &self.endpoint {
-            Endpoint::Front { client, url } => front_request(index, self, client, url).await,
+            Endpoint::Front(client) => front_request(index, self, client).await,
             Endpoint::Direct(client) => direct_request(index, self, client.as_ref()).await,
         }
     }
@@ -164,7 +157,7 @@ async fn direct_request(index: u64, target: &Target, client: &dyn Outbound) -> A
     Answer { done, outcome, downstream_us: None }
 }
 
-async fn front_request(index: u64, target: &Target, client: &reqwest::Client, url: &str) -> Answer {
+async fn front_request(index: u64, target: &Target, client: &FrontClient) -> Answer {
     let call = CallRequest {
         request_id: index.to_string(),
         items: target.items,
@@ -179,24 +172,19 @@ async fn front_request(index: u64, target: &Target, client: &reqwest::Client, ur
         body.push_str(&format!(r#","requestBytes":{}"#, call.request_bytes));
     }
     body.push('}');
-    let failed =
-        |e: &reqwest::Error, downstream_us| Answer { done: Instant::now(), outcome: classify(e), downstream_us };
-    let resp = client.post(url).header(reqwest::header::CONTENT_TYPE, "application/json").body(body).send().await;
-    let resp = match resp {
-        Ok(r) => r,
-        Err(e) => return failed(&e, None),
-    };
-    let status = resp.status();
-    let downstream_us =
-        resp.headers().get("server-timing").and_then(|v| v.to_str().ok()).and_then(parse_server_timing_us);
-    let bytes = match resp.bytes().await {
-        Ok(b) => b,
-        Err(e) => return failed(&e, downstream_us),
-    };
+    let answer = tokio::time::timeout(target.timeout, client.post_json(body)).await;
+    // The client hands back the whole body: its last byte has arrived.
     let done = Instant::now();
-    let outcome = if status != reqwest::StatusCode::OK {
-        Outcome::Status(status.as_u16())
-    } else if serde_json::from_slice::<FetchResponse>(&bytes)
+    let resp = match answer {
+        Err(_) => return Answer { done, outcome: Outcome::Timeout, downstream_us: None },
+        Ok(Err(e)) => return Answer { done, outcome: classify(&e), downstream_us: None },
+        Ok(Ok(r)) => r,
+    };
+    let downstream_us =
+        resp.headers.get("server-timing").and_then(|v| v.to_str().ok()).and_then(parse_server_timing_us);
+    let outcome = if resp.status != hyper::StatusCode::OK {
+        Outcome::Status(resp.status.as_u16())
+    } else if serde_json::from_slice::<FetchResponse>(&resp.body)
         .is_ok_and(|r| (target.checks.front)(&call, target.fanout, &r))
     {
         Outcome::Ok
@@ -206,13 +194,10 @@ async fn front_request(index: u64, target: &Target, client: &reqwest::Client, ur
     Answer { done, outcome, downstream_us }
 }
 
-fn classify(e: &reqwest::Error) -> Outcome {
-    if e.is_timeout() {
-        Outcome::Timeout
-    } else if e.is_connect() {
-        Outcome::Connect
-    } else {
-        Outcome::BadResponse
+fn classify(e: &FrontError) -> Outcome {
+    match e {
+        FrontError::Connect(..) => Outcome::Connect,
+        FrontError::Http(_) | FrontError::Closed => Outcome::BadResponse,
     }
 }
 

@@ -1,0 +1,265 @@
+//! The front hop's HTTP/1.1 client: hyper's connection API, each exchange
+//! driven inside the request's own task.
+//!
+//! A pooled client (reqwest, hyper-util's legacy client) runs every
+//! connection as a task of its own: a request is handed to that task over a
+//! channel and the answer handed back, two wake-ups between the stamp at
+//! send and the first byte on the wire, and two more between the last byte
+//! and the stamp at done. On two cores those wake-ups are most of the gap
+//! between the harness's service time and the wire time (bench/wire-check.sh).
+//! Here the request's task polls the connection itself while it waits, so
+//! the bytes are written and read by the task that stamps them.
+//!
+//! The fairness settings stay what they were: one connection per in-flight
+//! request (a new one when none is idle, kept alive without limit), no
+//! retries, no proxy, TCP_NODELAY; the timeout is the caller's.
+
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use futures::FutureExt;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1;
+use hyper::header::{CONTENT_TYPE, HOST, HeaderValue};
+use hyper::{Request, StatusCode, Uri};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+/// One HTTP/1.1 connection: the handle requests go through, and the
+/// connection itself, polled only while a request of ours waits on it.
+struct Conn {
+    sender: http1::SendRequest<Full<Bytes>>,
+    conn: http1::Connection<TokioIo<TcpStream>, Full<Bytes>>,
+}
+
+/// Why an exchange failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FrontError {
+    /// No connection could be made.
+    #[error("connecting to {0}: {1}")]
+    Connect(String, std::io::Error),
+    /// The connection failed or closed during the exchange, or the answer
+    /// was not HTTP.
+    #[error("HTTP exchange: {0}")]
+    Http(#[from] hyper::Error),
+    #[error("the connection closed before the answer")]
+    Closed,
+}
+
+/// The answer to one POST, its body whole.
+#[derive(Debug)]
+pub struct FrontAnswer {
+    pub status: StatusCode,
+    pub headers: hyper::HeaderMap,
+    pub body: Bytes,
+}
+
+/// POSTs JSON to one URL over kept-alive HTTP/1.1 connections.
+pub struct FrontClient {
+    url: String,
+    /// `host:port` to connect to and to send as `Host`.
+    authority: String,
+    host: HeaderValue,
+    path: Uri,
+    idle: Mutex<Vec<Conn>>,
+}
+
+impl std::fmt::Debug for FrontClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FrontClient({})", self.url)
+    }
+}
+
+impl FrontClient {
+    /// A client for `url` (`http://host:port/path`).
+    pub fn new(url: &str) -> anyhow::Result<Self> {
+        let uri: Uri = url.parse().map_err(|e| anyhow::anyhow!("front URL {url:?}: {e}"))?;
+        anyhow::ensure!(uri.scheme_str() == Some("http"), "front URL {url:?}: only http:// is spoken on the front hop");
+        let host = uri.host().ok_or_else(|| anyhow::anyhow!("front URL {url:?} has no host"))?;
+        let port = uri.port_u16().unwrap_or(80);
+        // An IPv6 host keeps its brackets in the authority.
+        let authority = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let path = uri.path_and_query().map_or("/", |p| p.as_str()).parse()?;
+        Ok(FrontClient {
+            url: url.to_owned(),
+            host: HeaderValue::from_str(&authority)?,
+            authority,
+            path,
+            idle: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Connections open and idle now.
+    pub fn idle_connections(&self) -> usize {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// POSTs `body` as JSON and returns the answer once its last byte has
+    /// arrived. The connection goes back to the pool only after a whole
+    /// exchange; a failed or abandoned one (a timeout drops this future) is
+    /// closed.
+    pub async fn post_json(&self, body: String) -> Result<FrontAnswer, FrontError> {
+        let mut c = match self.take_idle() {
+            Some(c) => c,
+            None => self.connect().await?,
+        };
+        let mut req = Request::post(self.path.clone()).body(Full::new(Bytes::from(body))).expect("a valid request");
+        req.headers_mut().insert(HOST, self.host.clone());
+        req.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let answer = {
+            let Conn { sender, conn } = &mut c;
+            let exchange = async {
+                sender.ready().await?;
+                let resp = sender.send_request(req).await?;
+                let (parts, body) = resp.into_parts();
+                let body = body.collect().await?.to_bytes();
+                Ok::<_, hyper::Error>(FrontAnswer { status: parts.status, headers: parts.headers, body })
+            };
+            // Poll the exchange and the connection together. The connection can
+            // end in the same poll that delivers the answer (a server that
+            // answers, then closes): the exchange is then still polled to its
+            // end, which comes at once since nothing drives it any more.
+            tokio::pin!(exchange);
+            let mut ended = None;
+            let answer = loop {
+                tokio::select! {
+                    biased;
+                    answer = &mut exchange => break answer,
+                    e = &mut *conn, if ended.is_none() => ended = Some(e),
+                }
+            };
+            match (answer, ended) {
+                (Ok(a), None) => a,
+                // Answered, then closed: nothing to keep.
+                (Ok(a), Some(_)) => return Ok(a),
+                (Err(e), Some(Err(first))) if e.is_canceled() => return Err(FrontError::Http(first)),
+                (Err(e), _) if e.is_canceled() => return Err(FrontError::Closed),
+                (Err(e), _) => return Err(FrontError::Http(e)),
+            }
+        };
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(c);
+        Ok(answer)
+    }
+
+    /// The most recently used idle connection that is still open. Polling a
+    /// connection once reads what arrived while it sat idle: a close ends it.
+    fn take_idle(&self) -> Option<Conn> {
+        loop {
+            let mut c = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+            if (&mut c.conn).now_or_never().is_none() {
+                return Some(c);
+            }
+        }
+    }
+
+    async fn connect(&self) -> Result<Conn, FrontError> {
+        let connect_error = |e| FrontError::Connect(self.authority.clone(), e);
+        let tcp = TcpStream::connect(&self.authority).await.map_err(connect_error)?;
+        tcp.set_nodelay(true).map_err(connect_error)?;
+        let (sender, conn) = http1::Builder::new().handshake(TokioIo::new(tcp)).await?;
+        Ok(Conn { sender, conn })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// Answers `answers` requests per connection, then closes it; returns the
+    /// URL and a count of connections accepted.
+    async fn server(answers: usize) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    for _ in 0..answers {
+                        match tcp.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => assert!(String::from_utf8_lossy(&buf[..n]).starts_with("POST /v1/call HTTP/1.1")),
+                        }
+                        let body = "{\"ok\":1}";
+                        let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nx-n: 1\r\n\r\n", body.len());
+                        tcp.write_all(head.as_bytes()).await.unwrap();
+                        tcp.write_all(body.as_bytes()).await.unwrap();
+                    }
+                });
+            }
+        });
+        (format!("http://{addr}/v1/call"), accepted)
+    }
+
+    #[tokio::test]
+    async fn connections_are_kept_alive_and_a_closed_one_is_not_reused() {
+        let (url, accepted) = server(2).await;
+        let client = FrontClient::new(&url).unwrap();
+        for _ in 0..2 {
+            let a = client.post_json("{}".into()).await.unwrap();
+            assert_eq!(
+                (a.status, &a.body[..], a.headers["x-n"].as_bytes()),
+                (StatusCode::OK, &b"{\"ok\":1}"[..], &b"1"[..])
+            );
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1, "two requests, one connection");
+        // The server closed it after two answers: the next request opens a
+        // new one rather than failing on the dead one.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        client.post_json("{}".into()).await.unwrap();
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert_eq!(client.idle_connections(), 1);
+    }
+
+    #[tokio::test]
+    async fn concurrent_requests_each_get_a_connection() {
+        let (url, accepted) = server(100).await;
+        let client = std::sync::Arc::new(FrontClient::new(&url).unwrap());
+        let all = (0..4).map(|_| {
+            let c = client.clone();
+            tokio::spawn(async move { c.post_json("{}".into()).await.unwrap().status })
+        });
+        for s in futures::future::join_all(all).await {
+            assert_eq!(s.unwrap(), StatusCode::OK);
+        }
+        let opened = accepted.load(std::sync::atomic::Ordering::SeqCst);
+        assert!((1..=4).contains(&opened), "{opened}");
+        assert_eq!(client.idle_connections(), opened);
+    }
+
+    #[tokio::test]
+    async fn nothing_listening_is_a_connect_error_and_bad_urls_are_refused() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let client = FrontClient::new(&format!("http://127.0.0.1:{port}/v1/call")).unwrap();
+        assert!(matches!(client.post_json("{}".into()).await, Err(FrontError::Connect(..))));
+        assert!(FrontClient::new("https://127.0.0.1:1/v1/call").is_err());
+        assert!(FrontClient::new("not a url").is_err());
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_is_not_http_is_an_http_error() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = tcp.read(&mut buf).await;
+            let _ = tcp.write_all(b"SSH-2.0-OpenSSH\r\n").await;
+        });
+        let client = FrontClient::new(&format!("http://{addr}/v1/call")).unwrap();
+        assert!(matches!(client.post_json("{}".into()).await, Err(FrontError::Http(_))));
+        assert_eq!(client.idle_connections(), 0);
+    }
+}
