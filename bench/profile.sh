@@ -9,7 +9,11 @@
 #   caller      the caller, driven by wrk (2 connections, POST /v1/call, 10 items);
 #   downstream  the downstream (--delay 0ms), behind a caller driven by wrk;
 #   harness     the generator in throughput mode straight to the downstream
-#               (--target downstream, 2 connections).
+#               (--target downstream, 2 connections);
+#   front       the generator in throughput mode through its front-hop client
+#               to a caller (--caller-url, 2 connections), caller and
+#               downstream native.
+# MEASURE="caller harness" runs only those.
 # Instrumentation is switched on after a warm-up and off after SECS seconds;
 # the requests in that window are the downstream's own count (/stats), so
 # instructions per request = the window's instructions ÷ those requests.
@@ -22,6 +26,7 @@ LABEL="${2:-now}"
 SECS="${SECS:-20}"
 WARM="${WARM:-5}"
 TOP="${TOP:-30}"
+MEASURE="${MEASURE:-caller downstream harness front}"
 OUT=bench/profiles
 TMP="$(mktemp -d)"
 mkdir -p "$OUT"
@@ -44,7 +49,7 @@ served() { # admin listener → ok requests the downstream has answered
 }
 
 for t in grpc rest; do
-  for measured in caller downstream harness; do
+  for measured in $MEASURE; do
     rm -f "$TMP"/cg.out*
     tier ds "$([ $measured = downstream ] && echo "$CG" || true)" downstream --delay 0ms
     DS_ADMIN=$(field "$READY" "['listeners']['admin']"); URL="http://$(field "$READY" "['listeners']['$t']")"
@@ -58,6 +63,13 @@ for t in grpc rest; do
         --downstream-grpc "http://$(field "$(grep -m1 '{' "$TMP/ds.out")" "['listeners']['grpc']")" \
         --downstream-rest "http://$(field "$(grep -m1 '{' "$TMP/ds.out")" "['listeners']['rest']")"
       [ $measured = caller ] && pid=$(field "$READY" "['pid']")
+      FRONT="http://$(field "$READY" "['listeners']['front']")"
+    fi
+    if [ $measured = front ]; then
+      $CG "$H" --caller-url "$FRONT" --transport $t --connections 2 \
+        --duration "$((SECS + WARM + 30))s" --warmup 0s --quiet --out "$TMP/runs" > /dev/null 2>&1 &
+      sleep 2; pid=$(pgrep -n -f "valgrind.*--caller-url $FRONT" || pgrep -n -f -- "--caller-url $FRONT")
+    elif [ $measured != harness ]; then
       printf 'wrk.method="POST"\nwrk.body=[[{"requestId":"p","items":10}]]\nwrk.headers["Content-Type"]="application/json"\n' > "$TMP/post.lua"
       wrk -t1 -c2 -d"$((SECS + WARM + 30))s" -s "$TMP/post.lua" "http://$(field "$READY" "['listeners']['front']")/v1/call" > /dev/null &
     fi

@@ -4,16 +4,19 @@
 # for them, copied into a build context at their own paths. Nothing is
 # pulled, so it builds on a machine with no container registry.
 #   deploy/build-image.sh [TAG]
+#   PROFILE=dev deploy/build-image.sh   # the dev profile's (optimised) binaries, target/debug
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tag="${1:-grpc-vs-rest:local}"
-cargo build --release -p harness -p downstream -p caller
+profile="${PROFILE:-release}"
+cargo build --profile "$profile" -p harness -p downstream -p caller
+dir=$([ "$profile" = dev ] && echo debug || echo "$profile")
 context=$(mktemp -d)
 trap 'rm -rf "$context"' EXIT
 for bin in harness downstream caller; do
-  cp "target/release/$bin" "$context/"
+  cp "target/$dir/$bin" "$context/"
   # Libraries by absolute path (`libc.so.6 => /lib/...`) and the loader.
-  for lib in $(ldd "target/release/$bin" | grep -o '/[^ ]*' || true); do
+  for lib in $(ldd "target/$dir/$bin" | grep -o '/[^ ]*' || true); do
     mkdir -p "$context$(dirname "$lib")"
     cp -L "$lib" "$context$lib"
   done
