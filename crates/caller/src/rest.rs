@@ -67,7 +67,7 @@ impl RestClient {
         let builder = builder.gzip(wire.compression == Compression::Gzip).zstd(wire.compression == Compression::Zstd);
         let builder = match wire.rest_tls(http2).map_err(RestWireError::Files)? {
             Some(tls) => builder.tls_backend_preconfigured(tls).https_only(true),
-            None => builder,
+            None => builder.tls_backend_preconfigured(crate::wire::plaintext_only()),
         };
         Ok(RestClient {
             target: target.trim_end_matches('/').to_owned(),

@@ -115,6 +115,19 @@ impl Wire {
     }
 }
 
+/// The rustls configuration of a reqwest client that speaks plain HTTP only:
+/// it trusts no certificate authority, so an `https://` URL fails to verify
+/// rather than being trusted. Given to every plaintext client, so that none
+/// looks for the system's certificate store, which a `scratch` container
+/// does not have (reqwest's own default fails to build without one).
+pub fn plaintext_only() -> rustls::ClientConfig {
+    rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth()
+}
+
 /// `settings` with the fields of `more` added (both objects).
 pub fn merged(mut settings: serde_json::Value, more: serde_json::Value) -> serde_json::Value {
     if let (Some(map), serde_json::Value::Object(more)) = (settings.as_object_mut(), more) {
