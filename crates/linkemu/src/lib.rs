@@ -38,6 +38,9 @@ use std::time::{Duration, Instant};
 pub const MIN_QUEUE_BYTES: usize = 64 * 1024;
 /// The most one read takes from a socket (one chunk on the link).
 pub const MAX_CHUNK_BYTES: usize = 64 * 1024;
+/// What a connection buffers per direction on a link without a rate (about
+/// what Linux lets one socket's send buffer grow to by default).
+pub const UNLIMITED_QUEUE_BYTES: usize = 4 * 1024 * 1024;
 /// The least one read may take.
 pub const MIN_CHUNK_BYTES: usize = 1448;
 /// Stack of each relay thread: they hold one chunk buffer and little else.
@@ -52,8 +55,9 @@ pub const TIMER_SLACK_NS: u64 = 1_000;
 pub struct LinkSettings {
     /// Round-trip time the link adds (half each way).
     pub rtt: Duration,
-    /// Rate of each direction, bits per second.
-    pub rate_bits_per_second: u64,
+    /// Rate of each direction, bits per second; `None`: not limited (only
+    /// the delay is added).
+    pub rate_bits_per_second: Option<u64>,
 }
 
 impl LinkSettings {
@@ -62,28 +66,31 @@ impl LinkSettings {
         self.rtt / 2
     }
 
-    /// Bandwidth-delay product, bytes.
-    pub fn bdp_bytes(&self) -> u64 {
-        (self.rate_bits_per_second as f64 * self.rtt.as_secs_f64() / 8.0).ceil() as u64
+    /// Bandwidth-delay product, bytes; `None` without a rate.
+    pub fn bdp_bytes(&self) -> Option<u64> {
+        self.rate_bits_per_second.map(|r| (r as f64 * self.rtt.as_secs_f64() / 8.0).ceil() as u64)
     }
 
     /// Bytes one connection buffers per direction before it stops reading:
-    /// the bandwidth-delay product, at least [`MIN_QUEUE_BYTES`].
+    /// the bandwidth-delay product, at least [`MIN_QUEUE_BYTES`];
+    /// [`UNLIMITED_QUEUE_BYTES`] without a rate.
     pub fn queue_limit_bytes(&self) -> usize {
-        (self.bdp_bytes() as usize).max(MIN_QUEUE_BYTES)
+        self.bdp_bytes().map_or(UNLIMITED_QUEUE_BYTES, |b| (b as usize).max(MIN_QUEUE_BYTES))
     }
 
     /// Bytes read at most at once: about a millisecond of the link's rate, so
     /// a chunk's own serialisation never hides the pacing.
     pub fn chunk_bytes(&self) -> usize {
-        ((self.rate_bits_per_second / 8 / 1000) as usize).clamp(MIN_CHUNK_BYTES, MAX_CHUNK_BYTES)
+        self.rate_bits_per_second
+            .map_or(MAX_CHUNK_BYTES, |r| ((r / 8 / 1000) as usize).clamp(MIN_CHUNK_BYTES, MAX_CHUNK_BYTES))
     }
 
-    /// How long `bytes` take on the link.
+    /// How long `bytes` take on the link (zero without a rate).
     pub fn serialisation(&self, bytes: usize) -> Duration {
-        Duration::from_nanos(
-            ((bytes as u128 * 8 * 1_000_000_000) / u128::from(self.rate_bits_per_second.max(1))) as u64,
-        )
+        match self.rate_bits_per_second {
+            Some(rate) => Duration::from_nanos(((bytes as u128 * 8 * 1_000_000_000) / u128::from(rate.max(1))) as u64),
+            None => Duration::ZERO,
+        }
     }
 }
 
@@ -162,7 +169,7 @@ impl Relay {
         if !listen.ip().is_loopback() {
             return Err(RelayError::NotLoopback(listen));
         }
-        if settings.rate_bits_per_second == 0 {
+        if settings.rate_bits_per_second == Some(0) {
             return Err(RelayError::ZeroRate);
         }
         let listener = TcpListener::bind(listen).map_err(|source| RelayError::Bind { addr: listen, source })?;
@@ -347,7 +354,7 @@ mod tests {
 
     #[test]
     fn serialiser_paces_back_to_back_chunks_and_idles_between_bursts() {
-        let settings = LinkSettings { rtt: Duration::from_millis(10), rate_bits_per_second: 8_000_000 };
+        let settings = LinkSettings { rtt: Duration::from_millis(10), rate_bits_per_second: Some(8_000_000) };
         let s = Serialiser { settings, last_departure: Mutex::new(None) };
         let t0 = Instant::now();
         // 1000 bytes at 1 MB/s = 1 ms each.
@@ -360,19 +367,22 @@ mod tests {
 
     #[test]
     fn queue_holds_at_least_a_bandwidth_delay_product() {
-        let wan = LinkSettings { rtt: Duration::from_millis(40), rate_bits_per_second: 100_000_000 };
-        assert_eq!(wan.bdp_bytes(), 500_000);
+        let wan = LinkSettings { rtt: Duration::from_millis(40), rate_bits_per_second: Some(100_000_000) };
+        assert_eq!(wan.bdp_bytes(), Some(500_000));
         assert_eq!(wan.queue_limit_bytes(), 500_000);
-        let slow = LinkSettings { rtt: Duration::from_millis(1), rate_bits_per_second: 1_000_000 };
+        let slow = LinkSettings { rtt: Duration::from_millis(1), rate_bits_per_second: Some(1_000_000) };
         assert_eq!(slow.queue_limit_bytes(), MIN_QUEUE_BYTES);
         assert_eq!(slow.chunk_bytes(), MIN_CHUNK_BYTES);
-        let fast = LinkSettings { rtt: Duration::from_millis(1), rate_bits_per_second: 10_000_000_000 };
+        let delay_only = LinkSettings { rtt: Duration::from_millis(1), rate_bits_per_second: None };
+        assert_eq!(delay_only.serialisation(1_000_000), Duration::ZERO);
+        assert_eq!(delay_only.queue_limit_bytes(), UNLIMITED_QUEUE_BYTES);
+        let fast = LinkSettings { rtt: Duration::from_millis(1), rate_bits_per_second: Some(10_000_000_000) };
         assert_eq!(fast.chunk_bytes(), MAX_CHUNK_BYTES);
     }
 
     #[test]
     fn refuses_a_listener_beyond_loopback() {
-        let s = LinkSettings { rtt: Duration::ZERO, rate_bits_per_second: 1 };
+        let s = LinkSettings { rtt: Duration::ZERO, rate_bits_per_second: None };
         let up: SocketAddr = "127.0.0.1:9".parse().unwrap();
         assert!(matches!(Relay::bind("0.0.0.0:0".parse().unwrap(), up, s), Err(RelayError::NotLoopback(_))));
     }

@@ -73,7 +73,7 @@ fn sink_server(connections: usize) -> (SocketAddr, std::sync::mpsc::Receiver<Rec
 }
 
 fn relay(upstream: SocketAddr, rtt_ms: u64, rate: u64) -> RelayHandle {
-    let settings = LinkSettings { rtt: Duration::from_millis(rtt_ms), rate_bits_per_second: rate };
+    let settings = LinkSettings { rtt: Duration::from_millis(rtt_ms), rate_bits_per_second: Some(rate) };
     Relay::bind("127.0.0.1:0".parse().unwrap(), upstream, settings).unwrap().spawn().unwrap()
 }
 
