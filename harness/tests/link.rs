@@ -12,7 +12,18 @@ use harness::result::{RunResult, TierName};
 fn run(name: &str, extra: &[&str]) -> RunResult {
     let out = out_dir(name);
     let mut args = vec![
-        "--transport", "grpc", "--qps", "50", "--duration", "2s", "--warmup", "500ms", "--delay", "10ms", "--rounds", "1",
+        "--transport",
+        "grpc",
+        "--qps",
+        "50",
+        "--duration",
+        "2s",
+        "--warmup",
+        "500ms",
+        "--delay",
+        "10ms",
+        "--rounds",
+        "1",
         "--out",
     ];
     let out_text = out.to_str().unwrap().to_owned();

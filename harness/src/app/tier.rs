@@ -56,8 +56,7 @@ struct LinkArgs {
 /// Binds, prints the ready line, relays until SIGTERM ends the process
 /// (its default action: the relay holds nothing that needs a drain).
 fn link_main(role: &str, a: LinkArgs) -> ExitCode {
-    let settings =
-        linkemu::LinkSettings { rtt: Duration::from_micros(a.rtt_us), rate_bits_per_second: a.rate_bits };
+    let settings = linkemu::LinkSettings { rtt: Duration::from_micros(a.rtt_us), rate_bits_per_second: a.rate_bits };
     let relay = match linkemu::Relay::bind(a.listen, a.upstream, settings) {
         Ok(r) => r,
         Err(e) => {

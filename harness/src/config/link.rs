@@ -121,7 +121,9 @@ pub fn parse_link(text: &str, hop: LinkHop) -> Result<Link, ConfigError> {
     if !text.contains('=') {
         return Err(bad(
             "--link",
-            format!("{text:?} is not a profile ({names}) nor rtt=…,rate=…; e.g. --link rtt=10ms,rate=1gbit or --link wan"),
+            format!(
+                "{text:?} is not a profile ({names}) nor rtt=…,rate=…; e.g. --link rtt=10ms,rate=1gbit or --link wan"
+            ),
         ));
     }
     let (mut rtt, mut rate) = (None, None);
@@ -143,9 +145,8 @@ pub fn parse_link(text: &str, hop: LinkHop) -> Result<Link, ConfigError> {
 }
 
 fn parse_rtt(text: &str) -> Result<Duration, ConfigError> {
-    let d = humantime::parse_duration(text).map_err(|e| {
-        bad("--link", format!("rtt={text:?} is not a duration ({e}); e.g. rtt=10ms or rtt=500us"))
-    })?;
+    let d = humantime::parse_duration(text)
+        .map_err(|e| bad("--link", format!("rtt={text:?} is not a duration ({e}); e.g. rtt=10ms or rtt=500us")))?;
     if d > MAX_RTT {
         return Err(bad("--link", format!("rtt={text} is above the 10s a link may add")));
     }
@@ -200,7 +201,17 @@ mod tests {
 
     #[test]
     fn bad_links_name_the_flag() {
-        for text in ["rtt=-1ms", "rate=abc", "rate=10mbps", "rate=0bit", "rate=20gbit", "moon", "rtt=1h", "x=1", "rtt=1ms,rtt=2ms"] {
+        for text in [
+            "rtt=-1ms",
+            "rate=abc",
+            "rate=10mbps",
+            "rate=0bit",
+            "rate=20gbit",
+            "moon",
+            "rtt=1h",
+            "x=1",
+            "rtt=1ms,rtt=2ms",
+        ] {
             let e = parse_link(text, LinkHop::Internal).unwrap_err();
             assert_eq!(e.flag, "--link", "{text}: {e}");
         }

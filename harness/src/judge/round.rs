@@ -124,8 +124,7 @@ fn all_resources(
     }
     // The proxy and the link emulators: sampled only, from /proc.
     for tier in [TierName::Proxy, TierName::Link, TierName::LinkFront] {
-        let cpu_seconds: Vec<f64> =
-            in_window.iter().filter(|s| s.tier == tier).filter_map(|s| s.cpu_seconds).collect();
+        let cpu_seconds: Vec<f64> = in_window.iter().filter(|s| s.tier == tier).filter_map(|s| s.cpu_seconds).collect();
         if !cpu_seconds.is_empty() {
             let cpu = (cpu_seconds.len() > 1).then(|| cpu_seconds[cpu_seconds.len() - 1] - cpu_seconds[0]);
             all.insert(tier, resources(tier, in_window, window, cpu, rec.ok));

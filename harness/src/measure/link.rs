@@ -54,7 +54,12 @@ fn netem_check() -> NetemCheck {
     }
     let ns = format!("grpcvsrest-netem-{}", std::process::id());
     let run = |args: &[&str]| {
-        Command::new(args[0]).args(&args[1..]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).output()
+        Command::new(args[0])
+            .args(&args[1..])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
     };
     match run(&["ip", "netns", "add", &ns]) {
         Ok(o) if o.status.success() => {}
