@@ -24,6 +24,12 @@ pub enum TierName {
     Caller,
     Downstream,
     Harness,
+    /// The user-space link emulator on the internal hop (`--link`): not a
+    /// measured tier; its CPU and memory are its own, never a tier's.
+    Link,
+    /// The link emulator on the front hop (`--link-hop front|both`).
+    #[serde(rename = "link_front")]
+    LinkFront,
     /// A reverse proxy (nginx or caddy) on one hop.
     Proxy,
 }
@@ -34,6 +40,8 @@ impl TierName {
             TierName::Caller => "caller",
             TierName::Downstream => "downstream",
             TierName::Harness => "harness",
+            TierName::Link => "link",
+            TierName::LinkFront => "link_front",
             TierName::Proxy => "proxy",
         }
     }
@@ -78,6 +86,10 @@ pub struct RunResult {
     /// Absent in runs made before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instrument: Option<Instrument>,
+    /// The link between the tiers (`--link`) and the settings that govern
+    /// traffic over it. Absent without a link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<LinkReport>,
     /// Reasons this run is not a fair measurement; empty when it is. Judged
     /// once when the run ends (`judge::validity`); every renderer reads it here.
     pub validity: Vec<String>,
@@ -106,6 +118,60 @@ pub struct Instrument {
     /// runs lack it: theirs came from /proc in 10 ms ticks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_clock: Option<String>,
+}
+
+/// A run's link: what it was, how it was made, and what governs traffic
+/// over it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkReport {
+    /// `RTT 10 ms, rate 1 Gbit/s per direction`, with the profile's name.
+    pub description: String,
+    /// `internal`, `front` or `both`.
+    pub hop: String,
+    pub rtt_ms: f64,
+    /// `null`: not limited.
+    pub rate_bits_per_second: Option<u64>,
+    /// How the link was made (always the user-space emulator).
+    pub emulator: String,
+    /// Bytes one connection may have queued per direction in the emulator.
+    pub queue_limit_bytes: u64,
+    /// The most the emulator reads at once.
+    pub chunk_bytes: u64,
+    /// Bandwidth-delay product; `null` without a rate.
+    pub bdp_bytes: Option<u64>,
+    /// Whether the kernel could have made the link with netem.
+    pub netem: NetemCheck,
+    /// HTTP/2 flow-control windows, as the clients and servers set them.
+    pub http2: Http2Windows,
+    /// The kernel's TCP settings, read from /proc/sys.
+    pub tcp: TcpSettings,
+}
+
+/// Whether `tc … netem` works on this kernel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NetemCheck {
+    /// `null`: not checked.
+    pub available: Option<bool>,
+    /// How it was checked, and what the kernel said.
+    pub how: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Http2Windows {
+    /// `initial_stream_window_bytes`, `initial_connection_window_bytes`, `adaptive_window`.
+    pub client: serde_json::Value,
+    pub server: serde_json::Value,
+    /// Which hops and arms they govern.
+    pub applies_to: String,
+}
+
+/// `net.ipv4.tcp_rmem`, `tcp_wmem` (min default max, bytes) and
+/// `tcp_congestion_control`; `null` where unreadable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TcpSettings {
+    pub rmem: Option<String>,
+    pub wmem: Option<String>,
+    pub congestion_control: Option<String>,
 }
 
 /// One tier as the run found it.

@@ -30,6 +30,7 @@ pub fn config(transport: Transport) -> Config {
         slo_p99: Duration::from_millis(600),
         proxy: None,
         proxy_hop: crate::config::ProxyHop::Internal,
+        link: None,
         duration: Duration::from_secs(60),
         warmup: Duration::from_secs(10),
         rounds: 1,
@@ -171,6 +172,7 @@ pub fn run(transport: Transport, scale: f64) -> RunResult {
         samples: Vec::new(),
         load_samples: Vec::new(),
         instrument: None,
+        link: None,
         validity: Vec::new(),
     };
     run.validity = crate::judge::validity(&run);

@@ -59,7 +59,11 @@ impl GrpcClient {
         wire: &Wire,
         counters: Arc<Counters>,
     ) -> Result<Self, WireError> {
-        let mut endpoint = Endpoint::from_shared(target.to_owned())?;
+        let mut endpoint = Endpoint::from_shared(target.to_owned())?
+            // Flow-control windows set explicitly (see `telemetry::h2`).
+            .initial_stream_window_size(telemetry::h2::CLIENT_STREAM_WINDOW_BYTES)
+            .initial_connection_window_size(telemetry::h2::CLIENT_CONNECTION_WINDOW_BYTES)
+            .http2_adaptive_window(telemetry::h2::ADAPTIVE_WINDOW);
         if let Some(tls) = wire.grpc_tls().map_err(WireError::Files)? {
             endpoint = endpoint.tls_config(tls)?;
         }
@@ -130,6 +134,7 @@ impl Outbound for GrpcClient {
             "retries": "none",
             "max_concurrent_streams": "as advertised by the server (SETTINGS_MAX_CONCURRENT_STREAMS)",
             "max_decoding_message_bytes": MAX_DECODING_MESSAGE_BYTES,
+            "http2_flow_control": telemetry::h2::windows_json(true),
         });
         merged(settings, self.wire.settings("h2"))
     }

@@ -61,7 +61,16 @@ impl RestClient {
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .retry(reqwest::retry::never())
             .connector_layer(CountConnectsLayer(counters.clone()));
-        let builder = if http2 { builder.http2_prior_knowledge() } else { builder.http1_only() };
+        let builder = if http2 {
+            // Flow-control windows set explicitly (see `telemetry::h2`).
+            builder
+                .http2_prior_knowledge()
+                .http2_initial_stream_window_size(telemetry::h2::CLIENT_STREAM_WINDOW_BYTES)
+                .http2_initial_connection_window_size(telemetry::h2::CLIENT_CONNECTION_WINDOW_BYTES)
+                .http2_adaptive_window(telemetry::h2::ADAPTIVE_WINDOW)
+        } else {
+            builder.http1_only()
+        };
         // Accept-Encoding only for the hop's own coding (reqwest would offer
         // every coding it was built with).
         let builder = builder.gzip(wire.compression == Compression::Gzip).zstd(wire.compression == Compression::Zstd);
@@ -136,6 +145,10 @@ impl Outbound for RestClient {
             "retries": "none",
             "proxy": "none",
         });
+        let mut settings = settings;
+        if self.http2 {
+            settings["http2_flow_control"] = telemetry::h2::windows_json(true);
+        }
         merged(settings, self.wire.settings(if self.http2 { "h2" } else { "http/1.1" }))
     }
 }

@@ -22,6 +22,7 @@ pub mod api;
 mod body;
 mod counters;
 mod counting;
+pub mod h2;
 mod lifecycle;
 mod limit;
 mod process;

@@ -172,6 +172,11 @@ pub async fn serve_tls(
         .timer(TokioTimer::new())
         .max_concurrent_streams(settings.http2_max_concurrent_streams)
         .max_pending_accept_reset_streams(settings.http2_max_pending_accept_reset_streams)
+        // Flow-control windows set explicitly (hyper's defaults, named in
+        // `h2`), so the report's figures are what runs.
+        .initial_stream_window_size(crate::h2::SERVER_STREAM_WINDOW_BYTES)
+        .initial_connection_window_size(crate::h2::SERVER_CONNECTION_WINDOW_BYTES)
+        .adaptive_window(crate::h2::ADAPTIVE_WINDOW)
         // A peer that stops answering PINGs is dead (or wedged): close its
         // connection instead of keeping its streams and buffers forever.
         .keep_alive_interval(settings.http2_keep_alive_interval)

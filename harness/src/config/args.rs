@@ -10,6 +10,7 @@ use clap::Args;
 use payload::{Limits, Shape};
 
 use super::deploy::{self, Isolation, Remote, TierLimits};
+use super::link::{Link, LinkHop, parse_link};
 use super::{
     Config, ConfigError, PayloadAxis, PayloadSweep, Plan, ProxyHop, ProxyKind, TargetTier, TlsMode, bad, parse_rates,
 };
@@ -225,6 +226,17 @@ pub struct RunArgs {
     /// `front` (harness → proxy → caller).
     #[arg(long, value_enum, default_value_t = ProxyHop::Internal)]
     pub proxy_hop: ProxyHop,
+    /// Put a link with a round-trip time and a rate on a hop:
+    /// `rtt=10ms,rate=1gbit` (rate in bit, kbit, mbit or gbit; either part
+    /// may be left out) or a profile: `lan` (1ms, 1gbit), `dc` (2ms, 10gbit),
+    /// `wan` (40ms, 100mbit). Made by a user-space emulator (a loopback TCP
+    /// relay process), because the kernel here has no netem.
+    #[arg(long)]
+    pub link: Option<String>,
+    /// Which hop the link is on: `internal` (caller → downstream), `front`
+    /// (harness → caller) or `both` (a link of its own on each).
+    #[arg(long, value_enum, default_value_t = LinkHop::Internal)]
+    pub link_hop: LinkHop,
     /// In a sweep, a step is sustained only if its p99 is under this (default:
     /// the delay plus 100ms).
     #[arg(long)]
@@ -408,6 +420,7 @@ impl Config {
             slo_p99: timing.slo_p99,
             proxy: a.proxy,
             proxy_hop: a.proxy_hop,
+            link: link(a)?,
             duration: timing.duration,
             warmup: timing.warmup,
             rounds: sizes.rounds,
@@ -490,6 +503,10 @@ pub fn command_line(config: &Config, transport: TransportArg) -> Vec<String> {
         flag("--proxy", p.as_str().into());
     }
     flag("--proxy-hop", c.proxy_hop.as_str().into());
+    if let Some(link) = &c.link {
+        flag("--link", link.arg());
+        flag("--link-hop", link.hop.as_str().into());
+    }
     for (name, d) in [
         ("--slo-p99", c.slo_p99),
         ("--duration", c.duration),
@@ -649,6 +666,35 @@ fn tls_mode(a: &RunArgs) -> Result<TlsMode, ConfigError> {
         ));
     }
     Ok(mode)
+}
+
+/// `--link` and `--link-hop`, and the topologies a link goes with: the
+/// emulator is a relay process the harness starts on loopback in front of a
+/// tier it started itself.
+fn link(a: &RunArgs) -> Result<Option<Link>, ConfigError> {
+    let Some(text) = a.link.as_deref() else {
+        if a.link_hop != LinkHop::Internal {
+            return Err(bad("--link-hop", "goes with --link (there is no link to place)"));
+        }
+        return Ok(None);
+    };
+    let conflicts = [
+        ("--caller-url", a.caller_url.is_some()),
+        ("--downstream-url", a.downstream_url.is_some()),
+        ("--isolation", a.isolation == Isolation::Containers),
+        ("--target", a.target != TargetTier::Caller),
+        ("--proxy", a.proxy.is_some()),
+        ("--bind", a.bind.trim() != "127.0.0.1"),
+    ];
+    if let Some((flag, _)) = conflicts.iter().find(|(_, given)| *given) {
+        return Err(bad(
+            flag,
+            "does not go with --link: the link is a user-space relay the harness starts on loopback between the \
+             caller and the downstream (or the harness and the caller) it starts itself as local processes, with no \
+             proxy; leave out --link or this flag",
+        ));
+    }
+    parse_link(text, a.link_hop).map(Some)
 }
 
 /// `--plan-qps`: a positive, finite rate.

@@ -7,6 +7,7 @@
 
 mod args;
 mod deploy;
+mod link;
 mod rates;
 pub mod tls;
 
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 pub use args::{RunArgs, TransportArg, command_line};
 pub use deploy::{Isolation, Remote, TierLimits};
+pub use link::{Link, LinkHop, PROFILES as LINK_PROFILES, rate_text};
 pub use rates::parse_rates;
 pub use telemetry::Compression;
 pub use tls::{TlsFiles, TlsMode};
@@ -304,6 +306,10 @@ pub struct Config {
     pub proxy: Option<ProxyKind>,
     #[serde(default = "default_hop")]
     pub proxy_hop: ProxyHop,
+    /// A link (round-trip time, rate) on one or both hops (`--link`). Absent
+    /// from run.json without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<Link>,
     #[serde(with = "secs")]
     pub duration: Duration,
     #[serde(with = "secs")]
@@ -373,7 +379,7 @@ fn is_default<T: Default + PartialEq>(v: &T) -> bool {
 }
 
 /// Durations as fractional seconds in JSON.
-mod secs {
+pub(crate) mod secs {
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, Serializer};

@@ -225,6 +225,8 @@ fn configuration_section(arms: &[Arm<'_>]) -> String {
                 let _ = writeln!(out, "\n- {} {tier} settings: `{}`", a.name, info.settings);
             }
         }
+        let named: Vec<(&str, &RunResult)> = arms.iter().map(|a| (a.name, a.run)).collect();
+        out.push_str(&super::link::section(&named));
         let _ = writeln!(out, "\n## Environment\n");
         out.push_str(&environment_table(first.run));
     }

@@ -26,6 +26,7 @@ pub mod comparison;
 pub mod files;
 pub mod findings;
 pub mod hgrm;
+pub mod link;
 pub mod markdown;
 pub mod payload;
 pub mod summary;

@@ -122,11 +122,13 @@ fn all_resources(
     for (tier, cpu, per) in tiers {
         all.insert(tier, resources(tier, in_window, window, cpu, per));
     }
-    let proxy: Vec<f64> =
-        in_window.iter().filter(|s| s.tier == TierName::Proxy).filter_map(|s| s.cpu_seconds).collect();
-    if !proxy.is_empty() {
-        let cpu = (proxy.len() > 1).then(|| proxy[proxy.len() - 1] - proxy[0]);
-        all.insert(TierName::Proxy, resources(TierName::Proxy, in_window, window, cpu, rec.ok));
+    // The proxy and the link emulators: sampled only, from /proc.
+    for tier in [TierName::Proxy, TierName::Link, TierName::LinkFront] {
+        let cpu_seconds: Vec<f64> = in_window.iter().filter(|s| s.tier == tier).filter_map(|s| s.cpu_seconds).collect();
+        if !cpu_seconds.is_empty() {
+            let cpu = (cpu_seconds.len() > 1).then(|| cpu_seconds[cpu_seconds.len() - 1] - cpu_seconds[0]);
+            all.insert(tier, resources(tier, in_window, window, cpu, rec.ok));
+        }
     }
     all
 }

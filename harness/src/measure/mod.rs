@@ -15,6 +15,7 @@
 pub mod calibrate;
 pub mod environment;
 pub mod histogram;
+pub mod link;
 pub mod record;
 pub mod remote;
 pub mod sampler;

@@ -69,8 +69,10 @@ pub(super) async fn describe(arms: &mut [Arm], reader: &TierStatsReader, plan: &
             eprintln!("{prefix}: {}; load goes to {}", named.join(", "), arm.topology.target_url);
         }
         for tier in arm.topology.tiers() {
+            let link = arm.topology.links.iter().find(|(t, _)| t.name == tier.name).map(|(_, s)| s.clone());
             let settings = match (tier.name, &arm.topology.proxy) {
                 (TierName::Proxy, Some((_, info))) => info.to_settings(),
+                (TierName::Link | TierName::LinkFront, _) => link.unwrap_or(serde_json::Value::Null),
                 _ => reader.stats(Some(tier)).await.map(|s| s.settings).unwrap_or(serde_json::Value::Null),
             };
             arm.tiers.insert(tier.name, TierInfo::local(tier.pid(), settings));

@@ -29,7 +29,7 @@ use crate::judge::round::{RoundInput, assemble};
 use crate::measure::sampler::{ArmSample, of_arm};
 use crate::measure::tier_stats::{Deltas, TierStatsReader};
 use crate::result::{
-    Environment, Instrument, LoadSample, RoundResult, RunResult, RunStatus, SCHEMA, TierInfo, TierName,
+    Environment, Instrument, LinkReport, LoadSample, RoundResult, RunResult, RunStatus, SCHEMA, TierInfo, TierName,
 };
 use arms::{Stop, describe, start_arms, watched};
 use interrupt::Interrupt;
@@ -42,6 +42,7 @@ struct Common {
     started_at: String,
     environment: Environment,
     instrument: Instrument,
+    link: Option<LinkReport>,
     status: RunStatus,
     reason: Option<String>,
     samples: Vec<ArmSample>,
@@ -59,6 +60,7 @@ pub async fn run(
 ) -> anyhow::Result<Vec<RunResult>> {
     let cfg = &plan.config;
     let environment = crate::measure::environment::capture();
+    let link = cfg.link.as_ref().map(crate::measure::link::probe);
     let reader = TierStatsReader::new()?;
     let instrument = instrument(cfg).await;
     let mut arms = start_arms(plan).await?;
@@ -111,7 +113,7 @@ pub async fn run(
         Some(Stop::Interrupted) => (RunStatus::Interrupted, Some(interrupt.reason())),
         Some(Stop::TierDied(reason)) => (RunStatus::Aborted, Some(reason)),
     };
-    let common = Common { started_at, environment, instrument, status, reason, samples, load_samples, origin };
+    let common = Common { started_at, environment, instrument, link, status, reason, samples, load_samples, origin };
     Ok(results(finished, pending, &common, interrupt.cut_token()).await)
 }
 
@@ -178,6 +180,7 @@ async fn results(
                 samples: of_arm(&common.samples, i),
                 load_samples: common.load_samples.clone(),
                 instrument: Some(common.instrument.clone()),
+                link: common.link.clone(),
                 validity: Vec::new(),
             };
             result.validity = crate::judge::validity(&result);

@@ -1,11 +1,13 @@
 //! Where the measured processes come from: the tiers as child processes
 //! ([`process`]), one arm's set of them ([`topology`]), a real reverse
 //! proxy on one hop ([`proxy`]), the tiers in Docker containers
-//! ([`containers`]), and the certificates of a run's TLS hop ([`tls`]).
+//! ([`containers`]), the user-space link emulator in front of a tier
+//! ([`link`]), and the certificates of a run's TLS hop ([`tls`]).
 //!
 //! Starts, watches and stops processes; measures nothing and renders nothing.
 
 pub mod containers;
+pub mod link;
 pub mod process;
 pub mod proxy;
 pub mod tls;

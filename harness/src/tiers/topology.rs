@@ -30,6 +30,9 @@ pub struct Topology {
     pub caller: Option<Tier>,
     /// A reverse proxy on one hop, and what the report says about it.
     pub proxy: Option<(Tier, ProxyInfo)>,
+    /// The link emulators on the internal and the front hop (`--link`), with
+    /// the settings `run.json` records for each.
+    pub links: Vec<(Tier, serde_json::Value)>,
     /// Tiers that are not child processes of the harness (already running
     /// elsewhere, or in containers): measured only through their admin
     /// endpoints.
@@ -69,6 +72,7 @@ impl Topology {
             downstream: None,
             caller: None,
             proxy: None,
+            links: Vec::new(),
             remote: Vec::new(),
             containers: None,
             target_url: String::new(),
@@ -139,9 +143,25 @@ impl Topology {
             rest_url = grpc_url.clone();
             self.proxy = Some((tier, info));
         }
+        let link = cfg.link.as_ref();
+        if let Some(link) = link.filter(|l| l.hop.internal()) {
+            // Between the caller and the downstream's listener for the transport.
+            let upstream = listener(downstream, cfg.transport.as_str())?;
+            let (tier, settings) = crate::tiers::link::start(TierName::Link, link, upstream).await?;
+            let scheme = if cfg.tls_files.is_some() { "https" } else { "http" };
+            grpc_url = format!("{scheme}://{}", listener(&tier, "link")?);
+            rest_url = grpc_url.clone();
+            self.links.push((tier, settings));
+        }
         let caller = self.caller.insert(start_caller(cfg, grpc_url, rest_url).await?);
         let front = listener(caller, "front")?;
         self.target_url = format!("http://{front}/v1/call");
+        if let Some(link) = link.filter(|l| l.hop.front()) {
+            // Between the harness and the caller.
+            let (tier, settings) = crate::tiers::link::start(TierName::LinkFront, link, front).await?;
+            self.target_url = format!("http://{}/v1/call", listener(&tier, "link")?);
+            self.links.push((tier, settings));
+        }
         if let (Some(kind), ProxyHop::Front) = (cfg.proxy, cfg.proxy_hop) {
             // Between the harness and the caller.
             let (tier, info) = proxy::start(kind, ProxyHop::Front, cfg.bind, front, false).await?;
@@ -167,15 +187,24 @@ impl Topology {
 
     /// The tiers this arm started as child processes.
     pub fn tiers(&self) -> impl Iterator<Item = &Tier> {
-        self.downstream.iter().chain(self.caller.iter()).chain(self.proxy.iter().map(|(t, _)| t))
+        self.downstream
+            .iter()
+            .chain(self.caller.iter())
+            .chain(self.proxy.iter().map(|(t, _)| t))
+            .chain(self.links.iter().map(|(t, _)| t))
     }
 
     pub fn tiers_mut(&mut self) -> impl Iterator<Item = &mut Tier> {
-        self.downstream.iter_mut().chain(self.caller.iter_mut()).chain(self.proxy.iter_mut().map(|(t, _)| t))
+        self.downstream
+            .iter_mut()
+            .chain(self.caller.iter_mut())
+            .chain(self.proxy.iter_mut().map(|(t, _)| t))
+            .chain(self.links.iter_mut().map(|(t, _)| t))
     }
 
     /// Stops the caller first (so the downstream sees no new calls), then the
-    /// proxy, then the downstream; once `cut`, without waiting for their drain.
+    /// proxy and the link emulators, then the downstream; once `cut`, without
+    /// waiting for their drain.
     pub async fn stop(self, cut: &CancellationToken) {
         self.stop_within(STOP_GRACE, cut).await;
     }
@@ -186,6 +215,9 @@ impl Topology {
         }
         if let Some(c) = self.caller {
             c.stop(grace, cut).await;
+        }
+        for (link, _) in self.links {
+            link.stop(grace, cut).await;
         }
         if let Some((p, info)) = self.proxy {
             p.stop(grace, cut).await;

@@ -1,0 +1,46 @@
+//! The link emulator as a process of its own (`harness __tier link`), placed
+//! in front of a tier: started after the tier behind it, stopped before it.
+//! It is not a measured tier: the sampler records its CPU and memory under
+//! `link` / `link_front`, never mixed into a tier's figures.
+
+use std::net::SocketAddr;
+
+use crate::config::Link;
+use crate::result::TierName;
+use crate::tiers::process::{Tier, TierError, spawn};
+
+/// How the emulator works, for `run.json` and the reports.
+pub const DESCRIPTION: &str = "user-space link emulator (crates/linkemu): a loopback TCP relay process; \
+each direction is one serialiser shared by all connections (departure = max(arrival, previous departure) + \
+bytes × 8 / rate), each chunk delivered at departure + RTT/2 by an OS thread sleeping on a high-resolution \
+timer (timer slack 1 µs); per connection and direction at most max(64 KiB, bandwidth-delay product) is \
+buffered, so TCP backpressure reaches the sender. Not emulated: loss, reordering, jitter, the TCP handshake";
+
+/// Starts an emulator for `link` in front of `upstream`, listening on loopback.
+pub async fn start(name: TierName, link: &Link, upstream: SocketAddr) -> Result<(Tier, serde_json::Value), TierError> {
+    let mut args = vec![
+        "--listen".to_owned(),
+        "127.0.0.1:0".to_owned(),
+        "--upstream".to_owned(),
+        upstream.to_string(),
+        "--rtt-us".to_owned(),
+        link.rtt.as_micros().to_string(),
+    ];
+    if let Some(rate) = link.rate_bits_per_second {
+        args.extend(["--rate-bits".to_owned(), rate.to_string()]);
+    }
+    let tier = spawn(name, args).await?;
+    let listen = tier.ready.listeners.get("link").copied();
+    let s = link.settings();
+    let settings = serde_json::json!({
+        "emulator": DESCRIPTION,
+        "hop": if name == TierName::LinkFront { "front" } else { "internal" },
+        "listen": listen.map(|a| a.to_string()),
+        "upstream": upstream.to_string(),
+        "rtt_us": link.rtt.as_micros() as u64,
+        "rate_bits_per_second": link.rate_bits_per_second,
+        "queue_limit_bytes": s.queue_limit_bytes(),
+        "chunk_bytes": s.chunk_bytes(),
+    });
+    Ok((tier, settings))
+}
