@@ -47,7 +47,8 @@ fn four_arms_compare_against_the_baseline_and_attribute_the_difference() {
             let hop = &r.bytes.internal;
             assert_eq!(hop.listener, listener, "{arm}");
             assert!(hop.requests >= 39, "{arm}: the downstream's {listener} listener counted {}", hop.requests);
-            let (sent, got) = (hop.request_wire_bytes_per_request.unwrap(), hop.response_wire_bytes_per_request.unwrap());
+            let (sent, got) =
+                (hop.request_wire_bytes_per_request.unwrap(), hop.response_wire_bytes_per_request.unwrap());
             assert!(got > hop.response_message_bytes_per_request.unwrap(), "{arm}: {hop:?}");
             wire.push((arm, r.index, sent + got, hop.response_message_bytes_per_request.unwrap()));
         }

@@ -83,7 +83,12 @@ impl GrpcClient {
 /// `connections` lazily-connected channels to `target`, each connection made
 /// through a connector that sets TCP_NODELAY and counts the connection and its
 /// wire bytes on `counters`; TLS (an `https://` target) above the counter.
-fn channels(target: &str, connections: usize, wire: &Wire, counters: &Arc<Counters>) -> Result<Vec<Channel>, WireError> {
+fn channels(
+    target: &str,
+    connections: usize,
+    wire: &Wire,
+    counters: &Arc<Counters>,
+) -> Result<Vec<Channel>, WireError> {
     let mut endpoint = Endpoint::from_shared(target.to_owned())?;
     if let Some(tls) = wire.grpc_tls().map_err(WireError::Files)? {
         endpoint = endpoint.tls_config(tls)?;
@@ -215,7 +220,8 @@ impl Decoder for RawCodec {
 
 /// A channel whose requests say `application/grpc+json` (tonic's client
 /// always writes `application/grpc`).
-type JsonChannel = tower::util::MapRequest<Channel, fn(http::Request<tonic::body::Body>) -> http::Request<tonic::body::Body>>;
+type JsonChannel =
+    tower::util::MapRequest<Channel, fn(http::Request<tonic::body::Body>) -> http::Request<tonic::body::Body>>;
 
 fn json_content_type(mut req: http::Request<tonic::body::Body>) -> http::Request<tonic::body::Body> {
     req.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(GRPC_JSON_CONTENT_TYPE));
@@ -253,7 +259,13 @@ impl GrpcJsonClient {
                 }
             })
             .collect();
-        Ok(GrpcJsonClient { target: target.to_owned(), clients, next: AtomicUsize::new(0), counters, wire: wire.clone() })
+        Ok(GrpcJsonClient {
+            target: target.to_owned(),
+            clients,
+            next: AtomicUsize::new(0),
+            counters,
+            wire: wire.clone(),
+        })
     }
 }
 

@@ -22,7 +22,9 @@ pub const OUTCOMES: &[&str] = &["ok", "connect", "timeout", "status", "bad_respo
 /// choose between; `rest-pb` (protobuf bodies over the REST listener's
 /// HTTP/1.1) and `grpc-json` (the REST arm's JSON in gRPC frames) complete the
 /// 2×2 of encoding × transport, so a difference can be split between the two.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 pub enum Transport {
     #[serde(rename = "grpc")]
     Grpc,
@@ -207,7 +209,10 @@ mod tests {
             assert_eq!(Transport::from_name(t.as_str()), Some(t));
         }
         assert_eq!((Transport::RestPb.listener(), Transport::GrpcJson.listener()), ("rest", "grpc"));
-        assert_eq!((Transport::RestPb.encoding(), Transport::GrpcJson.encoding()), (Encoding::Protobuf, Encoding::Json));
+        assert_eq!(
+            (Transport::RestPb.encoding(), Transport::GrpcJson.encoding()),
+            (Encoding::Protobuf, Encoding::Json)
+        );
     }
 
     #[test]

@@ -57,7 +57,8 @@ impl RestEncoding {
         match self {
             RestEncoding::Json => serde_json::from_slice(bytes).map_err(|e| e.to_string()),
             RestEncoding::Protobuf => {
-                let pb = proto::FetchResponse::decode(bytes).map_err(|e| format!("malformed protobuf response: {e}"))?;
+                let pb =
+                    proto::FetchResponse::decode(bytes).map_err(|e| format!("malformed protobuf response: {e}"))?;
                 FetchResponse::try_from(pb).map_err(|e| e.to_string())
             }
         }

@@ -43,7 +43,12 @@ async fn every_arm_returns_the_same_records_and_is_counted_on_its_listener() {
     let requests = [
         FetchRequest { request_id: "arms-1".into(), items: 12, ..FetchRequest::default() },
         FetchRequest { request_id: "arms-2".into(), items: 7, shape: Shape::Timeseries, ..FetchRequest::default() },
-        FetchRequest { request_id: "arms-3".into(), items: 3, body: payload::upload_body("arms-3", 5000), ..FetchRequest::default() },
+        FetchRequest {
+            request_id: "arms-3".into(),
+            items: 3,
+            body: payload::upload_body("arms-3", 5000),
+            ..FetchRequest::default()
+        },
     ];
     let mut counted = Vec::new();
     let mut answers: Vec<Vec<FetchResponse>> = Vec::new();
@@ -142,7 +147,8 @@ async fn the_rest_listener_negotiates_its_encoding() {
     let answer = proto::FetchResponse::decode(resp.bytes().await.unwrap()).unwrap();
     assert_eq!(payload::verify(&req, &FetchResponse::try_from(answer).unwrap()), Ok(()));
     // Garbage protobuf: 400 naming the encoding.
-    let resp = http.post(&url).header("content-type", "application/x-protobuf").body(vec![0xff; 7]).send().await.unwrap();
+    let resp =
+        http.post(&url).header("content-type", "application/x-protobuf").body(vec![0xff; 7]).send().await.unwrap();
     assert_eq!(resp.status(), 400);
     let reason: serde_json::Value = resp.json().await.unwrap();
     assert!(reason["error"].as_str().unwrap().contains("malformed protobuf"), "{reason}");

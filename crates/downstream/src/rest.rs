@@ -73,7 +73,8 @@ impl Encoding {
         match self {
             Encoding::Json => serde_json::from_slice(bytes).map_err(|e| bad(format!("malformed JSON request: {e}"))),
             Encoding::Protobuf => {
-                let pb = proto::FetchRequest::decode(bytes).map_err(|e| bad(format!("malformed protobuf request: {e}")))?;
+                let pb =
+                    proto::FetchRequest::decode(bytes).map_err(|e| bad(format!("malformed protobuf request: {e}")))?;
                 FetchRequest::try_from(pb).map_err(api_error)
             }
         }
@@ -81,8 +82,9 @@ impl Encoding {
 
     fn encode(self, resp: FetchResponse) -> Result<Vec<u8>, ApiError> {
         match self {
-            Encoding::Json => serde_json::to_vec(&resp)
-                .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+            Encoding::Json => {
+                serde_json::to_vec(&resp).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+            }
             Encoding::Protobuf => Ok(proto::FetchResponse::from(resp).encode_to_vec()),
         }
     }
@@ -175,7 +177,10 @@ mod tests {
         assert_eq!(Encoding::of_answer(&pb, Encoding::Protobuf), Encoding::Protobuf);
         let json = headers(&[(header::CONTENT_TYPE, "application/json; charset=utf-8")]);
         assert_eq!(Encoding::of_request(&json), Ok(Encoding::Json));
-        let asks = headers(&[(header::CONTENT_TYPE, "application/json"), (header::ACCEPT, "text/html, application/x-protobuf;q=0.9")]);
+        let asks = headers(&[
+            (header::CONTENT_TYPE, "application/json"),
+            (header::ACCEPT, "text/html, application/x-protobuf;q=0.9"),
+        ]);
         assert_eq!(Encoding::of_answer(&asks, Encoding::Json), Encoding::Protobuf);
         let other = headers(&[(header::CONTENT_TYPE, "text/plain")]);
         assert_eq!(Encoding::of_request(&other).unwrap_err().status, StatusCode::UNSUPPORTED_MEDIA_TYPE);

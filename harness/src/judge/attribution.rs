@@ -41,9 +41,11 @@ pub struct Split {
 
 impl Split {
     /// The encoding's share of the total difference, in percent (the
-    /// transport's is 100 minus it); `None` when the total is zero.
+    /// transport's is 100 minus it); `None` unless the total difference is
+    /// detectable (its interval excludes zero): a share of a difference that
+    /// may be nothing means nothing.
     pub fn encoding_share(&self) -> Option<f64> {
-        (self.total.estimate != 0.0).then(|| self.encoding.estimate / self.total.estimate * 100.0)
+        self.total.excludes_zero().then(|| self.encoding.estimate / self.total.estimate * 100.0)
     }
 }
 
@@ -103,7 +105,13 @@ fn per_round(arms: &[&RunResult; 4], read: Read) -> Vec<[f64; 4]> {
         .collect()
 }
 
-fn split(arms: &[&RunResult; 4], label: &'static str, unit: &'static str, decimals: usize, read: Read) -> Option<Split> {
+fn split(
+    arms: &[&RunResult; 4],
+    label: &'static str,
+    unit: &'static str,
+    decimals: usize,
+    read: Read,
+) -> Option<Split> {
     let rounds = per_round(arms, read);
     let of = |f: fn(&[f64; 4]) -> f64| -> Option<Interval> {
         let v: Vec<f64> = rounds.iter().map(f).collect();
@@ -130,11 +138,12 @@ mod tests {
     /// Four arms whose rounds carry wire bytes built from a known split:
     /// gRPC `base`, plus `enc` for JSON, plus `tr` for HTTP/1.1, plus noise.
     fn arms(base: f64, enc: f64, tr: f64, noise: &[f64]) -> Vec<RunResult> {
-        let cells = [(Transport::Grpc, 0.0, 0.0), (Transport::Rest, 1.0, 1.0), (Transport::RestPb, 0.0, 1.0), (
-            Transport::GrpcJson,
-            1.0,
-            0.0,
-        )];
+        let cells = [
+            (Transport::Grpc, 0.0, 0.0),
+            (Transport::Rest, 1.0, 1.0),
+            (Transport::RestPb, 0.0, 1.0),
+            (Transport::GrpcJson, 1.0, 0.0),
+        ];
         cells
             .iter()
             .enumerate()
@@ -174,6 +183,11 @@ mod tests {
         let refs: Vec<&RunResult> = runs.iter().collect();
         let s = &attribute(&refs)[0];
         assert_eq!(s.rounds, 5);
+        assert!(s.encoding_share().is_some_and(|e| (e - 75.0).abs() < 2.0), "{s:?}");
+        // No share of a difference that is not detectable.
+        let flat = arms(1000.0, 0.0, 0.0, &[3.0, -2.0, 1.0, -4.0, 2.0]);
+        let flat = &attribute(&flat.iter().collect::<Vec<_>>())[0];
+        assert!(!flat.total.excludes_zero() && flat.encoding_share().is_none(), "{flat:?}");
         // Encoding and transport always add up to the total, round by round.
         assert!((s.encoding.estimate + s.transport.estimate - s.total.estimate).abs() < 1e-9);
         for (i, truth) in [(s.encoding, 600.0), (s.transport, 200.0)] {
