@@ -20,6 +20,7 @@ pub fn config(transport: Transport) -> Config {
     Config {
         fresh_tiers: true,
         transport,
+        baseline: None,
         qps: 100.0,
         closed_loop: false,
         target: crate::config::TargetTier::Caller,

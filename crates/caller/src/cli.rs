@@ -26,13 +26,14 @@ pub struct Args {
     /// Admin listener address (/healthz, /metrics, /stats).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub admin_addr: SocketAddr,
-    /// Transport of the internal hop.
+    /// Transport of the internal hop: grpc, rest, rest-pb (protobuf over the
+    /// REST listener) or grpc-json (JSON over the gRPC listener).
     #[arg(long, value_enum, default_value_t = Transport::Grpc)]
     pub transport: Transport,
-    /// The downstream's gRPC address, e.g. http://127.0.0.1:50051 (for --transport grpc).
+    /// The downstream's gRPC address, e.g. http://127.0.0.1:50051 (for --transport grpc and grpc-json).
     #[arg(long)]
     pub downstream_grpc: Option<String>,
-    /// The downstream's REST address, e.g. http://127.0.0.1:8080 (for --transport rest).
+    /// The downstream's REST address, e.g. http://127.0.0.1:8080 (for --transport rest and rest-pb).
     #[arg(long)]
     pub downstream_rest: Option<String>,
     /// Spread gRPC calls over this many HTTP/2 connections.

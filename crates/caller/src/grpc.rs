@@ -1,9 +1,13 @@
-//! The gRPC client: tonic channels over HTTP/2 cleartext (or TLS with ALPN h2,
-//! tonic's own TLS over the counting socket).
+//! The gRPC clients: tonic channels over HTTP/2 cleartext (or TLS with ALPN h2,
+//! tonic's own TLS over the counting socket). [`GrpcClient`] is the generated
+//! protobuf client; [`GrpcJsonClient`] (the `grpc-json` arm) carries the REST
+//! arm's JSON in gRPC frames on the same channels, with tonic's own client
+//! and a pass-through codec, as `application/grpc+json`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use bytes::{Buf, BufMut, Bytes};
 use futures::future::BoxFuture;
 use hyper_util::rt::TokioIo;
 use payload::{FetchRequest, FetchResponse};
@@ -11,6 +15,8 @@ use prost::Message;
 use proto::downstream_client::DownstreamClient;
 use telemetry::{Counters, CountingStream};
 use tokio::net::TcpStream;
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::{Channel, Endpoint, Uri};
 
 use crate::outbound::{CallError, Outbound};
@@ -59,29 +65,10 @@ impl GrpcClient {
         wire: &Wire,
         counters: Arc<Counters>,
     ) -> Result<Self, WireError> {
-        let mut endpoint = Endpoint::from_shared(target.to_owned())?
-            // Flow-control windows set explicitly (see `telemetry::h2`).
-            .initial_stream_window_size(telemetry::h2::CLIENT_STREAM_WINDOW_BYTES)
-            .initial_connection_window_size(telemetry::h2::CLIENT_CONNECTION_WINDOW_BYTES)
-            .http2_adaptive_window(telemetry::h2::ADAPTIVE_WINDOW);
-        if let Some(tls) = wire.grpc_tls().map_err(WireError::Files)? {
-            endpoint = endpoint.tls_config(tls)?;
-        }
         let encoding = wire.grpc_encoding();
-        let clients = (0..connections.max(1))
-            .map(|_| {
-                let counters = counters.clone();
-                let connector = tower::service_fn(move |uri: Uri| {
-                    let counters = counters.clone();
-                    async move {
-                        let host = uri.host().unwrap_or("127.0.0.1").trim_matches(['[', ']']).to_owned();
-                        let port = uri.port_u16().unwrap_or(80);
-                        let tcp = TcpStream::connect((host.as_str(), port)).await?;
-                        tcp.set_nodelay(true)?;
-                        Ok::<_, std::io::Error>(TokioIo::new(CountingStream::new(tcp, counters)))
-                    }
-                });
-                let channel = endpoint.clone().connect_with_connector_lazy(connector);
+        let clients = channels(target, connections, wire, &counters)?
+            .into_iter()
+            .map(|channel| {
                 let client = DownstreamClient::new(channel).max_decoding_message_size(MAX_DECODING_MESSAGE_BYTES);
                 match encoding {
                     Some(e) => client.send_compressed(e).accept_compressed(e),
@@ -91,6 +78,41 @@ impl GrpcClient {
             .collect();
         Ok(GrpcClient { target: target.to_owned(), clients, next: AtomicUsize::new(0), counters, wire: wire.clone() })
     }
+}
+
+/// `connections` lazily-connected channels to `target`, each connection made
+/// through a connector that sets TCP_NODELAY and counts the connection and its
+/// wire bytes on `counters`; TLS (an `https://` target) above the counter.
+fn channels(
+    target: &str,
+    connections: usize,
+    wire: &Wire,
+    counters: &Arc<Counters>,
+) -> Result<Vec<Channel>, WireError> {
+    let mut endpoint = Endpoint::from_shared(target.to_owned())?
+        // Flow-control windows set explicitly (see `telemetry::h2`).
+        .initial_stream_window_size(telemetry::h2::CLIENT_STREAM_WINDOW_BYTES)
+        .initial_connection_window_size(telemetry::h2::CLIENT_CONNECTION_WINDOW_BYTES)
+        .http2_adaptive_window(telemetry::h2::ADAPTIVE_WINDOW);
+    if let Some(tls) = wire.grpc_tls().map_err(WireError::Files)? {
+        endpoint = endpoint.tls_config(tls)?;
+    }
+    Ok((0..connections.max(1))
+        .map(|_| {
+            let counters = counters.clone();
+            let connector = tower::service_fn(move |uri: Uri| {
+                let counters = counters.clone();
+                async move {
+                    let host = uri.host().unwrap_or("127.0.0.1").trim_matches(['[', ']']).to_owned();
+                    let port = uri.port_u16().unwrap_or(80);
+                    let tcp = TcpStream::connect((host.as_str(), port)).await?;
+                    tcp.set_nodelay(true)?;
+                    Ok::<_, std::io::Error>(TokioIo::new(CountingStream::new(tcp, counters)))
+                }
+            });
+            endpoint.clone().connect_with_connector_lazy(connector)
+        })
+        .collect())
 }
 
 fn classify(target: &str, status: tonic::Status) -> CallError {
@@ -124,18 +146,159 @@ impl Outbound for GrpcClient {
     }
 
     fn settings(&self) -> serde_json::Value {
-        let settings = serde_json::json!({
-            "transport": "grpc",
-            "library": "tonic 0.14",
-            "http_version": if self.wire.tls.is_some() { "HTTP/2 over TLS (ALPN h2)" } else { "HTTP/2 cleartext (prior knowledge)" },
-            "connections": self.clients.len(),
-            "balancing": "round-robin over connections",
-            "tcp_nodelay": true,
-            "retries": "none",
-            "max_concurrent_streams": "as advertised by the server (SETTINGS_MAX_CONCURRENT_STREAMS)",
-            "max_decoding_message_bytes": MAX_DECODING_MESSAGE_BYTES,
-            "http2_flow_control": telemetry::h2::windows_json(true),
-        });
-        merged(settings, self.wire.settings("h2"))
+        grpc_settings("grpc", self.clients.len(), &self.wire)
+    }
+}
+
+fn grpc_settings(transport: &str, connections: usize, wire: &Wire) -> serde_json::Value {
+    let settings = serde_json::json!({
+        "transport": transport,
+        "library": "tonic 0.14",
+        "http_version": if wire.tls.is_some() { "HTTP/2 over TLS (ALPN h2)" } else { "HTTP/2 cleartext (prior knowledge)" },
+        "connections": connections,
+        "balancing": "round-robin over connections",
+        "tcp_nodelay": true,
+        "retries": "none",
+        "max_concurrent_streams": "as advertised by the server (SETTINGS_MAX_CONCURRENT_STREAMS)",
+        "max_decoding_message_bytes": MAX_DECODING_MESSAGE_BYTES,
+        "http2_flow_control": telemetry::h2::windows_json(true),
+    });
+    let settings = if transport == "grpc-json" {
+        merged(
+            settings,
+            serde_json::json!({
+                "encoding": GRPC_JSON_CONTENT_TYPE,
+                "method": FETCH_JSON_PATH,
+            }),
+        )
+    } else {
+        settings
+    };
+    merged(settings, wire.settings("h2"))
+}
+
+/// The method the `grpc-json` arm calls: a sibling of `Fetch` on the
+/// downstream's gRPC listener whose messages are the REST API's JSON.
+pub const FETCH_JSON_PATH: &str = "/bench.v1.Downstream/FetchJson";
+/// The content type of the `grpc-json` arm's requests and answers.
+pub const GRPC_JSON_CONTENT_TYPE: &str = "application/grpc+json";
+
+/// A gRPC codec that moves already-encoded message bytes: the JSON is made
+/// and read by the client and server themselves, so both count the message
+/// bytes they encoded, and a malformed message is theirs to answer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RawCodec;
+
+impl Codec for RawCodec {
+    type Encode = Bytes;
+    type Decode = Bytes;
+    type Encoder = RawCodec;
+    type Decoder = RawCodec;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        RawCodec
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        RawCodec
+    }
+}
+
+impl Encoder for RawCodec {
+    type Item = Bytes;
+    type Error = tonic::Status;
+
+    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), tonic::Status> {
+        dst.put(item);
+        Ok(())
+    }
+}
+
+impl Decoder for RawCodec {
+    type Item = Bytes;
+    type Error = tonic::Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, tonic::Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
+}
+
+/// A channel whose requests say `application/grpc+json` (tonic's client
+/// always writes `application/grpc`).
+type JsonChannel =
+    tower::util::MapRequest<Channel, fn(http::Request<tonic::body::Body>) -> http::Request<tonic::body::Body>>;
+
+fn json_content_type(mut req: http::Request<tonic::body::Body>) -> http::Request<tonic::body::Body> {
+    req.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(GRPC_JSON_CONTENT_TYPE));
+    req
+}
+
+/// The `grpc-json` arm: the REST arm's JSON (serde_json of the payload
+/// types) in gRPC frames, on the same channels, settings and compression as
+/// [`GrpcClient`].
+#[derive(Debug)]
+pub struct GrpcJsonClient {
+    target: String,
+    clients: Vec<tonic::client::Grpc<JsonChannel>>,
+    next: AtomicUsize,
+    counters: Arc<Counters>,
+    wire: Wire,
+}
+
+impl GrpcJsonClient {
+    pub fn with_wire(
+        target: &str,
+        connections: usize,
+        wire: &Wire,
+        counters: Arc<Counters>,
+    ) -> Result<Self, WireError> {
+        let encoding = wire.grpc_encoding();
+        let clients = channels(target, connections, wire, &counters)?
+            .into_iter()
+            .map(|channel| {
+                let channel: JsonChannel = tower::util::MapRequest::new(channel, json_content_type as fn(_) -> _);
+                let client = tonic::client::Grpc::new(channel).max_decoding_message_size(MAX_DECODING_MESSAGE_BYTES);
+                match encoding {
+                    Some(e) => client.send_compressed(e).accept_compressed(e),
+                    None => client,
+                }
+            })
+            .collect();
+        Ok(GrpcJsonClient {
+            target: target.to_owned(),
+            clients,
+            next: AtomicUsize::new(0),
+            counters,
+            wire: wire.clone(),
+        })
+    }
+}
+
+impl Outbound for GrpcJsonClient {
+    fn fetch(&self, req: FetchRequest) -> BoxFuture<'static, Result<FetchResponse, CallError>> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
+        let mut client = self.clients[i].clone();
+        let (target, counters) = (self.target.clone(), self.counters.clone());
+        Box::pin(async move {
+            let body = serde_json::to_vec(&req)
+                .map_err(|e| CallError::BadResponse { target: target.clone(), reason: e.to_string() })?;
+            let request_bytes = body.len() as u64;
+            client.ready().await.map_err(|e| CallError::Connect { target: target.clone(), reason: e.to_string() })?;
+            let resp = client
+                .unary(tonic::Request::new(Bytes::from(body)), PathAndQuery::from_static(FETCH_JSON_PATH), RawCodec)
+                .await
+                .map_err(|s| classify(&target, s))?
+                .into_inner();
+            counters.add_message_bytes(request_bytes, resp.len() as u64);
+            serde_json::from_slice(&resp).map_err(|e| CallError::BadResponse { target, reason: e.to_string() })
+        })
+    }
+
+    fn target(&self) -> &str {
+        &self.target
+    }
+
+    fn settings(&self) -> serde_json::Value {
+        grpc_settings("grpc-json", self.clients.len(), &self.wire)
     }
 }

@@ -1,7 +1,9 @@
 //! The transport vocabulary shared by the caller and the harness: which
-//! transport the internal hop uses ([`Transport`]), the one trait in front of
-//! its two clients ([`Outbound`]), the error categories both map onto, and the
-//! one factory that builds a client from one settings struct ([`build`]).
+//! transport the internal hop uses ([`Transport`]: gRPC, REST, and the two
+//! arms that split encoding from transport, protobuf over HTTP/1.1 and JSON
+//! over gRPC), the one trait in front of their clients ([`Outbound`]), the
+//! error categories all map onto, and the one factory that builds a client
+//! from one settings struct ([`build`]).
 
 use std::sync::Arc;
 
@@ -9,45 +11,93 @@ use futures::future::BoxFuture;
 use payload::{FetchRequest, FetchResponse};
 use telemetry::Counters;
 
-use crate::grpc::GrpcClient;
-use crate::rest::RestClient;
+use crate::grpc::{GrpcClient, GrpcJsonClient};
+use crate::rest::{RestClient, RestEncoding};
 use crate::wire::Wire;
 
 /// Outcome labels counted on an outbound client.
 pub const OUTCOMES: &[&str] = &["ok", "connect", "timeout", "status", "bad_response", "other"];
 
-/// Which transport the internal hop uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// Which transport the internal hop uses. `grpc` and `rest` are what teams
+/// choose between; `rest-pb` (protobuf bodies over the REST listener's
+/// HTTP/1.1) and `grpc-json` (the REST arm's JSON in gRPC frames) complete the
+/// 2×2 of encoding × transport, so a difference can be split between the two.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 pub enum Transport {
+    #[serde(rename = "grpc")]
     Grpc,
+    #[serde(rename = "rest")]
     Rest,
+    /// Protobuf (`application/x-protobuf`) over the REST listener.
+    #[serde(rename = "rest-pb")]
+    RestPb,
+    /// JSON (`application/grpc+json`) over the gRPC listener.
+    #[serde(rename = "grpc-json")]
+    GrpcJson,
+}
+
+/// The encoding of the internal hop's messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    Protobuf,
+    Json,
 }
 
 impl Transport {
-    /// The machine name: flags, JSON, folder names, listener names.
+    /// Every arm, in the order of the 2×2 (gRPC, REST, then the two halves).
+    pub const ALL: [Transport; 4] = [Transport::Grpc, Transport::Rest, Transport::RestPb, Transport::GrpcJson];
+
+    /// The machine name: flags, JSON, folder names.
     pub fn as_str(self) -> &'static str {
         match self {
             Transport::Grpc => "grpc",
             Transport::Rest => "rest",
+            Transport::RestPb => "rest-pb",
+            Transport::GrpcJson => "grpc-json",
         }
     }
 
-    /// The name people read in reports: `gRPC`, `REST`.
+    /// The name people read in reports: `gRPC`, `REST`, `REST+protobuf`,
+    /// `gRPC+JSON`.
     pub fn title(self) -> &'static str {
         match self {
             Transport::Grpc => "gRPC",
             Transport::Rest => "REST",
+            Transport::RestPb => "REST+protobuf",
+            Transport::GrpcJson => "gRPC+JSON",
+        }
+    }
+
+    /// The arm named `name` (`grpc`, `rest`, `rest-pb`, `grpc-json`).
+    pub fn from_name(name: &str) -> Option<Transport> {
+        Transport::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+
+    /// The downstream listener this arm's calls arrive on, and whose counters
+    /// hold its internal hop's bytes: `grpc` or `rest`.
+    pub fn listener(self) -> &'static str {
+        if self.is_grpc() { "grpc" } else { "rest" }
+    }
+
+    /// True for the arms carried by gRPC over HTTP/2 (tonic).
+    pub fn is_grpc(self) -> bool {
+        matches!(self, Transport::Grpc | Transport::GrpcJson)
+    }
+
+    /// The encoding of this arm's messages.
+    pub fn encoding(self) -> Encoding {
+        match self {
+            Transport::Grpc | Transport::RestPb => Encoding::Protobuf,
+            Transport::Rest | Transport::GrpcJson => Encoding::Json,
         }
     }
 
     /// The counters a client of this transport keeps. reqwest owns its
     /// sockets, so a REST client counts connections, not wire bytes.
     pub fn client_counters(self, name: &'static str) -> Counters {
-        match self {
-            Transport::Grpc => Counters::new(name, OUTCOMES),
-            Transport::Rest => Counters::connections_only(name, OUTCOMES),
-        }
+        if self.is_grpc() { Counters::new(name, OUTCOMES) } else { Counters::connections_only(name, OUTCOMES) }
     }
 }
 
@@ -62,7 +112,8 @@ impl std::fmt::Display for Transport {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientSettings {
     pub transport: Transport,
-    /// `http://host:port` of the downstream's listener for the transport.
+    /// `http://host:port` of the downstream's listener for the transport
+    /// ([`Transport::listener`]).
     pub target: String,
     /// HTTP/2 connections gRPC calls are spread over.
     pub grpc_connections: usize,
@@ -90,10 +141,17 @@ pub fn build(settings: &ClientSettings, counters: Arc<Counters>) -> Result<Arc<d
             GrpcClient::with_wire(&settings.target, settings.grpc_connections, &settings.wire, counters)
                 .map_err(|e| fail(e.to_string()))?,
         ),
-        Transport::Rest => Arc::new(
-            RestClient::with_wire(&settings.target, settings.rest_http2, &settings.wire, counters)
+        Transport::GrpcJson => Arc::new(
+            GrpcJsonClient::with_wire(&settings.target, settings.grpc_connections, &settings.wire, counters)
                 .map_err(|e| fail(e.to_string()))?,
         ),
+        t @ (Transport::Rest | Transport::RestPb) => {
+            let encoding = if t == Transport::RestPb { RestEncoding::Protobuf } else { RestEncoding::Json };
+            Arc::new(
+                RestClient::with_encoding(&settings.target, settings.rest_http2, encoding, &settings.wire, counters)
+                    .map_err(|e| fail(e.to_string()))?,
+            )
+        }
     })
 }
 
@@ -145,6 +203,16 @@ mod tests {
         assert_eq!((Transport::Grpc.as_str(), Transport::Grpc.title()), ("grpc", "gRPC"));
         assert_eq!((Transport::Rest.as_str(), Transport::Rest.title()), ("rest", "REST"));
         assert_eq!(serde_json::to_string(&Transport::Rest).unwrap(), "\"rest\"");
+        for t in Transport::ALL {
+            assert_eq!(serde_json::to_string(&t).unwrap(), format!("\"{}\"", t.as_str()));
+            assert_eq!(<Transport as clap::ValueEnum>::from_str(t.as_str(), false), Ok(t));
+            assert_eq!(Transport::from_name(t.as_str()), Some(t));
+        }
+        assert_eq!((Transport::RestPb.listener(), Transport::GrpcJson.listener()), ("rest", "grpc"));
+        assert_eq!(
+            (Transport::RestPb.encoding(), Transport::GrpcJson.encoding()),
+            (Encoding::Protobuf, Encoding::Json)
+        );
     }
 
     #[test]

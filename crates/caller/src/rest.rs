@@ -1,6 +1,8 @@
 //! The REST client: reqwest, JSON over HTTP/1.1 keep-alive (or HTTP/2 cleartext
 //! with prior knowledge as a control arm); over TLS with rustls (ALPN
-//! http/1.1 or h2) and with Content-Encoding when the hop asks.
+//! http/1.1 or h2) and with Content-Encoding when the hop asks. The same
+//! client sends protobuf bodies (`application/x-protobuf`, the `rest-pb` arm)
+//! to the same listener, which answers in the encoding asked for.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -10,6 +12,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use payload::{FetchRequest, FetchResponse};
+use prost::Message;
 use telemetry::{Compression, Counters};
 
 use crate::outbound::{CallError, Outbound};
@@ -24,6 +27,44 @@ pub enum RestWireError {
     Files(std::io::Error),
 }
 
+/// The media type of protobuf bodies on the REST listener.
+pub const PROTOBUF_MEDIA_TYPE: &str = "application/x-protobuf";
+
+/// The body encoding of a REST client: JSON (the `rest` arm) or protobuf, the
+/// gRPC arm's messages (`rest-pb`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestEncoding {
+    Json,
+    Protobuf,
+}
+
+impl RestEncoding {
+    pub fn media_type(self) -> &'static str {
+        match self {
+            RestEncoding::Json => "application/json",
+            RestEncoding::Protobuf => PROTOBUF_MEDIA_TYPE,
+        }
+    }
+
+    fn encode(self, req: &FetchRequest) -> Result<Vec<u8>, serde_json::Error> {
+        match self {
+            RestEncoding::Json => serde_json::to_vec(req),
+            RestEncoding::Protobuf => Ok(proto::FetchRequest::from(req.clone()).encode_to_vec()),
+        }
+    }
+
+    fn decode(self, bytes: &[u8]) -> Result<FetchResponse, String> {
+        match self {
+            RestEncoding::Json => serde_json::from_slice(bytes).map_err(|e| e.to_string()),
+            RestEncoding::Protobuf => {
+                let pb =
+                    proto::FetchResponse::decode(bytes).map_err(|e| format!("malformed protobuf response: {e}"))?;
+                FetchResponse::try_from(pb).map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
 /// How long an idle pooled connection is kept.
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -32,6 +73,7 @@ pub struct RestClient {
     target: String,
     url: String,
     http2: bool,
+    encoding: RestEncoding,
     client: reqwest::Client,
     counters: Arc<Counters>,
     wire: Wire,
@@ -52,6 +94,18 @@ impl RestClient {
     /// run's CA) and compression: request bodies compressed, responses
     /// accepted in the same coding and decompressed by reqwest.
     pub fn with_wire(target: &str, http2: bool, wire: &Wire, counters: Arc<Counters>) -> Result<Self, RestWireError> {
+        Self::with_encoding(target, http2, RestEncoding::Json, wire, counters)
+    }
+
+    /// [`RestClient::with_wire`] with bodies in `encoding`, sent with that
+    /// Content-Type and asked for with that Accept.
+    pub fn with_encoding(
+        target: &str,
+        http2: bool,
+        encoding: RestEncoding,
+        wire: &Wire,
+        counters: Arc<Counters>,
+    ) -> Result<Self, RestWireError> {
         let builder = reqwest::Client::builder()
             .no_proxy()
             .tcp_nodelay(true)
@@ -82,6 +136,7 @@ impl RestClient {
             target: target.trim_end_matches('/').to_owned(),
             url: format!("{}/v1/fetch", target.trim_end_matches('/')),
             http2,
+            encoding,
             client: builder.build().map_err(RestWireError::Client)?,
             counters,
             wire: wire.clone(),
@@ -93,13 +148,17 @@ impl Outbound for RestClient {
     fn fetch(&self, req: FetchRequest) -> BoxFuture<'static, Result<FetchResponse, CallError>> {
         let (client, url, target, counters) =
             (self.client.clone(), self.url.clone(), self.target.clone(), self.counters.clone());
-        let wire = self.wire.compression;
+        let (wire, encoding) = (self.wire.compression, self.encoding);
         Box::pin(async move {
-            let body = serde_json::to_vec(&req)
+            let body = encoding
+                .encode(&req)
                 .map_err(|e| CallError::BadResponse { target: target.clone(), reason: e.to_string() })?;
             // Message bytes are the logical (uncompressed) body.
             let request_bytes = body.len() as u64;
-            let mut request = client.post(&url).header(reqwest::header::CONTENT_TYPE, "application/json");
+            let mut request = client
+                .post(&url)
+                .header(reqwest::header::CONTENT_TYPE, encoding.media_type())
+                .header(reqwest::header::ACCEPT, encoding.media_type());
             let body = if wire == Compression::None {
                 body
             } else {
@@ -119,7 +178,7 @@ impl Outbound for RestClient {
                     .unwrap_or_default();
                 return Err(CallError::Status { target, status: format!("HTTP {}: {reason}", status.as_u16()) });
             }
-            serde_json::from_slice(&bytes).map_err(|e| CallError::BadResponse { target, reason: e.to_string() })
+            encoding.decode(&bytes).map_err(|reason| CallError::BadResponse { target, reason })
         })
     }
 
@@ -135,7 +194,8 @@ impl Outbound for RestClient {
             (false, true) => "HTTP/1.1 keep-alive over TLS (ALPN http/1.1)",
         };
         let settings = serde_json::json!({
-            "transport": "rest",
+            "transport": if self.encoding == RestEncoding::Json { "rest" } else { "rest-pb" },
+            "encoding": self.encoding.media_type(),
             "library": "reqwest 0.13",
             "http_version": http_version,
             "pool_max_idle_per_host": "unlimited",

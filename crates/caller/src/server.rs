@@ -116,9 +116,10 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let mut registry = Registry::new("caller");
     let front_counters = registry.listener(Counters::new("front", API_OUTCOMES));
     let client_counters = registry.client(config.transport.client_counters(config.transport.as_str()));
-    let (url, flag) = match config.transport {
-        Transport::Grpc => (&config.downstream_grpc, "--downstream-grpc"),
-        Transport::Rest => (&config.downstream_rest, "--downstream-rest"),
+    let (url, flag) = if config.transport.is_grpc() {
+        (&config.downstream_grpc, "--downstream-grpc")
+    } else {
+        (&config.downstream_rest, "--downstream-rest")
     };
     let settings = ClientSettings {
         transport: config.transport,

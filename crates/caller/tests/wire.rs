@@ -77,16 +77,18 @@ struct Arm {
     alpn: &'static str,
 }
 
-const ARMS: [Arm; 3] = [
+const ARMS: [Arm; 5] = [
     Arm { transport: Transport::Grpc, http2: false, alpn: "ALPN h2" },
     Arm { transport: Transport::Rest, http2: false, alpn: "ALPN http/1.1" },
     Arm { transport: Transport::Rest, http2: true, alpn: "ALPN h2" },
+    Arm { transport: Transport::RestPb, http2: false, alpn: "ALPN http/1.1" },
+    Arm { transport: Transport::GrpcJson, http2: false, alpn: "ALPN h2" },
 ];
 
 /// One fetch of `items` records over `arm` with `wire`, verified against the request.
 async fn fetch(ds: &DsHandle, arm: Arm, wire: Wire, items: u32) -> Result<(), CallError> {
     let scheme = if wire.tls.is_some() { "https" } else { "http" };
-    let addr = if arm.transport == Transport::Grpc { ds.grpc_addr } else { ds.rest_addr };
+    let addr = if arm.transport.is_grpc() { ds.grpc_addr } else { ds.rest_addr };
     let settings = ClientSettings {
         transport: arm.transport,
         target: format!("{scheme}://{addr}"),
@@ -102,7 +104,7 @@ async fn fetch(ds: &DsHandle, arm: Arm, wire: Wire, items: u32) -> Result<(), Ca
 }
 
 fn listener(ds: &DsHandle, arm: Arm) -> CountersSnapshot {
-    ds.registry.snapshot().listeners[arm.transport.as_str()].clone()
+    ds.registry.snapshot().listeners[arm.transport.listener()].clone()
 }
 
 fn tls_wire(certs: &Certs, with_certificate: bool) -> Wire {

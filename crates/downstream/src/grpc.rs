@@ -1,4 +1,6 @@
-//! The gRPC adapter: protobuf in, [`Core`], protobuf out.
+//! The gRPC adapter: protobuf in, [`Core`], protobuf out; and its JSON twin
+//! (`bench.v1.Downstream/FetchJson`, `application/grpc+json`: the REST API's
+//! JSON in gRPC frames, the `grpc-json` arm) on the same listener.
 //!
 //! Besides the conversion it owns what every gRPC server must do at its edge
 //! and tonic leaves to the server: a request message that does not decode is
@@ -18,12 +20,12 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use bytes::Bytes;
+use bytes::{Buf, BufMut, Bytes};
 use http_body::Frame;
 use prost::Message;
 use proto::downstream_server::{Downstream, DownstreamServer};
 use telemetry::Counters;
-use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder};
+use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::server::{NamedService, UnaryService};
 use tonic::{Code, Request as GrpcRequest, Response as GrpcResponse, Status};
 use tonic_prost::{ProstDecoder, ProstEncoder};
@@ -80,6 +82,11 @@ pub fn outcome(code: Code) -> &'static str {
 }
 
 const FETCH_PATH: &str = "/bench.v1.Downstream/Fetch";
+/// The JSON twin of `Fetch` (the `grpc-json` arm): not in the contract's
+/// `.proto`, since its messages are the REST API's JSON, not protobuf.
+pub const FETCH_JSON_PATH: &str = "/bench.v1.Downstream/FetchJson";
+/// The content type of `FetchJson`'s answers.
+pub const GRPC_JSON_CONTENT_TYPE: &str = "application/grpc+json";
 
 #[derive(Debug)]
 pub struct GrpcService {
@@ -172,6 +179,20 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        if req.uri().path() == FETCH_JSON_PATH {
+            let (service, max_request) = (self.service.clone(), self.max_request_bytes);
+            return Box::pin(async move {
+                let mut grpc =
+                    tonic::server::Grpc::new(RawCodec).apply_max_message_size_config(Some(max_request), None);
+                if let Some(encoding) = service.compression {
+                    grpc = grpc.accept_compressed(encoding).send_compressed(encoding);
+                }
+                let mut resp = grpc.unary(FetchJsonMethod(service), req).await;
+                resp.headers_mut()
+                    .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(GRPC_JSON_CONTENT_TYPE));
+                Ok(resp)
+            });
+        }
         if req.uri().path() != FETCH_PATH {
             return self.generated.call(req);
         }
@@ -195,6 +216,77 @@ impl UnaryService<proto::FetchRequest> for FetchMethod {
     fn call(&mut self, request: GrpcRequest<proto::FetchRequest>) -> Self::Future {
         let service = self.0.clone();
         Box::pin(async move { service.fetch(request).await })
+    }
+}
+
+struct FetchJsonMethod(Arc<GrpcService>);
+
+impl UnaryService<Bytes> for FetchJsonMethod {
+    type Response = Bytes;
+    type Future = tonic::codegen::BoxFuture<GrpcResponse<Bytes>, Status>;
+
+    fn call(&mut self, request: GrpcRequest<Bytes>) -> Self::Future {
+        let service = self.0.clone();
+        Box::pin(async move {
+            let body = request.into_inner();
+            let request_bytes = body.len() as u64;
+            let fetched = match serde_json::from_slice::<payload::FetchRequest>(&body) {
+                Ok(req) => service.core.fetch(req).await.map_err(|e| status_of(&e)),
+                Err(e) => Err(Status::invalid_argument(format!("malformed JSON request: {e}"))),
+            };
+            let encoded = fetched.and_then(|resp| {
+                serde_json::to_vec(&resp).map_err(|e| Status::internal(format!("encoding the answer: {e}")))
+            });
+            match encoded {
+                Ok(json) => {
+                    service.counters.add_message_bytes(request_bytes, json.len() as u64);
+                    Ok(GrpcResponse::new(Bytes::from(json)))
+                }
+                Err(status) => {
+                    service.counters.add_message_bytes(request_bytes, 0);
+                    Err(status)
+                }
+            }
+        })
+    }
+}
+
+/// Moves already-encoded message bytes: `FetchJson` reads and writes its JSON
+/// itself, so it counts the message bytes and answers a malformed one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RawCodec;
+
+impl Codec for RawCodec {
+    type Encode = Bytes;
+    type Decode = Bytes;
+    type Encoder = RawCodec;
+    type Decoder = RawCodec;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        RawCodec
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        RawCodec
+    }
+}
+
+impl Encoder for RawCodec {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.put(item);
+        Ok(())
+    }
+}
+
+impl Decoder for RawCodec {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining())))
     }
 }
 

@@ -1,21 +1,101 @@
-//! The REST adapter: `POST /v1/fetch`, JSON in, [`Core`], JSON out.
+//! The REST adapter: `POST /v1/fetch`, JSON or protobuf in, [`Core`], the
+//! same encoding (or the one `Accept` names) out.
+//!
+//! One listener serves both encodings: the request body is decoded by its
+//! Content-Type (`application/json`, or `application/x-protobuf` with the
+//! gRPC arm's messages: the `rest-pb` arm), and the answer is encoded as the
+//! `Accept` header asks, or as the request was when it names neither.
+//! Errors are always the JSON error shape.
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use payload::{FetchRequest, PayloadError};
+use payload::{FetchRequest, FetchResponse, PayloadError};
+use prost::Message;
 use telemetry::Counters;
-use telemetry::api::{ApiError, BodyPolicy, json_response, read_json};
+use telemetry::api::{ApiError, BodyPolicy, json_response, media_type, read_body};
 
 use crate::core::Core;
 
 /// Outcome labels counted on the REST listener.
 pub use telemetry::api::API_OUTCOMES as OUTCOMES;
+
+/// The media type of protobuf bodies.
+pub const PROTOBUF_MEDIA_TYPE: &str = "application/x-protobuf";
+
+/// The two encodings the REST listener speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    Json,
+    Protobuf,
+}
+
+impl Encoding {
+    /// The encoding of a media type this listener speaks.
+    fn of(media: &str) -> Option<Encoding> {
+        match media {
+            "application/json" => Some(Encoding::Json),
+            PROTOBUF_MEDIA_TYPE | "application/protobuf" => Some(Encoding::Protobuf),
+            _ => None,
+        }
+    }
+
+    /// The request body's encoding, by its Content-Type (415 otherwise).
+    pub fn of_request(headers: &HeaderMap) -> Result<Encoding, ApiError> {
+        media_type(headers).as_deref().and_then(Encoding::of).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!("Content-Type must be application/json or {PROTOBUF_MEDIA_TYPE}"),
+            )
+        })
+    }
+
+    /// The answer's encoding: the first of `Accept`'s media types this
+    /// listener speaks, else the request's.
+    pub fn of_answer(headers: &HeaderMap, request: Encoding) -> Encoding {
+        headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|m| Encoding::of(&m.split(';').next().unwrap_or("").trim().to_ascii_lowercase()))
+            .next()
+            .unwrap_or(request)
+    }
+
+    fn decode(self, bytes: &[u8]) -> Result<FetchRequest, ApiError> {
+        let bad = |what: String| ApiError::new(StatusCode::BAD_REQUEST, what);
+        match self {
+            Encoding::Json => serde_json::from_slice(bytes).map_err(|e| bad(format!("malformed JSON request: {e}"))),
+            Encoding::Protobuf => {
+                let pb =
+                    proto::FetchRequest::decode(bytes).map_err(|e| bad(format!("malformed protobuf request: {e}")))?;
+                FetchRequest::try_from(pb).map_err(api_error)
+            }
+        }
+    }
+
+    fn encode(self, resp: FetchResponse) -> Result<Vec<u8>, ApiError> {
+        match self {
+            Encoding::Json => {
+                serde_json::to_vec(&resp).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+            }
+            Encoding::Protobuf => Ok(proto::FetchResponse::from(resp).encode_to_vec()),
+        }
+    }
+
+    fn response(self, body: Vec<u8>) -> Response {
+        match self {
+            Encoding::Json => json_response(body),
+            Encoding::Protobuf => ([(header::CONTENT_TYPE, PROTOBUF_MEDIA_TYPE)], body).into_response(),
+        }
+    }
+}
 
 fn api_error(e: PayloadError) -> ApiError {
     let status = if e.is_too_large() { StatusCode::PAYLOAD_TOO_LARGE } else { StatusCode::BAD_REQUEST };
@@ -46,26 +126,63 @@ pub fn router(core: Core, counters: Arc<Counters>, body_read_timeout: std::time:
         .with_state(state)
 }
 
-async fn fetch(State(st): State<Arc<RestState>>, headers: HeaderMap, body: Body) -> Response {
-    let result = match read_json::<FetchRequest>(&headers, body, &st.body).await {
-        Ok((req, request_bytes)) => match st.core.fetch(req).await.map_err(api_error) {
-            Ok(resp) => serde_json::to_vec(&resp)
-                .map(|json| (json, request_bytes))
-                .map_err(|e| (ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()), request_bytes)),
-            Err(e) => Err((e, request_bytes)),
-        },
-        Err(e) => Err((e, 0)),
+/// Reads, decodes and answers one request; the request's message bytes are
+/// known once its body is read, whatever happens after.
+async fn answer(st: &RestState, headers: &HeaderMap, body: Body) -> (Result<(Encoding, Vec<u8>), ApiError>, usize) {
+    let encoding = match Encoding::of_request(headers) {
+        Ok(e) => e,
+        Err(e) => return (Err(e), 0),
     };
-    match result {
-        Ok((json, request_bytes)) => {
-            st.counters.add_message_bytes(request_bytes as u64, json.len() as u64);
+    let bytes = match read_body(headers, body, &st.body).await {
+        Ok(b) => b,
+        Err(e) => return (Err(e), 0),
+    };
+    let out = Encoding::of_answer(headers, encoding);
+    let result = async {
+        let req = encoding.decode(&bytes)?;
+        let resp = st.core.fetch(req).await.map_err(api_error)?;
+        Ok((out, out.encode(resp)?))
+    }
+    .await;
+    (result, bytes.len())
+}
+
+async fn fetch(State(st): State<Arc<RestState>>, headers: HeaderMap, body: Body) -> Response {
+    match answer(&st, &headers, body).await {
+        (Ok((encoding, encoded)), request_bytes) => {
+            st.counters.add_message_bytes(request_bytes as u64, encoded.len() as u64);
             st.counters.record("ok");
-            json_response(json)
+            encoding.response(encoded)
         }
-        Err((e, request_bytes)) => {
+        (Err(e), request_bytes) => {
             st.counters.add_message_bytes(request_bytes as u64, 0);
             st.counters.record(e.outcome());
             e.into_response()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(header::HeaderName, &'static str)]) -> HeaderMap {
+        pairs.iter().map(|(k, v)| (k.clone(), http::HeaderValue::from_static(v))).collect()
+    }
+
+    #[test]
+    fn the_request_picks_the_decoder_and_accept_the_answer() {
+        let pb = headers(&[(header::CONTENT_TYPE, "application/x-protobuf")]);
+        assert_eq!(Encoding::of_request(&pb), Ok(Encoding::Protobuf));
+        assert_eq!(Encoding::of_answer(&pb, Encoding::Protobuf), Encoding::Protobuf);
+        let json = headers(&[(header::CONTENT_TYPE, "application/json; charset=utf-8")]);
+        assert_eq!(Encoding::of_request(&json), Ok(Encoding::Json));
+        let asks = headers(&[
+            (header::CONTENT_TYPE, "application/json"),
+            (header::ACCEPT, "text/html, application/x-protobuf;q=0.9"),
+        ]);
+        assert_eq!(Encoding::of_answer(&asks, Encoding::Json), Encoding::Protobuf);
+        let other = headers(&[(header::CONTENT_TYPE, "text/plain")]);
+        assert_eq!(Encoding::of_request(&other).unwrap_err().status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     }
 }

@@ -99,6 +99,24 @@ pub async fn read_json<T: DeserializeOwned>(
     if !is_json(headers) {
         return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json"));
     }
+    let bytes = read_body(headers, body, policy).await?;
+    let value = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("malformed JSON request: {e}")))?;
+    Ok((value, bytes.len()))
+}
+
+/// The media type of a request's Content-Type, without parameters, lower case.
+pub fn media_type(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|m| m.trim().to_ascii_lowercase())
+}
+
+/// Checks the declared length (413) and reads the body within the policy's
+/// limit and time (413, 408), whatever its content type.
+pub async fn read_body(headers: &HeaderMap, body: Body, policy: &BodyPolicy) -> Result<bytes::Bytes, ApiError> {
     let too_large = || {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -121,9 +139,7 @@ pub async fn read_json<T: DeserializeOwned>(
         Ok(Err(e)) => return Err(ApiError::new(StatusCode::BAD_REQUEST, format!("reading the request body: {e}"))),
         Ok(Ok(b)) => b,
     };
-    let value = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("malformed JSON request: {e}")))?;
-    Ok((value, bytes.len()))
+    Ok(bytes)
 }
 
 fn is_length_limit(e: &axum::Error) -> bool {

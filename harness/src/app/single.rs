@@ -15,7 +15,7 @@ pub async fn single_main(plan: &Plan, interrupt: &Interrupt, gates: &super::Gate
     let cfg = &plan.config;
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let load = if cfg.closed_loop { format!("{}conn", cfg.connections) } else { qps_part(cfg.qps) };
-    let name = folder_name(&started_at, plan.transport_name(), &load, cfg.label.as_deref());
+    let name = folder_name(&started_at, &plan.transport_name(), &load, cfg.label.as_deref());
     let folder = match RunFolder::create(&cfg.out, &name) {
         Ok(f) => f,
         Err(e) => {

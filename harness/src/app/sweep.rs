@@ -28,7 +28,7 @@ use crate::run::interrupt::Interrupt;
 /// into the folder) when the internal hop uses TLS.
 fn create_folder(plan: &Plan, started_at: &str, load: &str) -> Option<(RunFolder, Plan)> {
     let cfg = &plan.config;
-    let name = folder_name(started_at, plan.transport_name(), load, cfg.label.as_deref());
+    let name = folder_name(started_at, &plan.transport_name(), load, cfg.label.as_deref());
     let folder = match RunFolder::create(&cfg.out, &name) {
         Ok(f) => f,
         Err(e) => {

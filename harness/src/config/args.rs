@@ -23,63 +23,60 @@ pub const MAX_RUN: Duration = Duration::from_secs(30 * 24 * 3600);
 /// The most measured rounds of one run.
 pub const MAX_ROUNDS: u32 = 10_000;
 
-/// Which transports a run measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TransportArg {
-    Grpc,
-    Rest,
-    /// Both, each on fresh tier processes, rounds alternating.
-    Both,
-    /// The same transport as two arms (`grpc,grpc`): an A/A check of the
-    /// comparison's statistics.
-    Twice(Transport),
-}
+/// Which transports a run measures, in the order of their first round:
+/// one arm, `both` (gRPC and REST), an A/A pair of one transport, or a list of
+/// distinct arms (`grpc,rest,rest-pb,grpc-json`), each on fresh tier
+/// processes, rounds counterbalanced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportArg(Vec<Transport>);
 
 impl TransportArg {
     /// The arms, in the order of their first round.
-    pub fn arms(self) -> Vec<Transport> {
-        match self {
-            TransportArg::Grpc => vec![Transport::Grpc],
-            TransportArg::Rest => vec![Transport::Rest],
-            TransportArg::Both => vec![Transport::Grpc, Transport::Rest],
-            TransportArg::Twice(t) => vec![t, t],
-        }
+    pub fn arms(&self) -> Vec<Transport> {
+        self.0.clone()
     }
 
     /// The value of `--transport` that gives these arms.
     pub fn from_arms(arms: &[Transport]) -> Option<TransportArg> {
-        match arms {
-            [Transport::Grpc] => Some(TransportArg::Grpc),
-            [Transport::Rest] => Some(TransportArg::Rest),
-            [Transport::Grpc, Transport::Rest] => Some(TransportArg::Both),
-            [a, b] if a == b => Some(TransportArg::Twice(*a)),
-            _ => None,
-        }
+        let distinct = arms.iter().enumerate().all(|(i, a)| !arms[..i].contains(a));
+        let a_a = matches!(arms, [a, b] if a == b);
+        (!arms.is_empty() && (distinct || a_a)).then(|| TransportArg(arms.to_vec()))
     }
 
-    pub fn as_arg(self) -> String {
-        match self {
-            TransportArg::Grpc => "grpc".into(),
-            TransportArg::Rest => "rest".into(),
-            TransportArg::Both => "both".into(),
-            TransportArg::Twice(t) => format!("{0},{0}", t.as_str()),
+    pub fn as_arg(&self) -> String {
+        match self.0.as_slice() {
+            [Transport::Grpc, Transport::Rest] => "both".into(),
+            arms => arms.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(","),
         }
     }
 }
 
-/// `--transport`: `grpc`, `rest`, `both` (also `grpc,rest`), or an A/A pair
-/// `grpc,grpc` / `rest,rest`.
+/// `--transport`: one arm (`grpc`, `rest`, `rest-pb`, `grpc-json`), `both`
+/// (= `grpc,rest`), a list of distinct arms, or an A/A pair `grpc,grpc`.
 fn parse_transport(text: &str) -> Result<TransportArg, String> {
-    match text.trim() {
-        "grpc" => Ok(TransportArg::Grpc),
-        "rest" => Ok(TransportArg::Rest),
-        "both" | "grpc,rest" => Ok(TransportArg::Both),
-        "grpc,grpc" => Ok(TransportArg::Twice(Transport::Grpc)),
-        "rest,rest" => Ok(TransportArg::Twice(Transport::Rest)),
-        other => {
-            Err(format!("{other:?}: use grpc, rest, both, or grpc,grpc / rest,rest for an A/A check of the statistics"))
-        }
-    }
+    let text = text.trim();
+    let names = if text == "both" { "grpc,rest" } else { text };
+    let arms = names
+        .split(',')
+        .map(|name| {
+            Transport::from_name(name.trim()).ok_or_else(|| {
+                format!(
+                    "{:?} in {text:?} is not an arm: use grpc, rest, rest-pb (protobuf over HTTP/1.1), grpc-json \
+                     (JSON over gRPC), both (= grpc,rest), a list such as grpc,rest,rest-pb,grpc-json, or \
+                     grpc,grpc / rest,rest for an A/A check of the statistics",
+                    name.trim()
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    TransportArg::from_arms(&arms).ok_or_else(|| {
+        format!("{text:?} names an arm twice: list distinct arms, or exactly two of one (grpc,grpc) for an A/A check")
+    })
+}
+
+/// `--baseline`: an arm's name.
+fn parse_baseline(text: &str) -> Result<Transport, String> {
+    Transport::from_name(text.trim()).ok_or_else(|| format!("{text:?}: use grpc, rest, rest-pb or grpc-json"))
 }
 
 /// `--shape`: `order` or `timeseries`.
@@ -167,13 +164,19 @@ pub const DEFAULT_COMPARED_ROUNDS: u32 = 3;
 /// Flags of a measured run.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Transport of the internal hop (caller → downstream): grpc, rest, or
-    /// `both`, which measures gRPC and REST with the same configuration in
-    /// counterbalanced rounds and writes a comparison; `grpc,grpc` or
-    /// `rest,rest` runs one transport as two arms (an A/A check: how often the
-    /// comparison calls a difference that is not there).
+    /// Transport of the internal hop (caller → downstream): grpc, rest,
+    /// rest-pb (protobuf bodies over REST's HTTP/1.1), grpc-json (REST's JSON
+    /// over gRPC), or a list of arms (grpc,rest,rest-pb,grpc-json) measured
+    /// with the same configuration in counterbalanced rounds and compared;
+    /// `both` is grpc,rest; `grpc,grpc` or `rest,rest` runs one transport as
+    /// two arms (an A/A check: how often the comparison calls a difference
+    /// that is not there).
     #[arg(long, value_parser = parse_transport, default_value = "grpc")]
     pub transport: TransportArg,
+    /// The arm every other arm is judged against (default: the first of
+    /// --transport). It must be one of the arms.
+    #[arg(long, value_parser = parse_baseline)]
+    pub baseline: Option<Transport>,
     /// Target rate in requests per second (open loop: request i is due at
     /// t0 + i/qps): one rate (default 100), or a sweep as a list (500,1000,2000)
     /// or a geometric range (500..16000x2). Leave it out and give --connections
@@ -366,7 +369,20 @@ impl Plan {
         if arms.len() > 1 && arms[0] == arms[1] && (rates.len() > 1 || payload_sweep.is_some()) {
             return Err(bad("--transport", "an A/A pair (grpc,grpc or rest,rest) goes with one rate, not a sweep"));
         }
+        let baseline = match a.baseline {
+            Some(b) if !arms.contains(&b) => {
+                return Err(bad(
+                    "--baseline",
+                    format!("{b} is not one of the arms of --transport {}", a.transport.as_arg()),
+                ));
+            }
+            Some(b) => b,
+            None => arms[0],
+        };
         let mut config = Config::from_args(a, arms[0], rates.first().copied())?;
+        if arms.len() > 1 {
+            config.baseline = super::recorded_baseline(&arms, baseline);
+        }
         if a.rounds.is_none() && arms.len() > 1 && rates.len() <= 1 && payload_sweep.is_none() {
             config.rounds = DEFAULT_COMPARED_ROUNDS;
         }
@@ -410,6 +426,7 @@ impl Config {
         check_writable(&a.out)?;
         Ok(Config {
             transport,
+            baseline: None,
             qps: qps.unwrap_or(0.0),
             closed_loop: qps.is_none(),
             target: a.target,
@@ -471,6 +488,9 @@ fn duration_arg(d: Duration) -> String {
 pub fn command_line(config: &Config, transport: TransportArg) -> Vec<String> {
     let c = config;
     let mut a: Vec<String> = vec!["--transport".into(), transport.as_arg()];
+    if let Some(b) = config.baseline {
+        a.extend(["--baseline".into(), b.as_str().into()]);
+    }
     let mut flag = |name: &str, value: String| {
         a.push(name.into());
         a.push(value);
@@ -933,17 +953,39 @@ mod tests {
         assert_eq!(parse(&["--transport", "both", "--qps", "10,20"]).unwrap().rounds, 1);
         let aa = plan(&["--transport", "grpc,grpc"]).unwrap();
         assert_eq!(aa.arms, [Transport::Grpc, Transport::Grpc]);
-        assert_eq!((aa.config.rounds, aa.transport_name()), (3, "aa-grpc"));
+        assert_eq!((aa.config.rounds, aa.transport_name().as_str()), (3, "aa-grpc"));
         assert_eq!(aa.arm_dirs(), ["grpc-a", "grpc-b"]);
         assert_eq!(plan(&["--transport", "both"]).unwrap().arm_dirs(), ["grpc", "rest"]);
         assert_eq!(plan(&["--transport", "rest,rest", "--qps", "10,20"]).unwrap_err().flag, "--transport");
         assert!(Cli::try_parse_from(["harness", "--transport", "grpc,soap"]).is_err());
-        for arg in ["grpc", "rest", "both", "grpc,grpc", "rest,rest"] {
+        for arg in ["grpc", "rest", "both", "grpc,grpc", "rest,rest", "rest-pb", "grpc,rest,rest-pb,grpc-json"] {
             let t = parse_transport(arg).unwrap();
-            assert_eq!((t.as_arg(), TransportArg::from_arms(&t.arms())), (arg.to_owned(), Some(t)));
+            assert_eq!((t.as_arg(), TransportArg::from_arms(&t.arms())), (arg.to_owned(), Some(t.clone())));
         }
         assert_eq!(parse(&["--plan-qps", "2000"]).unwrap().plan_qps, Some(2000.0));
         assert_eq!(parse(&["--plan-qps", "0"]).unwrap_err().flag, "--plan-qps");
+    }
+
+    #[test]
+    fn a_list_of_arms_runs_counterbalanced_against_a_baseline() {
+        let p = plan(&["--transport", "grpc,rest,rest-pb,grpc-json", "--rounds", "2"]).unwrap();
+        assert_eq!(p.arms, Transport::ALL);
+        assert_eq!(p.order(), [(0, 0), (1, 0), (2, 0), (3, 0), (3, 1), (2, 1), (1, 1), (0, 1)]);
+        assert_eq!(p.transport_name(), "grpc+rest+rest-pb+grpc-json");
+        assert_eq!(p.arm_dirs(), ["grpc", "rest", "rest-pb", "grpc-json"]);
+        assert_eq!(p.config.baseline, None, "the first arm is the default baseline");
+        assert_eq!(parse(&["--transport", "grpc-json,rest-pb"]).unwrap().rounds, DEFAULT_COMPARED_ROUNDS);
+        // A baseline that is not where the comparison would put it is recorded.
+        let b = plan(&["--transport", "grpc,rest", "--baseline", "rest"]).unwrap();
+        assert_eq!(b.config.baseline, Some(Transport::Rest));
+        assert_eq!(plan(&["--transport", "rest-pb,grpc"]).unwrap().config.baseline, Some(Transport::RestPb));
+        assert_eq!(plan(&["--transport", "both", "--baseline", "grpc"]).unwrap().config.baseline, None);
+        assert_eq!(plan(&["--transport", "both", "--baseline", "rest-pb"]).unwrap_err().flag, "--baseline");
+        assert!(Cli::try_parse_from(["harness", "--baseline", "soap"]).is_err());
+        assert!(Cli::try_parse_from(["harness", "--transport", "grpc,rest,grpc"]).is_err());
+        assert!(Cli::try_parse_from(["harness", "--transport", "grpc,"]).is_err());
+        let single = plan(&["--transport", "grpc-json"]).unwrap();
+        assert_eq!((single.arms.as_slice(), single.transport_name()), (&[Transport::GrpcJson][..], "grpc-json".into()));
     }
 
     #[test]
@@ -966,10 +1008,12 @@ mod tests {
             &["--shape", "timeseries", "--request-bytes", "4096", "--items", "100"],
             &["--transport", "both", "--tls", "--compression", "gzip"],
             &["--transport", "rest", "--mtls", "--compression", "zstd", "--rest-http2"],
+            &["--transport", "grpc,rest,rest-pb,grpc-json", "--rounds", "2"],
+            &["--transport", "rest-pb,grpc-json", "--baseline", "grpc-json", "--compression", "gzip"],
         ] {
             let p = plan(args).unwrap();
             let t = TransportArg::from_arms(&p.arms).unwrap();
-            let line = command_line(&p.config, t);
+            let line = command_line(&p.config, t.clone());
             let exact = |line: &[String]| {
                 let full = std::iter::once("harness").chain(line.iter().map(String::as_str));
                 Plan::from_args(&Cli::try_parse_from(full).expect("clap accepts").run).unwrap()

@@ -239,14 +239,14 @@ impl Plan {
         PER_FOLDER + steps * arms * (PER_ARM + u64::from(c.rounds) * PER_ROUND + rows * PER_ROW)
     }
 
-    /// `grpc`, `rest`, `both` or `aa-grpc` / `aa-rest`: the transport part of
-    /// the run folder's name.
-    pub fn transport_name(&self) -> &'static str {
+    /// `grpc`, `rest`, `both`, `aa-grpc` / `aa-rest`, or the arms joined by
+    /// `+` for any other list: the transport part of the run folder's name.
+    pub fn transport_name(&self) -> String {
         match self.arms.as_slice() {
-            [Transport::Grpc, Transport::Grpc] => "aa-grpc",
-            [Transport::Rest, Transport::Rest] => "aa-rest",
-            [_, _, ..] => "both",
-            _ => self.config.transport.as_str(),
+            [a, b] if a == b => format!("aa-{a}"),
+            [Transport::Grpc, Transport::Rest] => "both".into(),
+            [_, _, ..] => self.arms.iter().map(|t| t.as_str()).collect::<Vec<_>>().join("+"),
+            _ => self.config.transport.as_str().into(),
         }
     }
 
@@ -255,6 +255,25 @@ impl Plan {
     pub fn arm_dirs(&self) -> Vec<String> {
         arm_dirs(&self.arms)
     }
+}
+
+/// The order in which the arms of a run are compared: the baseline first
+/// (`baseline`, or without it the first arm of [`Transport::ALL`]'s order that
+/// ran), then the others in [`Transport::ALL`]'s order; arms of one transport
+/// (an A/A pair) keep their order. Indices into `transports`. A `both` run
+/// compares gRPC against REST, as it always did.
+pub fn compared_order(transports: &[Transport], baseline: Option<Transport>) -> Vec<usize> {
+    let rank = |t: Transport| Transport::ALL.iter().position(|u| *u == t).unwrap_or(usize::MAX);
+    let mut order: Vec<usize> = (0..transports.len()).collect();
+    order.sort_by_key(|&i| (Some(transports[i]) != baseline, rank(transports[i])));
+    order
+}
+
+/// The baseline to record in a run's configuration: `None` where
+/// [`compared_order`] puts it first without being told.
+pub fn recorded_baseline(arms: &[Transport], baseline: Transport) -> Option<Transport> {
+    let first = compared_order(arms, None).first().map(|&i| arms[i]);
+    (first != Some(baseline)).then_some(baseline)
 }
 
 /// The folder name of each arm of a run over `transports`: the transport's
@@ -279,6 +298,11 @@ pub fn arm_dirs(transports: &[Transport]) -> Vec<String> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Config {
     pub transport: Transport,
+    /// The arm the others are judged against (`--baseline`), recorded only
+    /// where [`compared_order`] would not put it first by itself; absent from
+    /// run.json otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Transport>,
     /// Offered rate (0 in closed-loop throughput mode).
     pub qps: f64,
     /// Throughput mode: `connections` workers send back to back; latency is
@@ -426,9 +450,9 @@ impl Config {
         let in_flight = self.sizing_in_flight();
         let front = if self.connections == 0 { in_flight } else { in_flight.min(self.connections as u64) };
         let outbound = match self.transport {
-            Transport::Rest if !self.rest_http2 => in_flight * u64::from(self.fanout),
-            Transport::Rest => 1,
-            Transport::Grpc => u64::from(self.grpc_connections),
+            t if t.is_grpc() => u64::from(self.grpc_connections),
+            _ if !self.rest_http2 => in_flight * u64::from(self.fanout),
+            _ => 1,
         };
         front + outbound + 128
     }

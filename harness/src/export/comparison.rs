@@ -8,6 +8,7 @@ use std::fmt::Write;
 
 use super::findings::{difference_cell, findings_list, method_note, projection_section, verdict_cell};
 use crate::export::markdown::{charts_section, environment_table, num, setup};
+use crate::judge::attribution::{Split, attribute};
 use crate::judge::difference::{Row, Verdict, called_share, compare, paired};
 use crate::judge::inference::CONFIDENCE;
 use crate::judge::projection::project_all;
@@ -73,6 +74,7 @@ pub fn render(arms: &[Arm<'_>], charts: bool) -> String {
     let rows = judged(arms);
     out.push_str(&findings_section(arms, &rows));
     let runs: Vec<&RunResult> = arms.iter().map(|a| a.run).collect();
+    out.push_str(&attribution_section(&attribute(&runs)));
     out.push_str(&projection_section(&names, &project_all(&runs)));
     let _ = writeln!(out, "\n## All rows\n");
     out.push_str(&table(arms, &rows));
@@ -108,6 +110,53 @@ pub fn findings_section(arms: &[Arm<'_>], rows: &[Vec<Row>]) -> String {
         );
     }
     out
+}
+
+/// `## Attribution`: where gRPC, REST, rest-pb and grpc-json all ran, how
+/// much of REST − gRPC the encoding and the transport each explain (empty
+/// otherwise, so two-arm comparisons are unchanged).
+pub fn attribution_section(splits: &[Split]) -> String {
+    if splits.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\n## Attribution: encoding or transport\n\n");
+    let _ = writeln!(
+        out,
+        "The four arms cross encoding (JSON or protobuf) with transport (HTTP/1.1 or gRPC over HTTP/2). Of the \
+         difference REST − gRPC, the encoding's part is JSON instead of protobuf averaged over both transports, \
+         ((REST − REST+protobuf) + (gRPC+JSON − gRPC)) / 2, and the transport's part is HTTP/1.1 instead of gRPC \
+         averaged over both encodings, ((REST − gRPC+JSON) + (REST+protobuf − gRPC)) / 2; the two add up to the \
+         difference exactly. Each is computed per round from the four arms' figures of that round and given with \
+         the 95% t interval of its mean over the rounds; the interaction, (REST − REST+protobuf) − (gRPC+JSON − \
+         gRPC), says how far the encoding's effect depends on the transport.\n"
+    );
+    for s in splits {
+        let d = s.decimals;
+        let iv = |i: &crate::judge::inference::Interval| {
+            format!("{} {} [{}, {}]", signed(i.estimate, d), s.unit, num(Some(i.lo), d), num(Some(i.hi), d))
+        };
+        let share = s
+            .encoding_share()
+            .map(|e| format!(" (encoding {e:.0}%, transport {:.0}% of the difference)", 100.0 - e))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "- **{}** (gRPC {} {}, {} rounds): REST − gRPC {}; encoding {}; transport {}{share}; interaction {}.",
+            s.label,
+            num(Some(s.grpc_mean), d),
+            s.unit,
+            s.rounds,
+            iv(&s.total),
+            iv(&s.encoding),
+            iv(&s.transport),
+            iv(&s.interaction),
+        );
+    }
+    out
+}
+
+fn signed(v: f64, decimals: usize) -> String {
+    if v > 0.0 { format!("+{}", num(Some(v), decimals)) } else { num(Some(v), decimals) }
 }
 
 fn warnings_quote(arms: &[Arm<'_>]) -> String {

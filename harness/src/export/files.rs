@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use super::comparison::{self, Arm};
 use super::{adr, arm_names, capacity, charts, folder_name, hgrm, markdown, payload, qps_part, timeseries};
+use caller::Transport;
+
 use crate::config::arm_dirs;
 use crate::judge::capacity::Capacity;
 use crate::judge::payload::PayloadReport;
@@ -216,12 +218,17 @@ pub fn read_runs(folder: &Path) -> Result<Vec<RunResult>, String> {
         return Ok(vec![read(&own)?]);
     }
     let mut runs = Vec::new();
-    for arm in ["grpc", "rest", "grpc-a", "grpc-b", "rest-a", "rest-b"] {
+    let names = Transport::ALL.iter().flat_map(|t| {
+        let t = t.as_str();
+        [t.to_owned(), format!("{t}-a"), format!("{t}-b")]
+    });
+    for arm in names {
         let path = folder.join(arm).join("run.json");
         if path.is_file() {
             runs.push(read(&path)?);
         }
     }
+    let runs = crate::judge::difference::in_compared_order(runs);
     if runs.is_empty() {
         return Err(format!(
             "{} is not a run folder (it has no run.json and no grpc/ or rest/ arm folder); give folders written by the harness under results/",

@@ -96,6 +96,18 @@ impl Row {
     }
 }
 
+/// The runs of one folder in the order they are compared: the baseline first
+/// (`--baseline`, recorded in each arm's configuration where it is not the
+/// default), then the other arms (`config::compared_order`). Every renderer
+/// judges `runs[1..]` against `runs[0]`.
+pub fn in_compared_order(runs: Vec<RunResult>) -> Vec<RunResult> {
+    let transports: Vec<_> = runs.iter().map(|r| r.config.transport).collect();
+    let baseline = runs.iter().find_map(|r| r.config.baseline);
+    let order = crate::config::compared_order(&transports, baseline);
+    let mut slots: Vec<Option<RunResult>> = runs.into_iter().map(Some).collect();
+    order.into_iter().filter_map(|i| slots[i].take()).collect()
+}
+
 /// True when `a` and `b` are the arms of one counterbalanced run.
 pub fn paired(a: &RunResult, b: &RunResult) -> bool {
     a.started_at == b.started_at && a.rounds.len() == b.rounds.len()

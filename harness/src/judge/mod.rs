@@ -8,12 +8,14 @@
 //!   two-level latency bootstrap);
 //! * [`metrics`]: the rows a report shows and which direction is better;
 //! * [`difference`]: two arms row by row: intervals, verdicts, findings;
+//! * [`attribution`]: the 2×2 of encoding × transport: how much of REST − gRPC each explains;
 //! * [`projection`]: what an arm needs at a planned rate (`--plan-qps`);
 //! * [`validity`]: whether a run was a fair measurement;
 //! * [`capacity`]: sweep steps, whether each was sustained, and the knee;
 //! * [`payload`]: payload sweep steps: a capacity step and the hop's bytes per request;
 //! * [`gate`]: the `--fail-if` grammar and the CI gates' breaches.
 
+pub mod attribution;
 pub mod capacity;
 pub mod difference;
 pub mod gate;

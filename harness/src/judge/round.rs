@@ -55,7 +55,7 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
         resources: all_resources(input.deltas, &in_window, window, rec),
         bytes: Hops {
             front: hop_bytes("front", input.deltas.front.as_ref()),
-            internal: hop_bytes(input.config.transport.as_str(), input.deltas.internal.as_ref()),
+            internal: hop_bytes(input.config.transport.listener(), input.deltas.internal.as_ref()),
         },
         other_cores: mean(
             input

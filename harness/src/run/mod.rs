@@ -114,7 +114,7 @@ pub async fn run(
         Some(Stop::TierDied(reason)) => (RunStatus::Aborted, Some(reason)),
     };
     let common = Common { started_at, environment, instrument, link, status, reason, samples, load_samples, origin };
-    Ok(results(finished, pending, &common, interrupt.cut_token()).await)
+    Ok(crate::judge::difference::in_compared_order(results(finished, pending, &common, interrupt.cut_token()).await))
 }
 
 /// The instrument's precision and, when the load goes through the front
@@ -144,7 +144,7 @@ async fn results(
         let config = &finished[p.arm].0;
         let rel = |at: Instant| at.saturating_duration_since(common.origin).as_secs_f64();
         let (from_seconds, to_seconds) = (rel(p.start.at), rel(p.end.at));
-        let deltas = Deltas::between(&p.start, &p.end, config.transport.as_str());
+        let deltas = Deltas::between(&p.start, &p.end, config.transport.listener());
         let (arm, round, complete, pids) = (p.arm, p.round, p.complete, p.pids.clone());
         let (record, scheduled) = p.settle(cut).await;
         let input = RoundInput {

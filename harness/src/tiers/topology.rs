@@ -6,7 +6,6 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use caller::Transport;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Compression, Config, Isolation, ProxyHop, TargetTier, TlsFiles};
@@ -130,14 +129,14 @@ impl Topology {
     async fn start_tiers(&mut self, cfg: &Config) -> Result<(), TierError> {
         let downstream = self.downstream.insert(start_downstream(cfg).await?);
         if cfg.target == TargetTier::Downstream {
-            self.target_url = url_of(downstream, cfg.transport.as_str(), cfg);
+            self.target_url = url_of(downstream, cfg.transport.listener(), cfg);
             return Ok(());
         }
         let (mut grpc_url, mut rest_url) = (url_of(downstream, "grpc", cfg), url_of(downstream, "rest", cfg));
         if let (Some(kind), ProxyHop::Internal) = (cfg.proxy, cfg.proxy_hop) {
             // Between the caller and the downstream's listener for the transport.
-            let upstream = listener(downstream, cfg.transport.as_str())?;
-            let h2c = cfg.transport == Transport::Grpc || cfg.rest_http2;
+            let upstream = listener(downstream, cfg.transport.listener())?;
+            let h2c = cfg.transport.is_grpc() || cfg.rest_http2;
             let (tier, info) = proxy::start(kind, ProxyHop::Internal, cfg.bind, upstream, h2c).await?;
             grpc_url = format!("http://{}", info.listen);
             rest_url = grpc_url.clone();

@@ -1,0 +1,91 @@
+//! Four arms end to end: `--transport grpc,rest,rest-pb,grpc-json` runs every
+//! arm counterbalanced on its own tiers, counts each arm's internal-hop bytes
+//! on the downstream listener it reaches, writes a comparison against the
+//! baseline with the attribution paragraph, and `harness compare` on the
+//! folder reproduces it byte for byte.
+
+mod common;
+
+use common::*;
+use harness::result::RunResult;
+
+#[test]
+fn four_arms_compare_against_the_baseline_and_attribute_the_difference() {
+    let out = out_dir("arms-run");
+    let o = harness_cmd(&[
+        "--transport",
+        "grpc,rest,rest-pb,grpc-json",
+        "--qps",
+        "40",
+        "--duration",
+        "1s",
+        "--warmup",
+        "300ms",
+        "--rounds",
+        "2",
+        "--delay",
+        "20ms",
+        "--items",
+        "50",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    assert!(folder.file_name().unwrap().to_string_lossy().ends_with("-grpc+rest+rest-pb+grpc-json-40qps"));
+    let mut wire = Vec::new();
+    for (arm, listener) in [("grpc", "grpc"), ("rest", "rest"), ("rest-pb", "rest"), ("grpc-json", "grpc")] {
+        let run: RunResult =
+            serde_json::from_slice(&std::fs::read(folder.join(arm).join("run.json")).unwrap()).unwrap();
+        assert_eq!((run.config.transport.as_str(), run.config.baseline), (arm, None));
+        assert_eq!(run.rounds.len(), 2);
+        for r in &run.rounds {
+            assert!(r.complete && r.requests.ok == r.requests.sent && r.requests.sent >= 39, "{arm}: {:?}", r.requests);
+            let hop = &r.bytes.internal;
+            assert_eq!(hop.listener, listener, "{arm}");
+            assert!(hop.requests >= 39, "{arm}: the downstream's {listener} listener counted {}", hop.requests);
+            let (sent, got) =
+                (hop.request_wire_bytes_per_request.unwrap(), hop.response_wire_bytes_per_request.unwrap());
+            assert!(got > hop.response_message_bytes_per_request.unwrap(), "{arm}: {hop:?}");
+            wire.push((arm, r.index, sent + got, hop.response_message_bytes_per_request.unwrap()));
+        }
+    }
+    // Encoding sets the message bytes: rest-pb's answers are gRPC's protobuf,
+    // grpc-json's are REST's JSON, round for round.
+    let msg = |arm: &str| wire.iter().filter(|w| w.0 == arm).map(|w| w.3).collect::<Vec<_>>();
+    assert_eq!(msg("rest-pb"), msg("grpc"));
+    assert_eq!(msg("grpc-json"), msg("rest"));
+    assert!(msg("rest")[0] > msg("grpc")[0] * 1.2, "{wire:?}");
+
+    let comparison = std::fs::read_to_string(folder.join("comparison.md")).unwrap();
+    assert!(comparison.starts_with("# grpc-vs-rest comparison: gRPC vs REST vs REST+protobuf vs gRPC+JSON"));
+    assert!(comparison.contains("REST+protobuf against gRPC:") && comparison.contains("gRPC+JSON against gRPC:"));
+    assert!(comparison.contains("## Attribution: encoding or transport"), "{comparison}");
+    for figure in ["internal hop wire bytes per request", "caller CPU per request", "downstream CPU per request"] {
+        assert!(comparison.contains(&format!("- **{figure}")), "no attribution of {figure}: {comparison}");
+    }
+
+    let again = out_dir("arms-compare");
+    let o = harness_cmd(&["compare", folder.to_str().unwrap(), "--out", again.to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_to_string(again.join("comparison.md")).unwrap(), comparison);
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_dir_all(&again);
+}
+
+#[test]
+fn bad_arms_and_baselines_are_refused_naming_the_flag() {
+    for (args, flag) in [
+        (&["--transport", "grpc,soap"][..], "--transport"),
+        (&["--transport", "grpc,rest,grpc"], "--transport"),
+        (&["--transport", "both", "--baseline", "grpc-json"], "--baseline"),
+    ] {
+        let o = harness_cmd(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(flag), "{args:?}: {err}");
+    }
+}
