@@ -12,7 +12,7 @@ use super::comparison::Arm;
 use super::findings::{name_and_unit, sentence, with_unit};
 use super::markdown::{num, setup};
 use crate::config::{TransportArg, arm_dirs, command_line};
-use crate::judge::difference::{FINDING_KEYS, Row, Verdict, compare};
+use crate::judge::difference::{FINDING_KEYS, FINDING_THRESHOLD_PERCENT, Row, Verdict, compare};
 
 /// What a record needs beyond the arms.
 #[derive(Debug, Clone)]
@@ -168,7 +168,21 @@ fn pros_and_cons(rows: &[Row], arms: &[Arm<'_>], i: usize) -> String {
             (Verdict::ABetter, _) | (Verdict::BBetter, _) => Some(false),
             _ => None,
         };
+        // A difference the interval shows but under the findings' threshold
+        // is not a reason to prefer either option.
+        let small = row.relative().is_some_and(|rel| rel.estimate.abs() < FINDING_THRESHOLD_PERCENT);
         let text = match (good, row.verdict) {
+            (Some(_), _) if small => {
+                let (name, unit) = name_and_unit(row.metric.label);
+                let d = row.metric.decimals;
+                let rel = row.relative().map_or(0.0, |r| r.estimate);
+                format!(
+                    "* Neutral, because {name} differed detectably but by less than {FINDING_THRESHOLD_PERCENT}% \
+                     ({b} {}, {a} {}; {rel:+.2}%).",
+                    with_unit(row.b, d, unit),
+                    with_unit(row.a, d, unit)
+                )
+            }
             (Some(true), _) => format!("* Good, because {}", sentence(row, a, b)),
             (Some(false), _) => format!("* Bad, because {}", sentence(row, a, b)),
             (None, Verdict::NoDifference) => {
@@ -263,5 +277,21 @@ mod tests {
         assert!(text.contains("Chosen option: \"gRPC\", because"), "{text}");
         let consequences = text.split("### Consequences").nth(1).unwrap().split("### Confirmation").next().unwrap();
         assert!(consequences.contains("* Good, because REST's caller memory mean is 2.22× gRPC's"), "{consequences}");
+    }
+
+    #[test]
+    fn a_detectable_difference_under_the_threshold_is_neutral() {
+        // Every scaled figure 3% apart: the intervals call them, the
+        // findings' 5% threshold does not.
+        let (g, r) = testing::both(5, 0.97, 1.0);
+        let arms = [Arm { name: "gRPC", run: &g }, Arm { name: "REST", run: &r }];
+        let text = render(&arms, &Record { date: "2026-11-30", prefer: None, folder: "" });
+        let pros =
+            text.split("## Pros and Cons of the Options").nth(1).unwrap().split("## More Information").next().unwrap();
+        assert!(
+            pros.contains("* Neutral, because caller memory mean differed detectably but by less than 5%"),
+            "{pros}"
+        );
+        assert!(!pros.contains("Good, because") && !pros.contains("Bad, because"), "{pros}");
     }
 }
