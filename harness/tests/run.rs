@@ -200,3 +200,31 @@ fn fresh_rounds_restart_the_tiers_even_on_a_fixed_caller_port() {
     assert!(run.rounds.iter().all(|r| r.requests.ok == r.requests.sent && r.requests.sent >= 29), "{:?}", run.rounds);
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn fresh_tiers_run_this_build_even_when_its_file_is_removed_mid_run() {
+    // cargo relinks the executable in place; a run that started before must
+    // keep starting its fresh tiers from the image it is running.
+    let out = out_dir("exe-removed");
+    std::fs::create_dir_all(&out).unwrap();
+    let copy = out.join("harness-copy");
+    std::fs::copy(env!("CARGO_BIN_EXE_harness"), &copy).unwrap();
+    let results = out.join("results");
+    let child = std::process::Command::new(&copy)
+        .args(["--transport", "grpc", "--qps", "20", "--delay", "10ms", "--duration", "1s", "--warmup", "1s"])
+        .args(["--rounds", "3", "--quiet", "--out", results.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Gone before the second round's tiers are started.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::fs::remove_file(&copy).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let run = load(&run_folder(&results));
+    assert_eq!(run.rounds.len(), 3);
+    let callers: std::collections::BTreeSet<_> = run.rounds.iter().map(|r| r.pids[&TierName::Caller]).collect();
+    assert_eq!(callers.len(), 3, "each round on its own caller: {callers:?}");
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -105,7 +105,13 @@ fn tail_text(tail: &Mutex<VecDeque<String>>) -> String {
 pub(crate) async fn spawn(tier: TierName, args: Vec<String>) -> Result<Tier, TierError> {
     let spawn_err = |reason: String| TierError::Spawn { tier, reason };
     let exe = std::env::current_exe().map_err(|e| spawn_err(format!("finding the harness executable: {e}")))?;
-    let mut cmd = Command::new(exe);
+    // The tiers run the very build the harness records, even when the file
+    // has been rebuilt or removed during the run (cargo relinks in place):
+    // /proc/self/exe, resolved in the forked child, is still this image.
+    // The name people see in `ps` stays the executable's path.
+    let proc_exe = std::path::Path::new("/proc/self/exe");
+    let mut cmd = if proc_exe.exists() { Command::new(proc_exe) } else { Command::new(&exe) };
+    cmd.arg0(&exe);
     cmd.arg(TIER_ROLE_ARG).arg(tier.as_str()).args(&args);
     let (mut child, stderr_tail) = launch(tier, cmd, Signal::SIGKILL)?;
     let stdout = child.stdout.take().ok_or_else(|| spawn_err("no stdout pipe".into()))?;
