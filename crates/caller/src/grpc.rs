@@ -4,10 +4,11 @@
 //! arm's JSON in gRPC frames on the same channels, with tonic's own client
 //! and a pass-through codec, as `application/grpc+json`.
 
+use proto::json::{FETCH_JSON_PATH, GRPC_JSON_CONTENT_TYPE, RawCodec};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use bytes::{Buf, BufMut, Bytes};
+use bytes::Bytes;
 use futures::future::BoxFuture;
 use hyper_util::rt::TokioIo;
 use payload::{FetchRequest, FetchResponse};
@@ -15,7 +16,6 @@ use prost::Message;
 use proto::downstream_client::DownstreamClient;
 use telemetry::{Counters, CountingStream};
 use tokio::net::TcpStream;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::{Channel, Endpoint, Uri};
 
@@ -175,52 +175,6 @@ fn grpc_settings(transport: &str, connections: usize, wire: &Wire) -> serde_json
         settings
     };
     merged(settings, wire.settings("h2"))
-}
-
-/// The method the `grpc-json` arm calls: a sibling of `Fetch` on the
-/// downstream's gRPC listener whose messages are the REST API's JSON.
-pub const FETCH_JSON_PATH: &str = "/bench.v1.Downstream/FetchJson";
-/// The content type of the `grpc-json` arm's requests and answers.
-pub const GRPC_JSON_CONTENT_TYPE: &str = "application/grpc+json";
-
-/// A gRPC codec that moves already-encoded message bytes: the JSON is made
-/// and read by the client and server themselves, so both count the message
-/// bytes they encoded, and a malformed message is theirs to answer.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RawCodec;
-
-impl Codec for RawCodec {
-    type Encode = Bytes;
-    type Decode = Bytes;
-    type Encoder = RawCodec;
-    type Decoder = RawCodec;
-
-    fn encoder(&mut self) -> Self::Encoder {
-        RawCodec
-    }
-
-    fn decoder(&mut self) -> Self::Decoder {
-        RawCodec
-    }
-}
-
-impl Encoder for RawCodec {
-    type Item = Bytes;
-    type Error = tonic::Status;
-
-    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), tonic::Status> {
-        dst.put(item);
-        Ok(())
-    }
-}
-
-impl Decoder for RawCodec {
-    type Item = Bytes;
-    type Error = tonic::Status;
-
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, tonic::Status> {
-        Ok(Some(src.copy_to_bytes(src.remaining())))
-    }
 }
 
 /// A channel whose requests say `application/grpc+json` (tonic's client

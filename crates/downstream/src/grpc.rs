@@ -8,6 +8,7 @@
 //! not arrive in time is DEADLINE_EXCEEDED, and every status sent, whoever
 //! produced it (tonic's framing, an unknown method, the handler), is counted.
 
+use proto::json::{FETCH_JSON_PATH, GRPC_JSON_CONTENT_TYPE, RawCodec};
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -20,12 +21,12 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use bytes::{Buf, BufMut, Bytes};
+use bytes::Bytes;
 use http_body::Frame;
 use prost::Message;
 use proto::downstream_server::{Downstream, DownstreamServer};
 use telemetry::Counters;
-use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder};
 use tonic::server::{NamedService, UnaryService};
 use tonic::{Code, Request as GrpcRequest, Response as GrpcResponse, Status};
 use tonic_prost::{ProstDecoder, ProstEncoder};
@@ -82,11 +83,6 @@ pub fn outcome(code: Code) -> &'static str {
 }
 
 const FETCH_PATH: &str = "/bench.v1.Downstream/Fetch";
-/// The JSON twin of `Fetch` (the `grpc-json` arm): not in the contract's
-/// `.proto`, since its messages are the REST API's JSON, not protobuf.
-pub const FETCH_JSON_PATH: &str = "/bench.v1.Downstream/FetchJson";
-/// The content type of `FetchJson`'s answers.
-pub const GRPC_JSON_CONTENT_TYPE: &str = "application/grpc+json";
 
 #[derive(Debug)]
 pub struct GrpcService {
@@ -248,45 +244,6 @@ impl UnaryService<Bytes> for FetchJsonMethod {
                 }
             }
         })
-    }
-}
-
-/// Moves already-encoded message bytes: `FetchJson` reads and writes its JSON
-/// itself, so it counts the message bytes and answers a malformed one.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RawCodec;
-
-impl Codec for RawCodec {
-    type Encode = Bytes;
-    type Decode = Bytes;
-    type Encoder = RawCodec;
-    type Decoder = RawCodec;
-
-    fn encoder(&mut self) -> Self::Encoder {
-        RawCodec
-    }
-
-    fn decoder(&mut self) -> Self::Decoder {
-        RawCodec
-    }
-}
-
-impl Encoder for RawCodec {
-    type Item = Bytes;
-    type Error = Status;
-
-    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.put(item);
-        Ok(())
-    }
-}
-
-impl Decoder for RawCodec {
-    type Item = Bytes;
-    type Error = Status;
-
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
-        Ok(Some(src.copy_to_bytes(src.remaining())))
     }
 }
 
