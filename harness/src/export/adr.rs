@@ -170,29 +170,27 @@ fn pros_and_cons(rows: &[Row], arms: &[Arm<'_>], i: usize) -> String {
         };
         // A difference the interval shows but under the findings' threshold
         // is not a reason to prefer either option.
-        let small = row.relative().is_some_and(|rel| rel.estimate.abs() < FINDING_THRESHOLD_PERCENT);
+        let small = row.relative().map(|r| r.estimate).filter(|e| e.abs() < FINDING_THRESHOLD_PERCENT);
+        // `name` and "B value, A value", for the Neutral lines.
+        let values = || {
+            let (name, unit) = name_and_unit(row.metric.label);
+            let d = row.metric.decimals;
+            (name, format!("{b} {}, {a} {}", with_unit(row.b, d, unit), with_unit(row.a, d, unit)))
+        };
         let text = match (good, row.verdict) {
-            (Some(_), _) if small => {
-                let (name, unit) = name_and_unit(row.metric.label);
-                let d = row.metric.decimals;
-                let rel = row.relative().map_or(0.0, |r| r.estimate);
+            (Some(_), _) if small.is_some() => {
+                let (name, values) = values();
+                let rel = small.unwrap_or_default();
                 format!(
                     "* Neutral, because {name} differed detectably but by less than {FINDING_THRESHOLD_PERCENT}% \
-                     ({b} {}, {a} {}; {rel:+.2}%).",
-                    with_unit(row.b, d, unit),
-                    with_unit(row.a, d, unit)
+                     ({values}; {rel:+.2}%)."
                 )
             }
             (Some(true), _) => format!("* Good, because {}", sentence(row, a, b)),
             (Some(false), _) => format!("* Bad, because {}", sentence(row, a, b)),
             (None, Verdict::NoDifference) => {
-                let (name, unit) = name_and_unit(row.metric.label);
-                let d = row.metric.decimals;
-                format!(
-                    "* Neutral, because {name} showed no detectable difference ({b} {}, {a} {}).",
-                    with_unit(row.b, d, unit),
-                    with_unit(row.a, d, unit)
-                )
+                let (name, values) = values();
+                format!("* Neutral, because {name} showed no detectable difference ({values}).")
             }
             (None, Verdict::NotJudged { rounds }) => {
                 format!("* Neutral, because {} was not judged ({rounds} rounds).", name_and_unit(row.metric.label).0)

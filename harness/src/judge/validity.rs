@@ -6,6 +6,9 @@ use crate::result::{RunResult, RunStatus, TierName};
 
 /// Send lag p99 above this means the generator did not keep its schedule.
 pub const SEND_LAG_P99_LIMIT_MS: f64 = 10.0;
+/// How a send-lag problem ends: the one validity note that says the machine,
+/// not the measured tiers, kept the generator from its schedule.
+pub const FELL_BEHIND: &str = "the generator fell behind its schedule";
 /// Achieved throughput below this share of the target is not the offered load.
 pub const ACHIEVED_RATIO_MIN: f64 = 0.99;
 /// The harness above this CPU % of one core may itself be the bottleneck.
@@ -49,7 +52,7 @@ pub fn validity(run: &RunResult) -> Vec<String> {
         }
         if let Some(lag) = r.latency.send_lag.as_ref().filter(|s| s.p99_ms > SEND_LAG_P99_LIMIT_MS) {
             problems.push(format!(
-                "round {k}: send lag p99 {:.1} ms (over {SEND_LAG_P99_LIMIT_MS} ms): the generator fell behind its schedule",
+                "round {k}: send lag p99 {:.1} ms (over {SEND_LAG_P99_LIMIT_MS} ms): {FELL_BEHIND}",
                 lag.p99_ms
             ));
         }
