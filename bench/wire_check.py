@@ -145,6 +145,10 @@ def main():
             diff = "%+d" % (ours - cap)
         fmt = (lambda v: "%.3f" % v) if isinstance(cap, float) else str
         print("| %s | %s | %s | %s |" % (label, fmt(cap), fmt(ours), diff))
+    stamped = lat.get("kernel_stamped")
+    if stamped is not None:
+        print("\nAnswers whose end is the kernel's receive stamp (SO_TIMESTAMPNS): %d of %d."
+              % (stamped, rnd["requests"]["ok"]))
     inst = run.get("instrument") or {}
     floor = inst.get("client_floor")
     if floor:

@@ -280,6 +280,11 @@ pub struct Latency {
     pub downstream_hop: Option<Summary>,
     /// Service time minus the downstream hop: the caller and the front hop.
     pub caller_overhead: Option<Summary>,
+    /// Successful answers whose arrival ("done") is the kernel's receive
+    /// stamp of their last byte rather than the clock after the read; only
+    /// for the front client, which asks for the stamps. Older runs lack it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_stamped: Option<u64>,
 }
 
 /// Percentiles in milliseconds. `None` where a histogram is empty.

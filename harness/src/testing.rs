@@ -126,6 +126,7 @@ pub fn round(index: u32, base_ms: f64, scale: f64) -> RoundResult {
             send_lag: None,
             downstream_hop: summary,
             caller_overhead: None,
+            kernel_stamped: None,
         },
         histograms: [("corrected".to_owned(), encode_histogram(&h))].into_iter().collect(),
         resources: res,

@@ -85,6 +85,13 @@ fn a_short_run_sends_qps_times_duration_and_writes_every_file() {
         assert!(!report.contains("WARNING"), "{report}");
         assert!(report.contains("| build profile | debug (opt-level 2) |"), "{report}");
         assert!(report.contains("Instrument: every latency is recorded to 4 significant digits"), "{report}");
+        // Every answer's arrival is the kernel's receive stamp, and the report says so.
+        assert_eq!(r.latency.kernel_stamped, Some(r.requests.ok));
+        let stamped = format!(
+            "(SO_TIMESTAMPNS) of an answer's last packet, not at the clock after the read (which adds this process's wake-up), for {} of {} successful answers",
+            r.requests.ok, r.requests.ok
+        );
+        assert!(report.contains(&stamped), "{report}");
         assert!(report.contains("| latency p99 (ms) |"));
         assert!(report.contains("| harness memory mean (MiB) |"), "{report}");
         // The generator's series covers the drain: its last reading has

@@ -160,6 +160,25 @@ pub fn other_load_note(run: &RunResult) -> Option<String> {
     ))
 }
 
+/// How "done" was stamped: for the front client, the kernel's receive stamp
+/// of the answer's last packet where there was one (counted over the rounds).
+fn arrival_note(run: &RunResult) -> String {
+    let (mut stamped, mut ok, mut front) = (0, 0, false);
+    for r in &run.rounds {
+        if let Some(k) = r.latency.kernel_stamped {
+            (stamped, ok, front) = (stamped + k, ok + r.requests.ok, true);
+        }
+    }
+    if !front {
+        return " Latency is stamped when the client hands back a decoded answer; checking it comes after.".into();
+    }
+    format!(
+        " Latency ends at the kernel's receive stamp (SO_TIMESTAMPNS) of an answer's last packet, not at the clock \
+         after the read (which adds this process's wake-up), for {stamped} of {ok} successful answers (the rest: the \
+         clock after the read); parsing and checking the answer come after."
+    )
+}
+
 /// What the latency instrument can resolve and what it adds by itself, for
 /// runs that recorded it.
 pub fn instrument_note(run: &RunResult) -> Option<String> {
@@ -183,7 +202,7 @@ pub fn instrument_note(run: &RunResult) -> Option<String> {
                 note,
                 "; the load client's own floor, measured before the warm-up over {} requests to an endpoint inside \
                  the harness that answers at once (client, loopback and a minimal server together), is p50 {} ms, \
-                 p99 {} ms. Latency is stamped when an answer's last byte arrives; parsing and checking it come after.",
+                 p99 {} ms.",
                 i.client_floor_requests,
                 num(Some(f.p50_ms), 3),
                 num(Some(f.p99_ms), 3)
@@ -191,6 +210,7 @@ pub fn instrument_note(run: &RunResult) -> Option<String> {
         }
         None => note.push_str("; the load client's own floor was not measured for this target."),
     }
+    note.push_str(&arrival_note(run));
     if i.cpu_clock.is_some() {
         note.push_str(
             " CPU seconds per round come from each process's own CPU-time clock (nanoseconds), not from /proc's \

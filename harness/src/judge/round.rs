@@ -50,7 +50,7 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
         window_seconds: window,
         requests: Requests { scheduled: input.scheduled, sent: rec.sent, ok: rec.ok, errors: rec.errors.clone() },
         throughput: throughput(input.config, rec.sent, rec.ok, window),
-        latency: latency(rec),
+        latency: latency(rec, input.config.target == crate::config::TargetTier::Caller),
         histograms: histograms(rec),
         resources: all_resources(input.deltas, &in_window, window, rec),
         bytes: Hops {
@@ -81,13 +81,14 @@ pub fn throughput(config: &Config, sent: u64, ok: u64, window_seconds: f64) -> T
     }
 }
 
-fn latency(rec: &RoundRecord) -> Latency {
+fn latency(rec: &RoundRecord, front: bool) -> Latency {
     Latency {
         corrected: summarize(&rec.corrected),
         service: summarize(&rec.service),
         send_lag: summarize(&rec.send_lag),
         downstream_hop: summarize(&rec.downstream_hop),
         caller_overhead: summarize(&rec.caller_overhead),
+        kernel_stamped: front.then_some(rec.kernel_stamped),
     }
 }
 
@@ -323,7 +324,15 @@ mod tests {
         for i in 0..4 {
             let sent = now + Duration::from_millis(i);
             let done = sent + Duration::from_millis(20);
-            rec.add(&Shot { index: i, due: sent, sent: Some(sent), done, outcome: Outcome::Ok, downstream_us: None });
+            rec.add(&Shot {
+                index: i,
+                due: sent,
+                sent: Some(sent),
+                done,
+                outcome: Outcome::Ok,
+                downstream_us: None,
+                kernel_stamped: false,
+            });
         }
         let deltas = Deltas {
             caller_cpu_seconds: Some(0.004),

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
-use super::{Live, Outcome, Schedule, Shot, Target};
+use super::{Answer, Live, Outcome, Schedule, Shot, Target};
 
 /// Sends requests `0..total` on `schedule` until done or `stop` fires; returns
 /// how many were dispatched (sent or dropped).
@@ -70,6 +70,7 @@ fn dispatch_on_thread(
                     done: now,
                     outcome: Outcome::Dropped,
                     downstream_us: None,
+                    kernel_stamped: false,
                 });
             } else {
                 live.in_flight.fetch_add(1, Relaxed);
@@ -125,12 +126,12 @@ async fn send_one(index: u64, due: Instant, target: Arc<Target>, live: Arc<Live>
     let sent = Instant::now();
     live.sent.fetch_add(1, Relaxed);
     let answer = target.send(index).await;
-    let (outcome, done, downstream_us) = (answer.outcome, answer.done, answer.downstream_us);
+    let Answer { outcome, done, downstream_us, kernel_stamped } = answer;
     live.in_flight.fetch_sub(1, Relaxed);
     if outcome == Outcome::Ok {
         live.ok.fetch_add(1, Relaxed);
     } else {
         live.errors.fetch_add(1, Relaxed);
     }
-    let _ = shots.send(Shot { index, due, sent: Some(sent), done, outcome, downstream_us });
+    let _ = shots.send(Shot { index, due, sent: Some(sent), done, outcome, downstream_us, kernel_stamped });
 }

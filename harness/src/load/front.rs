@@ -10,11 +10,17 @@
 //! Here the request's task polls the connection itself while it waits, so
 //! the bytes are written and read by the task that stamps them.
 //!
+//! The answer's arrival is the kernel's receive stamp of its last packet
+//! (`stamped.rs`), not the clock after the read: what is left between the
+//! wire and the stamp is then the kernel's own path, not the wake-up of this
+//! process.
+//!
 //! The fairness settings stay what they were: one connection per in-flight
 //! request (a new one when none is idle, kept alive without limit), no
 //! retries, no proxy, TCP_NODELAY; the timeout is the caller's.
 
 use std::sync::Mutex;
+use std::time::Instant;
 
 use bytes::Bytes;
 use futures::FutureExt;
@@ -25,11 +31,15 @@ use hyper::{Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use super::stamped::{RxStamp, StampedTcp};
+
 /// One HTTP/1.1 connection: the handle requests go through, and the
 /// connection itself, polled only while a request of ours waits on it.
 struct Conn {
     sender: http1::SendRequest<Full<Bytes>>,
-    conn: http1::Connection<TokioIo<TcpStream>, Full<Bytes>>,
+    conn: http1::Connection<TokioIo<StampedTcp>, Full<Bytes>>,
+    /// When the kernel received the last bytes read from this connection.
+    rx: RxStamp,
 }
 
 /// Why an exchange failed.
@@ -52,6 +62,11 @@ pub struct FrontAnswer {
     pub status: StatusCode,
     pub headers: hyper::HeaderMap,
     pub body: Bytes,
+    /// When the answer's last byte arrived: the kernel's receive stamp, or
+    /// the clock once the body was read where there was no stamp.
+    pub arrived: Instant,
+    /// Whether `arrived` is the kernel's stamp.
+    pub kernel_stamped: bool,
 }
 
 /// POSTs JSON to one URL over kept-alive HTTP/1.1 connections.
@@ -114,14 +129,25 @@ impl FrontClient {
         let mut req = Request::post(self.path.clone()).body(Full::new(Bytes::from(body))).expect("a valid request");
         req.headers_mut().insert(HOST, self.host.clone());
         req.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        c.rx.clear();
+        let start = Instant::now();
         let answer = {
-            let Conn { sender, conn } = &mut c;
+            let Conn { sender, conn, rx } = &mut c;
             let exchange = async {
                 sender.ready().await?;
                 let resp = sender.send_request(req).await?;
                 let (parts, body) = resp.into_parts();
                 let body = body.collect().await?.to_bytes();
-                Ok::<_, hyper::Error>(FrontAnswer { status: parts.status, headers: parts.headers, body })
+                // A stamp from before this exchange began cannot be its answer's
+                // (a stepped wall clock): the clock is taken instead.
+                let stamp = rx.arrived().filter(|at| *at >= start);
+                Ok::<_, hyper::Error>(FrontAnswer {
+                    status: parts.status,
+                    headers: parts.headers,
+                    body,
+                    arrived: stamp.unwrap_or_else(Instant::now),
+                    kernel_stamped: stamp.is_some(),
+                })
             };
             // Poll the exchange and the connection together. The connection can
             // end in the same poll that delivers the answer (a server that
@@ -164,8 +190,9 @@ impl FrontClient {
         let connect_error = |e| FrontError::Connect(self.authority.clone(), e);
         let tcp = TcpStream::connect(&self.authority).await.map_err(connect_error)?;
         tcp.set_nodelay(true).map_err(connect_error)?;
+        let (tcp, rx) = StampedTcp::new(tcp);
         let (sender, conn) = http1::Builder::new().handshake(TokioIo::new(tcp)).await?;
-        Ok(Conn { sender, conn })
+        Ok(Conn { sender, conn, rx })
     }
 }
 
@@ -237,6 +264,46 @@ mod tests {
         let opened = accepted.load(std::sync::atomic::Ordering::SeqCst);
         assert!((1..=4).contains(&opened), "{opened}");
         assert_eq!(client.idle_connections(), opened);
+    }
+
+    /// The answer's arrival is when its bytes reached this machine's socket,
+    /// not when the client got round to reading them: an answer that waits
+    /// 60 ms in the socket while the client's thread is busy still arrives
+    /// before the wait.
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_answer_arrives_when_its_bytes_do_not_when_they_are_read() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1/call", listener.local_addr().unwrap());
+        let (tx, answered) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let (mut tcp, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            for _ in 0..2 {
+                let _ = tcp.read(&mut buf).unwrap();
+                tcp.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}").unwrap();
+                tx.send(Instant::now()).unwrap();
+            }
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        });
+        let client = FrontClient::new(&url).unwrap();
+        // A first exchange opens the connection; the second request goes out
+        // on its first poll, then this (only) runtime thread is kept busy
+        // while the answer sits in the socket.
+        client.post_json("{}".into()).await.unwrap();
+        answered.recv().unwrap();
+        let (answer, ()) = tokio::join!(client.post_json("{}".into()), async {
+            std::thread::sleep(std::time::Duration::from_millis(60));
+        });
+        let read = Instant::now();
+        let answer = answer.unwrap();
+        let written = answered.recv().unwrap();
+        assert!(answer.kernel_stamped, "this kernel gave no receive stamp");
+        assert!(read - answer.arrived >= std::time::Duration::from_millis(50), "{:?}", read - answer.arrived);
+        // Within a few ms of the server's write (the wall-to-monotonic
+        // conversion and a busy machine's scheduling).
+        let gap = if answer.arrived > written { answer.arrived - written } else { written - answer.arrived };
+        assert!(gap < std::time::Duration::from_millis(10), "{gap:?}");
     }
 
     #[tokio::test]

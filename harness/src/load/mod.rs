@@ -19,6 +19,7 @@
 
 pub mod dispatch;
 pub mod front;
+mod stamped;
 pub mod target;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize};
@@ -59,6 +60,8 @@ pub struct Shot {
     pub outcome: Outcome,
     /// The caller's `Server-Timing: downstream;dur=` in microseconds.
     pub downstream_us: Option<u64>,
+    /// Whether `done` is the kernel's receive stamp of the answer's last byte.
+    pub kernel_stamped: bool,
 }
 
 /// When each request is due.

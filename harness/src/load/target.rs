@@ -76,6 +76,16 @@ pub struct Answer {
     pub outcome: Outcome,
     /// The caller's `Server-Timing: downstream;dur=` in microseconds.
     pub downstream_us: Option<u64>,
+    /// Whether `done` is the kernel's receive stamp of the last byte (the
+    /// front client's answers) rather than the clock after the read.
+    pub kernel_stamped: bool,
+}
+
+impl Answer {
+    /// A failure, stamped now.
+    fn clocked(outcome: Outcome) -> Self {
+        Answer { done: Instant::now(), outcome, downstream_us: None, kernel_stamped: false }
+    }
 }
 
 impl Target {
@@ -154,7 +164,7 @@ async fn direct_request(index: u64, target: &Target, client: &dyn Outbound) -> A
         Ok(Err(CallError::Timeout { .. })) => Outcome::Timeout,
         Ok(Err(CallError::Status { .. })) => Outcome::DownstreamStatus,
     };
-    Answer { done, outcome, downstream_us: None }
+    Answer { done, outcome, downstream_us: None, kernel_stamped: false }
 }
 
 async fn front_request(index: u64, target: &Target, client: &FrontClient) -> Answer {
@@ -173,13 +183,13 @@ async fn front_request(index: u64, target: &Target, client: &FrontClient) -> Ans
     }
     body.push('}');
     let answer = tokio::time::timeout(target.timeout, client.post_json(body)).await;
-    // The client hands back the whole body: its last byte has arrived.
-    let done = Instant::now();
+    // A whole answer says when its last byte arrived; a failure is stamped now.
     let resp = match answer {
-        Err(_) => return Answer { done, outcome: Outcome::Timeout, downstream_us: None },
-        Ok(Err(e)) => return Answer { done, outcome: classify(&e), downstream_us: None },
+        Err(_) => return Answer::clocked(Outcome::Timeout),
+        Ok(Err(e)) => return Answer::clocked(classify(&e)),
         Ok(Ok(r)) => r,
     };
+    let (done, kernel_stamped) = (resp.arrived, resp.kernel_stamped);
     let downstream_us =
         resp.headers.get("server-timing").and_then(|v| v.to_str().ok()).and_then(parse_server_timing_us);
     let outcome = if resp.status != hyper::StatusCode::OK {
@@ -191,7 +201,7 @@ async fn front_request(index: u64, target: &Target, client: &FrontClient) -> Ans
     } else {
         Outcome::BadResponse
     };
-    Answer { done, outcome, downstream_us }
+    Answer { done, outcome, downstream_us, kernel_stamped }
 }
 
 fn classify(e: &FrontError) -> Outcome {

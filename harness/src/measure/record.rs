@@ -28,6 +28,8 @@ pub struct RoundRecord {
     pub caller_overhead: Histogram<u64>,
     pub sent: u64,
     pub ok: u64,
+    /// OK answers whose arrival is the kernel's receive stamp.
+    pub kernel_stamped: u64,
     /// Error counts by class.
     pub errors: BTreeMap<String, u64>,
 }
@@ -42,6 +44,7 @@ impl Default for RoundRecord {
             caller_overhead: new_histogram(),
             sent: 0,
             ok: 0,
+            kernel_stamped: 0,
             errors: BTreeMap::new(),
         }
     }
@@ -72,6 +75,7 @@ impl RoundRecord {
             return;
         }
         self.ok += 1;
+        self.kernel_stamped += u64::from(shot.kernel_stamped);
         // Latency percentiles describe successful calls; errors are counted by
         // class above, so a fast failure cannot flatter the percentiles.
         let service_us = us(shot.done.saturating_duration_since(sent));
@@ -139,14 +143,31 @@ mod tests {
             done: t + Duration::from_millis(2010),
             outcome: Outcome::Ok,
             downstream_us: Some(8_000),
+            kernel_stamped: true,
         });
         assert!(r.corrected.max() >= 2_009_000);
         assert!(r.service.max() <= 10_100);
         assert!(r.send_lag.min() >= 1_999_000);
         assert!(r.caller_overhead.max() <= 2_100);
-        r.add(&Shot { index: 1, due: t, sent: None, done: t, outcome: Outcome::Dropped, downstream_us: None });
-        r.add(&Shot { index: 2, due: t, sent: Some(t), done: t, outcome: Outcome::Status(502), downstream_us: None });
-        assert_eq!((r.sent, r.ok), (2, 1));
+        r.add(&Shot {
+            index: 1,
+            due: t,
+            sent: None,
+            done: t,
+            outcome: Outcome::Dropped,
+            downstream_us: None,
+            kernel_stamped: false,
+        });
+        r.add(&Shot {
+            index: 2,
+            due: t,
+            sent: Some(t),
+            done: t,
+            outcome: Outcome::Status(502),
+            downstream_us: None,
+            kernel_stamped: false,
+        });
+        assert_eq!((r.sent, r.ok, r.kernel_stamped), (2, 1, 1));
         assert_eq!(r.errors["dropped"], 1);
         assert_eq!(r.errors["http_502"], 1);
         assert_eq!(r.corrected.len(), 1, "errors must not enter the latency histogram");
