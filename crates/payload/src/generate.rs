@@ -190,19 +190,18 @@ pub fn records_digest(records: &[Record]) -> u64 {
 pub fn points_digest(points: &[Point]) -> u64 {
     let mut h = fnv1a(FNV_OFFSET, &(points.len() as u64).to_le_bytes());
     for p in points {
-        for word in [
-            p.series_id,
-            p.timestamp_ms as u64,
-            p.value.to_bits(),
-            p.min.to_bits(),
-            p.max.to_bits(),
-            p.sum.to_bits(),
-            p.count,
-        ] {
+        for word in point_words(p) {
             h = fnv1a(h, &word.to_le_bytes());
         }
     }
     h
+}
+
+/// A point's content as 64-bit words, doubles by their bits (so a NaN equals
+/// itself and -0.0 differs from 0.0): what the digest hashes and what
+/// verification compares.
+pub fn point_words(p: &Point) -> [u64; 7] {
+    [p.series_id, p.timestamp_ms as u64, p.value.to_bits(), p.min.to_bits(), p.max.to_bits(), p.sum.to_bits(), p.count]
 }
 
 #[cfg(test)]

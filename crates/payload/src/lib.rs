@@ -22,4 +22,5 @@ pub use generate::{generate, generate_points, points_digest, records_digest, res
 pub use model::{CallRequest, FetchRequest, FetchResponse, Point, Record, Shape};
 pub use validate::{
     Limits, PayloadError, VerifyError, check_shape, fanout_request_ids, fanout_requests, validate, verify, verify_call,
+    verify_call_json,
 };

@@ -1,6 +1,6 @@
 //! Validation of requests against named limits, and verification of responses.
 
-use crate::generate::{points_digest, records_digest, respond, upload_body};
+use crate::generate::{point_words, points_digest, records_digest, respond, upload_body};
 use crate::model::{CallRequest, FetchRequest, FetchResponse};
 
 /// Named limits every service enforces on a request.
@@ -90,10 +90,13 @@ pub enum VerifyError {
         "response records differ from the ones generated for the request (digest {got:016x}, expected {expected:016x})"
     )]
     WrongContent { expected: u64, got: u64 },
+    #[error("response is not the JSON of a fetch response: {0}")]
+    NotJson(String),
 }
 
 /// Checks that `resp` is exactly what the downstream must answer to `req`:
-/// the id echoed, the record (or point) count, and the content digest. This
+/// the id echoed, the record (or point) count, and the content, field by
+/// field (doubles by their bits); a difference is named by both digests. This
 /// regenerates every record: a test's or the harness's end-to-end check, never
 /// a measured tier's (a real caller does not recompute its downstream's answer).
 pub fn verify(req: &FetchRequest, resp: &FetchResponse) -> Result<(), VerifyError> {
@@ -142,13 +145,54 @@ pub fn fanout_requests(call: &CallRequest, fanout: u32) -> Vec<FetchRequest> {
 /// Checks a caller front response: the records (or points) of every fan-out
 /// call, in order.
 pub fn verify_call(call: &CallRequest, fanout: u32, resp: &FetchResponse) -> Result<(), VerifyError> {
+    check(&expected_call(call, fanout), resp)
+}
+
+/// [`verify_call`] on an answer still in its JSON bytes. An answer that is,
+/// byte for byte, the JSON this crate writes for the expected records (what
+/// the caller sends) is verified by writing that JSON against it, without
+/// parsing it or allocating; any other body is parsed and checked field by
+/// field, so an equivalent encoding still passes and a wrong one is named.
+pub fn verify_call_json(call: &CallRequest, fanout: u32, body: &[u8]) -> Result<(), VerifyError> {
+    let expected = expected_call(call, fanout);
+    let mut against = Against(body);
+    if serde_json::to_writer(&mut against, &expected).is_ok() && against.0.is_empty() {
+        return Ok(());
+    }
+    let resp: FetchResponse = serde_json::from_slice(body).map_err(|e| VerifyError::NotJson(e.to_string()))?;
+    check(&expected, &resp)
+}
+
+/// A writer that accepts only the bytes `body` holds next, in order: writing
+/// a JSON document into it succeeds, with nothing left, exactly when the
+/// document is `body`.
+struct Against<'a>(&'a [u8]);
+
+impl std::io::Write for Against<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self.0.strip_prefix(buf) {
+            Some(rest) => {
+                self.0 = rest;
+                Ok(buf.len())
+            }
+            None => Err(std::io::ErrorKind::InvalidData.into()),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The caller's answer to `call`: every fanned-out call's records, in order.
+fn expected_call(call: &CallRequest, fanout: u32) -> FetchResponse {
     let mut expected = FetchResponse { request_id: call.request_id.clone(), ..FetchResponse::default() };
     for id in fanout_request_ids(&call.request_id, fanout) {
         let part = respond(&FetchRequest { request_id: id, items: call.items, shape: call.shape, body: Vec::new() });
         expected.records.extend(part.records);
         expected.points.extend(part.points);
     }
-    check(&expected, resp)
+    expected
 }
 
 fn check(expected: &FetchResponse, resp: &FetchResponse) -> Result<(), VerifyError> {
@@ -159,10 +203,13 @@ fn check(expected: &FetchResponse, resp: &FetchResponse) -> Result<(), VerifyErr
     if count(resp) != count(expected) {
         return Err(VerifyError::WrongCount { expected: count(expected), got: count(resp) });
     }
-    let digest = |r: &FetchResponse| records_digest(&r.records) ^ points_digest(&r.points).rotate_left(1);
-    let (want, got) = (digest(expected), digest(resp));
-    if want != got {
-        return Err(VerifyError::WrongContent { expected: want, got });
+    // Field by field (strings by memcmp): cheaper than hashing both sides
+    // byte by byte, and exact. The digests only name a difference.
+    let same = expected.records == resp.records
+        && expected.points.iter().map(point_words).eq(resp.points.iter().map(point_words));
+    if !same {
+        let digest = |r: &FetchResponse| records_digest(&r.records) ^ points_digest(&r.points).rotate_left(1);
+        return Err(VerifyError::WrongContent { expected: digest(expected), got: digest(resp) });
     }
     Ok(())
 }
@@ -218,7 +265,13 @@ mod tests {
         let mut points = crate::respond(&ts);
         assert_eq!(verify(&ts, &points), Ok(()));
         points.points[0].value += 1e-9;
-        assert!(matches!(verify(&ts, &points), Err(VerifyError::WrongContent { .. })));
+        assert!(matches!(verify(&ts, &points), Err(VerifyError::WrongContent { expected, got }) if expected != got));
+        // Doubles compare by their bits: -0.0 is not 0.0.
+        let mut zero = crate::respond(&ts);
+        zero.points[0].min = 0.0;
+        let mut negative = zero.clone();
+        negative.points[0].min = -0.0;
+        assert!(check(&zero, &negative).is_err() && check(&zero, &zero.clone()).is_ok());
     }
 
     #[test]
@@ -262,5 +315,38 @@ mod tests {
         assert_eq!(reqs.iter().map(|r| r.request_id.as_str()).collect::<Vec<_>>(), ["c/0", "c/1"]);
         assert!(reqs.iter().all(|r| r.body.len() == 100 && r.items == 2 && r.shape == Shape::Timeseries));
         assert_ne!(reqs[0].body, reqs[1].body);
+    }
+
+    /// The JSON path gives the verdict the parsed path gives, whatever the
+    /// bytes: the caller's own JSON, the same content spelled otherwise, a
+    /// changed record, a short body, and bytes that are not JSON.
+    #[test]
+    fn verify_call_json_agrees_with_verify_call_on_any_body() {
+        for shape in [Shape::Order, Shape::Timeseries] {
+            let call = CallRequest { request_id: "j".into(), items: 3, shape, ..CallRequest::default() };
+            let good = expected_call(&call, 2);
+            let json = serde_json::to_vec(&good).unwrap();
+            assert_eq!(verify_call_json(&call, 2, &json), Ok(()));
+            // Pretty-printed: other bytes, the same content.
+            assert_eq!(verify_call_json(&call, 2, &serde_json::to_vec_pretty(&good).unwrap()), Ok(()));
+            // One field changed: the parsed check names the difference.
+            let mut bad = good.clone();
+            match shape {
+                Shape::Order => bad.records[4].quantity += 1,
+                Shape::Timeseries => bad.points[4].count += 1,
+            }
+            let bad_json = serde_json::to_vec(&bad).unwrap();
+            assert_eq!(verify_call_json(&call, 2, &bad_json), verify_call(&call, 2, &bad));
+            assert!(matches!(verify_call_json(&call, 2, &bad_json), Err(VerifyError::WrongContent { .. })));
+            // A prefix of the right answer, and a right answer with more after it.
+            assert!(matches!(verify_call_json(&call, 2, &json[..json.len() - 1]), Err(VerifyError::NotJson(_))));
+            let mut longer = json.clone();
+            longer.extend_from_slice(b" x");
+            assert!(matches!(verify_call_json(&call, 2, &longer), Err(VerifyError::NotJson(_))));
+            assert!(matches!(verify_call_json(&call, 2, b"SSH-2.0"), Err(VerifyError::NotJson(_))));
+            // Another call's answer.
+            let other = CallRequest { request_id: "k".into(), ..call.clone() };
+            assert!(matches!(verify_call_json(&other, 2, &json), Err(VerifyError::WrongId { .. })));
+        }
     }
 }
