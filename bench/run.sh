@@ -7,7 +7,9 @@ QUICK="${QUICK:-}"
 if [ -n "$QUICK" ]; then D=3s; W=1s; SWEEP_D=3s; SWEEP_W=2s; CMP_D=3; else D=10s; W=3s; SWEEP_D=10s; SWEEP_W=5s; CMP_D=10; fi
 CONNS="${CONNS:-2}"
 OUT="$(mktemp -d)"
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$OUT"' EXIT
+# Started servers are killed by pid too: `jobs -p` in an EXIT trap missed the
+# section-4 downstream of a backgrounded run (seen: two left running).
+trap 'kill ${HELLO_PID:-} ${DS_PID:-} $(jobs -p) 2>/dev/null || true; rm -rf "$OUT"' EXIT
 
 need() {
   if ! command -v "$1" >/dev/null 2>&1; then
@@ -122,6 +124,7 @@ echo
 echo "## 4. The generator against wrk and h2load (same downstream, same run, ${CONNS} connections)"
 echo
 "$BIN/downstream" --delay 0ms > "$OUT/ds.ready" 2>/dev/null &
+DS_PID=$!
 for _ in $(seq 50); do [ -s "$OUT/ds.ready" ] && break; sleep 0.1; done
 REST=$(json "print(d['listeners']['rest'])" < "$OUT/ds.ready")
 GRPC=$(json "print(d['listeners']['grpc'])" < "$OUT/ds.ready")
@@ -150,6 +153,8 @@ print('| gRPC (h2c protobuf) | h2load | %.0f | |' % h2)
 print('| gRPC (h2c protobuf) | harness throughput mode | %.0f | %.3f |' % (ours_grpc, ours_grpc/h2))"
 echo
 echo "Target: ours ≥ 90% of theirs. Both sides share the machine with the downstream under test."
+kill "$DS_PID" 2>/dev/null || true
+wait "$DS_PID" 2>/dev/null || true
 echo
 
 echo "## 5. The latency floor: hello world behind a proxy or not (closed loop, delay 0)"

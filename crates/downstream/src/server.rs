@@ -120,6 +120,9 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         "delay_ms": config.delay.as_secs_f64() * 1e3,
         "jitter_ms": config.jitter.as_secs_f64() * 1e3,
         "service_time_wait": crate::timer::DESCRIPTION,
+        // Read back from the timer thread; null with no delay (no timer).
+        "service_time_timer_slack_ns":
+            (!(config.delay.is_zero() && config.jitter.is_zero())).then(crate::timer::slack_ns).flatten(),
         "max_items": config.limits.max_items,
         "max_body_bytes": config.limits.max_body_bytes,
         "max_in_flight": limit.max(),

@@ -25,7 +25,7 @@ pub async fn dispatch(
 ) -> u64 {
     // The dispatcher runs on its own OS thread: tokio's timer wheel has 1 ms
     // ticks (every wake-up would be up to a millisecond late), while a
-    // thread's sleep is a high-resolution kernel timer (~50 µs slack). The
+    // thread's sleep is a high-resolution kernel timer (1 µs slack, below). The
     // requests themselves still run as tasks on the runtime.
     let runtime = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
@@ -49,6 +49,10 @@ fn dispatch_on_thread(
     shots: UnboundedSender<Shot>,
     stop: CancellationToken,
 ) -> u64 {
+    // The kernel may end a sleep up to the thread's timer slack late (50 µs by
+    // default, to coalesce wake-ups); every request would be sent that late.
+    // Best effort: a kernel that refuses keeps the default.
+    let _ = nix::sys::prctl::set_timerslack(1_000);
     let target = Arc::new(target);
     let mut i = 0;
     while i < total && !stop.is_cancelled() {
