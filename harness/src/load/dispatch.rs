@@ -51,8 +51,9 @@ fn dispatch_on_thread(
 ) -> u64 {
     // The kernel may end a sleep up to the thread's timer slack late (50 µs by
     // default, to coalesce wake-ups); every request would be sent that late.
-    // Best effort: a kernel that refuses keeps the default.
-    let _ = nix::sys::prctl::set_timerslack(1_000);
+    // The same slack as the downstream's service-time timer. Best effort: a
+    // kernel that refuses keeps the default.
+    let _ = nix::sys::prctl::set_timerslack(downstream::timer::TIMER_SLACK_NS);
     let target = Arc::new(target);
     let mut i = 0;
     while i < total && !stop.is_cancelled() {
