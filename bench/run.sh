@@ -192,5 +192,18 @@ for a in d['arms']:
     print('| %s | %.4f | %.2f | %s | %s |' % (a['transport'], r['throughput']['achieved_ratio'] or 0, c.get('p99_ms', float('nan')), 'n/a' if p is None else '%.3f' % p, 'n/a' if p is None else '%.3f' % (p-500)))"
 echo
 echo "Targets: achieved ≥ 99.5%, p99 ≤ 505 ms; overshoot ≤ 0.2 ms."
+echo
+
+echo "## 7. Where each tier's CPU goes at 5,000 req/s (perf, cpu-clock sampling, three tiers, 500 ms delay)"
+echo
+if command -v perf >/dev/null 2>&1 && PROFILES="$OUT/perf" SECS="${D%s}" WARM="${W%s}" TOP=12 bash bench/perf.sh "$H" perf5k > /dev/null 2> "$OUT/perf.err"; then
+  for t in grpc rest; do for tier in harness caller downstream; do
+    echo '```'; cat "$OUT/perf/perf5k-$tier-$t.txt"; echo '```'
+  done; done
+  echo
+  echo "\`bash bench/perf.sh\` writes the same tables, 25 rows each, to bench/profiles/."
+else
+  echo "Not measured: $( command -v perf >/dev/null 2>&1 && tail -3 "$OUT/perf.err" || echo 'perf is not installed (Debian package linux-perf)')."
+fi
 } | tee "$REPORT"
 echo "written to $REPORT" >&2

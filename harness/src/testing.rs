@@ -43,6 +43,7 @@ pub fn config(transport: Transport) -> Config {
         fanout: 1,
         timeout: Duration::from_secs(30),
         max_in_flight: 10_000,
+        load_threads: None,
         connections: 0,
         sample_interval: Duration::from_millis(250),
         grpc_connections: 1,

@@ -89,7 +89,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let Some(runtime) = runtime("harness") else { return ExitCode::from(EXIT_FAILED) };
+    let Some(runtime) = runtime("harness", Some(cli.run.load_threads)) else { return ExitCode::from(EXIT_FAILED) };
     ExitCode::from(runtime.block_on(measure_main(plan, gates)))
 }
 
@@ -241,14 +241,36 @@ fn report_abort(runs: &[crate::result::RunResult]) {
     }
 }
 
-/// Logging on stderr and a multi-threaded runtime, for the harness and its tier roles.
-fn runtime(name: &str) -> Option<tokio::runtime::Runtime> {
+/// Logging on stderr and a multi-threaded runtime: for a tier role, tokio's
+/// default (one worker per core, as a service ships); for the harness itself,
+/// `workers` (`--load-threads`). On a shared machine every thread more is a
+/// wake-up more per request and time taken from the tiers: with 2 cores at
+/// 5,000 req/s, one worker instead of one per core cut the harness's CPU per
+/// request by about a tenth and the tiers' by more (bench/README.md).
+fn runtime(name: &str, workers: Option<u32>) -> Option<tokio::runtime::Runtime> {
     telemetry::init_logging();
-    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = workers {
+        builder.worker_threads(usize::try_from(n).unwrap_or(1).max(1));
+    }
+    match builder.enable_all().build() {
         Ok(rt) => Some(rt),
         Err(e) => {
             eprintln!("{name}: starting the async runtime: {e}");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_harness_runtime_has_the_workers_asked_for_and_a_tier_the_default() {
+        for n in [1, 3] {
+            let rt = super::runtime("harness", Some(n)).unwrap();
+            assert_eq!(rt.metrics().num_workers(), n as usize);
+        }
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        assert_eq!(super::runtime("caller", None).unwrap().metrics().num_workers(), cores);
     }
 }

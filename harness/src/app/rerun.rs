@@ -9,7 +9,7 @@ use clap::Parser;
 
 use super::exit::{EXIT_FAILED, EXIT_USAGE};
 use super::{Cli, Gates};
-use crate::config::{Plan, TransportArg, command_line};
+use crate::config::{DEFAULT_LOAD_THREADS, Plan, TransportArg, command_line};
 use crate::export::files::{read_runs, read_sweep};
 use crate::judge::capacity::Capacity;
 use crate::result::{Environment, RunResult};
@@ -56,7 +56,12 @@ pub fn plan(args: &RerunArgs) -> Result<(Plan, Gates, Vec<RunResult>), String> {
     let cli = Cli::try_parse_from(&line).map_err(|e| format!("the saved configuration does not parse: {e}"))?;
     let plan = Plan::from_args(&cli.run).map_err(|e| e.to_string())?;
     for run in &runs {
-        let step = if rates.is_empty() { plan.arm(run.config.transport) } else { sweep_step(&plan, run) };
+        let mut step = if rates.is_empty() { plan.arm(run.config.transport) } else { sweep_step(&plan, run) };
+        // A run from before --load-threads ran one worker per core; this build
+        // runs its default, which `rerun` says.
+        if run.config.load_threads.is_none() {
+            step.load_threads = None;
+        }
         if step != run.config {
             return Err(format!(
                 "this build cannot repeat {}'s configuration exactly (saved: {}; this build: {})",
@@ -122,7 +127,16 @@ pub fn rerun(args: &RerunArgs) -> u8 {
     for c in &changes {
         eprintln!("harness rerun: environment differs: {c}");
     }
-    let Some(runtime) = super::runtime("harness") else { return EXIT_FAILED };
+    let threads = runs[0].config.load_threads;
+    if threads.is_none() {
+        eprintln!(
+            "harness rerun: the saved run did not record --load-threads (its harness ran one worker per core); this \
+             run uses {DEFAULT_LOAD_THREADS}"
+        );
+    }
+    let Some(runtime) = super::runtime("harness", Some(threads.unwrap_or(DEFAULT_LOAD_THREADS))) else {
+        return EXIT_FAILED;
+    };
     runtime.block_on(super::measure_main(plan, gates))
 }
 

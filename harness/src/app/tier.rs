@@ -24,7 +24,7 @@ pub fn tier_main(args: &[OsString]) -> ExitCode {
         // 1 ms timer wheel.
         return link_main(role, LinkArgs::parse_from(argv));
     }
-    let Some(runtime) = runtime(role) else { return ExitCode::from(EXIT_FAILED) };
+    let Some(runtime) = runtime(role, None) else { return ExitCode::from(EXIT_FAILED) };
     let result = match role {
         "downstream" => runtime.block_on(downstream::cli::run(downstream::cli::Args::parse_from(argv))),
         "caller" => runtime.block_on(caller::cli::run(caller::cli::Args::parse_from(argv))),

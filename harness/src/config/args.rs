@@ -22,6 +22,10 @@ pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
 pub const MAX_RUN: Duration = Duration::from_secs(30 * 24 * 3600);
 /// The most measured rounds of one run.
 pub const MAX_ROUNDS: u32 = 10_000;
+/// The harness runtime's worker threads unless `--load-threads` says otherwise.
+pub const DEFAULT_LOAD_THREADS: u32 = 1;
+/// Most worker threads `--load-threads` gives the harness's runtime.
+pub const MAX_LOAD_THREADS: u32 = 256;
 
 /// Which transports a run measures, in the order of their first round:
 /// one arm, `both` (gRPC and REST), an A/A pair of one transport, or a list of
@@ -300,6 +304,13 @@ pub struct RunArgs {
     /// request in flight.
     #[arg(long, default_value_t = 0)]
     pub connections: usize,
+    /// Worker threads of the harness's own async runtime, which send the
+    /// requests and read the answers (the open-loop dispatcher is one thread
+    /// more). One (default) leaves the cores to the measured tiers and costs
+    /// the fewest wake-ups; give more only when the generator itself is the
+    /// bottleneck (see bench/README.md).
+    #[arg(long, default_value_t = DEFAULT_LOAD_THREADS)]
+    pub load_threads: u32,
     /// HTTP/2 connections the caller spreads gRPC calls over.
     #[arg(long, default_value_t = 1)]
     pub grpc_connections: u32,
@@ -456,6 +467,7 @@ impl Config {
             timeout: timing.timeout,
             max_in_flight: a.max_in_flight,
             connections: a.connections,
+            load_threads: Some(a.load_threads),
             sample_interval: timing.sample_interval,
             grpc_connections: a.grpc_connections,
             rest_http2: a.rest_http2,
@@ -544,6 +556,9 @@ pub fn command_line(config: &Config, transport: TransportArg) -> Vec<String> {
     flag("--shape", c.shape.as_str().into());
     flag("--fanout", c.fanout.to_string());
     flag("--max-in-flight", c.max_in_flight.to_string());
+    if let Some(n) = c.load_threads {
+        flag("--load-threads", n.to_string());
+    }
     flag("--grpc-connections", c.grpc_connections.to_string());
     flag("--bind", c.bind.to_string());
     flag("--admin-bind", c.admin_bind.to_string());
@@ -651,6 +666,9 @@ impl Sizes {
         }
         if !(1..=1024).contains(&a.grpc_connections) {
             return Err(bad("--grpc-connections", "must be between 1 and 1024"));
+        }
+        if !(1..=MAX_LOAD_THREADS).contains(&a.load_threads) {
+            return Err(bad("--load-threads", format!("must be between 1 and {MAX_LOAD_THREADS}")));
         }
         Ok(Sizes { rounds })
     }
@@ -1010,6 +1028,7 @@ mod tests {
             &["--transport", "rest", "--mtls", "--compression", "zstd", "--rest-http2"],
             &["--transport", "grpc,rest,rest-pb,grpc-json", "--rounds", "2"],
             &["--transport", "rest-pb,grpc-json", "--baseline", "grpc-json", "--compression", "gzip"],
+            &["--connections", "8", "--load-threads", "3"],
         ] {
             let p = plan(args).unwrap();
             let t = TransportArg::from_arms(&p.arms).unwrap();
@@ -1084,6 +1103,7 @@ mod tests {
         assert_eq!(c.sample_interval, Duration::from_millis(250));
         assert_eq!(c.rounds, 1);
         assert_eq!(c.requests_per_round(), 6000);
+        assert_eq!(c.load_threads, Some(DEFAULT_LOAD_THREADS));
     }
 
     #[test]
@@ -1101,6 +1121,8 @@ mod tests {
             (&["--items", "10000", "--fanout", "11"], "--fanout"),
             (&["--label", "a b"], "--label"),
             (&["--max-in-flight", "0"], "--max-in-flight"),
+            (&["--load-threads", "0"], "--load-threads"),
+            (&["--load-threads", "257"], "--load-threads"),
             (&["--bind", "localhost:80"], "--bind"),
             (&["--admin-bind", "any"], "--admin-bind"),
             (&["--duration", "500000000000y", "--rounds", "2"], "--duration"),

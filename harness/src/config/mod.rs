@@ -18,7 +18,7 @@ use caller::Transport;
 use payload::Shape;
 use serde::{Deserialize, Serialize};
 
-pub use args::{RunArgs, TransportArg, command_line};
+pub use args::{DEFAULT_LOAD_THREADS, RunArgs, TransportArg, command_line};
 pub use deploy::{Isolation, Remote, TierLimits};
 pub use link::{Link, LinkHop, PROFILES as LINK_PROFILES, rate_text};
 pub use rates::parse_rates;
@@ -364,6 +364,10 @@ pub struct Config {
     pub max_in_flight: usize,
     /// Front-hop connection bound; 0 = one per request in flight.
     pub connections: usize,
+    /// Worker threads of the harness's runtime (`--load-threads`). Older runs
+    /// lack it: they ran one per core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_threads: Option<u32>,
     #[serde(with = "secs")]
     pub sample_interval: Duration,
     pub grpc_connections: u32,

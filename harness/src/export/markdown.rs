@@ -389,6 +389,7 @@ fn configuration_section(run: &RunResult) -> String {
     let payload_rows = [
         (!c.shape.is_order()).then(|| ("record shape", c.shape.as_str().to_owned())),
         (c.request_bytes > 0).then(|| ("request body bytes per downstream call", c.request_bytes.to_string())),
+        c.load_threads.map(|n| ("harness runtime worker threads (--load-threads)", n.to_string())),
     ];
     for (k, v) in rows.into_iter().chain(payload_rows.into_iter().flatten()) {
         let _ = writeln!(out, "| {k} | {v} |");
