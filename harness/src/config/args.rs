@@ -304,9 +304,8 @@ pub struct RunArgs {
     /// request in flight.
     #[arg(long, default_value_t = 0)]
     pub connections: usize,
-    /// Worker threads of the harness's own async runtime, which send the
-    /// requests and read the answers (the open-loop dispatcher is one thread
-    /// more). One (default) leaves the cores to the measured tiers and costs
+    /// Worker threads of the harness's own async runtime, which dispatch and
+    /// send the requests and read the answers. One (default) leaves the cores to the measured tiers and costs
     /// the fewest wake-ups; give more only when the generator itself is the
     /// bottleneck (see bench/README.md).
     #[arg(long, default_value_t = DEFAULT_LOAD_THREADS)]

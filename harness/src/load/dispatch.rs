@@ -7,6 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+
+use nix::sys::time::TimeSpec;
+use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
@@ -14,6 +20,12 @@ use super::{Answer, Live, Outcome, Schedule, Shot, Target};
 
 /// Sends requests `0..total` on `schedule` until done or `stop` fires; returns
 /// how many were dispatched (sent or dropped).
+///
+/// The dispatcher is a task on the runtime that sends the requests, woken at
+/// each due time by a [`Alarm`]: tokio's own timer has 1 ms ticks (every
+/// wake-up would be up to a millisecond late). It ran on a thread of its own
+/// before, whose every wake-up was a second one (handing the request to a
+/// worker): one context switch more per request.
 pub async fn dispatch(
     schedule: Schedule,
     total: u64,
@@ -23,44 +35,20 @@ pub async fn dispatch(
     shots: UnboundedSender<Shot>,
     stop: CancellationToken,
 ) -> u64 {
-    // The dispatcher runs on its own OS thread: tokio's timer wheel has 1 ms
-    // ticks (every wake-up would be up to a millisecond late), while a
-    // thread's sleep is a high-resolution kernel timer (1 µs slack, below). The
-    // requests themselves still run as tasks on the runtime.
-    let runtime = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || {
-        dispatch_on_thread(runtime, schedule, total, max_in_flight, target, live, shots, stop)
-    })
-    .await
-    .unwrap_or(0)
-}
-
-/// Longest single sleep, so a stop is noticed promptly.
-const MAX_SLEEP: Duration = Duration::from_millis(5);
-
-#[allow(clippy::too_many_arguments)]
-fn dispatch_on_thread(
-    runtime: tokio::runtime::Handle,
-    schedule: Schedule,
-    total: u64,
-    max_in_flight: usize,
-    target: Target,
-    live: Arc<Live>,
-    shots: UnboundedSender<Shot>,
-    stop: CancellationToken,
-) -> u64 {
-    // The kernel may end a sleep up to the thread's timer slack late (50 µs by
-    // default, to coalesce wake-ups); every request would be sent that late.
-    // The same slack as the downstream's service-time timer. Best effort: a
-    // kernel that refuses keeps the default.
-    let _ = nix::sys::prctl::set_timerslack(downstream::timer::TIMER_SLACK_NS);
+    let alarm = Alarm::new()
+        .map_err(|e| tracing::warn!("no timerfd ({e}): requests are sent on tokio's 1 ms timer ticks"))
+        .ok();
     let target = Arc::new(target);
     let mut i = 0;
     while i < total && !stop.is_cancelled() {
         let next = schedule.due(i);
         let now = Instant::now();
         if next > now {
-            std::thread::sleep((next - now).min(MAX_SLEEP));
+            tokio::select! {
+                biased;
+                _ = stop.cancelled() => break,
+                _ = sleep(alarm.as_ref(), next - now) => {}
+            }
             continue;
         }
         // Everything due by now goes out now, each stamped with its own due time.
@@ -79,12 +67,65 @@ fn dispatch_on_thread(
                 });
             } else {
                 live.in_flight.fetch_add(1, Relaxed);
-                runtime.spawn(send_one(i, due, target.clone(), live.clone(), shots.clone()));
+                tokio::spawn(send_one(i, due, target.clone(), live.clone(), shots.clone()));
             }
             i += 1;
         }
     }
     i
+}
+
+/// Waits `d` on the alarm, or on tokio's timer without one (or if it fails).
+async fn sleep(alarm: Option<&Alarm>, d: Duration) {
+    match alarm {
+        Some(a) if a.sleep(d).await.is_ok() => {}
+        _ => tokio::time::sleep(d).await,
+    }
+}
+
+/// A high-resolution wake-up on the runtime's own reactor: a timerfd, whose
+/// expiry is a kernel hrtimer with no timer slack (`timerfd_settime(2)`),
+/// registered with tokio like a socket. The worker that sends the requests
+/// is the thread it wakes.
+struct Alarm(AsyncFd<TimerFdRaw>);
+
+/// `AsyncFd` wants `AsRawFd`; nix's `TimerFd` is `AsFd`.
+struct TimerFdRaw(TimerFd);
+
+impl AsRawFd for TimerFdRaw {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_fd().as_raw_fd()
+    }
+}
+
+impl Alarm {
+    fn new() -> std::io::Result<Alarm> {
+        let fd = TimerFd::new(ClockId::CLOCK_MONOTONIC, TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC)?;
+        // Deprecated because it cannot promise that the descriptor outlives
+        // its registration; here it does: the `AsyncFd` owns the `TimerFd`,
+        // and deregisters before dropping it. (The replacement, `register`, is
+        // `unsafe`, which this workspace does not allow.)
+        #[allow(deprecated)]
+        Ok(Alarm(AsyncFd::with_interest(TimerFdRaw(fd), Interest::READABLE)?))
+    }
+
+    /// Returns once `d` has passed (at once for zero: a zero expiry would
+    /// disarm the timer instead).
+    async fn sleep(&self, d: Duration) -> std::io::Result<()> {
+        if d.is_zero() {
+            return Ok(());
+        }
+        self.0.get_ref().0.set(Expiration::OneShot(TimeSpec::from_duration(d)), TimerSetTimeFlags::empty())?;
+        loop {
+            let mut ready = self.0.readable().await?;
+            // Reading takes the expiry count; EAGAIN (readiness left over
+            // from an earlier expiry) clears the readiness and waits again.
+            match ready.try_io(|fd| Ok(nix::unistd::read(fd.get_ref().0.as_fd(), &mut [0u8; 8])?)) {
+                Ok(r) => return r.map(drop),
+                Err(_would_block) => continue,
+            }
+        }
+    }
 }
 
 /// Closed loop (throughput mode, as wrk or bombardier): `connections` workers
@@ -139,4 +180,24 @@ async fn send_one(index: u64, due: Instant, target: Arc<Target>, live: Arc<Live>
         live.errors.fetch_add(1, Relaxed);
     }
     let _ = shots.send(Shot { index, due, sent: Some(sent), done, outcome, downstream_us, kernel_stamped });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_alarm_never_ends_a_wait_early_and_rearms_after_each_expiry() {
+        let alarm = Alarm::new().expect("a timerfd");
+        let t = Instant::now();
+        alarm.sleep(Duration::ZERO).await.unwrap();
+        // Twenty waits in a row: had an expiry's readiness not been cleared,
+        // every wait after the first would end at once.
+        for _ in 0..20 {
+            let started = Instant::now();
+            alarm.sleep(Duration::from_micros(300)).await.unwrap();
+            assert!(started.elapsed() >= Duration::from_micros(300), "{:?}", started.elapsed());
+        }
+        assert!(t.elapsed() >= Duration::from_millis(6));
+    }
 }

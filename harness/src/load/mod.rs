@@ -1,6 +1,6 @@
 //! The open-loop, fixed-rate load generator.
 //!
-//! Request *i* is due at `t0 + i/qps`. The dispatcher wakes on a timer, sends
+//! Request *i* is due at `t0 + i/qps`. The dispatcher wakes on a high-resolution timer, sends
 //! every request now due (so the 1 ms timer granularity never caps the rate),
 //! and never waits for a response: each request runs in its own task and sends
 //! one [`Shot`] to the collector when it ends (oha's one-record-per-request
