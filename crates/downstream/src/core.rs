@@ -11,6 +11,8 @@ pub struct Core {
     pub delay: Duration,
     pub jitter: Duration,
     pub limits: Limits,
+    /// Where the service-time waits are kept (see `timer`).
+    pub timer: crate::timer::Timer,
 }
 
 impl Core {
@@ -32,7 +34,7 @@ impl Core {
         // service time never starves the runtime (the failure mode of blocking
         // sleeps in published comparisons); it ends within about 0.1 ms of the
         // service time, and a zero delay touches no timer (see `timer`).
-        crate::timer::wait(self.service_time(&req)).await;
+        self.timer.wait(self.service_time(&req)).await;
         Ok(payload::respond(&req))
     }
 }
@@ -42,7 +44,12 @@ mod tests {
     use super::*;
 
     fn core(jitter_ms: u64) -> Core {
-        Core { delay: Duration::from_millis(10), jitter: Duration::from_millis(jitter_ms), limits: Limits::default() }
+        Core {
+            delay: Duration::from_millis(10),
+            jitter: Duration::from_millis(jitter_ms),
+            limits: Limits::default(),
+            timer: Default::default(),
+        }
     }
 
     fn req(id: &str) -> FetchRequest {

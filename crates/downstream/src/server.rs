@@ -120,9 +120,6 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         "delay_ms": config.delay.as_secs_f64() * 1e3,
         "jitter_ms": config.jitter.as_secs_f64() * 1e3,
         "service_time_wait": crate::timer::DESCRIPTION,
-        // Read back from the timer thread; null with no delay (no timer).
-        "service_time_timer_slack_ns":
-            (!(config.delay.is_zero() && config.jitter.is_zero())).then(crate::timer::slack_ns).flatten(),
         "max_items": config.limits.max_items,
         "max_body_bytes": config.limits.max_body_bytes,
         "max_in_flight": limit.max(),
@@ -141,7 +138,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let rest_counters = registry.listener(Counters::new("rest", rest::OUTCOMES));
     let registry = Arc::new(registry);
 
-    let core = Core { delay: config.delay, jitter: config.jitter, limits: config.limits };
+    let core = Core { delay: config.delay, jitter: config.jitter, limits: config.limits, timer: Default::default() };
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter.set_serving::<proto::downstream_server::DownstreamServer<grpc::GrpcService>>().await;
     // Reflection in both versions stock tools speak: grpc.reflection.v1

@@ -7,12 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use std::os::fd::{AsFd, AsRawFd, RawFd};
-
-use nix::sys::time::TimeSpec;
-use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
-use tokio::io::Interest;
-use tokio::io::unix::AsyncFd;
+use downstream::timer::Alarm;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
@@ -22,7 +17,7 @@ use super::{Answer, Live, Outcome, Schedule, Shot, Target};
 /// how many were dispatched (sent or dropped).
 ///
 /// The dispatcher is a task on the runtime that sends the requests, woken at
-/// each due time by a [`Alarm`]: tokio's own timer has 1 ms ticks (every
+/// each due time by an [`Alarm`] (a timerfd on the reactor): tokio's own timer has 1 ms ticks (every
 /// wake-up would be up to a millisecond late). It ran on a thread of its own
 /// before, whose every wake-up was a second one (handing the request to a
 /// worker): one context switch more per request.
@@ -83,51 +78,6 @@ async fn sleep(alarm: Option<&Alarm>, d: Duration) {
     }
 }
 
-/// A high-resolution wake-up on the runtime's own reactor: a timerfd, whose
-/// expiry is a kernel hrtimer with no timer slack (`timerfd_settime(2)`),
-/// registered with tokio like a socket. The worker that sends the requests
-/// is the thread it wakes.
-struct Alarm(AsyncFd<TimerFdRaw>);
-
-/// `AsyncFd` wants `AsRawFd`; nix's `TimerFd` is `AsFd`.
-struct TimerFdRaw(TimerFd);
-
-impl AsRawFd for TimerFdRaw {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0.as_fd().as_raw_fd()
-    }
-}
-
-impl Alarm {
-    fn new() -> std::io::Result<Alarm> {
-        let fd = TimerFd::new(ClockId::CLOCK_MONOTONIC, TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC)?;
-        // Deprecated because it cannot promise that the descriptor outlives
-        // its registration; here it does: the `AsyncFd` owns the `TimerFd`,
-        // and deregisters before dropping it. (The replacement, `register`, is
-        // `unsafe`, which this workspace does not allow.)
-        #[allow(deprecated)]
-        Ok(Alarm(AsyncFd::with_interest(TimerFdRaw(fd), Interest::READABLE)?))
-    }
-
-    /// Returns once `d` has passed (at once for zero: a zero expiry would
-    /// disarm the timer instead).
-    async fn sleep(&self, d: Duration) -> std::io::Result<()> {
-        if d.is_zero() {
-            return Ok(());
-        }
-        self.0.get_ref().0.set(Expiration::OneShot(TimeSpec::from_duration(d)), TimerSetTimeFlags::empty())?;
-        loop {
-            let mut ready = self.0.readable().await?;
-            // Reading takes the expiry count; EAGAIN (readiness left over
-            // from an earlier expiry) clears the readiness and waits again.
-            match ready.try_io(|fd| Ok(nix::unistd::read(fd.get_ref().0.as_fd(), &mut [0u8; 8])?)) {
-                Ok(r) => return r.map(drop),
-                Err(_would_block) => continue,
-            }
-        }
-    }
-}
-
 /// Closed loop (throughput mode, as wrk or bombardier): `connections` workers
 /// send back to back until `until` or `stop`. Each request is "due" when it is
 /// sent, so latency here is not corrected for coordinated omission. Returns
@@ -180,24 +130,4 @@ async fn send_one(index: u64, due: Instant, target: Arc<Target>, live: Arc<Live>
         live.errors.fetch_add(1, Relaxed);
     }
     let _ = shots.send(Shot { index, due, sent: Some(sent), done, outcome, downstream_us, kernel_stamped });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn the_alarm_never_ends_a_wait_early_and_rearms_after_each_expiry() {
-        let alarm = Alarm::new().expect("a timerfd");
-        let t = Instant::now();
-        alarm.sleep(Duration::ZERO).await.unwrap();
-        // Twenty waits in a row: had an expiry's readiness not been cleared,
-        // every wait after the first would end at once.
-        for _ in 0..20 {
-            let started = Instant::now();
-            alarm.sleep(Duration::from_micros(300)).await.unwrap();
-            assert!(started.elapsed() >= Duration::from_micros(300), "{:?}", started.elapsed());
-        }
-        assert!(t.elapsed() >= Duration::from_millis(6));
-    }
 }
