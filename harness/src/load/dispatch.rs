@@ -3,8 +3,8 @@
 //! throughput mode. Each request runs in its own task and sends one [`Shot`]
 //! when it ends.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use downstream::timer::Alarm;
@@ -17,10 +17,11 @@ use super::{Answer, Live, Outcome, Schedule, Shot, Target};
 /// how many were dispatched (sent or dropped).
 ///
 /// The dispatcher is a task on the runtime that sends the requests, woken at
-/// each due time by an [`Alarm`] (a timerfd on the reactor): tokio's own timer has 1 ms ticks (every
-/// wake-up would be up to a millisecond late). It ran on a thread of its own
-/// before, whose every wake-up was a second one (handing the request to a
-/// worker): one context switch more per request.
+/// each due time by an [`Alarm`] (a timerfd on the reactor): tokio's own
+/// timer has 1 ms ticks (every wake-up would be up to a millisecond late). It
+/// ran on a thread of its own before, whose every wake-up was a second one
+/// (handing the request to a worker): one context switch more per request.
+#[allow(clippy::too_many_arguments)]
 pub async fn dispatch(
     schedule: Schedule,
     total: u64,
@@ -29,8 +30,10 @@ pub async fn dispatch(
     live: Arc<Live>,
     shots: UnboundedSender<Shot>,
     stop: CancellationToken,
+    alarms: Alarms,
 ) -> u64 {
-    let alarm = Alarm::new()
+    let alarm = alarms
+        .take()
         .map_err(|e| tracing::warn!("no timerfd ({e}): requests are sent on tokio's 1 ms timer ticks"))
         .ok();
     let target = Arc::new(target);
@@ -67,7 +70,40 @@ pub async fn dispatch(
             i += 1;
         }
     }
+    if let Some(a) = alarm {
+        alarms.put(a);
+    }
     i
+}
+
+/// The dispatchers' alarms, kept from one segment to the next: a segment
+/// starts while the previous one's requests still hold their descriptors
+/// (thousands at a high rate), the moment a new timerfd is likeliest to find
+/// none left (seen in a sweep at 16,000 req/s). The first is made before any
+/// load; a dispatcher finding none free (two at once) makes its own.
+#[derive(Clone, Default)]
+pub struct Alarms(Arc<Mutex<Vec<Alarm>>>);
+
+impl Alarms {
+    /// A store holding one alarm made now, if a timerfd can be had.
+    pub fn ready() -> Alarms {
+        let alarms = Alarms::default();
+        if let Ok(a) = Alarm::new() {
+            alarms.put(a);
+        }
+        alarms
+    }
+
+    fn take(&self) -> std::io::Result<Alarm> {
+        match self.0.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+            Some(a) => Ok(a),
+            None => Alarm::new(),
+        }
+    }
+
+    fn put(&self, a: Alarm) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(a);
+    }
 }
 
 /// Waits `d` on the alarm, or on tokio's timer without one (or if it fails).
@@ -130,4 +166,26 @@ async fn send_one(index: u64, due: Instant, target: Arc<Target>, live: Arc<Live>
         live.errors.fetch_add(1, Relaxed);
     }
     let _ = shots.send(Shot { index, due, sent: Some(sent), done, outcome, downstream_us, kernel_stamped });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn alarms_are_reused_and_made_when_none_is_free() {
+        let alarms = Alarms::ready();
+        let first = alarms.take().expect("the stored alarm");
+        // None left: a second dispatcher at once gets one of its own.
+        let second = alarms.take().expect("a new alarm");
+        assert!(alarms.0.lock().unwrap().is_empty());
+        alarms.put(first);
+        alarms.put(second);
+        assert_eq!(alarms.0.lock().unwrap().len(), 2);
+        // A reused alarm still keeps time.
+        let a = alarms.take().unwrap();
+        let t = Instant::now();
+        a.sleep(Duration::from_millis(2)).await.unwrap();
+        assert!(t.elapsed() >= Duration::from_millis(2));
+    }
 }

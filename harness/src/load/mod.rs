@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-pub use dispatch::{closed_loop, dispatch};
+pub use dispatch::{Alarms, closed_loop, dispatch};
 pub use target::{Answer, Checks, Endpoint, Target};
 
 /// How one request ended.

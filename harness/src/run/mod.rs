@@ -89,6 +89,7 @@ pub async fn run(
         origin,
         stop_load: CancellationToken::new(),
         sampling: &sampling,
+        alarms: crate::load::Alarms::ready(),
     };
     let (pending, stopped) = driver.run(&plan.order()).await;
 

@@ -19,7 +19,7 @@ use super::interrupt::Interrupt;
 use super::progress::Status;
 use super::sampling::Sampling;
 use crate::config::Config;
-use crate::load::{Live, Schedule, Target, closed_loop, dispatch};
+use crate::load::{Alarms, Live, Schedule, Target, closed_loop, dispatch};
 use crate::measure::record::{RoundRecord, collect};
 use crate::measure::sampler::Watched;
 use crate::measure::tier_stats::{Snapshot, TierStatsReader};
@@ -78,6 +78,8 @@ pub(super) struct Driver<'a> {
     pub stop_load: CancellationToken,
     /// Told of every tier process started for a fresh round.
     pub sampling: &'a Sampling,
+    /// The open-loop dispatchers' high-resolution alarms.
+    pub alarms: Alarms,
 }
 
 /// One segment's load, started.
@@ -192,7 +194,9 @@ impl Driver<'_> {
             let n = (length.as_secs_f64() * cfg.qps).round() as u64;
             let schedule = Schedule { t0, qps: cfg.qps };
             let max_in_flight = cfg.max_in_flight;
-            let task = tokio::spawn(async move { dispatch(schedule, n, max_in_flight, target, live, tx, stop).await });
+            let alarms = self.alarms.clone();
+            let task =
+                tokio::spawn(async move { dispatch(schedule, n, max_in_flight, target, live, tx, stop, alarms).await });
             (schedule.due(n), task)
         };
         Started { t0, end_at, scheduled, collector, finish }
