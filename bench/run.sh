@@ -79,7 +79,7 @@ for q in 100 1000 5000 10000; do
 print('| %d | %.4f | %.3f | %.3f | %d | %d |' % ($q, r['throughput']['achieved_ratio'] or 0, l.get('p50_ms', float('nan')), l.get('p99_ms', float('nan')), sum(v for k,v in e.items() if k!='dropped'), e.get('dropped',0)))"
 done
 echo
-echo "Targets: send lag p99 ≤ 1 ms at 5,000 req/s."
+echo "Targets: send lag p99 ≤ 1 ms at 5,000 req/s (capacity issue) and at 10,000 req/s (performance issue)."
 echo
 
 echo "## 2. Knee per transport (three tiers, 500 ms delay)"

@@ -63,13 +63,17 @@ impl From<CallError> for ApiError {
 impl Front {
     /// One downstream call: bounded, shape-checked and counted.
     async fn call_one(&self, req: FetchRequest) -> Result<FetchResponse, CallError> {
-        let result = match tokio::time::timeout(self.timeout, self.client.fetch(req.clone())).await {
+        // What the answer's shape is checked against: the request without its
+        // upload, which goes to the client as it is (no copy of the body).
+        let asked =
+            FetchRequest { request_id: req.request_id.clone(), items: req.items, shape: req.shape, body: Vec::new() };
+        let result = match tokio::time::timeout(self.timeout, self.client.fetch(req)).await {
             Err(_) => Err(CallError::Timeout {
                 target: self.client.target().to_owned(),
                 timeout_ms: self.timeout.as_millis(),
             }),
             Ok(Err(e)) => Err(e),
-            Ok(Ok(resp)) => payload::check_shape(&req, &resp)
+            Ok(Ok(resp)) => payload::check_shape(&asked, &resp)
                 .map(|()| resp)
                 .map_err(|e| CallError::BadResponse { target: self.client.target().to_owned(), reason: e.to_string() }),
         };
