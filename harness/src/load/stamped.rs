@@ -218,10 +218,15 @@ mod tests {
         let (mut server, _) = listener.accept().await.unwrap();
         let sent: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
         let to_send = sent.clone();
+        // The answer is sent only once the stream asks for stamps, as in use
+        // (the request goes out after): bytes received before that carry none.
+        let (asked, go) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
+            let _ = go.await;
             server.write_all(&to_send).await.unwrap();
         });
         let (mut stream, stamp) = StampedTcp::new(tcp);
+        let _ = asked.send(());
         let mut got = Vec::new();
         stream.read_to_end(&mut got).await.unwrap();
         assert!(got == sent, "{} bytes read of {}", got.len(), sent.len());
