@@ -365,8 +365,14 @@ pub struct ResourceSample {
     /// Seconds since the run's origin, shortly before the first request was due.
     pub t_seconds: f64,
     pub tier: TierName,
-    /// % of one core since the previous sample.
+    /// % of one core over the `cpu_window_seconds` before this sample.
     pub cpu_percent: Option<f64>,
+    /// The window `cpu_percent` is measured over, on the tier's own clock:
+    /// since the previous sample, or since the one before it when the
+    /// previous is less than half a sampling interval back (the closing
+    /// sample). `None` in runs recorded before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_window_seconds: Option<f64>,
     pub rss_bytes: Option<u64>,
     /// CPU time the process (a proxy: all its processes) has used so far.
     #[serde(default)]

@@ -35,22 +35,25 @@ impl ProcessStats {
         ProcessStats { pid: Pid::from_u32(std::process::id()), system: Mutex::new(System::new().ok()) }
     }
 
+    /// RSS first, CPU time last: whoever pairs the CPU time with a clock
+    /// reading (the registry's uptime) reads that clock right after, so a
+    /// slow RSS refresh (or a CPU-throttled moment) does not fall between
+    /// the two.
     pub fn snapshot(&self) -> ProcessSnapshot {
-        let mut snap =
-            ProcessSnapshot { pid: self.pid.as_u32(), cpu_seconds: own_cpu_seconds(), ..ProcessSnapshot::default() };
-        // A poisoned lock only means another reader panicked mid-refresh; the
-        // System inside is still usable.
-        let mut guard = self.system.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(system) = guard.as_mut() else { return snap };
-        system.refresh_processes_specifics(
-            ProcessesToUpdate::Some(&[self.pid]),
-            false,
-            ProcessRefreshKind::nothing().with_cpu().with_memory(),
-        );
-        if let Some(p) = system.process(self.pid) {
-            snap.rss_bytes = Some(p.memory());
-        }
-        snap
+        let rss_bytes = {
+            // A poisoned lock only means another reader panicked mid-refresh;
+            // the System inside is still usable.
+            let mut guard = self.system.lock().unwrap_or_else(|e| e.into_inner());
+            guard.as_mut().and_then(|system| {
+                system.refresh_processes_specifics(
+                    ProcessesToUpdate::Some(&[self.pid]),
+                    false,
+                    ProcessRefreshKind::nothing().with_cpu().with_memory(),
+                );
+                system.process(self.pid).map(|p| p.memory())
+            })
+        };
+        ProcessSnapshot { pid: self.pid.as_u32(), rss_bytes, cpu_seconds: own_cpu_seconds() }
     }
 }
 

@@ -83,11 +83,15 @@ impl Registry {
 
     pub fn snapshot(&self) -> StatsSnapshot {
         let collect = |v: &[Arc<Counters>]| v.iter().map(|c| (c.name().to_owned(), c.snapshot())).collect();
+        // The CPU time (read last by the process snapshot) and the uptime are
+        // read back to back: a sampler divides one by the other.
+        let process = self.process.snapshot();
+        let uptime_seconds = self.started.elapsed().as_secs_f64();
         StatsSnapshot {
             service: self.service.to_owned(),
             hostname: self.hostname.clone(),
-            uptime_seconds: self.started.elapsed().as_secs_f64(),
-            process: self.process.snapshot(),
+            uptime_seconds,
+            process,
             listeners: collect(&self.listeners),
             clients: collect(&self.clients),
             settings: self.settings.clone(),

@@ -317,6 +317,7 @@ mod tests {
             t_seconds: t,
             tier: TierName::Caller,
             cpu_percent: Some(if ((t * 4.0) as u32).is_multiple_of(2) { 0.0 } else { 80.0 }),
+            cpu_window_seconds: None,
             rss_bytes: None,
             cpu_seconds: Some(cpu),
         };

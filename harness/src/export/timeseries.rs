@@ -36,6 +36,7 @@ mod tests {
             t_seconds: 1.5,
             tier: TierName::Caller,
             cpu_percent: Some(12.345),
+            cpu_window_seconds: None,
             rss_bytes: None,
             cpu_seconds: None,
         };

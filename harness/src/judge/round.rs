@@ -224,6 +224,7 @@ mod tests {
             t_seconds: t,
             tier,
             cpu_percent: Some(cpu_percent),
+            cpu_window_seconds: None,
             rss_bytes: Some(rss_mib * 1024 * 1024),
             cpu_seconds: Some(cpu_seconds),
         }

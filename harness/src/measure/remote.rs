@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use telemetry::StatsSnapshot;
 
-use super::sampler::ArmSample;
+use super::sampler::{ArmSample, CpuWindow};
 use super::tier_stats::TierStatsReader;
 use crate::result::{ResourceSample, TierName};
 
@@ -27,14 +27,22 @@ pub struct RemoteWatched {
 pub struct RemoteSampler {
     watched: Vec<RemoteWatched>,
     reader: TierStatsReader,
-    /// Each tier's previous reading: its uptime and CPU seconds.
-    previous: Vec<Option<(f64, f64)>>,
+    /// Each tier's last readings: its uptime and CPU seconds.
+    windows: Vec<CpuWindow>,
+    /// The shortest window a CPU % is measured over.
+    min_window_seconds: f64,
 }
 
 impl RemoteSampler {
     pub fn new(watched: Vec<RemoteWatched>) -> reqwest::Result<Self> {
-        let previous = vec![None; watched.len()];
-        Ok(RemoteSampler { watched, reader: TierStatsReader::new()?, previous })
+        let windows = vec![CpuWindow::default(); watched.len()];
+        Ok(RemoteSampler { watched, reader: TierStatsReader::new()?, windows, min_window_seconds: 0.0 })
+    }
+
+    /// Measures CPU % over windows of at least `d` (see [`CpuWindow`]).
+    pub fn cpu_window_at_least(mut self, d: std::time::Duration) -> Self {
+        self.min_window_seconds = d.as_secs_f64();
+        self
     }
 
     pub fn is_empty(&self) -> bool {
@@ -55,11 +63,12 @@ impl RemoteSampler {
         let mut out = Vec::with_capacity(stats.len());
         for (i, s) in stats.into_iter().enumerate() {
             let reading = s.as_ref().and_then(|s| Some((s.uptime_seconds, s.process.cpu_seconds?)));
-            let previous = std::mem::replace(&mut self.previous[i], reading);
+            let cpu = self.windows[i].next(reading, self.min_window_seconds);
             let sample = ResourceSample {
                 t_seconds,
                 tier: self.watched[i].tier,
-                cpu_percent: cpu_percent(previous, reading),
+                cpu_percent: cpu.map(|(p, _)| p),
+                cpu_window_seconds: cpu.map(|(_, w)| w),
                 rss_bytes: s.as_ref().and_then(|s| s.process.rss_bytes),
                 cpu_seconds: reading.map(|(_, c)| c),
             };
@@ -69,25 +78,9 @@ impl RemoteSampler {
     }
 }
 
-/// % of one core between two (uptime, CPU seconds) readings of one process;
-/// `None` without both, or if the process restarted in between.
-pub fn cpu_percent(previous: Option<(f64, f64)>, now: Option<(f64, f64)>) -> Option<f64> {
-    let ((t0, c0), (t1, c1)) = (previous?, now?);
-    (t1 > t0 && c1 >= c0).then(|| (c1 - c0) / (t1 - t0) * 100.0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_percent_is_over_the_tiers_own_clock() {
-        assert_eq!(cpu_percent(Some((10.0, 1.0)), Some((12.0, 1.5))), Some(25.0));
-        assert_eq!(cpu_percent(None, Some((12.0, 1.5))), None);
-        assert_eq!(cpu_percent(Some((10.0, 1.0)), None), None);
-        // A restarted tier (its clock went back) gives no figure, not a negative one.
-        assert_eq!(cpu_percent(Some((10.0, 1.0)), Some((1.0, 0.1))), None);
-    }
 
     #[tokio::test]
     async fn an_unreachable_admin_gives_empty_samples() {

@@ -34,8 +34,12 @@ pub struct ArmSample {
 pub struct Sampler {
     system: Option<System>,
     watched: Vec<Watched>,
-    /// Each watched process's previous reading: when, and its CPU seconds.
-    previous: Vec<Option<(Instant, f64)>>,
+    /// Each watched process's last readings.
+    windows: Vec<CpuWindow>,
+    /// What the readings' clock counts from.
+    epoch: Instant,
+    /// The shortest window a CPU % is measured over.
+    min_window_seconds: f64,
     /// Tiers sampled as a whole process tree (a proxy's master and workers).
     trees: Vec<Pid>,
     /// Cores the rest of the machine kept busy over the last interval.
@@ -48,15 +52,26 @@ impl Sampler {
         let mut s = Sampler {
             system: System::new().ok(),
             watched: watched.to_vec(),
-            previous: vec![None; watched.len()],
+            windows: vec![CpuWindow::default(); watched.len()],
+            epoch: Instant::now(),
+            min_window_seconds: 0.0,
             trees: watched.iter().filter(|w| w.tier == TierName::Proxy).map(|w| Pid::from_u32(w.pid)).collect(),
             other_cores: None,
         };
         // This first reading is the baseline the first sample's CPU % is measured from.
         s.refresh();
-        let now = Instant::now();
-        s.previous = s.watched.iter().map(|w| s.cpu_seconds(Pid::from_u32(w.pid)).map(|c| (now, c))).collect();
+        let now = s.epoch.elapsed().as_secs_f64();
+        for i in 0..s.watched.len() {
+            let reading = s.cpu_seconds(Pid::from_u32(s.watched[i].pid)).map(|c| (now, c));
+            s.windows[i].next(reading, 0.0);
+        }
         s
+    }
+
+    /// Measures CPU % over windows of at least `d` (see [`CpuWindow`]).
+    pub fn cpu_window_at_least(mut self, d: std::time::Duration) -> Self {
+        self.min_window_seconds = d.as_secs_f64();
+        self
     }
 
     /// From now on samples `w.pid` as `w.arm`'s `w.tier` (a tier restarted for
@@ -68,7 +83,7 @@ impl Sampler {
         if let Some(t) = self.trees.iter_mut().find(|t| **t == old) {
             *t = Pid::from_u32(w.pid);
         }
-        self.previous[i] = None;
+        self.windows[i] = CpuWindow::default();
     }
 
     /// CPU seconds a process (or process tree) has used so far.
@@ -126,11 +141,13 @@ impl Sampler {
             let procs = self.members(pid);
             let rss_bytes = (!procs.is_empty()).then(|| procs.iter().map(|p| p.memory()).sum());
             let cpu_seconds = self.cpu_seconds(pid);
-            let previous = std::mem::replace(&mut self.previous[i], cpu_seconds.map(|c| (now, c)));
+            let at = now.saturating_duration_since(self.epoch).as_secs_f64();
+            let cpu = self.windows[i].next(cpu_seconds.map(|c| (at, c)), self.min_window_seconds);
             let sample = ResourceSample {
                 t_seconds,
                 tier: w.tier,
-                cpu_percent: cpu_percent(previous, now, cpu_seconds),
+                cpu_percent: cpu.map(|(p, _)| p),
+                cpu_window_seconds: cpu.map(|(_, w)| w),
                 rss_bytes,
                 cpu_seconds,
             };
@@ -145,14 +162,39 @@ impl Sampler {
     }
 }
 
-/// % of one core between a previous reading and this one: CPU seconds over
-/// wall seconds. `None` without both readings. A process tree that lost a
-/// member can read less than before: that interval counts as 0, not negative.
-pub fn cpu_percent(previous: Option<(Instant, f64)>, now: Instant, cpu_seconds: Option<f64>) -> Option<f64> {
-    let (then, before) = previous?;
-    let wall = now.checked_duration_since(then)?.as_secs_f64();
-    let used = cpu_seconds? - before;
-    (wall > 0.0).then(|| used.max(0.0) / wall * 100.0)
+/// CPU % of one process from its successive (clock seconds, CPU seconds)
+/// readings, over windows of at least a minimum length: the last two
+/// readings are kept, and a reading that comes sooner than the minimum after
+/// the previous one (the closing reading, taken when a run ends between two
+/// ticks) is measured from the one before. Over a window much shorter than
+/// the sampling interval the figure is mostly the granularity of CPU
+/// accounting and of a CPU quota's 100 ms periods, not the process's load,
+/// and a peak taken over such windows would overstate it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuWindow {
+    last: [Option<(f64, f64)>; 2],
+}
+
+impl CpuWindow {
+    /// Takes a reading (`None`: it could not be read) and returns the % of
+    /// one core since the chosen earlier reading, with that window's length
+    /// in seconds. `None` without an earlier reading, or if the clock did not
+    /// move forward (a tier that restarted: its clock began again). A
+    /// process tree that lost a member can read less CPU than before: that
+    /// window counts as 0, not negative.
+    pub fn next(&mut self, reading: Option<(f64, f64)>, min_seconds: f64) -> Option<(f64, f64)> {
+        let [older, newer] = self.last;
+        self.last = [newer, reading];
+        let (t1, c1) = reading?;
+        let base = match (older, newer) {
+            (_, Some((t0, _))) if t1 - t0 >= min_seconds => newer,
+            (Some(_), _) => older,
+            _ => newer,
+        };
+        let (t0, c0) = base?;
+        let window = t1 - t0;
+        (window > 0.0).then(|| ((c1 - c0).max(0.0) / window * 100.0, window))
+    }
 }
 
 /// The machine's busy cores less the run's own, never below zero (the two
@@ -240,22 +282,52 @@ mod tests {
         assert!(expected > 10.0, "the burner got almost no CPU ({expected:.1}%): the check proves nothing");
     }
 
+    /// The percents of readings taken one after another by one window.
+    fn percents(min: f64, readings: &[Option<(f64, f64)>]) -> Vec<Option<(f64, f64)>> {
+        let mut w = CpuWindow::default();
+        readings.iter().map(|r| w.next(*r, min)).collect()
+    }
+
     #[test]
     fn cpu_percent_needs_two_readings_and_is_never_negative() {
-        let t = Instant::now();
-        let later = t + std::time::Duration::from_millis(500);
-        assert_eq!(cpu_percent(Some((t, 1.0)), later, Some(1.25)), Some(50.0));
-        assert_eq!(cpu_percent(None, later, Some(1.25)), None);
-        assert_eq!(cpu_percent(Some((t, 1.0)), later, None), None);
-        assert_eq!(cpu_percent(Some((t, 2.0)), later, Some(1.0)), Some(0.0));
-        assert_eq!(cpu_percent(Some((t, 1.0)), t, Some(1.0)), None);
+        assert_eq!(percents(0.0, &[Some((0.0, 1.0)), Some((0.5, 1.25))]), [None, Some((50.0, 0.5))]);
+        assert_eq!(percents(0.0, &[None, Some((0.5, 1.25))]), [None, None]);
+        assert_eq!(percents(0.0, &[Some((0.0, 1.0)), None]), [None, None]);
+        assert_eq!(percents(0.0, &[Some((0.0, 2.0)), Some((0.5, 1.0))]), [None, Some((0.0, 0.5))]);
+        // A clock that did not move, or went back (a restarted tier).
+        assert_eq!(percents(0.0, &[Some((10.0, 1.0)), Some((10.0, 1.0))]), [None, None]);
+        assert_eq!(percents(0.0, &[Some((10.0, 1.0)), Some((1.0, 0.1))]), [None, None]);
+    }
+
+    #[test]
+    fn a_short_window_is_measured_from_the_reading_before() {
+        let got = percents(0.5, &[Some((0.0, 0.0)), Some((1.0, 0.1)), Some((1.05, 0.2))]);
+        // 0.1 s of CPU in the last 0.05 s would read 200%; over 1.05 s it is 19%.
+        assert_eq!(got[1], Some((10.0, 1.0)));
+        let (p, w) = got[2].unwrap();
+        assert!((w - 1.05).abs() < 1e-9 && (p - 0.2 / 1.05 * 100.0).abs() < 1e-9, "{:?}", got[2]);
+        // Without an earlier reading the short window is all there is.
+        assert_eq!(
+            percents(0.5, &[Some((1.0, 0.1)), Some((1.05, 0.11))])[1].map(|(_, w)| (w * 100.0).round()),
+            Some(5.0)
+        );
+        // Long windows are measured from the reading just before.
+        let steady = percents(0.5, &[Some((0.0, 0.0)), Some((1.0, 0.1)), Some((2.0, 0.4))]);
+        assert_eq!(steady[2].map(|(p, w)| ((p * 1e6).round() / 1e6, w)), Some((30.0, 1.0)));
     }
 
     #[test]
     fn an_arm_gets_its_own_tiers_and_the_harness() {
         let at = |arm, tier| ArmSample {
             arm,
-            sample: ResourceSample { t_seconds: 0.0, tier, cpu_percent: None, rss_bytes: None, cpu_seconds: None },
+            sample: ResourceSample {
+                t_seconds: 0.0,
+                tier,
+                cpu_percent: None,
+                cpu_window_seconds: None,
+                rss_bytes: None,
+                cpu_seconds: None,
+            },
         };
         let all = [at(Some(0), TierName::Caller), at(Some(1), TierName::Caller), at(None, TierName::Harness)];
         let tiers: Vec<TierName> = of_arm(&all, 1).iter().map(|s| s.tier).collect();

@@ -48,8 +48,11 @@ impl Sampling {
         sink: Option<SampleSink>,
     ) -> Sampling {
         let stop = CancellationToken::new();
-        let sampler = Sampler::new(watched);
-        let remote = RemoteSampler::new(remote).ok();
+        // The closing sample, taken when sampling stops, is usually a
+        // fraction of an interval after the previous one: its CPU % is taken
+        // over a window at least half an interval long.
+        let sampler = Sampler::new(watched).cpu_window_at_least(interval / 2);
+        let remote = RemoteSampler::new(remote).ok().map(|r| r.cpu_window_at_least(interval / 2));
         let rewatch = Arc::new(Mutex::new(Vec::new()));
         let task =
             tokio::spawn(sample_loop((sampler, remote), interval, origin, live, stop.clone(), sink, rewatch.clone()));
