@@ -13,7 +13,7 @@
 #   front       the generator in throughput mode through its front-hop client
 #               to a caller (--caller-url, 2 connections), caller and
 #               downstream native.
-# MEASURE="caller harness" runs only those.
+# MEASURE="caller harness" runs only those; TRANSPORTS=rest only that transport.
 # Instrumentation is switched on after a warm-up and off after SECS seconds;
 # the requests in that window are the downstream's own count (/stats), so
 # instructions per request = the window's instructions ÷ those requests.
@@ -48,7 +48,7 @@ served() { # admin listener → ok requests the downstream has answered
   curl -s --retry 5 --retry-all-errors "http://$DS_ADMIN/stats" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['listeners']['$1']['requests'].get('ok',0))"
 }
 
-for t in grpc rest; do
+for t in ${TRANSPORTS:-grpc rest}; do
   for measured in $MEASURE; do
     rm -f "$TMP"/cg.out*
     tier ds "$([ $measured = downstream ] && echo "$CG" || true)" downstream --delay 0ms

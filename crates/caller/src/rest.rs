@@ -25,6 +25,8 @@ pub enum RestWireError {
     Client(reqwest::Error),
     #[error("{0}")]
     Files(std::io::Error),
+    #[error("not a URL: {0}")]
+    Url(String),
 }
 
 /// The media type of protobuf bodies on the REST listener.
@@ -70,8 +72,10 @@ pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 #[derive(Debug)]
 pub struct RestClient {
-    target: String,
-    url: String,
+    target: Arc<str>,
+    /// Parsed once: a `&str` would be parsed (and its host name checked by
+    /// IDNA) for every request.
+    url: reqwest::Url,
     http2: bool,
     encoding: RestEncoding,
     client: reqwest::Client,
@@ -83,11 +87,8 @@ impl RestClient {
     /// A client for `target` (`http://host:port`). reqwest owns the sockets, so
     /// only connections opened are counted here; the hop's wire bytes are
     /// counted by the downstream's listener.
-    pub fn new(target: &str, http2: bool, counters: Arc<Counters>) -> Result<Self, reqwest::Error> {
-        Self::with_wire(target, http2, &Wire::default(), counters).map_err(|e| match e {
-            RestWireError::Client(e) => e,
-            RestWireError::Files(_) => unreachable!("plaintext reads no file"),
-        })
+    pub fn new(target: &str, http2: bool, counters: Arc<Counters>) -> Result<Self, RestWireError> {
+        Self::with_wire(target, http2, &Wire::default(), counters)
     }
 
     /// [`RestClient::new`] with TLS (an `https://` target: rustls trusting the
@@ -132,9 +133,12 @@ impl RestClient {
             Some(tls) => builder.tls_backend_preconfigured(tls).https_only(true),
             None => builder.tls_backend_preconfigured(crate::wire::plaintext_only()),
         };
+        let target = target.trim_end_matches('/');
+        let url = reqwest::Url::parse(&format!("{target}/v1/fetch"))
+            .map_err(|e| RestWireError::Url(format!("{target}: {e}")))?;
         Ok(RestClient {
-            target: target.trim_end_matches('/').to_owned(),
-            url: format!("{}/v1/fetch", target.trim_end_matches('/')),
+            target: target.into(),
+            url,
             http2,
             encoding,
             client: builder.build().map_err(RestWireError::Client)?,
@@ -152,11 +156,11 @@ impl Outbound for RestClient {
         Box::pin(async move {
             let body = encoding
                 .encode(&req)
-                .map_err(|e| CallError::BadResponse { target: target.clone(), reason: e.to_string() })?;
+                .map_err(|e| CallError::BadResponse { target: target.to_string(), reason: e.to_string() })?;
             // Message bytes are the logical (uncompressed) body.
             let request_bytes = body.len() as u64;
             let mut request = client
-                .post(&url)
+                .post(url)
                 .header(reqwest::header::CONTENT_TYPE, encoding.media_type())
                 .header(reqwest::header::ACCEPT, encoding.media_type());
             let body = if wire == Compression::None {
@@ -165,7 +169,7 @@ impl Outbound for RestClient {
                 request = request.header(reqwest::header::CONTENT_ENCODING, wire.as_str());
                 Wire { compression: wire, tls: None }
                     .compress_body(&body)
-                    .map_err(|e| CallError::BadResponse { target: target.clone(), reason: e.to_string() })?
+                    .map_err(|e| CallError::BadResponse { target: target.to_string(), reason: e.to_string() })?
             };
             let resp = request.body(body).send().await.map_err(|e| transport_error(&target, e))?;
             let status = resp.status();
@@ -176,9 +180,12 @@ impl Outbound for RestClient {
                     .ok()
                     .and_then(|v| v["error"].as_str().map(str::to_owned))
                     .unwrap_or_default();
-                return Err(CallError::Status { target, status: format!("HTTP {}: {reason}", status.as_u16()) });
+                return Err(CallError::Status {
+                    target: target.to_string(),
+                    status: format!("HTTP {}: {reason}", status.as_u16()),
+                });
             }
-            encoding.decode(&bytes).map_err(|reason| CallError::BadResponse { target, reason })
+            encoding.decode(&bytes).map_err(|reason| CallError::BadResponse { target: target.to_string(), reason })
         })
     }
 
@@ -272,5 +279,20 @@ where
             counters.connection_opened();
             Ok(conn)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_url_is_parsed_once_and_a_bad_one_is_refused_up_front() {
+        let counters = || Arc::new(Counters::new("test", &[]));
+        let client = RestClient::new("http://127.0.0.1:8080/", false, counters()).expect("a client");
+        assert_eq!(client.url.as_str(), "http://127.0.0.1:8080/v1/fetch");
+        assert_eq!(client.target(), "http://127.0.0.1:8080");
+        let err = RestClient::new("http://bad host:1", false, counters()).unwrap_err();
+        assert!(matches!(&err, RestWireError::Url(r) if r.starts_with("http://bad host:1: ")), "{err}");
     }
 }

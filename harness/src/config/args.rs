@@ -782,8 +782,9 @@ fn placement(a: &RunArgs) -> Result<(IpAddr, IpAddr), ConfigError> {
     if a.downstream_url.is_some() && a.target != TargetTier::Downstream {
         return Err(bad("--downstream-url", "goes with --target downstream"));
     }
+    // Parsed as the REST client parses it (once, when it is built).
     if let Some(url) = &a.downstream_url
-        && !(url.starts_with("http://") && url.len() > "http://".len())
+        && !(url.starts_with("http://") && reqwest::Url::parse(url).is_ok_and(|u| u.host().is_some()))
     {
         return Err(bad("--downstream-url", format!("{url:?}: give it as http://host:port")));
     }
@@ -933,6 +934,11 @@ mod tests {
         assert!(p.is_sweep() && p.step(200.0, &p.arms).config.qps == 200.0);
         assert_eq!(p.config.slo_p99, Duration::from_millis(600));
         assert_eq!(plan(&["--downstream-url", "http://x:1"]).unwrap_err().flag, "--downstream-url");
+        let direct = |url| plan(&["--target", "downstream", "--transport", "rest", "--downstream-url", url]);
+        assert!(direct("http://127.0.0.1:8080").is_ok());
+        for bad in ["http://", "127.0.0.1:8080", "http://bad host:1", "http://x:99999"] {
+            assert_eq!(direct(bad).unwrap_err().flag, "--downstream-url", "{bad}");
+        }
     }
 
     #[test]
