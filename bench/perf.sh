@@ -69,10 +69,10 @@ s, f, secs, qps = $samples, $FREQ, $SECS, $QPS
 cpu = s / f
 print('# %d samples at %d Hz in %d s: %.2f CPU s, %.1f µs per request sent (%d req/s × %d s)' % (s, f, secs, cpu, cpu / (qps * secs) * 1e6, qps, secs))"
       echo "# by binary (perf report --sort dso):"
-      awk '!/^#/ && $1 ~ /%$/ && n++ < 6 {gsub(/ {3,}/, "  "); sub(/ +$/, ""); print "#" $0}' "$TMP/$tier.dso"
+      awk '!/^#/ && $1 ~ /%$/ && n++ < 6 {gsub(/   +/, "  "); sub(/ +$/, ""); print "#" $0}' "$TMP/$tier.dso"
       echo "# perf record -e cpu-clock -F $FREQ -g; perf report --no-children --sort symbol,dso (own cost):"
       # perf pads the symbol column to its widest name: runs of spaces become two.
-      awk -v top="$TOP" '!/^#/ && $1 ~ /%$/ && n++ < top {gsub(/ {3,}/, "  "); sub(/ +$/, ""); print}' "$TMP/$tier.rep"
+      awk -v top="$TOP" '!/^#/ && $1 ~ /%$/ && n++ < top {gsub(/   +/, "  "); sub(/ +$/, ""); print}' "$TMP/$tier.rep"
     } > "$f"
     echo "$f: $(sed -n 2p "$f")"
   done
