@@ -92,7 +92,7 @@ impl Answer {
 impl Target {
     /// The caller's front door through an HTTP/1.1 keep-alive client with every
     /// fairness setting explicit: one connection per in-flight request, no
-    /// retries, no proxy, TCP_NODELAY (`front.rs`).
+    /// retries of a request that went out, no proxy, TCP_NODELAY (`front.rs`).
     pub fn front(url: String, items: u32, fanout: u32, timeout: Duration, connections: usize) -> anyhow::Result<Self> {
         let client = Arc::new(FrontClient::new(&url)?);
         Ok(Self::with(Endpoint::Front(client), items, 1.max(fanout), timeout, connections))
