@@ -92,10 +92,21 @@ for a in c['arms']:
 print()
 print('| transport | offered | achieved (ok/s) | p50 (ms) | p99 (ms) | errors | dropped | sustained |')
 print('|---|---:|---:|---:|---:|---:|---:|---|')
+def kinds(s):
+    # The step's own run.json names the errors (the sweep's summary counts them).
+    try:
+        r=json.load(open('%s/%s/run.json' % (d['folder'], s['folder'])))
+    except (OSError, ValueError):
+        return ' (kinds not read)'
+    e={}
+    for rd in r['rounds']:
+        for k,v in rd['requests']['errors'].items():
+            if k!='dropped': e[k]=e.get(k,0)+v
+    return ' (' + ', '.join('%s %d' % kv for kv in sorted(e.items())) + ')' if e else ''
 for a in c['arms']:
     for s in a['steps']:
         f=lambda v: 'n/a' if v is None else '%.1f' % v
-        print('| %s | %.0f | %s | %s | %s | %d | %d | %s |' % (a['transport'], s['offered_qps'], f(s['achieved_ok_per_second']), f(s['p50_ms']), f(s['p99_ms']), s['errors'], s['dropped'], 'yes' if s['sustained'] else 'no: ' + ', '.join(s['shortfalls'])))
+        print('| %s | %.0f | %s | %s | %s | %d%s | %d | %s |' % (a['transport'], s['offered_qps'], f(s['achieved_ok_per_second']), f(s['p50_ms']), f(s['p99_ms']), s['errors'], kinds(s) if s['errors'] else '', s['dropped'], 'yes' if s['sustained'] else 'no: ' + ', '.join(s['shortfalls'])))
 " < "$OUT/sweep.json"
 echo
 echo "Targets: knee ≥ 5,000 req/s per transport (stretch 10,000); at 100 req/s achieved ≥ 99.5% and p99 ≤ 505 ms (see the README's 100 req/s runs)."
