@@ -134,8 +134,7 @@ impl RestClient {
             None => builder.tls_backend_preconfigured(crate::wire::plaintext_only()),
         };
         let target = target.trim_end_matches('/');
-        let url = reqwest::Url::parse(&format!("{target}/v1/fetch"))
-            .map_err(|e| RestWireError::Url(format!("{target}: {e}")))?;
+        let url = fetch_url(target)?;
         Ok(RestClient {
             target: target.into(),
             url,
@@ -146,6 +145,20 @@ impl RestClient {
             wire: wire.clone(),
         })
     }
+}
+
+/// The downstream's fetch URL under `target` (`http://host:port`), parsed as
+/// the client sends to it: what a command line checks before any client is
+/// built.
+pub fn fetch_url(target: &str) -> Result<reqwest::Url, RestWireError> {
+    let target = target.trim_end_matches('/');
+    let bad = |e: &dyn std::fmt::Display| RestWireError::Url(format!("{target}: {e}"));
+    // The target itself must name a host: `http://` would otherwise become
+    // `http:///v1/fetch`, a request to a host called `v1`.
+    if reqwest::Url::parse(target).map_err(|e| bad(&e))?.host().is_none() {
+        return Err(bad(&"no host"));
+    }
+    reqwest::Url::parse(&format!("{target}/v1/fetch")).map_err(|e| bad(&e))
 }
 
 impl Outbound for RestClient {

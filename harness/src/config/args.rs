@@ -782,9 +782,8 @@ fn placement(a: &RunArgs) -> Result<(IpAddr, IpAddr), ConfigError> {
     if a.downstream_url.is_some() && a.target != TargetTier::Downstream {
         return Err(bad("--downstream-url", "goes with --target downstream"));
     }
-    // Parsed as the REST client parses it (once, when it is built).
     if let Some(url) = &a.downstream_url
-        && !(url.starts_with("http://") && reqwest::Url::parse(url).is_ok_and(|u| u.host().is_some()))
+        && !(url.starts_with("http://") && caller::rest::fetch_url(url).is_ok())
     {
         return Err(bad("--downstream-url", format!("{url:?}: give it as http://host:port")));
     }

@@ -65,6 +65,15 @@ enum Attempt {
     Failed(FrontError),
 }
 
+impl Attempt {
+    fn into_error(self) -> FrontError {
+        match self {
+            Attempt::Unsent => FrontError::Closed,
+            Attempt::Failed(e) => e,
+        }
+    }
+}
+
 /// Whether a failed exchange's request had gone out.
 enum Sent {
     No,
@@ -156,20 +165,12 @@ impl FrontClient {
     /// connection if `c` ended before the request went out.
     async fn post_on(&self, mut c: Conn, body: String) -> Result<FrontAnswer, FrontError> {
         let body = Bytes::from(body);
-        let (answer, keep) = match self.exchange(&mut c, body.clone()).await {
-            Err(Attempt::Unsent) => {
-                c = self.connect().await?;
-                match self.exchange(&mut c, body).await {
-                    Err(Attempt::Unsent) => return Err(FrontError::Closed),
-                    other => other,
-                }
-            }
-            other => other,
+        let mut attempt = self.exchange(&mut c, body.clone()).await;
+        if matches!(attempt, Err(Attempt::Unsent)) {
+            c = self.connect().await?;
+            attempt = self.exchange(&mut c, body).await;
         }
-        .map_err(|e| match e {
-            Attempt::Failed(e) => e,
-            Attempt::Unsent => FrontError::Closed,
-        })?;
+        let (answer, keep) = attempt.map_err(Attempt::into_error)?;
         if keep {
             self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(c);
         }
