@@ -31,6 +31,7 @@ fn a_short_run_sends_qps_times_duration_and_writes_every_file() {
             "--out",
             out.to_str().unwrap(),
         ])
+        .env_remove(telemetry::WORKERS_ENV)
         .output()
         .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -63,7 +64,13 @@ fn a_short_run_sends_qps_times_duration_and_writes_every_file() {
         let corrected = r.latency.corrected.as_ref().unwrap();
         assert!(corrected.min_ms >= 30.0, "min latency {} below the 30 ms delay", corrected.min_ms);
         assert!(r.latency.downstream_hop.as_ref().unwrap().min_ms >= 30.0);
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
         for tier in [TierName::Caller, TierName::Downstream] {
+            // Each tier states the runtime it served on: tokio's default.
+            let s = &run.tiers[&tier].settings;
+            assert_eq!(s["runtime"], "tokio multi-thread", "{tier}: {s}");
+            assert_eq!(s["runtime_workers"], cores, "{tier}: {s}");
+            assert_eq!(s["runtime_workers_source"], "tokio's default: one per core", "{tier}: {s}");
             let res = &r.resources[&tier];
             assert!(res.rss_mib_peak.unwrap() > 0.0, "{tier} RSS");
             assert!(res.cpu_seconds.unwrap() > 0.0, "{tier} CPU");
@@ -101,6 +108,44 @@ fn a_short_run_sends_qps_times_duration_and_writes_every_file() {
         assert!(last.t_seconds >= r.started_seconds + r.window_seconds);
         let _ = std::fs::remove_dir_all(&out);
     }
+}
+
+#[test]
+fn a_worker_count_set_in_the_environment_is_recorded_in_each_tier_settings() {
+    // tokio reads TOKIO_WORKER_THREADS, which the tiers inherit: it changes
+    // what is measured, so run.json and the report must say so.
+    let out = out_dir("worker-env");
+    let output = harness(&[
+        "--transport",
+        "grpc",
+        "--qps",
+        "50",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--delay",
+        "10ms",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .env(telemetry::WORKERS_ENV, "1")
+    .output()
+    .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let folder = run_folder(&out);
+    let run = load(&folder);
+    for tier in [TierName::Caller, TierName::Downstream] {
+        let s = &run.tiers[&tier].settings;
+        assert_eq!(s["runtime_workers"], 1, "{tier}: {s}");
+        assert!(
+            s["runtime_workers_source"].as_str().unwrap().starts_with("TOKIO_WORKER_THREADS=1 in the environment"),
+            "{tier}: {s}"
+        );
+    }
+    let report = std::fs::read_to_string(folder.join("report.md")).unwrap();
+    assert!(report.contains("TOKIO_WORKER_THREADS=1 in the environment"), "{report}");
+    let _ = std::fs::remove_dir_all(&out);
 }
 
 #[test]

@@ -152,6 +152,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         "client": client.settings(),
         "front_server": front_settings,
     }));
+    registry.extend_settings(telemetry::runtime_settings());
     let registry = Arc::new(registry);
 
     let front = Arc::new(Front {

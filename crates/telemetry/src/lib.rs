@@ -12,6 +12,8 @@
 //!   idle and dead-peer timeouts, graceful drain) that every listener of every
 //!   tier runs, and [`admin_router`];
 //! * [`InFlightLimit`]: the bound on requests a tier works on at once;
+//! * [`runtime_settings`]: the runtime a tier serves on (flavor, workers and
+//!   where their count came from);
 //! * [`tls`]: a listener's rustls configuration from PEM files, the handshakes
 //!   it counted, and the hop's [`Compression`] names.
 //!
@@ -27,6 +29,7 @@ mod lifecycle;
 mod limit;
 mod process;
 mod registry;
+mod runtime;
 mod serve;
 pub mod tls;
 
@@ -40,5 +43,6 @@ pub use lifecycle::{
 pub use limit::{InFlightLimit, MIN_DEFAULT_MAX_IN_FLIGHT, SHED};
 pub use process::{ProcessSnapshot, ProcessStats, own_cpu_seconds};
 pub use registry::{Registry, StatsSnapshot};
+pub use runtime::{WORKERS_ENV, runtime_settings};
 pub use serve::{Protocols, ServerSettings, bind, serve, serve_tls};
 pub use tls::{Compression, TlsSnapshot};
