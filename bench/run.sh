@@ -107,6 +107,22 @@ for a in c['arms']:
     for s in a['steps']:
         f=lambda v: 'n/a' if v is None else '%.1f' % v
         print('| %s | %.0f | %s | %s | %s | %d%s | %d | %s |' % (a['transport'], s['offered_qps'], f(s['achieved_ok_per_second']), f(s['p50_ms']), f(s['p99_ms']), s['errors'], kinds(s) if s['errors'] else '', s['dropped'], 'yes' if s['sustained'] else 'no: ' + ', '.join(s['shortfalls'])))
+# What the failing side said, per step with errors (run.json's error_reasons: warm-up included).
+said=[]
+for a in c['arms']:
+    for s in a['steps']:
+        try:
+            r=json.load(open('%s/%s/run.json' % (d['folder'], s['folder'])))
+        except (OSError, ValueError):
+            continue
+        for e in r.get('error_reasons', []):
+            if e['class']!='dropped':
+                said.append('- %s at %.0f req/s: %s × %d: %s' % (a['transport'], s['offered_qps'], e['class'], e['count'], e['reason']))
+if said:
+    print()
+    print('Why (each step\'s run.json, warm-up included):')
+    print()
+    print('\n'.join(said))
 " < "$OUT/sweep.json"
 echo
 echo "Targets: knee ≥ 5,000 req/s per transport (stretch 10,000); at 100 req/s achieved ≥ 99.5% and p99 ≤ 505 ms (see the README's 100 req/s runs)."

@@ -90,9 +90,23 @@ pub struct RunResult {
     /// traffic over it. Absent without a link.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<LinkReport>,
+    /// Why requests failed, by error class, with counts (every round and the
+    /// warm-up; at most a few distinct reasons a class). Absent when none
+    /// failed, and in runs made before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub error_reasons: Vec<ErrorReason>,
     /// Reasons this run is not a fair measurement; empty when it is. Judged
     /// once when the run ends (`judge::validity`); every renderer reads it here.
     pub validity: Vec<String>,
+}
+
+/// One reason requests failed, as the failing side said it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorReason {
+    /// The error class, as in `Requests::errors` (`http_502`, `connect`, …).
+    pub class: String,
+    pub reason: String,
+    pub count: u64,
 }
 
 impl RunResult {

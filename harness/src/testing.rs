@@ -176,6 +176,7 @@ pub fn run(transport: Transport, scale: f64) -> RunResult {
         load_samples: Vec::new(),
         instrument: None,
         link: None,
+        error_reasons: Vec::new(),
         validity: Vec::new(),
     };
     run.validity = crate::judge::validity(&run);

@@ -153,6 +153,16 @@ fn a_frozen_downstream_shows_in_latency_and_timeouts_and_the_schedule_keeps_its_
     let timeouts = r.requests.errors.get("timeout").copied().unwrap_or(0)
         + r.requests.errors.get("http_504").copied().unwrap_or(0);
     assert!(timeouts >= 20, "{:?}", r.requests.errors);
+    // Each error class says why, in run.json and in the report: the
+    // harness's own timeout, or the caller's 504 naming the downstream.
+    for class in r.requests.errors.keys() {
+        assert!(run.error_reasons.iter().any(|e| &e.class == class), "{class}: {:?}", run.error_reasons);
+    }
+    for e in run.error_reasons.iter().filter(|e| e.class == "timeout" || e.class == "http_504") {
+        assert!(e.reason.contains("within"), "{e:?}");
+    }
+    let report = std::fs::read_to_string(run_folder(&out).join("report.md")).unwrap();
+    assert!(report.contains("## Errors by reason") && report.contains(" within "), "{report}");
     // Requests that came back after the resume carry the stall in their corrected latency.
     let corrected = decode_histogram(&r.histograms["corrected"]).unwrap();
     assert!(corrected.max() >= 500_000, "max corrected latency {} µs", corrected.max());

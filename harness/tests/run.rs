@@ -60,6 +60,7 @@ fn a_short_run_sends_qps_times_duration_and_writes_every_file() {
         // qps × duration = 400, within 1%.
         assert!((396..=404).contains(&r.requests.sent), "sent {}", r.requests.sent);
         assert_eq!(r.requests.error_total(), 0, "{:?}", r.requests.errors);
+        assert!(run.error_reasons.is_empty(), "{:?}", run.error_reasons);
         assert_eq!(r.requests.ok, r.requests.sent);
         let corrected = r.latency.corrected.as_ref().unwrap();
         assert!(corrected.min_ms >= 30.0, "min latency {} below the 30 ms delay", corrected.min_ms);

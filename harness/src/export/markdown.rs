@@ -124,6 +124,7 @@ pub fn render(run: &RunResult, charts: bool) -> String {
     let _ = writeln!(out, "# grpc-vs-rest: {}\n", title(run));
     out.push_str(&warnings(run));
     out.push_str(&rounds_table(run));
+    out.push_str(&error_reasons_section(run));
     out.push_str(&validity_section(run));
     out.push_str(&configuration_section(run));
     let _ = writeln!(out, "\n## Environment\n");
@@ -324,6 +325,28 @@ fn rounds_table(run: &RunResult) -> String {
         let _ = writeln!(out, "\nNo round was measured.");
     }
 
+    out
+}
+
+/// Why requests failed, when any did: the counts above say how many of each
+/// class, this says what the failing side said.
+fn error_reasons_section(run: &RunResult) -> String {
+    let mut out = String::new();
+    if run.error_reasons.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "\n## Errors by reason\n");
+    let _ = writeln!(
+        out,
+        "Over the whole run, warm-up included; at most {} distinct reasons are kept per class.\n",
+        crate::load::MAX_REASONS_PER_CLASS
+    );
+    let _ = writeln!(out, "| class | requests | reason |\n|---|---:|---|");
+    for e in &run.error_reasons {
+        // A reason is text from a peer: keep it on one table row.
+        let reason = e.reason.replace(['\n', '\r'], " ").replace('|', "\\|");
+        let _ = writeln!(out, "| {} | {} | {} |", e.class, e.count, reason);
+    }
     out
 }
 

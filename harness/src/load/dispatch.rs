@@ -54,6 +54,7 @@ pub async fn dispatch(
             let due = schedule.due(i);
             if live.in_flight.load(Relaxed) >= max_in_flight {
                 live.dropped.fetch_add(1, Relaxed);
+                target.reasons.note(Outcome::Dropped, DROPPED);
                 let _ = shots.send(Shot {
                     index: i,
                     due,
@@ -75,6 +76,9 @@ pub async fn dispatch(
     }
     i
 }
+
+/// The reason of a request not sent.
+const DROPPED: &str = "not sent: --max-in-flight requests were outstanding when it was due";
 
 /// The dispatchers' alarms, kept from one segment to the next: a segment
 /// starts while the previous one's requests still hold their descriptors
@@ -158,12 +162,13 @@ async fn send_one(index: u64, due: Instant, target: Arc<Target>, live: Arc<Live>
     let sent = Instant::now();
     live.sent.fetch_add(1, Relaxed);
     let answer = target.send(index).await;
-    let Answer { outcome, done, downstream_us, kernel_stamped } = answer;
+    let Answer { outcome, done, downstream_us, kernel_stamped, reason } = answer;
     live.in_flight.fetch_sub(1, Relaxed);
     if outcome == Outcome::Ok {
         live.ok.fetch_add(1, Relaxed);
     } else {
         live.errors.fetch_add(1, Relaxed);
+        target.reasons.note(outcome, reason.as_deref().unwrap_or("(no reason given)"));
     }
     let _ = shots.send(Shot { index, due, sent: Some(sent), done, outcome, downstream_us, kernel_stamped });
 }

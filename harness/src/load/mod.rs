@@ -22,10 +22,14 @@ pub mod front;
 mod stamped;
 pub mod target;
 
+use std::collections::BTreeMap;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+
+use crate::result::ErrorReason;
 
 pub use dispatch::{Alarms, closed_loop, dispatch};
 pub use target::{Answer, Checks, Endpoint, Target};
@@ -87,9 +91,73 @@ pub struct Live {
     pub in_flight: AtomicUsize,
 }
 
+/// The longest reason kept, in bytes (a reason is cut at a character boundary).
+pub const MAX_REASON_BYTES: usize = 300;
+/// Distinct reasons kept per error class; the rest are counted together.
+pub const MAX_REASONS_PER_CLASS: usize = 5;
+/// The reason under which a class's further distinct reasons are counted.
+pub const OTHER_REASONS: &str = "(other reasons, not kept)";
+
+/// The distinct reasons of failed requests by error class, each with a
+/// count: what a count of `http_502` cannot say (the caller's message naming
+/// the downstream's failure, a connect error's errno). Bounded: at most
+/// [`MAX_REASONS_PER_CLASS`] reasons a class, each at most
+/// [`MAX_REASON_BYTES`].
+#[derive(Debug, Default)]
+pub struct ErrorReasons(Mutex<BTreeMap<(String, String), u64>>);
+
+impl ErrorReasons {
+    pub fn note(&self, outcome: Outcome, reason: &str) {
+        let Some(class) = crate::measure::record::error_class(outcome) else { return };
+        let mut cut = reason.len().min(MAX_REASON_BYTES);
+        while !reason.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let reason = &reason[..cut];
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (class, reason.to_owned());
+        if let Some(n) = map.get_mut(&key) {
+            *n += 1;
+            return;
+        }
+        let kept = map.range((key.0.clone(), String::new())..).take_while(|((c, _), _)| *c == key.0).count();
+        let key = if kept >= MAX_REASONS_PER_CLASS { (key.0, OTHER_REASONS.to_owned()) } else { key };
+        *map.entry(key).or_default() += 1;
+    }
+
+    /// Every reason with its count, by class then reason.
+    pub fn snapshot(&self) -> Vec<ErrorReason> {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.iter()
+            .map(|((class, reason), n)| ErrorReason { class: class.clone(), reason: reason.clone(), count: *n })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_reasons_are_counted_by_class_and_bounded() {
+        let r = ErrorReasons::default();
+        r.note(Outcome::Ok, "not an error");
+        r.note(Outcome::Status(502), "downstream answered Unknown");
+        r.note(Outcome::Status(502), "downstream answered Unknown");
+        r.note(Outcome::Connect, &"é".repeat(MAX_REASON_BYTES));
+        for i in 0..MAX_REASONS_PER_CLASS + 2 {
+            r.note(Outcome::Timeout, &format!("reason {i}"));
+        }
+        let s: Vec<(String, String, u64)> = r.snapshot().into_iter().map(|e| (e.class, e.reason, e.count)).collect();
+        assert!(s.contains(&("http_502".into(), "downstream answered Unknown".into(), 2)), "{s:?}");
+        assert!(!s.iter().any(|(c, _, _)| c == "ok"));
+        let connect = s.iter().find(|(c, _, _)| c == "connect").unwrap();
+        assert!(connect.1.len() <= MAX_REASON_BYTES && connect.1.chars().all(|c| c == 'é'), "{connect:?}");
+        let timeouts: Vec<_> = s.iter().filter(|(c, _, _)| c == "timeout").collect();
+        assert_eq!(timeouts.len(), MAX_REASONS_PER_CLASS + 1, "{timeouts:?}");
+        assert!(timeouts.contains(&&("timeout".into(), OTHER_REASONS.into(), 2)), "{timeouts:?}");
+        assert_eq!(s.iter().map(|(_, _, n)| n).sum::<u64>(), 2 + 1 + MAX_REASONS_PER_CLASS as u64 + 2);
+    }
 
     #[test]
     fn schedule_spaces_requests_evenly() {

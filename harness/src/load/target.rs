@@ -67,11 +67,13 @@ pub struct Target {
     /// wrk2-style connection bound: a request is sent once it holds a permit.
     pub connections: Option<Arc<tokio::sync::Semaphore>>,
     pub checks: Checks,
+    /// Why this arm's requests failed, over the whole run (warm-up included).
+    pub reasons: Arc<super::ErrorReasons>,
 }
 
 /// How one request ended, and when its answer's last byte arrived (before
 /// the answer was parsed or checked, so checking costs no latency).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Answer {
     pub done: Instant,
     pub outcome: Outcome,
@@ -80,12 +82,14 @@ pub struct Answer {
     /// Whether `done` is the kernel's receive stamp of the last byte (the
     /// front client's answers) rather than the clock after the read.
     pub kernel_stamped: bool,
+    /// Why it failed, as the failing side said it (`None` for a success).
+    pub reason: Option<String>,
 }
 
 impl Answer {
     /// A failure, stamped now.
-    fn clocked(outcome: Outcome) -> Self {
-        Answer { done: Instant::now(), outcome, downstream_us: None, kernel_stamped: false }
+    fn clocked(outcome: Outcome, reason: String) -> Self {
+        Answer { done: Instant::now(), outcome, downstream_us: None, kernel_stamped: false, reason: Some(reason) }
     }
 }
 
@@ -133,6 +137,7 @@ impl Target {
             timeout,
             connections,
             checks: Checks::default(),
+            reasons: Arc::default(),
         }
     }
 
@@ -157,15 +162,21 @@ async fn direct_request(index: u64, target: &Target, client: &dyn Outbound) -> A
     let answer = tokio::time::timeout(target.timeout, client.fetch(req.clone())).await;
     // The client hands back a decoded response: its last byte has arrived.
     let done = Instant::now();
-    let outcome = match answer {
-        Err(_) => Outcome::Timeout,
-        Ok(Ok(resp)) if (target.checks.direct)(&req, &resp) => Outcome::Ok,
-        Ok(Ok(_)) | Ok(Err(CallError::BadResponse { .. })) => Outcome::BadResponse,
-        Ok(Err(CallError::Connect { .. })) => Outcome::Connect,
-        Ok(Err(CallError::Timeout { .. })) => Outcome::Timeout,
-        Ok(Err(CallError::Status { .. })) => Outcome::DownstreamStatus,
+    let (outcome, reason) = match answer {
+        Err(_) => (Outcome::Timeout, Some(no_answer_within(target.timeout))),
+        Ok(Ok(resp)) if (target.checks.direct)(&req, &resp) => (Outcome::Ok, None),
+        Ok(Ok(_)) => (Outcome::BadResponse, Some(FAILED_CHECK.to_owned())),
+        Ok(Err(e)) => {
+            let outcome = match e {
+                CallError::BadResponse { .. } => Outcome::BadResponse,
+                CallError::Connect { .. } => Outcome::Connect,
+                CallError::Timeout { .. } => Outcome::Timeout,
+                CallError::Status { .. } => Outcome::DownstreamStatus,
+            };
+            (outcome, Some(e.to_string()))
+        }
     };
-    Answer { done, outcome, downstream_us: None, kernel_stamped: false }
+    Answer { done, outcome, downstream_us: None, kernel_stamped: false, reason }
 }
 
 async fn front_request(index: u64, target: &Target, client: &FrontClient) -> Answer {
@@ -186,21 +197,42 @@ async fn front_request(index: u64, target: &Target, client: &FrontClient) -> Ans
     let answer = tokio::time::timeout(target.timeout, client.post_json(body)).await;
     // A whole answer says when its last byte arrived; a failure is stamped now.
     let resp = match answer {
-        Err(_) => return Answer::clocked(Outcome::Timeout),
-        Ok(Err(e)) => return Answer::clocked(classify(&e)),
+        Err(_) => return Answer::clocked(Outcome::Timeout, no_answer_within(target.timeout)),
+        Ok(Err(e)) => return Answer::clocked(classify(&e), e.to_string()),
         Ok(Ok(r)) => r,
     };
     let (done, kernel_stamped) = (resp.arrived, resp.kernel_stamped);
     let downstream_us =
         resp.headers.get("server-timing").and_then(|v| v.to_str().ok()).and_then(parse_server_timing_us);
-    let outcome = if resp.status != hyper::StatusCode::OK {
-        Outcome::Status(resp.status.as_u16())
+    let (outcome, reason) = if resp.status != hyper::StatusCode::OK {
+        (Outcome::Status(resp.status.as_u16()), Some(error_body_reason(&resp.body)))
     } else if (target.checks.front)(&call, target.fanout, &resp.body) {
-        Outcome::Ok
+        (Outcome::Ok, None)
     } else {
-        Outcome::BadResponse
+        (Outcome::BadResponse, Some(FAILED_CHECK.to_owned()))
     };
-    Answer { done, outcome, downstream_us, kernel_stamped }
+    Answer { done, outcome, downstream_us, kernel_stamped, reason }
+}
+
+/// The reason of an answer that failed the end-to-end check.
+const FAILED_CHECK: &str = "the answer failed the end-to-end check of its records";
+
+fn no_answer_within(timeout: Duration) -> String {
+    format!("no answer within {} (--timeout)", humantime::format_duration(timeout))
+}
+
+/// What an error answer's body says: the `error` of the JSON every tier
+/// answers with, or the body's first bytes as text.
+fn error_body_reason(body: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct ErrorBody {
+        error: String,
+    }
+    match serde_json::from_slice::<ErrorBody>(body) {
+        Ok(b) => b.error,
+        Err(_) if body.is_empty() => "(an empty body)".to_owned(),
+        Err(_) => String::from_utf8_lossy(&body[..body.len().min(super::MAX_REASON_BYTES)]).into_owned(),
+    }
 }
 
 fn classify(e: &FrontError) -> Outcome {

@@ -29,7 +29,8 @@ use crate::judge::round::{RoundInput, assemble};
 use crate::measure::sampler::{ArmSample, of_arm};
 use crate::measure::tier_stats::{Deltas, TierStatsReader};
 use crate::result::{
-    Environment, Instrument, LinkReport, LoadSample, RoundResult, RunResult, RunStatus, SCHEMA, TierInfo, TierName,
+    Environment, ErrorReason, Instrument, LinkReport, LoadSample, RoundResult, RunResult, RunStatus, SCHEMA, TierInfo,
+    TierName,
 };
 use arms::{Stop, describe, start_arms, watched};
 use interrupt::Interrupt;
@@ -106,7 +107,7 @@ pub async fn run(
     let mut finished = Vec::with_capacity(arms.len());
     for arm in arms {
         arm.topology.stop(interrupt.cut_token()).await;
-        finished.push((arm.config, arm.tiers));
+        finished.push((arm.config, arm.tiers, arm.target.reasons.snapshot()));
     }
 
     let (status, reason) = match stopped {
@@ -134,7 +135,7 @@ async fn instrument(cfg: &Config) -> Instrument {
 
 /// Each arm's result: its rounds turned into figures, in round order.
 async fn results(
-    finished: Vec<(Config, BTreeMap<TierName, TierInfo>)>,
+    finished: Vec<(Config, BTreeMap<TierName, TierInfo>, Vec<ErrorReason>)>,
     pending: Vec<PendingRound>,
     common: &Common,
     cut: &CancellationToken,
@@ -166,7 +167,7 @@ async fn results(
         .into_iter()
         .zip(rounds_by_arm)
         .enumerate()
-        .map(|(i, ((config, tiers), mut rounds))| {
+        .map(|(i, ((config, tiers, error_reasons), mut rounds))| {
             rounds.sort_by_key(|r| r.index);
             let mut result = RunResult {
                 schema: SCHEMA.to_owned(),
@@ -182,6 +183,7 @@ async fn results(
                 load_samples: common.load_samples.clone(),
                 instrument: Some(common.instrument.clone()),
                 link: common.link.clone(),
+                error_reasons,
                 validity: Vec::new(),
             };
             result.validity = crate::judge::validity(&result);
