@@ -300,9 +300,30 @@ mod tests {
             "the answer's time includes the check: {:?}",
             answer.done - sent
         );
-        // A failed check is a bad response, stamped the same way.
+        // A failed check is a bad response, stamped the same way, and says so.
         target.checks.front = |_, _, _| false;
-        assert_eq!(target.send(1).await.outcome, Outcome::BadResponse);
+        let answer = target.send(1).await;
+        assert_eq!(answer.outcome, Outcome::BadResponse);
+        assert_eq!(answer.reason.as_deref(), Some(FAILED_CHECK));
+    }
+
+    #[test]
+    fn an_error_answer_gives_its_reason() {
+        assert_eq!(error_body_reason(br#"{"error":"downstream x answered Unknown"}"#), "downstream x answered Unknown");
+        assert_eq!(error_body_reason(b"upstream broke"), "upstream broke");
+        assert_eq!(error_body_reason(b""), "(an empty body)");
+        let long = vec![b'x'; 2 * crate::load::MAX_REASON_BYTES];
+        assert_eq!(error_body_reason(&long).len(), crate::load::MAX_REASON_BYTES);
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_a_connect_error_naming_its_cause() {
+        // A port just freed: nothing listens there.
+        let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let target = Target::front(format!("http://{addr}/v1/call"), 1, 1, Duration::from_secs(5), 0).unwrap();
+        let answer = target.send(0).await;
+        assert_eq!(answer.outcome, Outcome::Connect);
+        assert!(answer.reason.as_deref().unwrap().contains("refused"), "{:?}", answer.reason);
     }
 
     /// A REST downstream that answers every request with `body`.
