@@ -53,6 +53,22 @@ pub enum Outcome {
     Dropped,
 }
 
+impl Outcome {
+    /// The error class name of an outcome (`None` for a success), as rounds
+    /// count errors.
+    pub fn error_class(self) -> Option<String> {
+        match self {
+            Outcome::Ok => None,
+            Outcome::Connect => Some("connect".into()),
+            Outcome::Timeout => Some("timeout".into()),
+            Outcome::Status(code) => Some(format!("http_{code}")),
+            Outcome::DownstreamStatus => Some("status".into()),
+            Outcome::BadResponse => Some("bad_response".into()),
+            Outcome::Dropped => Some("dropped".into()),
+        }
+    }
+}
+
 /// One request's record.
 #[derive(Debug, Clone, Copy)]
 pub struct Shot {
@@ -108,7 +124,7 @@ pub struct ErrorReasons(Mutex<BTreeMap<(String, String), u64>>);
 
 impl ErrorReasons {
     pub fn note(&self, outcome: Outcome, reason: &str) {
-        let Some(class) = crate::measure::record::error_class(outcome) else { return };
+        let Some(class) = outcome.error_class() else { return };
         let mut cut = reason.len().min(MAX_REASON_BYTES);
         while !reason.is_char_boundary(cut) {
             cut -= 1;

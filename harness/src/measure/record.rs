@@ -50,23 +50,10 @@ impl Default for RoundRecord {
     }
 }
 
-/// The error class name of an outcome.
-pub fn error_class(outcome: Outcome) -> Option<String> {
-    match outcome {
-        Outcome::Ok => None,
-        Outcome::Connect => Some("connect".into()),
-        Outcome::Timeout => Some("timeout".into()),
-        Outcome::Status(code) => Some(format!("http_{code}")),
-        Outcome::DownstreamStatus => Some("status".into()),
-        Outcome::BadResponse => Some("bad_response".into()),
-        Outcome::Dropped => Some("dropped".into()),
-    }
-}
-
 impl RoundRecord {
     pub fn add(&mut self, shot: &Shot) {
         let us = |d: std::time::Duration| d.as_micros().min(u128::from(u64::MAX)) as u64;
-        if let Some(class) = error_class(shot.outcome) {
+        if let Some(class) = shot.outcome.error_class() {
             *self.errors.entry(class).or_default() += 1;
         }
         let Some(sent) = shot.sent else { return };
