@@ -92,11 +92,16 @@ for a in c['arms']:
 print()
 print('| transport | offered | achieved (ok/s) | p50 (ms) | p99 (ms) | errors | dropped | sustained |')
 print('|---|---:|---:|---:|---:|---:|---:|---|')
-def kinds(s):
-    # The step's own run.json names the errors (the sweep's summary counts them).
+def step_run(s):
+    # The step's own run.json names the errors (the sweep's summary counts them); None if unreadable.
     try:
-        r=json.load(open('%s/%s/run.json' % (d['folder'], s['folder'])))
+        return json.load(open('%s/%s/run.json' % (d['folder'], s['folder'])))
     except (OSError, ValueError):
+        return None
+runs={id(s): step_run(s) for a in c['arms'] for s in a['steps'] if s['errors']}
+def kinds(s):
+    r=runs.get(id(s))
+    if r is None:
         return ' (kinds not read)'
     e={}
     for rd in r['rounds']:
@@ -111,11 +116,7 @@ for a in c['arms']:
 said=[]
 for a in c['arms']:
     for s in a['steps']:
-        try:
-            r=json.load(open('%s/%s/run.json' % (d['folder'], s['folder'])))
-        except (OSError, ValueError):
-            continue
-        for e in r.get('error_reasons', []):
+        for e in (runs.get(id(s)) or {}).get('error_reasons', []):
             if e['class']!='dropped':
                 said.append('- %s at %.0f req/s: %s × %d: %s' % (a['transport'], s['offered_qps'], e['class'], e['count'], e['reason']))
 if said:
