@@ -74,7 +74,19 @@ impl Alarm {
             // Reading takes the expiry count; EAGAIN (readiness left over
             // from an earlier expiry) clears the readiness and waits again.
             match ready.try_io(|fd| Ok(nix::unistd::read(fd.get_ref().0.as_fd(), &mut [0u8; 8])?)) {
-                Ok(r) => return r.map(drop),
+                Ok(r) => {
+                    // The read took every expiry so far, so the readiness it
+                    // answered is spent: cleared now, the next wait does not
+                    // begin with a read that can only say EAGAIN (one system
+                    // call per expiry, measured with `perf stat`). tokio
+                    // clears only the readiness this guard saw: an expiry
+                    // the reactor reports after it (the alarm re-armed from
+                    // another thread) stays ready.
+                    if r.is_ok() {
+                        ready.clear_ready();
+                    }
+                    return r.map(drop);
+                }
                 Err(_would_block) => continue,
             }
         }
@@ -254,5 +266,18 @@ mod tests {
             assert!(started.elapsed() >= Duration::from_micros(300), "{:?}", started.elapsed());
         }
         assert!(t.elapsed() >= Duration::from_millis(6));
+    }
+
+    /// An expiry that was read leaves no readiness behind, so the next wait
+    /// asks the reactor instead of reading first (a read that could only
+    /// say EAGAIN); an expiry after that is still seen.
+    #[tokio::test]
+    async fn a_read_expiry_leaves_no_readiness_and_the_next_one_is_seen() {
+        use futures::FutureExt;
+        let alarm = Alarm::new().expect("a timerfd");
+        alarm.sleep(Duration::from_micros(200)).await.unwrap();
+        assert!(alarm.0.readable().now_or_never().is_none(), "readiness left after the expiry was read");
+        alarm.set(Duration::from_micros(200)).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), alarm.fired()).await.expect("the second expiry is seen").unwrap();
     }
 }

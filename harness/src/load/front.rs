@@ -248,7 +248,7 @@ impl FrontClient {
         let connect_error = |e| FrontError::Connect(self.authority.clone(), e);
         let tcp = TcpStream::connect(&self.authority).await.map_err(connect_error)?;
         tcp.set_nodelay(true).map_err(connect_error)?;
-        let (tcp, rx) = StampedTcp::new(tcp);
+        let (tcp, rx) = StampedTcp::new(tcp).map_err(connect_error)?;
         let (sender, conn) = http1::Builder::new().handshake(TokioIo::new(tcp)).await?;
         Ok(Conn { sender, conn, rx })
     }
