@@ -28,6 +28,29 @@ const LAST_NAMES: &[&str] = &[
     "Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Hamilton", "Thompson", "Perlman", "Lamport",
     "Allen", "Backus", "Johnson", "Ritchie", "Wilson", "Torvalds",
 ];
+/// [`FIRST_NAMES`] and [`LAST_NAMES`] as they appear in e-mail addresses.
+const FIRST_NAMES_LOWER: [&str; 16] = [
+    "ada",
+    "grace",
+    "alan",
+    "edsger",
+    "barbara",
+    "donald",
+    "margaret",
+    "ken",
+    "radia",
+    "leslie",
+    "frances",
+    "john",
+    "katherine",
+    "dennis",
+    "sophie",
+    "linus",
+];
+const LAST_NAMES_LOWER: [&str; 16] = [
+    "lovelace", "hopper", "turing", "dijkstra", "liskov", "knuth", "hamilton", "thompson", "perlman", "lamport",
+    "allen", "backus", "johnson", "ritchie", "wilson", "torvalds",
+];
 const PRODUCTS: &[&str] = &[
     "Widget", "Gadget", "Sprocket", "Gizmo", "Bracket", "Flange", "Valve", "Bearing", "Coupler", "Spindle", "Actuator",
     "Sensor",
@@ -137,17 +160,53 @@ pub fn upload_body(request_id: &str, len: usize) -> Vec<u8> {
 }
 
 fn record(rng: &mut SplitMix64, index: u32) -> Record {
-    let first = rng.pick(FIRST_NAMES);
-    let last = rng.pick(LAST_NAMES);
+    let first = rng.below(FIRST_NAMES.len() as u64) as usize;
+    let last = rng.below(LAST_NAMES.len() as u64) as usize;
     let product = rng.pick(PRODUCTS);
     let id = rng.next() & MAX_SAFE_ID;
     let tag_count = rng.below(4) as usize;
     let tags = (0..tag_count).map(|_| rng.pick(TAGS).to_owned()).collect();
+    // The strings are written straight into buffers of their final size
+    // rather than through `format!` (its machinery and the e-mail's two
+    // lower-cased temporaries were a fifth of generating a record); the
+    // `records_are_what_format_wrote` test holds them to the format strings
+    // they replace.
+    let sku = {
+        // "SKU-{index:05}-{n:04X}"
+        let mut s = String::with_capacity(15);
+        s.push_str("SKU-");
+        push_decimal(&mut s, u64::from(index), 5);
+        s.push('-');
+        let n = rng.below(0x1_0000) as usize;
+        for shift in [12, 8, 4, 0] {
+            s.push(char::from(b"0123456789ABCDEF"[(n >> shift) & 0xf]));
+        }
+        s
+    };
+    let name = {
+        // "{product} {n}"
+        let mut s = String::with_capacity(product.len() + 4);
+        s.push_str(product);
+        s.push(' ');
+        push_decimal(&mut s, rng.below(1000), 1);
+        s
+    };
+    let email = {
+        // "{first}.{last}@{domain}", the names lower-cased
+        let (first, last, domain) = (FIRST_NAMES_LOWER[first], LAST_NAMES_LOWER[last], rng.pick(DOMAINS));
+        let mut s = String::with_capacity(first.len() + last.len() + domain.len() + 2);
+        s.push_str(first);
+        s.push('.');
+        s.push_str(last);
+        s.push('@');
+        s.push_str(domain);
+        s
+    };
     Record {
         id,
-        sku: format!("SKU-{:05}-{:04X}", index, rng.below(0x1_0000)),
-        name: format!("{product} {}", rng.below(1000)),
-        email: format!("{}.{}@{}", first.to_ascii_lowercase(), last.to_ascii_lowercase(), rng.pick(DOMAINS)),
+        sku,
+        name,
+        email,
         price_cents: 99 + rng.below(500_000) as i64,
         currency: rng.pick(CURRENCIES).to_owned(),
         quantity: 1 + rng.below(250) as u32,
@@ -155,6 +214,27 @@ fn record(rng: &mut SplitMix64, index: u32) -> Record {
         // Up to about two years after 2024-01-01, millisecond precision.
         created_at_ms: EPOCH_2024_MS + rng.below(63_072_000_000) as i64,
         active: rng.below(4) != 0,
+    }
+}
+
+/// Appends `n` in decimal, zero-padded to at least `width` digits (as
+/// `{n:0width$}`).
+fn push_decimal(s: &mut String, n: u64, width: usize) {
+    let mut digits = [0u8; 20];
+    let (mut n, mut len) = (n, 0);
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for _ in len..width {
+        s.push('0');
+    }
+    for d in digits[..len].iter().rev() {
+        s.push(char::from(*d));
     }
 }
 
@@ -267,6 +347,50 @@ mod tests {
         let mut changed = base;
         changed[0].created_at_ms += 1;
         assert_ne!(records_digest(&changed), d0);
+    }
+
+    /// The records as the `format!` strings wrote them before the strings
+    /// were written by hand: the same RNG draws in the same order.
+    fn reference_record(rng: &mut SplitMix64, index: u32) -> Record {
+        let first = rng.pick(FIRST_NAMES);
+        let last = rng.pick(LAST_NAMES);
+        let product = rng.pick(PRODUCTS);
+        let id = rng.next() & MAX_SAFE_ID;
+        let tag_count = rng.below(4) as usize;
+        let tags = (0..tag_count).map(|_| rng.pick(TAGS).to_owned()).collect();
+        Record {
+            id,
+            sku: format!("SKU-{:05}-{:04X}", index, rng.below(0x1_0000)),
+            name: format!("{product} {}", rng.below(1000)),
+            email: format!("{}.{}@{}", first.to_ascii_lowercase(), last.to_ascii_lowercase(), rng.pick(DOMAINS)),
+            price_cents: 99 + rng.below(500_000) as i64,
+            currency: rng.pick(CURRENCIES).to_owned(),
+            quantity: 1 + rng.below(250) as u32,
+            tags,
+            created_at_ms: EPOCH_2024_MS + rng.below(63_072_000_000) as i64,
+            active: rng.below(4) != 0,
+        }
+    }
+
+    #[test]
+    fn records_are_what_format_wrote() {
+        assert_eq!(FIRST_NAMES.len(), FIRST_NAMES_LOWER.len());
+        assert_eq!(LAST_NAMES.len(), LAST_NAMES_LOWER.len());
+        for (names, lower) in [(FIRST_NAMES, &FIRST_NAMES_LOWER[..]), (LAST_NAMES, &LAST_NAMES_LOWER[..])] {
+            assert!(names.iter().zip(lower).all(|(n, l)| n.to_ascii_lowercase() == *l));
+        }
+        // Indexes past five digits (no padding left) and many ids.
+        for id in 0..300u32 {
+            let request_id = format!("r-{id}");
+            let mut rng = SplitMix64(fnv1a(FNV_OFFSET, request_id.as_bytes()));
+            let mut oracle = SplitMix64(fnv1a(FNV_OFFSET, request_id.as_bytes()));
+            for index in [0, 7, 42, 999, 12_345, 99_999, 100_000, 4_000_000_000].into_iter().chain(0..20) {
+                assert_eq!(record(&mut rng, index), reference_record(&mut oracle, index), "{request_id} #{index}");
+            }
+        }
+        let mut s = String::new();
+        push_decimal(&mut s, u64::MAX, 1);
+        assert_eq!(s, u64::MAX.to_string());
     }
 
     #[test]
