@@ -84,7 +84,7 @@ echo
 
 echo "## 2. Knee per transport (three tiers, 500 ms delay)"
 echo
-$H --transport both --qps 1000,2000,4000,8000,10000,12000,16000 --duration "$SWEEP_D" --warmup "$SWEEP_W" --quiet --json --out "$OUT" > "$OUT/sweep.json"
+$H --transport both --qps 1000,2000,4000,6000,8000,10000,12000,16000 --duration "$SWEEP_D" --warmup "$SWEEP_W" --quiet --json --out "$OUT" > "$OUT/sweep.json"
 json "
 c=d['capacity']
 for a in c['arms']:

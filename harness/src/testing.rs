@@ -34,6 +34,7 @@ pub fn config(transport: Transport) -> Config {
         link: None,
         duration: Duration::from_secs(60),
         warmup: Duration::from_secs(10),
+        warmup_ramp: Duration::from_secs(5),
         rounds: 1,
         delay: Duration::from_millis(500),
         jitter: Duration::ZERO,

@@ -254,6 +254,12 @@ pub struct RunArgs {
     /// Unrecorded load before the first round.
     #[arg(long, default_value = "10s")]
     pub warmup: String,
+    /// The first part of the warm-up on fresh tiers, over which the rate rises
+    /// linearly from zero to --qps (as traffic rises in production), so the
+    /// tiers open their connections over it instead of thousands at once;
+    /// 0s starts at the full rate. Open loop only [default: half of --warmup].
+    #[arg(long)]
+    pub warmup_ramp: Option<String>,
     /// Measured rounds, each with fresh histograms and (unless --reuse-tiers)
     /// freshly started and warmed-up tier processes [default: 1; 3 per arm
     /// when arms are compared at one rate, the fewest a confidence interval is
@@ -450,6 +456,8 @@ impl Config {
             link: link(a)?,
             duration: timing.duration,
             warmup: timing.warmup,
+            // A closed loop has no rate to ramp.
+            warmup_ramp: if qps.is_some() { timing.warmup_ramp } else { Duration::ZERO },
             rounds: sizes.rounds,
             // Only tiers the harness starts as local processes are restarted
             // per round; remote tiers and containers keep one set per arm.
@@ -542,6 +550,7 @@ pub fn command_line(config: &Config, transport: TransportArg) -> Vec<String> {
         ("--slo-p99", c.slo_p99),
         ("--duration", c.duration),
         ("--warmup", c.warmup),
+        ("--warmup-ramp", c.warmup_ramp),
         ("--delay", c.delay),
         ("--jitter", c.jitter),
         ("--timeout", c.timeout),
@@ -591,6 +600,7 @@ pub fn command_line(config: &Config, transport: TransportArg) -> Vec<String> {
 struct Timing {
     duration: Duration,
     warmup: Duration,
+    warmup_ramp: Duration,
     delay: Duration,
     jitter: Duration,
     timeout: Duration,
@@ -630,15 +640,22 @@ impl Timing {
             Some(t) => duration("--slo-p99", t, "600ms")?,
             None => delay + jitter + Duration::from_millis(100),
         };
-        Ok(Timing {
-            duration: duration_v,
-            warmup: duration("--warmup", &a.warmup, "10s")?,
-            delay,
-            jitter,
-            timeout,
-            sample_interval,
-            slo_p99,
-        })
+        let warmup = duration("--warmup", &a.warmup, "10s")?;
+        let warmup_ramp = match &a.warmup_ramp {
+            Some(r) => duration("--warmup-ramp", r, "5s")?,
+            None => warmup / 2,
+        };
+        if warmup_ramp > warmup {
+            return Err(bad(
+                "--warmup-ramp",
+                format!(
+                    "{} is longer than the warm-up ({}); the ramp is the warm-up's first part",
+                    a.warmup_ramp.as_deref().unwrap_or_default().trim(),
+                    a.warmup.trim()
+                ),
+            ));
+        }
+        Ok(Timing { duration: duration_v, warmup, warmup_ramp, delay, jitter, timeout, sample_interval, slo_p99 })
     }
 }
 
@@ -1102,6 +1119,7 @@ mod tests {
         assert_eq!(c.qps, 100.0);
         assert_eq!(c.duration, Duration::from_secs(60));
         assert_eq!(c.warmup, Duration::from_secs(10));
+        assert_eq!(c.warmup_ramp, Duration::from_secs(5), "half the warm-up");
         assert_eq!(c.delay, Duration::from_millis(500));
         assert_eq!(c.timeout, Duration::from_secs(30));
         assert_eq!(c.sample_interval, Duration::from_millis(250));
@@ -1133,6 +1151,8 @@ mod tests {
             (&["--timeout", "500000000000y"], "--timeout"),
             (&["--delay", "500000000000y"], "--delay"),
             (&["--warmup", "8d"], "--warmup"),
+            (&["--warmup", "2s", "--warmup-ramp", "3s"], "--warmup-ramp"),
+            (&["--warmup-ramp", "soon"], "--warmup-ramp"),
             (&["--duration", "6d", "--rounds", "10"], "--rounds"),
             (&["--rounds", "10001"], "--rounds"),
             (&["--transport", "both", "--caller-port", "8080"], "--caller-port"),
@@ -1145,6 +1165,19 @@ mod tests {
             let err = parse(args).unwrap_err();
             assert_eq!(err.flag, flag, "{args:?}: {err}");
         }
+    }
+
+    #[test]
+    fn the_warm_up_ramp_is_half_the_warm_up_unless_set_and_none_in_a_closed_loop() {
+        let at = |args: &[&str]| parse(args).unwrap().warmup_ramp;
+        assert_eq!(at(&["--warmup", "3s"]), Duration::from_millis(1500));
+        assert_eq!(at(&["--warmup", "3s", "--warmup-ramp", "3s"]), Duration::from_secs(3));
+        assert_eq!(at(&["--warmup-ramp", "0s"]), Duration::ZERO);
+        assert_eq!(at(&["--warmup", "0s"]), Duration::ZERO);
+        assert_eq!(at(&["--connections", "2"]), Duration::ZERO, "no rate to ramp");
+        let err = parse(&["--warmup", "2s", "--warmup-ramp", "3s"]).unwrap_err();
+        assert_eq!(err.flag, "--warmup-ramp");
+        assert!(err.to_string().contains("longer than the warm-up (2s)"), "{err}");
     }
 
     #[test]

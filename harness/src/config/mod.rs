@@ -338,6 +338,11 @@ pub struct Config {
     pub duration: Duration,
     #[serde(with = "secs")]
     pub warmup: Duration,
+    /// The first part of a cold warm-up (fresh tiers), over which the rate
+    /// rises linearly from zero to `qps` (`--warmup-ramp`; open loop only).
+    /// Older runs lack it: their warm-up started at the full rate.
+    #[serde(with = "secs", default)]
+    pub warmup_ramp: Duration,
     pub rounds: u32,
     /// Every measured round after an arm's first runs on freshly started tier
     /// processes, warmed up like the first: the process is the unit memory

@@ -391,7 +391,14 @@ fn configuration_section(run: &RunResult) -> String {
             },
         ),
         ("rounds × duration", format!("{} × {}", c.rounds, hd(c.duration))),
-        ("warm-up", hd(c.warmup)),
+        (
+            "warm-up",
+            if c.warmup_ramp.is_zero() {
+                hd(c.warmup)
+            } else {
+                format!("{}, the rate rising from zero over the first {}", hd(c.warmup), hd(c.warmup_ramp))
+            },
+        ),
         ("service delay / jitter", format!("{} / {}", hd(c.delay), hd(c.jitter))),
         ("items per response", c.items.to_string()),
         ("fan-out", c.fanout.to_string()),

@@ -115,17 +115,19 @@ impl Driver<'_> {
                 cursor = Instant::now() + ARM_SWITCH_PAUSE;
             }
             previous_arm = Some(a);
+            // (measured round, length, ramp): only a cold warm-up ramps up.
             let mut segments = Vec::new();
             if (!warmed[a] || fresh) && !self.config.warmup.is_zero() {
-                segments.push((None, self.config.warmup));
+                segments.push((None, self.config.warmup, self.config.warmup_ramp));
             } else if switched && !self.config.rewarm().is_zero() {
-                // Back after the other arm: warm again so the round measures a steady state.
-                segments.push((None, self.config.rewarm()));
+                // Back after the other arm: warm again so the round measures a
+                // steady state (its connections are open: no ramp).
+                segments.push((None, self.config.rewarm(), Duration::ZERO));
             }
             warmed[a] = true;
-            segments.push((Some(round), self.config.duration));
-            for (measured, length) in segments {
-                let load = self.start_load(a, measured, cursor, length, &mut next_index);
+            segments.push((Some(round), self.config.duration, Duration::ZERO));
+            for (measured, length, ramp) in segments {
+                let load = self.start_load(a, measured, cursor, length, ramp, &mut next_index);
                 cursor = load.end_at;
                 let (round, stopped) = self.segment(a, measured, load).await;
                 pending.extend(round);
@@ -161,13 +163,15 @@ impl Driver<'_> {
     }
 
     /// Starts the load of one segment (its collector, then its dispatcher or
-    /// workers), due from `t0` for `length`.
+    /// workers), due from `t0` for `length`, the open loop's rate ramped up
+    /// over its first `ramp`.
     fn start_load(
         &self,
         a: usize,
         measured: Option<u32>,
         t0: Instant,
         length: Duration,
+        ramp: Duration,
         next_index: &mut u64,
     ) -> Started {
         let cfg = self.config;
@@ -191,8 +195,8 @@ impl Driver<'_> {
             });
             (until, task)
         } else {
-            let n = (length.as_secs_f64() * cfg.qps).round() as u64;
-            let schedule = Schedule { t0, qps: cfg.qps };
+            let schedule = Schedule { t0, qps: cfg.qps, ramp: ramp.min(length) };
+            let n = schedule.requests_in(length);
             let max_in_flight = cfg.max_in_flight;
             let alarms = self.alarms.clone();
             let task =
