@@ -33,22 +33,15 @@ for c in perf python3; do
   command -v $c >/dev/null || { echo "needs $c (Debian packages linux-perf, python3)" >&2; exit 2; }
 done
 
-child() { # parent-pid role → the pid of `harness __tier ROLE` under it
-  for _ in $(seq 100); do
-    local p
-    p=$(pgrep -P "$1" -f -- "__tier $2" | head -1 || true)
-    [ -n "$p" ] && { echo "$p"; return; }
-    sleep 0.1
-  done
-  echo "no $2 under $1" >&2; exit 1
-}
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 
 for t in $TRANSPORTS; do
   # One round, long enough to hold the warm-up and the sampled window.
   "$H" --transport "$t" --qps "$QPS" --delay 500ms --items 10 --warmup "${WARM}s" \
     --duration "$((SECS + 4))s" --quiet --json --out "$TMP/runs" > "$TMP/run-$t.json" 2> "$TMP/run-$t.err" &
   hp=$!
-  cp=$(child $hp caller); dp=$(child $hp downstream)
+  cp=$(tier_pid $hp caller); dp=$(tier_pid $hp downstream)
   sleep "$WARM"
   for x in harness:$hp caller:$cp downstream:$dp; do
     perf record -q -e cpu-clock -F "$FREQ" -g -p "${x#*:}" -o "$TMP/${x%%:*}.data" -- sleep "$SECS" > /dev/null 2>&1 &

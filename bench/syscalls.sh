@@ -21,16 +21,9 @@ trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TM
 "$H" --transport "$T" --qps "$Q" --delay 500ms --items 10 --warmup 6s --duration "$((S + 4))s" --quiet --json \
   --out "$TMP/runs" > "$TMP/run.json" 2> "$TMP/run.err" &
 hp=$!
-child() { # role → the pid of `harness __tier ROLE` under the run
-  for _ in $(seq 100); do
-    local p
-    p=$(pgrep -P "$hp" -f -- "__tier $1" | head -1 || true)
-    [ -n "$p" ] && { echo "$p"; return; }
-    sleep 0.1
-  done
-  echo "no $1 under $hp" >&2; exit 1
-}
-cp=$(child caller); dp=$(child downstream)
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+cp=$(tier_pid "$hp" caller); dp=$(tier_pid "$hp" downstream)
 sleep 6
 EVENTS=task-clock,context-switches,raw_syscalls:sys_enter
 for c in epoll_wait recvfrom recvmsg read writev write futex timerfd_settime; do EVENTS="$EVENTS,syscalls:sys_enter_$c"; done

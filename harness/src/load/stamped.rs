@@ -208,6 +208,15 @@ mod tests {
 
     use super::*;
 
+    /// A loopback connection: the server's end, and a stamped stream on the
+    /// client's.
+    async fn connected() -> (TcpStream, (StampedTcp, RxStamp)) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let tcp = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        (server, StampedTcp::new(tcp).unwrap())
+    }
+
     /// Waits until the kernel stamps this stream's packets. The first socket
     /// of the machine to ask for stamps turns them on through a deferred
     /// work item (`net_enable_timestamp`), so packets right after may carry
@@ -232,10 +241,7 @@ mod tests {
     /// the wait.
     #[tokio::test]
     async fn a_read_carries_the_time_its_bytes_arrived_not_the_time_they_were_read() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let tcp = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
-        let (mut server, _) = listener.accept().await.unwrap();
-        let (mut stream, stamp) = StampedTcp::new(tcp).unwrap();
+        let (mut server, (mut stream, stamp)) = connected().await;
         assert!(stream.stamping, "this kernel refused SO_TIMESTAMPNS");
         assert_eq!(stamp.arrived(), None);
         stamps_are_live(&mut server, &mut stream, &stamp).await;
@@ -272,10 +278,7 @@ mod tests {
     /// and bytes that come later are read.
     #[tokio::test]
     async fn a_short_read_clears_the_readiness_and_later_bytes_are_still_read() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let tcp = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
-        let (mut server, _) = listener.accept().await.unwrap();
-        let (mut stream, _stamp) = StampedTcp::new(tcp).unwrap();
+        let (mut server, (mut stream, _stamp)) = connected().await;
         server.write_all(b"hello").await.unwrap();
         let mut got = [0u8; 16];
         assert_eq!(stream.read(&mut got).await.unwrap(), 5);
