@@ -1,8 +1,8 @@
 //! What building one answer costs the downstream (records generated) and the
 //! harness (the same records generated again, their JSON checked against the
 //! bytes): `cargo run --release -p payload --example generate_cost [N]`
-//! prints ns per answer of 10 records; under `valgrind --tool=callgrind` the
-//! instruction counts repeat (bench/README.md).
+//! prints ns per answer of 10 records (bench/README.md, "Building an
+//! answer's records").
 
 use std::time::Instant;
 

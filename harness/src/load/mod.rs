@@ -104,11 +104,6 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// A schedule at the full rate from `t0`.
-    pub fn steady(t0: Instant, qps: f64) -> Schedule {
-        Schedule { t0, qps, ramp: Duration::ZERO }
-    }
-
     pub fn due(&self, i: u64) -> Instant {
         let (i, ramp) = (i as f64, self.ramp.as_secs_f64());
         let on_ramp = self.qps * ramp / 2.0;
@@ -116,11 +111,11 @@ impl Schedule {
         self.t0 + Duration::from_secs_f64(t)
     }
 
-    /// How many requests fall due in the first `length` (a ramp no longer
-    /// than it).
+    /// How many requests fall due in the first `length`, which must hold
+    /// the whole ramp (a segment's schedule is made with its ramp clamped to
+    /// its length).
     pub fn requests_in(&self, length: Duration) -> u64 {
-        let ramp = self.ramp.min(length).as_secs_f64();
-        (self.qps * (length.as_secs_f64() - ramp / 2.0)).round() as u64
+        (self.qps * (length.as_secs_f64() - self.ramp.as_secs_f64() / 2.0)).round() as u64
     }
 }
 
@@ -204,7 +199,7 @@ mod tests {
 
     #[test]
     fn schedule_spaces_requests_evenly() {
-        let s = Schedule::steady(Instant::now(), 4.0);
+        let s = Schedule { t0: Instant::now(), qps: 4.0, ramp: Duration::ZERO };
         assert_eq!(s.due(0), s.t0);
         assert_eq!(s.due(4) - s.t0, Duration::from_secs(1));
         assert_eq!(s.due(3) - s.due(2), Duration::from_millis(250));
