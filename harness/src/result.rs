@@ -431,6 +431,12 @@ pub struct Environment {
     /// `system`). Absent in runs made before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocator: Option<String>,
+    /// The machine's transparent-huge-page mode (`always`, `madvise`,
+    /// `never`), which every process of the run turned off for itself (each
+    /// tier's settings say whether it could). Absent in runs made before it
+    /// was recorded, null where the kernel has no such setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transparent_huge_pages: Option<String>,
     pub rustc: Option<String>,
     pub git_commit: Option<String>,
     pub git_dirty: Option<bool>,

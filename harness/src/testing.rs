@@ -69,6 +69,7 @@ pub fn environment() -> Environment {
         build_profile: "release".into(),
         opt_level: None,
         allocator: None,
+        transparent_huge_pages: None,
         rustc: Some("rustc 1.95.0".into()),
         git_commit: Some("0123456789abcdef0123456789abcdef01234567".into()),
         git_dirty: Some(false),

@@ -76,6 +76,8 @@ fn a_short_run_sends_qps_times_duration_and_writes_every_file() {
             assert_eq!(s["runtime"], "tokio multi-thread", "{tier}: {s}");
             assert_eq!(s["runtime_workers"], cores, "{tier}: {s}");
             assert_eq!(s["runtime_workers_source"], "tokio's default: one per core", "{tier}: {s}");
+            // Huge pages off, as the tier's kernel says (telemetry::huge_pages).
+            assert_eq!(s["transparent_huge_pages"], "off (PR_SET_THP_DISABLE)", "{tier}: {s}");
             let res = &r.resources[&tier];
             assert!(res.rss_mib_peak.unwrap() > 0.0, "{tier} RSS");
             assert!(res.cpu_seconds.unwrap() > 0.0, "{tier} CPU");

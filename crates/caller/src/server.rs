@@ -153,6 +153,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         "front_server": front_settings,
     }));
     registry.extend_settings(telemetry::runtime_settings());
+    registry.extend_settings(telemetry::huge_pages::settings());
     let registry = Arc::new(registry);
 
     let front = Arc::new(Front {

@@ -135,6 +135,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     }));
     registry.extend_settings(wire::settings(config.tls.as_ref(), config.compression));
     registry.extend_settings(telemetry::runtime_settings());
+    registry.extend_settings(telemetry::huge_pages::settings());
     let grpc_counters = registry.listener(Counters::new("grpc", grpc::OUTCOMES));
     let rest_counters = registry.listener(Counters::new("rest", rest::OUTCOMES));
     let registry = Arc::new(registry);

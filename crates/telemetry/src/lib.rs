@@ -14,6 +14,8 @@
 //! * [`InFlightLimit`]: the bound on requests a tier works on at once;
 //! * [`runtime_settings`]: the runtime a tier serves on (flavor, workers and
 //!   where their count came from);
+//! * [`huge_pages`]: transparent huge pages turned off for the process, and
+//!   its settings saying so;
 //! * [`tls`]: a listener's rustls configuration from PEM files, the handshakes
 //!   it counted, and the hop's [`Compression`] names.
 //!
@@ -25,6 +27,7 @@ mod body;
 mod counters;
 mod counting;
 pub mod h2;
+pub mod huge_pages;
 mod lifecycle;
 mod limit;
 mod process;

@@ -104,6 +104,7 @@ pub fn environment_changes(saved: &Environment, now: &Environment) -> Vec<String
         ("rustc", opt(&saved.rustc), opt(&now.rustc)),
         ("kernel", opt(&saved.kernel), opt(&now.kernel)),
         ("OS", opt(&saved.os), opt(&now.os)),
+        ("transparent huge pages", opt(&saved.transparent_huge_pages), opt(&now.transparent_huge_pages)),
         ("CPU", opt(&saved.cpu_model), opt(&now.cpu_model)),
         ("logical cores", num(saved.logical_cores), num(now.logical_cores)),
         ("memory bytes", format!("{:?}", saved.memory_bytes), format!("{:?}", now.memory_bytes)),
@@ -122,7 +123,9 @@ pub fn rerun(args: &RerunArgs) -> u8 {
     };
     let changes = environment_changes(&runs[0].environment, &crate::measure::environment::capture());
     if changes.is_empty() {
-        eprintln!("harness rerun: same environment as the saved run (commit, build, kernel, CPU, cores, memory, host)");
+        eprintln!(
+            "harness rerun: same environment as the saved run (commit, build, kernel, huge pages, CPU, cores, memory, host)"
+        );
     }
     for c in &changes {
         eprintln!("harness rerun: environment differs: {c}");
@@ -148,10 +151,19 @@ mod tests {
     fn environment_changes_name_each_field_that_differs() {
         let saved = crate::testing::environment();
         assert!(environment_changes(&saved, &saved).is_empty());
-        let now = Environment { kernel: Some("6.12.0".into()), git_commit: Some("abc".into()), ..saved.clone() };
+        let now = Environment {
+            kernel: Some("6.12.0".into()),
+            git_commit: Some("abc".into()),
+            transparent_huge_pages: Some("always".into()),
+            ..saved.clone()
+        };
         assert_eq!(
             environment_changes(&saved, &now),
-            ["commit: 0123456789abcdef0123456789abcdef01234567 → abc", "kernel: 6.1.0 → 6.12.0"]
+            [
+                "commit: 0123456789abcdef0123456789abcdef01234567 → abc",
+                "kernel: 6.1.0 → 6.12.0",
+                "transparent huge pages: unknown → always"
+            ]
         );
     }
 }

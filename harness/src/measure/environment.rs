@@ -30,6 +30,7 @@ pub fn capture() -> Environment {
         build_profile: PROFILE.to_owned(),
         opt_level: Some(OPT_LEVEL.to_owned()),
         allocator: Some(ALLOCATOR.to_owned()),
+        transparent_huge_pages: telemetry::huge_pages::machine_mode(),
         rustc: command_line("rustc", &["--version"]),
         git_commit: commit,
         git_dirty: dirty,
@@ -130,6 +131,12 @@ mod tests {
         assert!(env.is_optimised(), "built at opt-level {OPT_LEVEL} ({PROFILE}): figures would not be representative");
         assert_eq!(env.opt_level.as_deref(), Some(OPT_LEVEL));
         assert_eq!(env.allocator.as_deref(), Some(if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" }));
+        // The machine's mode as the kernel states it, where it states one.
+        let file = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").ok();
+        assert_eq!(env.transparent_huge_pages.is_some(), file.is_some(), "{file:?}");
+        if let (Some(mode), Some(file)) = (&env.transparent_huge_pages, &file) {
+            assert!(file.contains(&format!("[{mode}]")), "{mode} in {file}");
+        }
     }
 
     fn plan(rates: &[f64], transport: Transport) -> Plan {
