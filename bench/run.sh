@@ -21,6 +21,9 @@ need() {
 need wrk wrk
 need h2load nghttp2-client
 need python3 python3
+# Section 5 puts each in front of the caller (the run says "not measured" without it).
+need nginx nginx
+need caddy caddy
 
 # PROFILE=dev builds the dev profile (optimised too, see Cargo.toml): faster
 # to build when a release build is not at hand; the report names the profile.
