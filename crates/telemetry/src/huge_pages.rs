@@ -85,9 +85,8 @@ mod tests {
         assert!(unknown["transparent_huge_pages"].is_null() && unknown["transparent_huge_pages_machine"].is_null());
     }
 
-    /// The switch is the kernel's, read back from the kernel: after it, this
-    /// process's status says huge pages are not allowed, and a new mapping
-    /// advised for them gets none.
+    /// The switch is the kernel's, read back from the kernel: after it, the
+    /// prctl and this process's status both say huge pages are not allowed.
     #[cfg(target_os = "linux")]
     #[test]
     fn disabling_is_what_the_kernel_then_reports() {
