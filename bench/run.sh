@@ -147,9 +147,25 @@ for a in c['arms']:
         cpu=[s['cpu_us_per_request'].get(t) for t in ('caller','downstream','harness')]
         x=' / '.join('n/a' if v is None else '%.1f' % (v/ref) for v in cpu)
         print('| %s | %.0f | %s | %s | %s | %s | %s | %s |' % (a['transport'], s['offered_qps'], f(cpu[0]), f(cpu[1]), f(cpu[2]), x, g(s['rss_mib'].get('caller')), g(s['rss_mib'].get('downstream'))))
+print()
+print('In flight = offered × 0.5 s; RSS is the round mean, including the process\'s fixed base. What each 1,000 more in flight')
+print('add (the slope of a least-squares line through the sustained steps\' RSS, against requests in flight), and the base it starts from:')
+print()
+for a in c['arms']:
+    steps=[s for s in a['steps'] if s['sustained']]
+    parts=[]
+    for t in ('caller','downstream'):
+        pts=[(s['offered_qps']*0.5/1000.0, s['rss_mib'][t]) for s in steps if s['rss_mib'].get(t) is not None]
+        if len(pts) < 2:
+            parts.append('%s not measured (fewer than two sustained steps)' % t)
+            continue
+        n=len(pts); mx=sum(x for x,_ in pts)/n; my=sum(y for _,y in pts)/n
+        sxx=sum((x-mx)**2 for x,_ in pts)
+        slope=sum((x-mx)*(y-my) for x,y in pts)/sxx
+        parts.append('%s %+.1f MiB per 1,000 in flight over a base of %.1f MiB' % (t, slope, my-slope*mx))
+    lo=min((s['offered_qps'] for s in steps), default=0); hi=max((s['offered_qps'] for s in steps), default=0)
+    print('- %s (%d sustained steps, %.0f–%.0f req/s): %s' % (a['transport'], len(steps), lo, hi, '; '.join(parts)))
 " < "$OUT/sweep.json"
-echo
-echo "In flight = offered × 0.5 s; RSS is the round mean, including the process's fixed base."
 echo
 
 echo "## 4. The generator against wrk and h2load (same downstream, same run, ${CONNS} connections)"
