@@ -141,6 +141,17 @@ impl Target {
         }
     }
 
+    /// Closes the front client's idle connections (see
+    /// [`FrontClient::release_idle`]); returns how many. A direct target's
+    /// client (reqwest's or tonic's pool) keeps its own until it is dropped,
+    /// when the arm's next round replaces the target.
+    pub fn release_idle(&self) -> usize {
+        match &self.endpoint {
+            Endpoint::Front(client) => client.release_idle(),
+            Endpoint::Direct(_) => 0,
+        }
+    }
+
     /// Sends request `index`, stamps the arrival of its answer's last byte,
     /// then checks and classifies the answer.
     pub async fn send(&self, index: u64) -> Answer {

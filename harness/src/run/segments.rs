@@ -98,7 +98,7 @@ impl Driver<'_> {
         let mut pending = Vec::new();
         let mut warmed = vec![false; self.arms.len()];
         let mut cursor = self.origin;
-        let mut previous_arm = None;
+        let mut previous_arm: Option<usize> = None;
         // Closed-loop request ids: a fresh range per segment.
         let mut next_index = 0u64;
         for &(a, round) in order {
@@ -109,6 +109,15 @@ impl Driver<'_> {
                 // Let the previous segment's tail finish, so two arms never
                 // overlap and no process stops with requests in flight.
                 drain(&self.status.live, self.config.timeout + STOP_GRACE, self.interrupt).await;
+                // The arm just left gets new tiers and a new target next time:
+                // its idle front connections would only hold descriptors (one
+                // per request it had in flight) through this arm's turn.
+                if let Some(p) = previous_arm
+                    && switched
+                    && self.config.fresh_tiers
+                {
+                    self.arms[p].target.release_idle();
+                }
                 if fresh && let Err(stop) = self.restart(a).await {
                     return (pending, Some(stop));
                 }
