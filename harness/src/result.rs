@@ -233,7 +233,8 @@ pub struct RoundResult {
     /// When the round began, in seconds since the run's origin (the time base
     /// of `samples`).
     pub started_seconds: f64,
-    /// Seconds from the round's first due time to its end (or to the stop).
+    /// Seconds from the read of the tiers' counters at the round's first due
+    /// time to their read at its end (or at the stop).
     pub window_seconds: f64,
     pub requests: Requests,
     pub throughput: Throughput,
@@ -274,9 +275,11 @@ impl Requests {
 pub struct Throughput {
     /// `None` in closed-loop throughput mode, which has no target.
     pub target_qps: Option<f64>,
-    /// Requests sent per second of the window.
+    /// Requests sent per second: of the round's schedule (the requests due
+    /// in it at the target rate) in an open loop, of the window in throughput
+    /// mode ([`crate::judge::round::throughput`]).
     pub send_rate: f64,
-    /// OK responses per second of the window.
+    /// OK responses per second, over the same span.
     pub ok_per_second: f64,
     /// `ok_per_second / target_qps`; `None` without a target.
     pub achieved_ratio: Option<f64>,

@@ -49,7 +49,7 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
         started_seconds: input.from_seconds,
         window_seconds: window,
         requests: Requests { scheduled: input.scheduled, sent: rec.sent, ok: rec.ok, errors: rec.errors.clone() },
-        throughput: throughput(input.config, rec.sent, rec.ok, window),
+        throughput: throughput(input.config, rec.sent, rec.ok, input.scheduled, window),
         latency: latency(rec, input.config.target == crate::config::TargetTier::Caller),
         histograms: histograms(rec),
         resources: all_resources(input.deltas, &in_window, window, rec),
@@ -69,15 +69,21 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
     }
 }
 
-/// Rates over the window: sent and OK per second, and the share of the target
-/// achieved (open loop only; closed loop has no target).
-pub fn throughput(config: &Config, sent: u64, ok: u64, window_seconds: f64) -> Throughput {
-    let open = !config.closed_loop;
+/// Rates over the round. An open loop's round is its schedule: the
+/// requests due in it (sent or dropped) at the target rate span
+/// `scheduled / qps` seconds, and its rates are over that span, so that the
+/// harness waking late to read the counters at the round's end (a loaded
+/// machine) cannot show a round whose every request was answered as short of
+/// its target. A closed loop has no schedule and no target: its rates are over
+/// the window the counters were read across.
+pub fn throughput(config: &Config, sent: u64, ok: u64, scheduled: u64, window_seconds: f64) -> Throughput {
+    let open = !config.closed_loop && config.qps > 0.0 && scheduled > 0;
+    let span = if open { scheduled as f64 / config.qps } else { window_seconds };
     Throughput {
-        target_qps: open.then_some(config.qps),
-        send_rate: sent as f64 / window_seconds,
-        ok_per_second: ok as f64 / window_seconds,
-        achieved_ratio: open.then(|| ok as f64 / window_seconds / config.qps),
+        target_qps: (!config.closed_loop).then_some(config.qps),
+        send_rate: sent as f64 / span,
+        ok_per_second: ok as f64 / span,
+        achieved_ratio: (!config.closed_loop).then(|| ok as f64 / span / config.qps),
     }
 }
 
@@ -302,14 +308,26 @@ mod tests {
     }
 
     #[test]
-    fn rates_are_per_second_of_the_window_and_closed_loop_has_no_target() {
+    fn open_loop_rates_are_over_the_schedule_and_closed_loop_over_the_window() {
         let mut cfg = crate::testing::config(Transport::Grpc);
         cfg.qps = 100.0;
-        let t = throughput(&cfg, 1000, 990, 10.0);
-        assert_eq!((t.send_rate, t.ok_per_second, t.target_qps), (100.0, 99.0, Some(100.0)));
-        assert!((t.achieved_ratio.unwrap() - 0.99).abs() < 1e-12);
+        // 1,000 due at 100 req/s span 10 s, whatever the counters' window.
+        for window in [10.0, 10.4] {
+            let t = throughput(&cfg, 1000, 990, 1000, window);
+            assert_eq!((t.send_rate, t.ok_per_second, t.target_qps), (100.0, 99.0, Some(100.0)));
+            assert!((t.achieved_ratio.unwrap() - 0.99).abs() < 1e-12);
+        }
+        // A round stopped early: only what fell due before the stop counts.
+        let t = throughput(&cfg, 400, 400, 400, 4.2);
+        assert_eq!((t.ok_per_second, t.achieved_ratio), (100.0, Some(1.0)));
+        // Dropped requests were due: they count against the target.
+        let t = throughput(&cfg, 900, 900, 1000, 10.0);
+        assert_eq!((t.send_rate, t.achieved_ratio), (90.0, Some(0.9)));
+        // Nothing due: the window is all there is.
+        let t = throughput(&cfg, 0, 0, 0, 2.0);
+        assert_eq!((t.ok_per_second, t.achieved_ratio), (0.0, Some(0.0)));
         cfg.closed_loop = true;
-        let t = throughput(&cfg, 500, 500, 2.0);
+        let t = throughput(&cfg, 500, 500, 0, 2.0);
         assert_eq!((t.ok_per_second, t.target_qps, t.achieved_ratio), (250.0, None, None));
     }
 
@@ -319,7 +337,9 @@ mod tests {
 
     #[test]
     fn a_round_assembles_every_figure_from_its_inputs() {
-        let cfg = crate::testing::config(Transport::Rest);
+        let mut cfg = crate::testing::config(Transport::Rest);
+        // Five due at 2.5 req/s span the 2-s window.
+        cfg.qps = 2.5;
         let now = Instant::now();
         let mut rec = RoundRecord::default();
         for i in 0..4 {
