@@ -30,7 +30,7 @@ need caddy caddy
 PROFILE="${PROFILE:-release}"
 if [ "$PROFILE" = dev ]; then DIR=debug; else DIR=release; fi
 BIN="${CARGO_TARGET_DIR:-target}/$DIR"
-cargo build --profile "$PROFILE" -q -p harness -p downstream -p caller --bins --example reference_hello
+cargo build --profile "$PROFILE" -q -p harness -p downstream -p caller --bins --example reference_hello --example wakeup_cost
 H="$BIN/harness"
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 REPORT="results/bench-$STAMP.md"
@@ -249,6 +249,21 @@ print('| $label | $n | %.0f | %.3f | %.3f |' % (r['throughput']['ok_per_second']
 }
 floor "downstream directly (gRPC)" 1 --target downstream --transport grpc
 floor "downstream directly (REST)" 1 --target downstream --transport rest
+# The same round trip with wrk as the client (no decoding, no check): the
+# floor a one-connection closed loop has on this machine.
+"$BIN/downstream" --delay 0ms > "$OUT/ds5.ready" 2>/dev/null &
+DS_PID=$!
+for _ in $(seq 50); do [ -s "$OUT/ds5.ready" ] && break; sleep 0.1; done
+wrk -t 1 -c 1 -d "$D" --latency -s "$OUT/post.lua" "http://$(json "print(d['listeners']['rest'])" < "$OUT/ds5.ready")/v1/fetch" > "$OUT/wrk1.txt" \
+  && python3 -c "
+import re
+w=open('$OUT/wrk1.txt').read()
+ms=lambda v,u: float(v)*{'us':1e-3,'ms':1.0,'s':1e3}[u]
+p=lambda q: ms(*re.search(r'\\s%s%%\\s+([0-9.]+)(us|ms|s)\\b' % q, w).groups())
+print('| downstream directly (REST), wrk -t1 as the client | 1 | %.0f | %.3f | %.3f |' % (float(re.search(r'Requests/sec:\\s+([0-9.]+)', w).group(1)), p('50'), p('99')))" \
+  || echo "| downstream directly (REST), wrk -t1 as the client | 1 | not measured (wrk failed) | | |"
+kill "$DS_PID" 2>/dev/null || true
+wait "$DS_PID" 2>/dev/null || true
 floor "three tiers, gRPC" 2 --transport grpc
 floor "three tiers, REST" 2 --transport rest
 for p in nginx caddy; do
@@ -257,6 +272,7 @@ for p in nginx caddy; do
 done
 echo
 echo "Targets: one connection to the downstream p50 ≤ 0.15 ms and ≥ 8,000 req/s; two connections through three tiers ≥ 10,000 req/s."
+echo "wrk's p50 and p99 are its own (from the request's write to its answer's last read), not the harness's service time."
 echo
 
 echo "## 6. Service-time overshoot and the 100 req/s validity run (three tiers, 500 ms delay)"
@@ -290,5 +306,12 @@ if command -v perf >/dev/null 2>&1 && PROFILES="$OUT/perf" SECS="${D%s}" WARM="$
 else
   echo "Not measured: $( command -v perf >/dev/null 2>&1 && tail -3 "$OUT/perf.err" || echo 'perf is not installed (Debian package linux-perf)')."
 fi
+echo
+
+echo "## 8. What the rhythm of events costs: one echo, paced or back to back (tokio's default runtime, loopback TCP)"
+echo
+# The same 1-byte echo in every row; only how the messages arrive differs
+# (bench/README.md, "What the rhythm of events costs").
+if [ -n "$QUICK" ]; then SECS=1 "$BIN/examples/wakeup_cost" 2>/dev/null; else SECS=4 "$BIN/examples/wakeup_cost" 2>/dev/null; fi
 } | tee "$REPORT"
 echo "written to $REPORT" >&2
