@@ -17,7 +17,9 @@ use crate::config::{PayloadAxis, PayloadSweep, Plan};
 use crate::export::files::{RunFolder, write_capacity, write_payload, write_results};
 use crate::export::markdown::{num, shape};
 use crate::export::{capacity, folder_name, payload, qps_part};
-use crate::judge::capacity::{ArmCapacity, Capacity, Interruption, knee, not_run, should_stop, step, sweep_status};
+use crate::judge::capacity::{
+    ArmCapacity, Capacity, Interruption, knee, not_run, should_stop, step, sustained_above, sweep_status,
+};
 use crate::judge::payload::{ArmPayload, PayloadInterruption, PayloadReport};
 use crate::result::{RunResult, RunStatus};
 use crate::run::interrupt::Interrupt;
@@ -57,7 +59,13 @@ pub async fn sweep_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
     let mut arms: Vec<ArmCapacity> = plan
         .arms
         .iter()
-        .map(|&transport| ArmCapacity { transport, steps: Vec::new(), knee_qps: None, stopped_early: None })
+        .map(|&transport| ArmCapacity {
+            transport,
+            steps: Vec::new(),
+            knee_qps: None,
+            sustained_above_knee_qps: Vec::new(),
+            stopped_early: None,
+        })
         .collect();
     let mut last_status = RunStatus::Complete;
     let mut run_shape = String::new();
@@ -84,6 +92,7 @@ pub async fn sweep_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
     }
     for arm in &mut arms {
         arm.knee_qps = knee(&arm.steps);
+        arm.sustained_above_knee_qps = sustained_above(&arm.steps, arm.knee_qps);
     }
     // Interrupted between two steps, the last step that ran may be complete:
     // the sweep is not.

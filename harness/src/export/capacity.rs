@@ -14,7 +14,8 @@ pub fn render(c: &Capacity, setup: &str) -> String {
     let _ = writeln!(
         out,
         "A step is *sustained* when the arm achieved at least 99% of the offered rate with no errors or drops and a \
-         p99 under {:.0} ms (`--slo-p99`). The knee is the highest sustained offered rate. Figures are means over \
+         p99 under {:.0} ms (`--slo-p99`). The knee is the highest offered rate sustained with every lower step \
+         sustained too. Figures are means over \
          the step's rounds; each step's full report is in its folder.\n",
         c.slo_p99_ms
     );
@@ -31,6 +32,9 @@ pub fn render(c: &Capacity, setup: &str) -> String {
             None => {
                 let _ = writeln!(out, "**Knee: none** — no step was sustained.\n");
             }
+        }
+        if let Some(text) = above_knee_text(&arm.sustained_above_knee_qps) {
+            let _ = writeln!(out, "> {text}\n");
         }
         if let Some(why) = &arm.stopped_early {
             let _ = writeln!(out, "> {why}\n");
@@ -98,6 +102,18 @@ pub fn charts(c: &Capacity) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The warning for sustained steps above the knee, if there are any.
+fn above_knee_text(rates: &[f64]) -> Option<String> {
+    let list: Vec<String> = rates.iter().map(|r| num(Some(*r), 0)).collect();
+    (!list.is_empty()).then(|| {
+        format!(
+            "**Not stable:** sustained again at {} req/s, above a lower step that was not; the knee is the highest rate below the \
+             first step that was not, and the rates above it are not capacity to plan on.",
+            list.join(", ")
+        )
+    })
+}
+
 /// `capacity.json`.
 pub fn json(c: &Capacity) -> String {
     serde_json::to_string_pretty(c).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
@@ -117,6 +133,9 @@ pub fn terminal(c: &Capacity) -> String {
             arm.knee_qps.map_or("none".to_owned(), |k| format!("{k:.0} req/s")),
             arm.stopped_early.as_ref().map_or(String::new(), |w| format!(" ({w})"))
         );
+        if let Some(text) = above_knee_text(&arm.sustained_above_knee_qps) {
+            let _ = writeln!(out, "  {text}");
+        }
         for s in &arm.steps {
             let _ = writeln!(
                 out,
@@ -135,4 +154,54 @@ pub fn terminal(c: &Capacity) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::judge::capacity::{ArmCapacity, knee, step, sustained_above};
+    use crate::testing;
+    use caller::Transport;
+
+    fn capacity(p99s: &[(f64, f64)]) -> Capacity {
+        let steps: Vec<_> = p99s
+            .iter()
+            .map(|&(q, p99)| {
+                let mut run = testing::run(Transport::Rest, 1.0);
+                run.config.qps = q;
+                run.rounds = vec![testing::round(1, p99, 1.0)];
+                run.rounds[0].throughput.ok_per_second = q;
+                step(&run, 600.0, format!("step-{q}qps"))
+            })
+            .collect();
+        let k = knee(&steps);
+        let above = sustained_above(&steps, k);
+        Capacity {
+            offered_qps: p99s.iter().map(|p| p.0).collect(),
+            slo_p99_ms: 600.0,
+            arms: vec![ArmCapacity {
+                transport: Transport::Rest,
+                steps,
+                knee_qps: k,
+                sustained_above_knee_qps: above,
+                stopped_early: None,
+            }],
+            interrupted: None,
+        }
+    }
+
+    #[test]
+    fn a_rate_sustained_above_a_failed_step_is_flagged_beside_the_knee() {
+        let c = capacity(&[(8000.0, 500.0), (10000.0, 1250.0), (12000.0, 500.0)]);
+        let (md, text) = (render(&c, ""), terminal(&c));
+        assert!(md.contains("**Knee: 8000 req/s.**"), "{md}");
+        assert!(
+            md.contains("**Not stable:** sustained again at 12000 req/s") && text.contains("Not stable"),
+            "{md}\n{text}"
+        );
+        assert!(text.contains("knee 8000 req/s"), "{text}");
+        // A sweep that held up to its knee says nothing of the kind.
+        let steady = capacity(&[(8000.0, 500.0), (10000.0, 500.0), (12000.0, 1250.0)]);
+        assert!(!render(&steady, "").contains("Not stable") && !terminal(&steady).contains("Not stable"));
+    }
 }
