@@ -277,7 +277,7 @@ pub struct Throughput {
     pub target_qps: Option<f64>,
     /// Requests sent per second: of the round's schedule (the requests due
     /// in it at the target rate) in an open loop, of the window in throughput
-    /// mode ([`crate::judge::round::throughput`]).
+    /// mode (`judge::round::throughput`).
     pub send_rate: f64,
     /// OK responses per second, over the same span.
     pub ok_per_second: f64,
