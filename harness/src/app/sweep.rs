@@ -17,9 +17,7 @@ use crate::config::{PayloadAxis, PayloadSweep, Plan};
 use crate::export::files::{RunFolder, write_capacity, write_payload, write_results};
 use crate::export::markdown::{num, shape};
 use crate::export::{capacity, folder_name, payload, qps_part};
-use crate::judge::capacity::{
-    ArmCapacity, Capacity, Interruption, knee, not_run, should_stop, step, sustained_above, sweep_status,
-};
+use crate::judge::capacity::{ArmCapacity, Capacity, Interruption, not_run, should_stop, step, sweep_status};
 use crate::judge::payload::{ArmPayload, PayloadInterruption, PayloadReport};
 use crate::result::{RunResult, RunStatus};
 use crate::run::interrupt::Interrupt;
@@ -91,8 +89,7 @@ pub async fn sweep_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
         }
     }
     for arm in &mut arms {
-        arm.knee_qps = knee(&arm.steps);
-        arm.sustained_above_knee_qps = sustained_above(&arm.steps, arm.knee_qps);
+        arm.judge_knee();
     }
     // Interrupted between two steps, the last step that ran may be complete:
     // the sweep is not.

@@ -159,7 +159,7 @@ pub fn terminal(c: &Capacity) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::judge::capacity::{ArmCapacity, knee, step, sustained_above};
+    use crate::judge::capacity::{ArmCapacity, step};
     use crate::testing;
     use caller::Transport;
 
@@ -174,18 +174,18 @@ mod tests {
                 step(&run, 600.0, format!("step-{q}qps"))
             })
             .collect();
-        let k = knee(&steps);
-        let above = sustained_above(&steps, k);
+        let mut arm = ArmCapacity {
+            transport: Transport::Rest,
+            steps,
+            knee_qps: None,
+            sustained_above_knee_qps: Vec::new(),
+            stopped_early: None,
+        };
+        arm.judge_knee();
         Capacity {
             offered_qps: p99s.iter().map(|p| p.0).collect(),
             slo_p99_ms: 600.0,
-            arms: vec![ArmCapacity {
-                transport: Transport::Rest,
-                steps,
-                knee_qps: k,
-                sustained_above_knee_qps: above,
-                stopped_early: None,
-            }],
+            arms: vec![arm],
             interrupted: None,
         }
     }

@@ -49,6 +49,14 @@ pub struct ArmCapacity {
     pub stopped_early: Option<String>,
 }
 
+impl ArmCapacity {
+    /// Sets the knee and the rates sustained above it from the steps run.
+    pub fn judge_knee(&mut self) {
+        self.knee_qps = knee(&self.steps);
+        self.sustained_above_knee_qps = sustained_above(&self.steps, self.knee_qps);
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Capacity {
     /// Every offered rate the sweep was given, in order (what `harness rerun`

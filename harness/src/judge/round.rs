@@ -77,8 +77,8 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
 /// its target. A closed loop has no schedule and no target: its rates are over
 /// the window the counters were read across.
 pub fn throughput(config: &Config, sent: u64, ok: u64, scheduled: u64, window_seconds: f64) -> Throughput {
-    let open = !config.closed_loop && config.qps > 0.0 && scheduled > 0;
-    let span = if open { scheduled as f64 / config.qps } else { window_seconds };
+    let on_schedule = !config.closed_loop && config.qps > 0.0 && scheduled > 0;
+    let span = if on_schedule { scheduled as f64 / config.qps } else { window_seconds };
     Throughput {
         target_qps: (!config.closed_loop).then_some(config.qps),
         send_rate: sent as f64 / span,
