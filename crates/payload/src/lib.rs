@@ -13,6 +13,7 @@
 //!
 //! It does not know about sockets, servers or clients.
 
+mod canonical;
 mod generate;
 mod model;
 mod pb;

@@ -149,39 +149,25 @@ pub fn verify_call(call: &CallRequest, fanout: u32, resp: &FetchResponse) -> Res
 }
 
 /// [`verify_call`] on an answer still in its JSON bytes. An answer that is,
-/// byte for byte, the JSON this crate writes for the expected records (what
-/// the caller sends) is verified by writing that JSON against it, without
-/// parsing it or allocating; any other body is parsed and checked field by
-/// field, so an equivalent encoding still passes and a wrong one is named.
+/// byte for byte, the JSON serde writes for the expected records (what the
+/// caller sends) is verified by writing that JSON (`canonical.rs`, into a
+/// buffer this thread keeps) and comparing the two, without parsing the
+/// answer; any other body is parsed and checked field by field, so an
+/// equivalent encoding still passes and a wrong one is named.
 pub fn verify_call_json(call: &CallRequest, fanout: u32, body: &[u8]) -> Result<(), VerifyError> {
+    thread_local! {
+        static EXPECTED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
     let expected = expected_call(call, fanout);
-    let mut against = Against(body);
-    if serde_json::to_writer(&mut against, &expected).is_ok() && against.0.is_empty() {
+    let same = EXPECTED.with_borrow_mut(|buf| {
+        buf.clear();
+        crate::canonical::write_response(buf, &expected) && buf[..] == *body
+    });
+    if same {
         return Ok(());
     }
     let resp: FetchResponse = serde_json::from_slice(body).map_err(|e| VerifyError::NotJson(e.to_string()))?;
     check(&expected, &resp)
-}
-
-/// A writer that accepts only the bytes `body` holds next, in order: writing
-/// a JSON document into it succeeds, with nothing left, exactly when the
-/// document is `body`.
-struct Against<'a>(&'a [u8]);
-
-impl std::io::Write for Against<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self.0.strip_prefix(buf) {
-            Some(rest) => {
-                self.0 = rest;
-                Ok(buf.len())
-            }
-            None => Err(std::io::ErrorKind::InvalidData.into()),
-        }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// The caller's answer to `call`: every fanned-out call's records, in order.
