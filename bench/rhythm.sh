@@ -16,12 +16,12 @@
 # Both send the harness's own requests, so the payload work is the same.
 # Instrumentation is on for SECS seconds (default 20 busy, 30 alone) after
 # WARM (8). Requests = the calls of `FetchResponse::serialize` in the
-# window (one per front answer), from callgrind's own counts: the
-# downstream's /stats count over the same window includes the ~0.8 s that
-# `callgrind_control -i on` takes to act, ~4% too many when busy (it falls
-# back to that count, and says so, where the symbol is not found). Prints a
-# Markdown table: requests, instructions, instructions per request, and the
-# epoll_wait calls per request (the runtime's wake-ups).
+# window (one per front answer), from callgrind's own counts, with the
+# downstream's /stats count over the window beside it (read once
+# `callgrind_control` has returned, the two agree); where the symbol is not
+# found it falls back to /stats and says so. Prints a Markdown table:
+# requests, instructions, instructions per request, and the epoll_wait
+# calls per request (the runtime's wake-ups).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 H="$(realpath "${1:-target/release/harness}")"
@@ -42,8 +42,8 @@ tier() { # name prefix role args…
 field() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(d$2)" "$1"; }
 served() { curl -s --retry 5 --retry-all-errors "http://$DS_ADMIN/stats" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['listeners']['$1']['requests'].get('ok',0))"; }
 
-echo "| transport | rhythm | requests in the window | counted by | instructions | instructions per request | epoll_wait per request |"
-echo "|---|---|---:|---|---:|---:|---:|"
+echo "| transport | rhythm | requests in the window | counted by | downstream's /stats count | instructions | instructions per request | epoll_wait per request |"
+echo "|---|---|---:|---|---:|---:|---:|---:|"
 for t in ${TRANSPORTS:-grpc rest}; do
   for rhythm in busy alone; do
     if [ $rhythm = busy ]; then delay=0ms; secs="${SECS:-20}"; load=(--connections 16)
@@ -57,7 +57,9 @@ for t in ${TRANSPORTS:-grpc rest}; do
     "$H" --caller-url "http://$front" --transport "$t" "${load[@]}" --items 10 --duration "$((secs + WARM + 30))s" \
       --warmup 0s --quiet --out "$TMP/runs" > /dev/null 2> "$TMP/load.err" &
     sleep "$WARM"
-    n0=$(served "$t"); callgrind_control -i on "$pid" > /dev/null 2>&1
+    # Read once callgrind_control has returned: valgrind has acted on it then
+    # (see bench/profile.sh).
+    callgrind_control -i on "$pid" > /dev/null 2>&1; n0=$(served "$t")
     sleep "$secs"
     callgrind_control -i off "$pid" > /dev/null 2>&1; n1=$(served "$t")
     kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true
@@ -89,7 +91,7 @@ per_request = sum(v for k, v in calls.items() if re.search(r"Serialize for paylo
 requests, by = (per_request, "callgrind's calls") if per_request else (stats, "downstream /stats")
 epoll = sum(v for k, v in calls.items() if k == "epoll_wait")
 r = max(requests, 1)
-print("| %s | %s | %d | %s | %d | %d | %.2f |" % (t, rhythm, requests, by, total, total // r, epoll / r))
+print("| %s | %s | %d | %s | %d | %d | %d | %.2f |" % (t, rhythm, requests, by, stats, total, total // r, epoll / r))
 PY
   done
 done
