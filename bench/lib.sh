@@ -11,3 +11,23 @@ tier_pid() {
   done
   echo "no $2 under $1" >&2; exit 1
 }
+
+# tier NAME PREFIX ROLE ARGS…: starts `$H __tier ROLE ARGS…` in the
+# background, under PREFIX if one is given (valgrind), its output in
+# $TMP/NAME.out; waits for its ready line (a JSON object) and sets READY to it.
+tier() {
+  local name="$1" prefix="$2"; shift 2
+  $prefix "$H" __tier "$@" > "$TMP/$name.out" 2> "$TMP/$name.err" &
+  for _ in $(seq 600); do grep -q '{' "$TMP/$name.out" 2>/dev/null && break; sleep 0.1; done
+  READY="$(grep -m1 '{' "$TMP/$name.out")"
+}
+
+# field JSON PATH: the value at PATH (a Python subscript, e.g. "['pid']") of JSON.
+field() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(d$2)" "$1"; }
+
+# served TRANSPORT: the ok requests the downstream whose admin listener is
+# $DS_ADMIN has answered on TRANSPORT's listener.
+served() {
+  curl -s --retry 5 --retry-all-errors "http://$DS_ADMIN/stats" \
+    | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['listeners']['$1']['requests'].get('ok',0))"
+}

@@ -36,17 +36,9 @@ for c in valgrind callgrind_control wrk python3; do
 done
 CG="valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$TMP/cg.out"
 
-# Starts `harness __tier ROLE ARGS…` (optionally under callgrind); READY is its ready line.
-tier() { # name prefix role args…
-  local name="$1" prefix="$2"; shift 2
-  $prefix "$H" __tier "$@" > "$TMP/$name.out" 2> "$TMP/$name.err" &
-  for _ in $(seq 600); do grep -q '{' "$TMP/$name.out" 2>/dev/null && break; sleep 0.1; done
-  READY="$(grep -m1 '{' "$TMP/$name.out")"
-}
-field() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(d$2)" "$1"; }
-served() { # admin listener → ok requests the downstream has answered
-  curl -s --retry 5 --retry-all-errors "http://$DS_ADMIN/stats" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['listeners']['$1']['requests'].get('ok',0))"
-}
+# tier, field and served.
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 
 for t in ${TRANSPORTS:-grpc rest}; do
   for measured in $MEASURE; do

@@ -33,14 +33,8 @@ for c in valgrind callgrind_control curl python3; do
   command -v $c >/dev/null || { echo "needs $c (Debian packages valgrind, curl, python3)" >&2; exit 2; }
 done
 
-tier() { # name prefix role args…
-  local name="$1" prefix="$2"; shift 2
-  $prefix "$H" __tier "$@" > "$TMP/$name.out" 2> "$TMP/$name.err" &
-  for _ in $(seq 600); do grep -q '{' "$TMP/$name.out" 2>/dev/null && break; sleep 0.1; done
-  READY="$(grep -m1 '{' "$TMP/$name.out")"
-}
-field() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(d$2)" "$1"; }
-served() { curl -s --retry 5 --retry-all-errors "http://$DS_ADMIN/stats" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['listeners']['$1']['requests'].get('ok',0))"; }
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 
 echo "| transport | rhythm | requests in the window | counted by | downstream's /stats count | instructions | instructions per request | epoll_wait per request |"
 echo "|---|---|---:|---|---:|---:|---:|---:|"
