@@ -26,28 +26,34 @@ pub(crate) fn write_response(out: &mut Vec<u8>, resp: &FetchResponse) -> bool {
     out.extend_from_slice(b"{\"requestId\":");
     string(out, &resp.request_id);
     if !resp.records.is_empty() {
-        out.extend_from_slice(b",\"records\":[");
-        for (i, r) in resp.records.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            if !record(out, r) {
-                return false;
-            }
+        out.extend_from_slice(b",\"records\":");
+        if !array(out, &resp.records, record) {
+            return false;
         }
-        out.push(b']');
     }
     if !resp.points.is_empty() {
-        out.extend_from_slice(b",\"points\":[");
-        for (i, p) in resp.points.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
+        out.extend_from_slice(b",\"points\":");
+        array(out, &resp.points, |out, p| {
             point(out, p);
-        }
-        out.push(b']');
+            true
+        });
     }
     out.push(b'}');
+    true
+}
+
+/// `[a,b,…]`, each item written by `write`; `false` as soon as one has no form.
+fn array<T>(out: &mut Vec<u8>, items: &[T], mut write: impl FnMut(&mut Vec<u8>, &T) -> bool) -> bool {
+    out.push(b'[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        if !write(out, item) {
+            return false;
+        }
+    }
+    out.push(b']');
     true
 }
 
@@ -67,14 +73,12 @@ fn record(out: &mut Vec<u8>, r: &Record) -> bool {
     string(out, &r.currency);
     out.extend_from_slice(b",\"quantity\":");
     let _ = f.write_u32(out, r.quantity);
-    out.extend_from_slice(b",\"tags\":[");
-    for (i, t) in r.tags.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
+    out.extend_from_slice(b",\"tags\":");
+    array(out, &r.tags, |out, t| {
         string(out, t);
-    }
-    out.extend_from_slice(b"],\"createdAt\":\"");
+        true
+    });
+    out.extend_from_slice(b",\"createdAt\":\"");
     if !rfc3339_millis(out, r.created_at_ms) {
         return false;
     }
