@@ -105,8 +105,7 @@ impl SplitMix64 {
 /// `req.request_id` and the index (whatever `req.shape` says; [`respond`] picks
 /// the shape).
 pub fn generate(req: &FetchRequest) -> Vec<Record> {
-    let mut rng = SplitMix64(fnv1a(FNV_OFFSET, req.request_id.as_bytes()));
-    (0..req.items).map(|i| record(&mut rng, i)).collect()
+    draws(&req.request_id, req.items).map(|d| d.record()).collect()
 }
 
 /// The time-series points of `req`: `req.items` of them, a pure function of
@@ -159,67 +158,159 @@ pub fn upload_body(request_id: &str, len: usize) -> Vec<u8> {
     body
 }
 
-fn record(rng: &mut SplitMix64, index: u32) -> Record {
+/// The draws of the records of request `request_id`, one per item, in order:
+/// what [`generate`] turns into records, and what the end-to-end check writes
+/// its expected JSON from without making them (`canonical::write_drawn`).
+pub(crate) fn draws(request_id: &str, items: u32) -> impl Iterator<Item = Draw> {
+    let mut rng = SplitMix64(fnv1a(FNV_OFFSET, request_id.as_bytes()));
+    (0..items).map(move |i| draw(&mut rng, i))
+}
+
+/// One record as the generator drew it: numbers and words from the lists
+/// above, no string made yet. A [`Record`] ([`Draw::record`]) and the JSON the
+/// check expects are both made from it, so the two cannot drift apart; every
+/// word it holds is printable ASCII without a quote or a backslash (a test
+/// holds the lists to that), so its JSON needs no escaping.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Draw {
+    pub index: u32,
+    pub id: u64,
+    first: usize,
+    last: usize,
+    product: &'static str,
+    tags: [&'static str; 3],
+    tag_count: usize,
+    sku_hex: u16,
+    name_number: u64,
+    domain: &'static str,
+    pub price_cents: i64,
+    pub currency: &'static str,
+    pub quantity: u32,
+    pub created_at_ms: i64,
+    pub active: bool,
+}
+
+/// Where a record's strings are written: a `String` (a record) or a byte
+/// buffer (the check's JSON). Everything written is ASCII.
+pub(crate) trait Text {
+    fn text(&mut self, s: &str);
+    /// One ASCII byte.
+    fn ascii(&mut self, b: u8);
+}
+
+impl Text for String {
+    fn text(&mut self, s: &str) {
+        self.push_str(s);
+    }
+    fn ascii(&mut self, b: u8) {
+        self.push(char::from(b));
+    }
+}
+
+impl Text for Vec<u8> {
+    fn text(&mut self, s: &str) {
+        self.extend_from_slice(s.as_bytes());
+    }
+    fn ascii(&mut self, b: u8) {
+        self.push(b);
+    }
+}
+
+/// The generator's draws for one record, in the order they have always been
+/// made (changing it changes every record).
+fn draw(rng: &mut SplitMix64, index: u32) -> Draw {
     let first = rng.below(FIRST_NAMES.len() as u64) as usize;
     let last = rng.below(LAST_NAMES.len() as u64) as usize;
     let product = rng.pick(PRODUCTS);
     let id = rng.next() & MAX_SAFE_ID;
     let tag_count = rng.below(4) as usize;
-    let tags = (0..tag_count).map(|_| rng.pick(TAGS).to_owned()).collect();
-    // The strings are written straight into buffers of their final size
-    // rather than through `format!` (its machinery and the e-mail's two
-    // lower-cased temporaries were a fifth of generating a record); the
-    // `records_are_what_format_wrote` test holds them to the format strings
-    // they replace.
-    let sku = {
-        // "SKU-{index:05}-{n:04X}"
-        let mut s = String::with_capacity(15);
-        s.push_str("SKU-");
-        push_decimal(&mut s, u64::from(index), 5);
-        s.push('-');
-        let n = rng.below(0x1_0000) as usize;
-        for shift in [12, 8, 4, 0] {
-            s.push(char::from(b"0123456789ABCDEF"[(n >> shift) & 0xf]));
-        }
-        s
-    };
-    let name = {
-        // "{product} {n}"
-        let mut s = String::with_capacity(product.len() + 4);
-        s.push_str(product);
-        s.push(' ');
-        push_decimal(&mut s, rng.below(1000), 1);
-        s
-    };
-    let email = {
-        // "{first}.{last}@{domain}", the names lower-cased
-        let (first, last, domain) = (FIRST_NAMES_LOWER[first], LAST_NAMES_LOWER[last], rng.pick(DOMAINS));
-        let mut s = String::with_capacity(first.len() + last.len() + domain.len() + 2);
-        s.push_str(first);
-        s.push('.');
-        s.push_str(last);
-        s.push('@');
-        s.push_str(domain);
-        s
-    };
-    Record {
+    let mut tags = [""; 3];
+    for t in &mut tags[..tag_count] {
+        *t = rng.pick(TAGS);
+    }
+    Draw {
+        index,
         id,
-        sku,
-        name,
-        email,
-        price_cents: 99 + rng.below(500_000) as i64,
-        currency: rng.pick(CURRENCIES).to_owned(),
-        quantity: 1 + rng.below(250) as u32,
+        first,
+        last,
+        product,
         tags,
+        tag_count,
+        sku_hex: rng.below(0x1_0000) as u16,
+        name_number: rng.below(1000),
+        domain: rng.pick(DOMAINS),
+        price_cents: 99 + rng.below(500_000) as i64,
+        currency: rng.pick(CURRENCIES),
+        quantity: 1 + rng.below(250) as u32,
         // Up to about two years after 2024-01-01, millisecond precision.
         created_at_ms: EPOCH_2024_MS + rng.below(63_072_000_000) as i64,
         active: rng.below(4) != 0,
     }
 }
 
+// The strings are written straight into buffers of their final size rather
+// than through `format!` (its machinery and the e-mail's two lower-cased
+// temporaries were a fifth of generating a record); the
+// `records_are_what_format_wrote` test holds them to the format strings they
+// replace.
+impl Draw {
+    /// "SKU-{index:05}-{n:04X}"
+    pub fn sku(&self, out: &mut impl Text) {
+        out.text("SKU-");
+        push_decimal(out, u64::from(self.index), 5);
+        out.ascii(b'-');
+        for shift in [12, 8, 4, 0] {
+            out.ascii(b"0123456789ABCDEF"[usize::from(self.sku_hex >> shift) & 0xf]);
+        }
+    }
+
+    /// "{product} {n}"
+    pub fn name(&self, out: &mut impl Text) {
+        out.text(self.product);
+        out.ascii(b' ');
+        push_decimal(out, self.name_number, 1);
+    }
+
+    /// "{first}.{last}@{domain}", the names lower-cased
+    pub fn email(&self, out: &mut impl Text) {
+        out.text(FIRST_NAMES_LOWER[self.first]);
+        out.ascii(b'.');
+        out.text(LAST_NAMES_LOWER[self.last]);
+        out.ascii(b'@');
+        out.text(self.domain);
+    }
+
+    pub fn tags(&self) -> &[&'static str] {
+        &self.tags[..self.tag_count]
+    }
+
+    /// The record these draws make.
+    pub fn record(&self) -> Record {
+        let mut sku = String::with_capacity(15);
+        self.sku(&mut sku);
+        let mut name = String::with_capacity(self.product.len() + 4);
+        self.name(&mut name);
+        let (first, last) = (FIRST_NAMES_LOWER[self.first], LAST_NAMES_LOWER[self.last]);
+        let mut email = String::with_capacity(first.len() + last.len() + self.domain.len() + 2);
+        self.email(&mut email);
+        Record {
+            id: self.id,
+            sku,
+            name,
+            email,
+            price_cents: self.price_cents,
+            currency: self.currency.to_owned(),
+            quantity: self.quantity,
+            tags: self.tags().iter().map(|t| (*t).to_owned()).collect(),
+            created_at_ms: self.created_at_ms,
+            active: self.active,
+        }
+    }
+}
+
 /// Appends `n` in decimal, zero-padded to at least `width` digits (as
 /// `{n:0width$}`).
-fn push_decimal(s: &mut String, n: u64, width: usize) {
+fn push_decimal(s: &mut impl Text, n: u64, width: usize) {
     let mut digits = [0u8; 20];
     let (mut n, mut len) = (n, 0);
     loop {
@@ -231,10 +322,10 @@ fn push_decimal(s: &mut String, n: u64, width: usize) {
         }
     }
     for _ in len..width {
-        s.push('0');
+        s.ascii(b'0');
     }
     for d in digits[..len].iter().rev() {
-        s.push(char::from(*d));
+        s.ascii(*d);
     }
 }
 
@@ -385,12 +476,27 @@ mod tests {
             let mut rng = SplitMix64(fnv1a(FNV_OFFSET, request_id.as_bytes()));
             let mut oracle = SplitMix64(fnv1a(FNV_OFFSET, request_id.as_bytes()));
             for index in [0, 7, 42, 999, 12_345, 99_999, 100_000, 4_000_000_000].into_iter().chain(0..20) {
-                assert_eq!(record(&mut rng, index), reference_record(&mut oracle, index), "{request_id} #{index}");
+                assert_eq!(
+                    draw(&mut rng, index).record(),
+                    reference_record(&mut oracle, index),
+                    "{request_id} #{index}"
+                );
             }
         }
         let mut s = String::new();
         push_decimal(&mut s, u64::MAX, 1);
         assert_eq!(s, u64::MAX.to_string());
+    }
+
+    /// A draw's words are written into the check's JSON as they are
+    /// (`canonical.rs`): none may need an escape.
+    #[test]
+    fn every_word_a_record_draws_needs_no_json_escape() {
+        for list in [&FIRST_NAMES_LOWER[..], &LAST_NAMES_LOWER[..], PRODUCTS, DOMAINS, CURRENCIES, TAGS] {
+            for word in list {
+                assert_eq!(serde_json::to_string(word).unwrap(), format!("\"{word}\""), "{word:?}");
+            }
+        }
     }
 
     #[test]
