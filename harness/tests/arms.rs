@@ -54,10 +54,13 @@ fn four_arms_compare_against_the_baseline_and_attribute_the_difference() {
         }
     }
     // Encoding sets the message bytes: rest-pb's answers are gRPC's protobuf,
-    // grpc-json's are REST's JSON, round for round.
+    // grpc-json's are REST's JSON, round for round. An answer's size varies
+    // by a few bytes with its request's id, and a round's last answer (due
+    // 20 ms before the round's end read) may land on either side of it, so
+    // the sizes agree to 0.1%, not to the byte; JSON is 20% larger or more.
     let msg = |arm: &str| wire.iter().filter(|w| w.0 == arm).map(|w| w.3).collect::<Vec<_>>();
-    assert_eq!(msg("rest-pb"), msg("grpc"));
-    assert_eq!(msg("grpc-json"), msg("rest"));
+    let same = |a: &str, b: &str| msg(a).iter().zip(msg(b)).all(|(x, y)| (x / y - 1.0).abs() < 0.001);
+    assert!(same("rest-pb", "grpc") && same("grpc-json", "rest"), "{wire:?}");
     assert!(msg("rest")[0] > msg("grpc")[0] * 1.2, "{wire:?}");
 
     let comparison = std::fs::read_to_string(folder.join("comparison.md")).unwrap();
