@@ -55,9 +55,10 @@ fn four_arms_compare_against_the_baseline_and_attribute_the_difference() {
     }
     // Encoding sets the message bytes: rest-pb's answers are gRPC's protobuf,
     // grpc-json's are REST's JSON, round for round. An answer's size varies
-    // by a few bytes with its request's id, and a round's last answer (due
-    // 20 ms before the round's end read) may land on either side of it, so
-    // the sizes agree to 0.1%, not to the byte; JSON is 20% larger or more.
+    // by a few bytes with its request's id, and a round counts the answers
+    // that finish between its reads: each read is 12.5 ms after a request
+    // whose answer takes the 20-ms delay, so that answer lands on either side
+    // of it. The sizes agree to 0.1%, not to the byte; JSON is 20% larger or more.
     let msg = |arm: &str| wire.iter().filter(|w| w.0 == arm).map(|w| w.3).collect::<Vec<_>>();
     let same = |a: &str, b: &str| msg(a).iter().zip(msg(b)).all(|(x, y)| (x / y - 1.0).abs() < 0.001);
     assert!(same("rest-pb", "grpc") && same("grpc-json", "rest"), "{wire:?}");

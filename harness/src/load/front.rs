@@ -453,20 +453,19 @@ mod tests {
         // that steals the cores) came back unstamped right after a stamped
         // one; `stamped::clocks_now` now dates stamps through a preemption,
         // and no kernel stamps: every try unstamped still fails.
-        let (mut answer, mut read, mut written) = (None, Instant::now(), Instant::now());
-        for _ in 0..5 {
-            let (a, ()) = tokio::join!(client.post_json("{}".into()), async {
+        let mut tries = 0;
+        let (answer, read, written) = loop {
+            let (answer, ()) = tokio::join!(client.post_json("{}".into()), async {
                 std::thread::sleep(std::time::Duration::from_millis(60));
             });
-            read = Instant::now();
-            written = answered.recv().unwrap();
-            let a = a.unwrap();
-            if a.kernel_stamped {
-                answer = Some(a);
-                break;
+            let read = Instant::now();
+            let (answer, written) = (answer.unwrap(), answered.recv().unwrap());
+            if answer.kernel_stamped {
+                break (answer, read, written);
             }
-        }
-        let answer = answer.expect("this kernel gave no receive stamp on 5 answers in a row");
+            tries += 1;
+            assert!(tries < 5, "this kernel gave no receive stamp on 5 answers in a row");
+        };
         assert!(read - answer.arrived >= std::time::Duration::from_millis(50), "{:?}", read - answer.arrived);
         // Within a few ms of the server's write (the wall-to-monotonic
         // conversion and a busy machine's scheduling).

@@ -132,20 +132,23 @@ impl RxStamp {
 fn clocks_now() -> (Instant, SystemTime) {
     /// A bracket this narrow is a few clock reads with nothing between them.
     const TIGHT: Duration = Duration::from_micros(5);
-    let mut best: Option<(Duration, Instant, SystemTime)> = None;
-    for _ in 0..4 {
+    let bracket = || {
         let before = Instant::now();
         let wall = SystemTime::now();
         let width = before.elapsed();
-        if best.is_none_or(|(narrowest, ..)| width < narrowest) {
-            best = Some((width, before + width / 2, wall));
-        }
-        if width <= TIGHT {
+        (width, before + width / 2, wall)
+    };
+    let mut best = bracket();
+    for _ in 1..4 {
+        if best.0 <= TIGHT {
             break;
         }
+        let next = bracket();
+        if next.0 < best.0 {
+            best = next;
+        }
     }
-    // The loop runs at least once.
-    best.map_or_else(|| (Instant::now(), SystemTime::now()), |(_, now, wall)| (now, wall))
+    (best.1, best.2)
 }
 
 impl AsyncRead for StampedTcp {

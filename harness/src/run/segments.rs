@@ -288,9 +288,9 @@ const MAX_BOUNDARY_LEAD: Duration = Duration::from_millis(50);
 
 /// How long before a segment's first due time (and before the first due time
 /// after it) the tiers' counters are read: half an interval of the open
-/// loop's rate, the middle of the gap between the previous segment's last
-/// request and this one's first, and between this one's last and the next
-/// one's first. A closed loop has no gap to aim for.
+/// loop's rate, at most [`MAX_BOUNDARY_LEAD`], so the read falls in the gap
+/// between two requests (at its middle, up to 10 req/s). A closed loop has no
+/// gap to aim for.
 fn boundary_lead(config: &Config) -> Duration {
     if config.closed_loop || config.qps <= 0.0 {
         return Duration::ZERO;
