@@ -217,10 +217,8 @@ mod tests {
         // A child that keeps one core busy for at most three seconds, in one
         // process (bash's own clock: a loop that ran `date` spent its time in
         // children, which its own CPU time does not count).
-        let mut burner = std::process::Command::new("bash")
-            .args(["-c", "while (( SECONDS < 3 )); do :; done"])
-            .spawn()
-            .unwrap();
+        let mut burner =
+            std::process::Command::new("bash").args(["-c", "while (( SECONDS < 3 )); do :; done"]).spawn().unwrap();
         let me = Watched { arm: None, tier: TierName::Harness, pid: std::process::id() };
         let mut s = Sampler::new(&[me]);
         // The burner's own share, read by a sampler of its own so that it is
