@@ -17,49 +17,54 @@ use crate::result::{
 };
 
 pub fn config(transport: Transport) -> Config {
+    use crate::config::{Deploy, Hop, Load, Output, Work};
+    let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
     Config {
-        fresh_tiers: true,
         transport,
         baseline: None,
-        qps: 100.0,
-        closed_loop: false,
-        target: crate::config::TargetTier::Caller,
-        downstream_url: None,
-        remote: Default::default(),
-        isolation: Default::default(),
-        tier_limits: Default::default(),
-        slo_p99: Duration::from_millis(600),
-        proxy: None,
-        proxy_hop: crate::config::ProxyHop::Internal,
+        load: Load {
+            qps: 100.0,
+            closed_loop: false,
+            slo_p99: Duration::from_millis(600),
+            duration: Duration::from_secs(60),
+            warmup: Duration::from_secs(10),
+            warmup_ramp: Duration::from_secs(5),
+            rounds: 1,
+            fresh_tiers: true,
+            timeout: Duration::from_secs(30),
+            max_in_flight: 10_000,
+            connections: 0,
+            load_threads: None,
+            sample_interval: Duration::from_millis(250),
+        },
+        work: Work {
+            delay: Duration::from_millis(500),
+            jitter: Duration::ZERO,
+            items: 10,
+            request_bytes: 0,
+            shape: payload::Shape::Order,
+            fanout: 1,
+        },
+        deploy: Deploy {
+            target: crate::config::TargetTier::Caller,
+            downstream_url: None,
+            remote: Default::default(),
+            isolation: Default::default(),
+            tier_limits: Default::default(),
+            proxy: None,
+            proxy_hop: crate::config::ProxyHop::Internal,
+            bind: loopback,
+            admin_bind: loopback,
+            caller_port: 0,
+        },
         link: None,
-        duration: Duration::from_secs(60),
-        warmup: Duration::from_secs(10),
-        warmup_ramp: Duration::from_secs(5),
-        rounds: 1,
-        delay: Duration::from_millis(500),
-        jitter: Duration::ZERO,
-        items: 10,
-        request_bytes: 0,
-        shape: payload::Shape::Order,
-        fanout: 1,
-        timeout: Duration::from_secs(30),
-        max_in_flight: 10_000,
-        load_threads: None,
-        connections: 0,
-        sample_interval: Duration::from_millis(250),
-        grpc_connections: 1,
-        rest_http2: false,
-        bind: std::net::IpAddr::from([127, 0, 0, 1]),
-        admin_bind: std::net::IpAddr::from([127, 0, 0, 1]),
-        caller_port: 0,
-        out: PathBuf::from("results"),
-        label: None,
-        quiet: true,
-        json: false,
-        plan_qps: None,
-        tls: crate::config::TlsMode::None,
-        compression: crate::config::Compression::None,
-        tls_files: None,
+        hop: Hop {
+            grpc_connections: 1,
+            rest_http2: false,
+            tls: crate::config::TlsMode::None,
+            compression: crate::config::Compression::None,
+        },
+        output: Output { out: PathBuf::from("results"), label: None, quiet: true, json: false, plan_qps: None },
     }
 }
 
@@ -194,7 +199,7 @@ pub fn both(rounds: u32, grpc_scale: f64, rest_scale: f64) -> (RunResult, RunRes
     const WOBBLE: [f64; 6] = [0.0, 1.0, -1.0, 0.5, -0.5, 0.8];
     let arm = |transport: Transport, scale: f64, phase: usize| {
         let mut run = run(transport, scale);
-        run.config.rounds = rounds;
+        run.config.load.rounds = rounds;
         run.rounds = (1..=rounds)
             .map(|k| {
                 let w = WOBBLE[(k as usize + phase) % WOBBLE.len()];

@@ -61,7 +61,7 @@ fn both_writes_two_arms_a_comparison_and_compare_reproduces_it() {
     assert_ne!(arms[0].tiers[&TierName::Caller].pid, arms[1].tiers[&TierName::Caller].pid);
     assert_ne!(arms[0].tiers[&TierName::Downstream].pid, arms[1].tiers[&TierName::Downstream].pid);
     for run in &arms {
-        assert!(run.config.fresh_tiers);
+        assert!(run.config.load.fresh_tiers);
         for tier in [TierName::Caller, TierName::Downstream] {
             let pids: Vec<u32> = run.rounds.iter().map(|r| r.pids[&tier]).collect();
             assert_eq!(Some(pids[0]), run.tiers[&tier].pid, "{tier}: {pids:?}");
@@ -142,7 +142,7 @@ fn compare_refuses_what_is_not_a_run_folder_and_warns_on_different_setups() {
     let out = dir.join("runs");
     let a = harness::testing::run(caller::Transport::Grpc, 1.0);
     let mut b = harness::testing::run(caller::Transport::Rest, 1.0);
-    b.config.qps = 200.0;
+    b.config.load.qps = 200.0;
     b.environment.build_profile = "debug".into();
     let fa = harness::export::write_run(&a, &out).unwrap();
     let fb = harness::export::write_run(&b, &out).unwrap();
@@ -191,7 +191,7 @@ fn front_hop_bytes_per_request_agree_across_arms_and_rounds() {
         let run: RunResult =
             serde_json::from_slice(&std::fs::read(folder.join(arm).join("run.json")).unwrap()).unwrap();
         // --reuse-tiers: every round on the arm's one set of processes.
-        assert!(!run.config.fresh_tiers);
+        assert!(!run.config.load.fresh_tiers);
         assert!(run.rounds.iter().all(|r| r.pids == run.rounds[0].pids), "{arm}");
         for r in &run.rounds {
             let front = &r.bytes.front;

@@ -85,7 +85,7 @@ fn throughput_mode_against_the_downstream_writes_a_valid_run_folder() {
     let folder = run_folder(&out);
     assert!(folder.file_name().unwrap().to_string_lossy().ends_with("-rest-2conn"));
     let run = load(&folder);
-    assert!(run.config.closed_loop);
+    assert!(run.config.load.closed_loop);
     assert!(!run.tiers.contains_key(&TierName::Caller), "no caller in the two-tier topology");
     let r = &run.rounds[0];
     assert!(r.requests.ok > 20 && r.requests.error_total() == 0, "{:?}", r.requests);

@@ -193,8 +193,8 @@ fn the_compose_harness_arguments_are_valid_harness_flags() {
     args[at + 1] = out.to_string_lossy().into_owned();
     let cli = Cli::try_parse_from(std::iter::once("harness".to_owned()).chain(args)).unwrap();
     let plan = harness::config::Plan::from_args(&cli.run).unwrap();
-    assert_eq!(plan.config.remote.caller_url.len(), 2, "one caller per arm");
-    assert!(plan.config.remote.downstream_admin.is_some());
+    assert_eq!(plan.config.deploy.remote.caller_url.len(), 2, "one caller per arm");
+    assert!(plan.config.deploy.remote.downstream_admin.is_some());
     let _ = std::fs::remove_dir_all(&out);
 }
 

@@ -39,8 +39,8 @@ fn a_non_loopback_bind_warns_records_and_keeps_admin_on_loopback() {
 
     let folder = run_folder(&out);
     let run = load(&folder);
-    assert_eq!(run.config.bind.to_string(), "0.0.0.0");
-    assert_eq!(run.config.admin_bind.to_string(), "127.0.0.1");
+    assert_eq!(run.config.deploy.bind.to_string(), "0.0.0.0");
+    assert_eq!(run.config.deploy.admin_bind.to_string(), "127.0.0.1");
     let report = std::fs::read_to_string(folder.join("report.md")).unwrap();
     assert!(report.contains("**Listening beyond loopback**") && report.contains("0.0.0.0"), "{report}");
     let _ = std::fs::remove_dir_all(&out);

@@ -24,7 +24,7 @@ fn check(name: &str, actual: &str) {
 /// gRPC: two clean rounds whose latency differs by 20 ms (noisy).
 fn grpc() -> RunResult {
     let mut run = testing::run(Transport::Grpc, 1.0);
-    run.config.rounds = 2;
+    run.config.load.rounds = 2;
     run.rounds = vec![testing::round(1, 500.0, 1.0), testing::round(2, 520.0, 1.0)];
     run.validity = harness::judge::validity(&run);
     run
@@ -33,7 +33,7 @@ fn grpc() -> RunResult {
 /// REST: two steady rounds, each with timeouts and 40% of the target achieved.
 fn rest() -> RunResult {
     let mut run = testing::run(Transport::Rest, 1.0);
-    run.config.rounds = 2;
+    run.config.load.rounds = 2;
     run.rounds = vec![testing::round(1, 520.0, 2.5), testing::round(2, 521.0, 2.5)];
     run.validity = harness::judge::validity(&run);
     run

@@ -51,7 +51,7 @@ fn a_short_run_sends_qps_times_duration_and_writes_every_file() {
         let run = load(&folder);
         assert_eq!(run.status, RunStatus::Complete);
         // The warm-up's first half ramps up to the rate, and the report says so.
-        assert_eq!(run.config.warmup_ramp, Duration::from_millis(250));
+        assert_eq!(run.config.load.warmup_ramp, Duration::from_millis(250));
         let report = std::fs::read_to_string(folder.join("report.md")).unwrap();
         assert!(report.contains("| warm-up | 500ms, the rate rising from zero over the first 250ms |"), "{report}");
         assert_eq!(run.environment.build_profile, "debug");

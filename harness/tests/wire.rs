@@ -46,8 +46,8 @@ fn mtls_and_gzip_on_both_arms_are_measured_reported_and_rerun() {
     }
     for (arm, alpn) in [("grpc", "ALPN h2"), ("rest", "ALPN http/1.1")] {
         let run = run_json(&folder, arm);
-        assert_eq!(run.config.tls.as_str(), "mtls");
-        assert_eq!(run.config.compression.as_str(), "gzip");
+        assert_eq!(run.config.hop.tls.as_str(), "mtls");
+        assert_eq!(run.config.hop.compression.as_str(), "gzip");
         let r = &run.rounds[0];
         assert!(r.requests.ok > 0 && r.requests.ok == r.requests.sent, "{arm}: {:?}", r.requests);
         // Handshakes happen as connections open; the negotiation is recorded

@@ -25,7 +25,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::config::{Plan, RunArgs};
+use crate::config::{OutputArgs, Plan, RunArgs, TlsFiles};
 use crate::export::files::TimeseriesFile;
 use crate::export::timeseries;
 use crate::judge::gate::{self, Gate};
@@ -74,22 +74,24 @@ pub fn main() -> ExitCode {
         Some(Command::Rerun(args)) => return ExitCode::from(rerun::rerun(&args)),
         None => {}
     }
-    let plan =
-        match Plan::from_args(&cli.run).and_then(|p| crate::measure::environment::check_open_files(&p).map(|()| p)) {
-            Ok(plan) => plan,
-            Err(e) => {
-                eprintln!("harness: {e}");
-                return ExitCode::from(EXIT_USAGE);
-            }
-        };
-    let gates = match Gates::from_args(&cli.run, &plan) {
+    let checked = Plan::from_args(&cli.run)
+        .and_then(|p| crate::measure::environment::check_open_files(&p).map(|()| p))
+        .and_then(|p| crate::export::files::check_out(&p.config.output.out, p.expected_output_bytes()).map(|()| p));
+    let plan = match checked {
+        Ok(plan) => plan,
+        Err(e) => {
+            eprintln!("harness: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let gates = match Gates::from_args(&cli.run.output, &plan) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("harness: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let Some(runtime) = runtime("harness", Some(cli.run.load_threads)) else { return ExitCode::from(EXIT_FAILED) };
+    let Some(runtime) = runtime("harness", Some(cli.run.load.load_threads)) else { return ExitCode::from(EXIT_FAILED) };
     ExitCode::from(runtime.block_on(measure_main(plan, gates)))
 }
 
@@ -101,7 +103,7 @@ pub struct Gates {
 }
 
 impl Gates {
-    pub fn from_args(args: &RunArgs, plan: &Plan) -> Result<Gates, String> {
+    pub fn from_args(args: &OutputArgs, plan: &Plan) -> Result<Gates, String> {
         let gates = Gates::parse(&args.fail_if, args.fail_on_invalid, &plan.arms)?;
         if plan.is_sweep() && (!gates.fail_if.is_empty() || gates.fail_on_invalid) {
             return Err("--fail-if and --fail-on-invalid go with one rate, not a sweep".into());
@@ -135,7 +137,7 @@ impl Gates {
 }
 
 async fn measure_main(plan: Plan, gates: Gates) -> u8 {
-    if !crate::result::optimising(crate::measure::environment::OPT_LEVEL) && !plan.config.quiet {
+    if !crate::result::optimising(crate::measure::environment::OPT_LEVEL) && !plan.config.output.quiet {
         eprintln!(
             "\n  WARNING: this harness was built without optimisation (opt-level {}). Figures from it are\n  \
              not representative and every output is flagged. Use: cargo run --release -p harness -- ...\n",
@@ -160,19 +162,18 @@ async fn measure_main(plan: Plan, gates: Gates) -> u8 {
     }
 }
 
-/// `plan` with its TLS certificates made and written into the run folder at
-/// `dir` (unchanged without `--tls` / `--mtls`).
-fn with_tls(plan: &Plan, dir: &Path) -> Result<Plan, String> {
-    let mut plan = plan.clone();
-    let mode = plan.config.tls;
-    if mode.is_on() {
-        let material = crate::tiers::tls::generate(plan.config.bind, mode == crate::config::TlsMode::Mtls)
-            .map_err(|e| e.to_string())?;
-        let tls_dir = crate::export::files::write_tls(dir, &material)
-            .map_err(|e| format!("writing the run's certificates under {}: {e}", dir.display()))?;
-        plan.config.tls_files = Some(crate::tiers::tls::at(&tls_dir, &material));
+/// The run's TLS certificates, made and written into the run folder at
+/// `dir` (none without `--tls` / `--mtls`).
+fn tls_files(plan: &Plan, dir: &Path) -> Result<Option<TlsFiles>, String> {
+    let mode = plan.config.hop.tls;
+    if !mode.is_on() {
+        return Ok(None);
     }
-    Ok(plan)
+    let material = crate::tiers::tls::generate(plan.config.deploy.bind, mode == crate::config::TlsMode::Mtls)
+        .map_err(|e| e.to_string())?;
+    let tls_dir = crate::export::files::write_tls(dir, &material)
+        .map_err(|e| format!("writing the run's certificates under {}: {e}", dir.display()))?;
+    Ok(Some(crate::tiers::tls::at(&tls_dir, &material)))
 }
 
 /// Ctrl-C (SIGINT) and SIGTERM (what `timeout`, CI cancel and `docker stop`

@@ -59,8 +59,8 @@ pub fn plan(args: &RerunArgs) -> Result<(Plan, Gates, Vec<RunResult>), String> {
         let mut step = if rates.is_empty() { plan.arm(run.config.transport) } else { sweep_step(&plan, run) };
         // A run from before --load-threads ran one worker per core; this build
         // runs its default, which `rerun` says.
-        if run.config.load_threads.is_none() {
-            step.load_threads = None;
+        if run.config.load.load_threads.is_none() {
+            step.load.load_threads = None;
         }
         if step != run.config {
             return Err(format!(
@@ -71,7 +71,7 @@ pub fn plan(args: &RerunArgs) -> Result<(Plan, Gates, Vec<RunResult>), String> {
             ));
         }
     }
-    let gates = Gates::from_args(&cli.run, &plan)?;
+    let gates = Gates::from_args(&cli.run.output, &plan)?;
     Ok((plan, gates, runs))
 }
 
@@ -90,7 +90,7 @@ fn sweep_rates(c: &Capacity) -> Vec<f64> {
 
 /// The configuration the rerun's plan gives `run`'s arm at `run`'s step.
 fn sweep_step(plan: &Plan, run: &RunResult) -> crate::config::Config {
-    plan.step(run.config.qps, &plan.arms).arm(run.config.transport)
+    plan.step(run.config.load.qps, &plan.arms).arm(run.config.transport)
 }
 
 /// What differs between the saved environment and this one, one line each.
@@ -130,7 +130,7 @@ pub fn rerun(args: &RerunArgs) -> u8 {
     for c in &changes {
         eprintln!("harness rerun: environment differs: {c}");
     }
-    let threads = runs[0].config.load_threads;
+    let threads = runs[0].config.load.load_threads;
     if threads.is_none() {
         eprintln!(
             "harness rerun: the saved run did not record --load-threads (its harness ran one worker per core); this \

@@ -14,24 +14,24 @@ use crate::run::interrupt::Interrupt;
 pub async fn single_main(plan: &Plan, interrupt: &Interrupt, gates: &super::Gates) -> u8 {
     let cfg = &plan.config;
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-    let load = if cfg.closed_loop { format!("{}conn", cfg.connections) } else { qps_part(cfg.qps) };
-    let name = folder_name(&started_at, &plan.transport_name(), &load, cfg.label.as_deref());
-    let folder = match RunFolder::create(&cfg.out, &name) {
+    let load = if cfg.load.closed_loop { format!("{}conn", cfg.load.connections) } else { qps_part(cfg.load.qps) };
+    let name = folder_name(&started_at, &plan.transport_name(), &load, cfg.output.label.as_deref());
+    let folder = match RunFolder::create(&cfg.output.out, &name) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("harness: creating the run folder under {}: {e}", cfg.out.display());
+            eprintln!("harness: creating the run folder under {}: {e}", cfg.output.out.display());
             return EXIT_FAILED;
         }
     };
-    let plan = &match super::with_tls(plan, folder.path()) {
-        Ok(p) => p,
+    let tls = match super::tls_files(plan, folder.path()) {
+        Ok(tls) => tls,
         Err(e) => {
             eprintln!("harness: {e}");
             return EXIT_FAILED;
         }
     };
     let sink = timeseries_sink(&folder.path().join("timeseries.csv"), plan);
-    let runs = match crate::run::run(plan, started_at, interrupt, sink).await {
+    let runs = match crate::run::run(plan, tls.as_ref(), started_at, interrupt, sink).await {
         Ok(r) => r,
         Err(e) => {
             folder.discard();
@@ -45,13 +45,13 @@ pub async fn single_main(plan: &Plan, interrupt: &Interrupt, gates: &super::Gate
         Ok(f) => Some(f),
         Err(e) => {
             // The unfinished folder removed itself (RunFolder's drop).
-            eprintln!("harness: writing the run folder under {}: {e}; nothing was kept", cfg.out.display());
+            eprintln!("harness: writing the run folder under {}: {e}; nothing was kept", cfg.output.out.display());
             None
         }
     };
-    if cfg.json {
+    if cfg.output.json {
         println!("{}", summary::json(&runs, folder.as_deref()));
-    } else if !cfg.quiet {
+    } else if !cfg.output.quiet {
         print!("{}", summary::text(&runs, folder.as_deref(), std::io::stdout().is_terminal()));
     }
     let code = exit_code(runs.first().map_or(RunStatus::Aborted, |r| r.status), folder.is_some());

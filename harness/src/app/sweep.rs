@@ -13,7 +13,7 @@ use caller::Transport;
 
 use super::exit::{EXIT_FAILED, exit_code};
 use super::{report_abort, timeseries_sink};
-use crate::config::{PayloadAxis, PayloadSweep, Plan};
+use crate::config::{PayloadAxis, PayloadSweep, Plan, TlsFiles};
 use crate::export::files::{RunFolder, write_capacity, write_payload, write_results};
 use crate::export::markdown::{num, shape};
 use crate::export::{capacity, folder_name, payload, qps_part};
@@ -22,22 +22,21 @@ use crate::judge::payload::{ArmPayload, PayloadInterruption, PayloadReport};
 use crate::result::{RunResult, RunStatus};
 use crate::run::interrupt::Interrupt;
 
-/// A new sweep folder named for its `load`; `None` (said on stderr) if it
-/// cannot be created.
-/// The sweep's folder, and the plan with the run's TLS certificates (written
-/// into the folder) when the internal hop uses TLS.
-fn create_folder(plan: &Plan, started_at: &str, load: &str) -> Option<(RunFolder, Plan)> {
+/// A new sweep folder named for its `load`, and the run's TLS certificates
+/// (written into the folder) when the internal hop uses TLS; `None` (said on
+/// stderr) if either cannot be made.
+fn create_folder(plan: &Plan, started_at: &str, load: &str) -> Option<(RunFolder, Option<TlsFiles>)> {
     let cfg = &plan.config;
-    let name = folder_name(started_at, &plan.transport_name(), load, cfg.label.as_deref());
-    let folder = match RunFolder::create(&cfg.out, &name) {
+    let name = folder_name(started_at, &plan.transport_name(), load, cfg.output.label.as_deref());
+    let folder = match RunFolder::create(&cfg.output.out, &name) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("harness: creating the sweep folder under {}: {e}", cfg.out.display());
+            eprintln!("harness: creating the sweep folder under {}: {e}", cfg.output.out.display());
             return None;
         }
     };
-    match super::with_tls(plan, folder.path()) {
-        Ok(p) => Some((folder, p)),
+    match super::tls_files(plan, folder.path()) {
+        Ok(tls) => Some((folder, tls)),
         Err(e) => {
             eprintln!("harness: {e}");
             None
@@ -52,8 +51,8 @@ pub async fn sweep_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let (first, last) = (plan.rates[0], plan.rates[plan.rates.len() - 1]);
     let load = format!("sweep-{}-{}", first, qps_part(last));
-    let Some((folder, plan)) = create_folder(plan, &started_at, &load) else { return EXIT_FAILED };
-    let (plan, cfg) = (&plan, &plan.config);
+    let Some((folder, tls)) = create_folder(plan, &started_at, &load) else { return EXIT_FAILED };
+    let cfg = &plan.config;
     let mut arms: Vec<ArmCapacity> = plan
         .arms
         .iter()
@@ -75,14 +74,15 @@ pub async fn sweep_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
         }
         let (step_plan, name) = (plan.step(rate, &active), step_name(rate));
         let what = format!("{rate} req/s");
-        let Some(runs) = run_step(&step_plan, &name, &what, folder.path(), &started_at, interrupt).await else {
+        let Some(runs) = run_step(&step_plan, tls.as_ref(), &name, &what, folder.path(), &started_at, interrupt).await
+        else {
             last_status = RunStatus::Aborted;
             break;
         };
         if run_shape.is_empty() {
             run_shape = shape(&runs[0]);
         }
-        record_step(&mut arms, &runs, rate, plan.config.slo_p99.as_secs_f64() * 1e3);
+        record_step(&mut arms, &runs, rate, plan.config.load.slo_p99.as_secs_f64() * 1e3);
         last_status = runs.first().map_or(RunStatus::Aborted, |r| r.status);
         if last_status != RunStatus::Complete {
             break;
@@ -96,8 +96,12 @@ pub async fn sweep_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
     last_status = sweep_status(last_status, interrupt.is_stopped());
     let interrupted = (last_status == RunStatus::Interrupted)
         .then(|| Interruption { reason: interrupt.reason(), not_run_qps: not_run(&plan.rates, &arms) });
-    let capacity =
-        Capacity { offered_qps: plan.rates.clone(), slo_p99_ms: cfg.slo_p99.as_secs_f64() * 1e3, arms, interrupted };
+    let capacity = Capacity {
+        offered_qps: plan.rates.clone(),
+        slo_p99_ms: cfg.load.slo_p99.as_secs_f64() * 1e3,
+        arms,
+        interrupted,
+    };
     let setup =
         if run_shape.is_empty() { String::new() } else { format!("offered {first} … {last} req/s, {run_shape}") };
     let written = write_capacity(folder.path(), &capacity, &setup);
@@ -119,15 +123,15 @@ fn finish(
         Ok(p) => Some(p),
         Err(e) => {
             // The unfinished folder removed itself (RunFolder's drop).
-            eprintln!("harness: writing the sweep folder under {}: {e}; nothing was kept", cfg.out.display());
+            eprintln!("harness: writing the sweep folder under {}: {e}; nothing was kept", cfg.output.out.display());
             None
         }
     };
-    if cfg.json {
+    if cfg.output.json {
         json["folder"] = serde_json::json!(path);
         json["status"] = serde_json::json!(status);
         println!("{json}");
-    } else if !cfg.quiet {
+    } else if !cfg.output.quiet {
         print!("{text}");
         if let Some(p) = &path {
             println!("written to {}", p.display());
@@ -145,6 +149,7 @@ fn step_name(rate: f64) -> String {
 /// writes it; `None` when its tiers could not be started.
 async fn run_step(
     step_plan: &Plan,
+    tls: Option<&TlsFiles>,
     name: &str,
     what: &str,
     sweep_folder: &Path,
@@ -154,11 +159,11 @@ async fn run_step(
     let dir = sweep_folder.join(name);
     let sink =
         std::fs::create_dir_all(&dir).ok().and_then(|()| timeseries_sink(&dir.join("timeseries.csv"), step_plan));
-    if !step_plan.config.quiet {
+    if !step_plan.config.output.quiet {
         let arms: Vec<&str> = step_plan.arms.iter().map(|t| t.as_str()).collect();
         eprintln!("sweep: {what} ({})", arms.join(", "));
     }
-    let runs = match crate::run::run(step_plan, started_at.to_owned(), interrupt, sink).await {
+    let runs = match crate::run::run(step_plan, tls, started_at.to_owned(), interrupt, sink).await {
         Ok(r) => r,
         Err(e) => {
             eprintln!("harness: step {what}: {e:#}");
@@ -202,12 +207,11 @@ async fn payload_sweep(plan: &Plan, sweep: &PayloadSweep, interrupt: &Interrupt)
     let cfg = &plan.config;
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let (axis, sizes) = (sweep.axis, &sweep.sizes);
-    let rate = if cfg.closed_loop { format!("{}conn", cfg.connections) } else { qps_part(cfg.qps) };
+    let rate = if cfg.load.closed_loop { format!("{}conn", cfg.load.connections) } else { qps_part(cfg.load.qps) };
     let what = if axis == PayloadAxis::Items { "items" } else { "bytes" };
     let load = format!("{what}-{}-{}-{rate}", sizes[0], sizes[sizes.len() - 1]);
-    let Some((folder, plan)) = create_folder(plan, &started_at, &load) else { return EXIT_FAILED };
-    let (plan, cfg) = (&plan, &plan.config);
-    let slo_ms = cfg.slo_p99.as_secs_f64() * 1e3;
+    let Some((folder, tls)) = create_folder(plan, &started_at, &load) else { return EXIT_FAILED };
+    let slo_ms = cfg.load.slo_p99.as_secs_f64() * 1e3;
     let mut arms: Vec<ArmPayload> =
         plan.arms.iter().map(|&transport| ArmPayload { transport, steps: Vec::new() }).collect();
     let mut last_status = RunStatus::Complete;
@@ -217,7 +221,8 @@ async fn payload_sweep(plan: &Plan, sweep: &PayloadSweep, interrupt: &Interrupt)
         }
         let (step_plan, name) = (plan.payload_step(axis, size), payload_step_name(axis, size));
         let what = format!("{size} {}", axis.unit());
-        let Some(runs) = run_step(&step_plan, &name, &what, folder.path(), &started_at, interrupt).await else {
+        let Some(runs) = run_step(&step_plan, tls.as_ref(), &name, &what, folder.path(), &started_at, interrupt).await
+        else {
             last_status = RunStatus::Aborted;
             break;
         };
@@ -238,36 +243,36 @@ async fn payload_sweep(plan: &Plan, sweep: &PayloadSweep, interrupt: &Interrupt)
     });
     let report = PayloadReport {
         axis,
-        shape: cfg.shape,
+        shape: cfg.work.shape,
         sizes: sizes.clone(),
-        qps: cfg.qps,
+        qps: cfg.load.qps,
         slo_p99_ms: slo_ms,
         arms,
         interrupted,
     };
-    let load_text = if cfg.closed_loop {
-        format!("closed loop, {} connections", cfg.connections)
+    let load_text = if cfg.load.closed_loop {
+        format!("closed loop, {} connections", cfg.load.connections)
     } else {
-        format!("{} req/s", cfg.qps)
+        format!("{} req/s", cfg.load.qps)
     };
     let mut setup = format!(
         "{} at {load_text}, {} ms delay, {} records, fan-out {}; {} from {} to {}",
         plan.arms.iter().map(|t| t.title()).collect::<Vec<_>>().join(" vs "),
-        cfg.delay.as_millis(),
-        cfg.shape,
-        cfg.fanout,
+        cfg.work.delay.as_millis(),
+        cfg.work.shape,
+        cfg.work.fanout,
         axis.unit(),
         sizes[0],
         sizes[sizes.len() - 1]
     );
     match axis {
-        PayloadAxis::Items if cfg.request_bytes > 0 => {
-            setup.push_str(&format!(", {} B uploaded per call", cfg.request_bytes));
+        PayloadAxis::Items if cfg.work.request_bytes > 0 => {
+            setup.push_str(&format!(", {} B uploaded per call", cfg.work.request_bytes));
         }
-        PayloadAxis::RequestBytes => setup.push_str(&format!(", {} items per response", cfg.items)),
+        PayloadAxis::RequestBytes => setup.push_str(&format!(", {} items per response", cfg.work.items)),
         PayloadAxis::Items => {}
     }
-    if let Some(label) = &cfg.label {
+    if let Some(label) = &cfg.output.label {
         setup.push_str(&format!(" ({label})"));
     }
     setup.push('.');

@@ -4,9 +4,65 @@
 
 use std::time::Duration;
 
+use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, bad};
+use super::{ConfigError, Deploy, Flags, Isolation, TargetTier, bad};
+
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "A link between the tiers")]
+pub struct LinkArgs {
+    /// Put a link with a round-trip time and a rate on a hop:
+    /// `rtt=10ms,rate=1gbit` (rate in bit, kbit, mbit or gbit; either part
+    /// may be left out) or a profile: `lan` (1ms, 1gbit), `dc` (2ms, 10gbit),
+    /// `wan` (40ms, 100mbit). Made by a user-space emulator (a loopback TCP
+    /// relay process), because the kernel here has no netem.
+    #[arg(long)]
+    pub link: Option<String>,
+    /// Which hop the link is on: `internal` (caller → downstream), `front`
+    /// (harness → caller) or `both` (a link of its own on each).
+    #[arg(long, value_enum, default_value_t = LinkHop::Internal)]
+    pub link_hop: LinkHop,
+}
+
+impl LinkArgs {
+    /// `--link` and `--link-hop`, and the topologies a link goes with: the
+    /// emulator is a relay process the harness starts on loopback in front of
+    /// a tier it started itself.
+    pub fn check(&self, deploy: &Deploy) -> Result<Option<Link>, ConfigError> {
+        let Some(text) = self.link.as_deref() else {
+            if self.link_hop != LinkHop::Internal {
+                return Err(bad("--link-hop", "goes with --link (there is no link to place)"));
+            }
+            return Ok(None);
+        };
+        let conflicts = [
+            ("--caller-url", !deploy.remote.caller_url.is_empty()),
+            ("--downstream-url", deploy.downstream_url.is_some()),
+            ("--isolation", deploy.isolation == Isolation::Containers),
+            ("--target", deploy.target != TargetTier::Caller),
+            ("--proxy", deploy.proxy.is_some()),
+            ("--bind", deploy.bind != std::net::IpAddr::from([127, 0, 0, 1])),
+        ];
+        if let Some((flag, _)) = conflicts.iter().find(|(_, given)| *given) {
+            return Err(bad(
+                flag,
+                "does not go with --link: the link is a user-space relay the harness starts on loopback between \
+                 the caller and the downstream (or the harness and the caller) it starts itself as local processes, \
+                 with no proxy; leave out --link or this flag",
+            ));
+        }
+        parse_link(text, self.link_hop).map(Some)
+    }
+}
+
+/// The link's part of the command line `harness rerun` replays.
+pub fn replay(link: Option<&Link>, flags: &mut Flags) {
+    if let Some(link) = link {
+        flags.flag("--link", link.arg());
+        flags.flag("--link-hop", link.hop.as_str());
+    }
+}
 
 /// The longest round-trip time a link may add.
 const MAX_RTT: Duration = Duration::from_secs(10);

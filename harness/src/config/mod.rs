@@ -1,29 +1,55 @@
 //! What a run is asked to do: the one validated [`Config`] (and [`Plan`] of
 //! arms and rates) that the flags become before anything starts
-//! (hyperfine's `Options::from_cli_arguments` habit). The flags themselves and
-//! their validation live in [`args`]; the rest of the harness never sees clap.
+//! (hyperfine's `Options::from_cli_arguments` habit). The rest of the harness
+//! never sees clap.
 //!
-//! This module depends on nothing else in the harness.
+//! Each subject owns one file, whole: its flags (a clap `Args` flattened
+//! into [`RunArgs`] under a help heading), its validated section of
+//! [`Config`], its checks, its part of the command line `harness rerun`
+//! replays, and the flags it gives each tier:
+//!
+//! | file | subject |
+//! |---|---|
+//! | `arms.rs` | `--transport`, `--baseline` |
+//! | `load.rs` | the schedule and rounds: `--qps`, `--duration`, `--rounds`, … |
+//! | `work.rs` | what each request asks of the tiers: `--delay`, `--items`, … |
+//! | `deploy/` | where the tiers run: `--target`, remote URLs, containers, proxy, bind |
+//! | `link.rs` | `--link`, `--link-hop` |
+//! | `hop.rs` | the internal hop's TLS, compression, connections, h2c |
+//! | `output.rs` | `--out`, `--label`, `--quiet`, `--json`, `--plan-qps`, gates |
+//!
+//! `args.rs` puts them together. This module depends on nothing else in the
+//! harness.
 
 mod args;
+mod arms;
 mod deploy;
+pub mod hop;
 mod link;
+mod load;
+mod output;
+mod plan;
 mod rates;
-pub mod tls;
+#[cfg(test)]
+mod tests;
+mod work;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use caller::Transport;
-use payload::Shape;
 use serde::{Deserialize, Serialize};
 
-pub use args::{DEFAULT_LOAD_THREADS, RunArgs, TransportArg, command_line};
-pub use deploy::{Isolation, Remote, TierLimits};
+pub use args::{RunArgs, command_line};
+pub use arms::TransportArg;
+pub use deploy::{Deploy, Isolation, ProxyHop, ProxyKind, Remote, TargetTier, TierLimits};
+pub use hop::{Hop, TlsFiles, TlsMode};
 pub use link::{Link, LinkHop, PROFILES as LINK_PROFILES, rate_text};
+pub use load::{DEFAULT_LOAD_THREADS, Load};
+pub use output::{Output, OutputArgs};
+pub use plan::{Plan, arm_dirs, compared_order, recorded_baseline};
 pub use rates::parse_rates;
 pub use telemetry::Compression;
-pub use tls::{TlsFiles, TlsMode};
+pub use work::{PayloadAxis, PayloadSweep, Work};
 
 /// A flag that cannot be used, with the fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,264 +63,9 @@ pub(crate) fn bad(flag: &'static str, problem: impl Into<String>) -> ConfigError
     ConfigError { flag, problem: problem.into() }
 }
 
-/// Which tier the harness sends its load to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TargetTier {
-    Caller,
-    Downstream,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProxyKind {
-    Nginx,
-    Caddy,
-}
-
-/// Which hop the proxy sits on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProxyHop {
-    /// caller → proxy → downstream.
-    Internal,
-    /// harness → proxy → caller.
-    Front,
-}
-
-impl TargetTier {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TargetTier::Caller => "caller",
-            TargetTier::Downstream => "downstream",
-        }
-    }
-}
-
-impl ProxyHop {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProxyHop::Internal => "internal",
-            ProxyHop::Front => "front",
-        }
-    }
-}
-
-impl ProxyKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProxyKind::Nginx => "nginx",
-            ProxyKind::Caddy => "caddy",
-        }
-    }
-
-    /// The Debian package that provides the binary.
-    pub fn package(self) -> &'static str {
-        self.as_str()
-    }
-}
-
-/// What a payload sweep varies: the records per response (`--items`) or the
-/// upload per request (`--request-bytes`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PayloadAxis {
-    Items,
-    RequestBytes,
-}
-
-impl PayloadAxis {
-    /// The flag that gives the sizes.
-    pub fn flag(self) -> &'static str {
-        match self {
-            PayloadAxis::Items => "--items",
-            PayloadAxis::RequestBytes => "--request-bytes",
-        }
-    }
-
-    /// What one size counts, for axes and tables.
-    pub fn unit(self) -> &'static str {
-        match self {
-            PayloadAxis::Items => "items per response",
-            PayloadAxis::RequestBytes => "request body bytes",
-        }
-    }
-
-    /// The size of this axis in `config`.
-    pub fn of(self, config: &Config) -> u32 {
-        match self {
-            PayloadAxis::Items => config.items,
-            PayloadAxis::RequestBytes => config.request_bytes,
-        }
-    }
-}
-
-/// A payload sweep: one full measured step per size, at one rate.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PayloadSweep {
-    pub axis: PayloadAxis,
-    /// Strictly increasing.
-    pub sizes: Vec<u32>,
-}
-
-/// A validated run: the shared configuration and the arms (transports) to
-/// measure with it, in the order of their first round.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
-    pub config: Config,
-    pub arms: Vec<Transport>,
-    /// The offered rates: one for a single run, several for a sweep (empty in
-    /// closed-loop mode).
-    pub rates: Vec<f64>,
-    /// A payload sweep (`--items 1,10,100` or `--request-bytes` as a list);
-    /// never together with several rates.
-    pub payload: Option<PayloadSweep>,
-}
-
-impl Plan {
-    /// True for a sweep over several rates or payload sizes.
-    pub fn is_sweep(&self) -> bool {
-        self.rates.len() > 1 || self.payload.is_some()
-    }
-
-    /// The plan of one step of a sweep, over the given arms.
-    pub fn step(&self, qps: f64, arms: &[Transport]) -> Plan {
-        Plan { config: Config { qps, ..self.config.clone() }, arms: arms.to_vec(), rates: vec![qps], payload: None }
-    }
-
-    /// The plan of one step of a payload sweep: every arm at `size`.
-    pub fn payload_step(&self, axis: PayloadAxis, size: u32) -> Plan {
-        let mut config = self.config.clone();
-        match axis {
-            PayloadAxis::Items => config.items = size,
-            PayloadAxis::RequestBytes => config.request_bytes = size,
-        }
-        Plan { config, arms: self.arms.clone(), rates: self.rates.clone(), payload: None }
-    }
-
-    /// The configuration of one arm.
-    pub fn arm(&self, transport: Transport) -> Config {
-        Config { transport, ..self.config.clone() }
-    }
-
-    /// The order in which (arm, 0-based round) pairs run. With two arms the
-    /// order is counterbalanced (A B, B A, A B, …) so that drift on a shared
-    /// machine hits both arms equally, linear drift cancelling out.
-    pub fn order(&self) -> Vec<(usize, u32)> {
-        let n = self.arms.len();
-        (0..self.config.rounds)
-            .flat_map(|r| {
-                let arms: Vec<usize> = if r % 2 == 1 { (0..n).rev().collect() } else { (0..n).collect() };
-                arms.into_iter().map(move |a| (a, r))
-            })
-            .collect()
-    }
-
-    /// How long the load runs in all: every arm's warm-up (one per round with
-    /// fresh tiers), every re-warm after an arm switch, and every round.
-    pub fn load_duration(&self) -> Duration {
-        let c = &self.config;
-        let arms = self.arms.len() as u32;
-        if c.fresh_tiers {
-            return (c.warmup + c.duration) * c.rounds * arms;
-        }
-        let order = self.order();
-        let switches = order.windows(2).filter(|w| w[0].0 != w[1].0).count() as u32;
-        // The first switch to each arm but the first is covered by its warm-up.
-        let rewarms = switches.saturating_sub(arms.saturating_sub(1));
-        (c.warmup + c.duration * c.rounds) * arms + c.rewarm() * rewarms
-    }
-
-    /// The arm and step that needs the most open files: every arm at the
-    /// highest rate of a sweep (a step that would not fit is refused before
-    /// the first one runs, never reported as the knee).
-    pub fn busiest(&self) -> Config {
-        let rates: Vec<Option<f64>> =
-            if self.rates.is_empty() { vec![None] } else { self.rates.iter().copied().map(Some).collect() };
-        let configs = self
-            .arms
-            .iter()
-            .flat_map(|t| rates.iter().map(move |q| Config { qps: q.unwrap_or(self.config.qps), ..self.arm(*t) }));
-        configs.max_by_key(Config::expected_open_files).unwrap_or_else(|| self.config.clone())
-    }
-
-    /// About how many bytes the run folder takes, generously: every sample
-    /// appears in `run.json`, `timeseries.csv` and the charts, and each arm
-    /// (of each step) has its reports, histograms and charts. Checked against
-    /// the free space of `--out` before anything starts.
-    pub fn expected_output_bytes(&self) -> u64 {
-        const PER_ROW: u64 = 512;
-        // Five latency histograms at five significant digits, base64.
-        const PER_ROUND: u64 = 128 << 10;
-        const PER_ARM: u64 = 512 << 10;
-        const PER_FOLDER: u64 = 512 << 10;
-        let c = &self.config;
-        let sizes = self.payload.as_ref().map_or(1, |p| p.sizes.len());
-        let (steps, arms) = ((self.rates.len().max(1) * sizes) as u64, self.arms.len() as u64);
-        // Samples are taken over the whole run, every arm's time included.
-        let run = (c.warmup + c.duration * c.rounds).as_secs_f64() * arms as f64;
-        let intervals = (run / c.sample_interval.as_secs_f64()).ceil() as u64 + 1;
-        // Per interval: downstream, caller, proxy, harness, and the load.
-        let rows = intervals * 5;
-        PER_FOLDER + steps * arms * (PER_ARM + u64::from(c.rounds) * PER_ROUND + rows * PER_ROW)
-    }
-
-    /// `grpc`, `rest`, `both`, `aa-grpc` / `aa-rest`, or the arms joined by
-    /// `+` for any other list: the transport part of the run folder's name.
-    pub fn transport_name(&self) -> String {
-        match self.arms.as_slice() {
-            [a, b] if a == b => format!("aa-{a}"),
-            [Transport::Grpc, Transport::Rest] => "both".into(),
-            [_, _, ..] => self.arms.iter().map(|t| t.as_str()).collect::<Vec<_>>().join("+"),
-            _ => self.config.transport.as_str().into(),
-        }
-    }
-
-    /// The folder (and time-series) name of each arm: its transport, or
-    /// `grpc-a` / `grpc-b` when both arms share one (an A/A run).
-    pub fn arm_dirs(&self) -> Vec<String> {
-        arm_dirs(&self.arms)
-    }
-}
-
-/// The order in which the arms of a run are compared: the baseline first
-/// (`baseline`, or without it the first arm of [`Transport::ALL`]'s order that
-/// ran), then the others in [`Transport::ALL`]'s order; arms of one transport
-/// (an A/A pair) keep their order. Indices into `transports`. A `both` run
-/// compares gRPC against REST, as it always did.
-pub fn compared_order(transports: &[Transport], baseline: Option<Transport>) -> Vec<usize> {
-    let rank = |t: Transport| Transport::ALL.iter().position(|u| *u == t).unwrap_or(usize::MAX);
-    let mut order: Vec<usize> = (0..transports.len()).collect();
-    order.sort_by_key(|&i| (Some(transports[i]) != baseline, rank(transports[i])));
-    order
-}
-
-/// The baseline to record in a run's configuration: `None` where
-/// [`compared_order`] puts it first without being told.
-pub fn recorded_baseline(arms: &[Transport], baseline: Transport) -> Option<Transport> {
-    let first = compared_order(arms, None).first().map(|&i| arms[i]);
-    (first != Some(baseline)).then_some(baseline)
-}
-
-/// The folder name of each arm of a run over `transports`: the transport's
-/// name, suffixed `-a`, `-b`, … where arms share a transport.
-pub fn arm_dirs(transports: &[Transport]) -> Vec<String> {
-    transports
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let same = transports.iter().filter(|u| *u == t).count();
-            if same == 1 {
-                t.as_str().to_owned()
-            } else {
-                let k = transports[..i].iter().filter(|u| *u == t).count();
-                format!("{}-{}", t.as_str(), (b'a' + k as u8) as char)
-            }
-        })
-        .collect()
-}
-
-/// Everything one arm of a run needs, validated. Serialized into `run.json`.
+/// Everything one arm of a run needs, validated, by subject. Serialized into
+/// `run.json` with every section flattened, so its keys are those of the flat
+/// configuration older builds wrote.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Config {
     pub transport: Transport,
@@ -303,112 +74,133 @@ pub struct Config {
     /// run.json otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Transport>,
-    /// Offered rate (0 in closed-loop throughput mode).
-    pub qps: f64,
-    /// Throughput mode: `connections` workers send back to back; latency is
-    /// then not corrected for coordinated omission.
-    pub closed_loop: bool,
-    /// Where the load goes: `caller` (three tiers) or `downstream` (two).
-    pub target: TargetTier,
-    /// An already running downstream the load goes to (with target downstream).
-    pub downstream_url: Option<String>,
-    /// Already running tiers: the caller per arm, and the admin endpoints
-    /// they are sampled through. Absent when the harness starts the tiers.
-    #[serde(default, skip_serializing_if = "Remote::is_empty")]
-    pub remote: Remote,
-    /// How the harness starts its tiers: processes (absent) or containers.
-    #[serde(default, skip_serializing_if = "Isolation::is_processes")]
-    pub isolation: Isolation,
-    /// Per-tier container CPU and memory limits (with containers).
-    #[serde(default, skip_serializing_if = "TierLimits::is_empty")]
-    pub tier_limits: TierLimits,
-    /// The p99 a sweep step must stay under to count as sustained.
-    #[serde(with = "secs")]
-    pub slo_p99: Duration,
-    /// A reverse proxy between two tiers, and on which hop.
-    #[serde(default)]
-    pub proxy: Option<ProxyKind>,
-    #[serde(default = "default_hop")]
-    pub proxy_hop: ProxyHop,
+    #[serde(flatten)]
+    pub load: Load,
+    #[serde(flatten)]
+    pub work: Work,
+    #[serde(flatten)]
+    pub deploy: Deploy,
     /// A link (round-trip time, rate) on one or both hops (`--link`). Absent
     /// from run.json without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<Link>,
-    #[serde(with = "secs")]
-    pub duration: Duration,
-    #[serde(with = "secs")]
-    pub warmup: Duration,
-    /// The first part of a cold warm-up (fresh tiers), over which the rate
-    /// rises linearly from zero to `qps` (`--warmup-ramp`; open loop only).
-    /// Older runs lack it: their warm-up started at the full rate.
-    #[serde(with = "secs", default)]
-    pub warmup_ramp: Duration,
-    pub rounds: u32,
-    /// Every measured round after an arm's first runs on freshly started tier
-    /// processes, warmed up like the first: the process is the unit memory
-    /// is judged on (`--reuse-tiers` turns it off). Older runs lack it: they
-    /// reused one set of processes per arm.
-    #[serde(default)]
-    pub fresh_tiers: bool,
-    #[serde(with = "secs")]
-    pub delay: Duration,
-    #[serde(with = "secs")]
-    pub jitter: Duration,
-    pub items: u32,
-    /// Bytes of opaque body uploaded with each downstream call (`--request-bytes`).
-    /// Older runs lack it: they uploaded nothing.
-    #[serde(default)]
-    pub request_bytes: u32,
-    /// The kind of record responses carry (`--shape`). Older runs lack it:
-    /// they fetched orders.
-    #[serde(default)]
-    pub shape: Shape,
-    pub fanout: u32,
-    #[serde(with = "secs")]
-    pub timeout: Duration,
-    pub max_in_flight: usize,
-    /// Front-hop connection bound; 0 = one per request in flight.
-    pub connections: usize,
-    /// Worker threads of the harness's runtime (`--load-threads`). Older runs
-    /// lack it: they ran one per core.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub load_threads: Option<u32>,
-    #[serde(with = "secs")]
-    pub sample_interval: Duration,
-    pub grpc_connections: u32,
-    pub rest_http2: bool,
-    /// IP address the tiers' service listeners bind.
-    pub bind: std::net::IpAddr,
-    /// IP address the tiers' admin listeners bind. Older runs lack it: they
-    /// bound admin on `bind`, loopback unless it said otherwise.
-    #[serde(default = "loopback")]
-    pub admin_bind: std::net::IpAddr,
-    /// Port of the caller's front listener (0: any free port).
-    pub caller_port: u16,
-    pub out: PathBuf,
-    pub label: Option<String>,
-    pub quiet: bool,
-    pub json: bool,
-    /// The rate comparisons project costs to (`--plan-qps`); `None`: the
-    /// measured rate. Absent from run.json when not given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan_qps: Option<f64>,
-    /// TLS on the internal hop (`--tls`, `--mtls`). Absent from run.json
-    /// when off (and in runs made before it existed).
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub tls: TlsMode,
-    /// Compression on the internal hop (`--compression`). Absent from
-    /// run.json when off.
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub compression: telemetry::Compression,
-    /// Where this run's certificates were written (set once the run folder
-    /// exists, before any tier starts); not part of what a run is asked to do.
-    #[serde(skip)]
-    pub tls_files: Option<TlsFiles>,
+    #[serde(flatten)]
+    pub hop: Hop,
+    #[serde(flatten)]
+    pub output: Output,
 }
 
-fn is_default<T: Default + PartialEq>(v: &T) -> bool {
-    *v == T::default()
+/// A tier the harness starts, as the configuration gives it flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TierRole {
+    Downstream,
+    Caller,
+}
+
+/// A list of command-line flags as sections write them: the part of the
+/// command line `harness rerun` replays, or the flags a tier is started with.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Flags(pub Vec<String>);
+
+impl Flags {
+    pub fn flag(&mut self, name: &str, value: impl Into<String>) {
+        self.0.push(name.to_owned());
+        self.0.push(value.into());
+    }
+
+    /// A flag without a value, given only when `on`.
+    pub fn switch(&mut self, on: bool, name: &str) {
+        if on {
+            self.0.push(name.to_owned());
+        }
+    }
+
+    /// A duration as a value that parses back to the same figure (whole
+    /// microseconds; `300ms`, `1500us`).
+    pub fn duration(&mut self, name: &str, d: Duration) {
+        let us = (d.as_secs_f64() * 1e6).round() as u64;
+        let text = if us.is_multiple_of(1000) { format!("{}ms", us / 1000) } else { format!("{us}us") };
+        self.flag(name, text);
+    }
+}
+
+impl Config {
+    /// Unrecorded load an arm gets again before a round that follows the
+    /// other arm's: by then its connections may have idled out and nothing is
+    /// in flight, so without it the round would start cold. One service time
+    /// plus a second for connection set-up, never more than `--warmup` (and
+    /// none when warm-up is off).
+    pub fn rewarm(&self) -> Duration {
+        (self.work.service_time() + Duration::from_secs(1)).min(self.load.warmup)
+    }
+
+    /// About how many requests are in flight at the target rate: rate times
+    /// the slowest service time, plus a margin, capped by `--max-in-flight`.
+    pub fn expected_in_flight(&self) -> u64 {
+        let per_request = self.work.service_time().as_secs_f64() + 0.1;
+        ((self.load.qps * per_request).ceil() as u64 + 16).min(self.load.max_in_flight as u64)
+    }
+
+    /// Open files the busiest process (the caller) needs: its front
+    /// connections, its outbound ones (one per call in flight over HTTP/1.1,
+    /// a fixed few over HTTP/2), and a margin for everything else.
+    pub fn expected_open_files(&self) -> u64 {
+        let in_flight =
+            if self.load.closed_loop { self.load.connections as u64 + 16 } else { self.expected_in_flight() };
+        let front = if self.load.connections == 0 { in_flight } else { in_flight.min(self.load.connections as u64) };
+        let outbound = match self.transport {
+            t if t.is_grpc() => u64::from(self.hop.grpc_connections),
+            _ if !self.hop.rest_http2 => in_flight * u64::from(self.work.fanout),
+            _ => 1,
+        };
+        front + outbound + 128
+    }
+
+    /// The front door of the already running caller of this arm
+    /// (`--caller-url`), `/v1/call` not included.
+    pub fn remote_caller(&self) -> Option<&str> {
+        self.deploy.remote.caller_url.get(self.transport.as_str()).map(String::as_str)
+    }
+
+    /// The admin endpoint of this arm's already running caller.
+    pub fn remote_caller_admin(&self) -> Option<&str> {
+        self.deploy.remote.caller_admin.get(self.transport.as_str()).map(String::as_str)
+    }
+
+    /// The flags a tier of this arm is started with, whatever starts it (a
+    /// child process or a container): every section's part, in one order.
+    /// Where it listens and where its peer is are the launcher's to add.
+    pub fn tier_flags(&self, role: TierRole, tls: Option<&TlsFiles>) -> Flags {
+        let mut flags = Flags::default();
+        if role == TierRole::Caller {
+            flags.flag("--transport", self.transport.as_str());
+        }
+        self.work.tier_flags(role, &mut flags);
+        self.load.tier_flags(role, &mut flags);
+        self.hop.tier_flags(role, tls, &mut flags);
+        flags
+    }
+}
+
+/// The longest any one duration flag may be. Longer values overflow the
+/// clocks they are added to (`Instant + d`) and no measurement needs them.
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// A duration flag, at most [`MAX_DURATION`].
+pub(crate) fn duration(flag: &'static str, text: &str, example: &str) -> Result<Duration, ConfigError> {
+    let d = humantime::parse_duration(text.trim())
+        .map_err(|e| bad(flag, format!("{text:?} is not a duration ({e}); write it like {flag} {example}")))?;
+    if d > MAX_DURATION {
+        return Err(bad(
+            flag,
+            format!(
+                "{} is longer than the {} any duration may be; write it like {flag} {example}",
+                text.trim(),
+                humantime::format_duration(MAX_DURATION)
+            ),
+        ));
+    }
+    Ok(d)
 }
 
 /// Durations as fractional seconds in JSON.
@@ -427,73 +219,6 @@ pub(crate) mod secs {
     }
 }
 
-fn loopback() -> std::net::IpAddr {
-    std::net::IpAddr::from([127, 0, 0, 1])
-}
-
-fn default_hop() -> ProxyHop {
-    ProxyHop::Internal
-}
-
-impl Config {
-    /// Unrecorded load an arm gets again before a round that follows the
-    /// other arm's: by then its connections may have idled out and nothing is
-    /// in flight, so without it the round would start cold. One service time
-    /// plus a second for connection set-up, never more than `--warmup` (and
-    /// none when warm-up is off).
-    pub fn rewarm(&self) -> Duration {
-        (self.delay + self.jitter + Duration::from_secs(1)).min(self.warmup)
-    }
-
-    /// About how many requests are in flight at the target rate: rate times
-    /// the slowest service time, plus a margin, capped by `--max-in-flight`.
-    pub fn expected_in_flight(&self) -> u64 {
-        let per_request = (self.delay + self.jitter).as_secs_f64() + 0.1;
-        ((self.qps * per_request).ceil() as u64 + 16).min(self.max_in_flight as u64)
-    }
-
-    /// Open files the busiest process (the caller) needs: its front
-    /// connections, its outbound ones (one per call in flight over HTTP/1.1,
-    /// a fixed few over HTTP/2), and a margin for everything else.
-    pub fn expected_open_files(&self) -> u64 {
-        let in_flight = self.sizing_in_flight();
-        let front = if self.connections == 0 { in_flight } else { in_flight.min(self.connections as u64) };
-        let outbound = match self.transport {
-            t if t.is_grpc() => u64::from(self.grpc_connections),
-            _ if !self.rest_http2 => in_flight * u64::from(self.fanout),
-            _ => 1,
-        };
-        front + outbound + 128
-    }
-
-    /// The rate used to size connection pools and limits: the offered rate,
-    /// or in closed loop the connections' worth.
-    fn sizing_in_flight(&self) -> u64 {
-        if self.closed_loop { self.connections as u64 + 16 } else { self.expected_in_flight() }
-    }
-
-    /// The listeners bound beyond loopback, as `flag address` pairs: other
-    /// machines can reach them, and whatever they send is counted.
-    pub fn exposed(&self) -> Vec<(&'static str, std::net::IpAddr)> {
-        [("--bind", self.bind), ("--admin-bind", self.admin_bind)]
-            .into_iter()
-            .filter(|(_, ip)| !ip.is_loopback())
-            .collect()
-    }
-
-    /// The front door of the already running caller of this arm
-    /// (`--caller-url`), `/v1/call` not included.
-    pub fn remote_caller(&self) -> Option<&str> {
-        self.remote.caller_url.get(self.transport.as_str()).map(String::as_str)
-    }
-
-    /// The admin endpoint of this arm's already running caller.
-    pub fn remote_caller_admin(&self) -> Option<&str> {
-        self.remote.caller_admin.get(self.transport.as_str()).map(String::as_str)
-    }
-
-    /// Requests scheduled in one round.
-    pub fn requests_per_round(&self) -> u64 {
-        (self.duration.as_secs_f64() * self.qps).round() as u64
-    }
+pub(crate) fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }

@@ -71,14 +71,14 @@ fn context(arms: &[Arm<'_>]) -> String {
          counterbalanced round(s) of {} per option after {} of warm-up, the same front door and payload for both, \
          only the internal hop differing.\n",
         setup(first.run),
-        c.rounds,
-        humantime::format_duration(c.duration),
-        humantime::format_duration(c.warmup),
+        c.load.rounds,
+        humantime::format_duration(c.load.duration),
+        humantime::format_duration(c.load.warmup),
     )
 }
 
 fn drivers(arms: &[Arm<'_>]) -> String {
-    let qps = arms.first().map_or(0.0, |a| a.run.config.qps);
+    let qps = arms.first().map_or(0.0, |a| a.run.config.load.qps);
     let mut out = String::from("\n## Decision Drivers\n\n");
     for d in [
         "Memory (resident set) of the caller and the downstream".to_owned(),
@@ -235,10 +235,14 @@ fn more_information(arms: &[Arm<'_>], r: &Record<'_>) -> String {
         "* Caveats: one machine, where the harness and every tier share the cores; loopback, so no network \
          latency, loss or bandwidth limit; no TLS; this payload only ({} items per response, fan-out {}); one rate \
          ({} req/s){}.",
-        c.items,
-        c.fanout,
-        num(Some(c.qps), 0),
-        c.proxy.map_or(String::new(), |p| format!("; {} on the {} hop", p.as_str(), c.proxy_hop.as_str()))
+        c.work.items,
+        c.work.fanout,
+        num(Some(c.load.qps), 0),
+        c.deploy.proxy.map_or(String::new(), |p| format!(
+            "; {} on the {} hop",
+            p.as_str(),
+            c.deploy.proxy_hop.as_str()
+        ))
     );
     let base = if r.folder.is_empty() { String::new() } else { format!("{}/", r.folder.trim_end_matches('/')) };
     let transports: Vec<Transport> = arms.iter().map(|a| a.run.config.transport).collect();

@@ -168,7 +168,7 @@ mod tests {
             .iter()
             .map(|&(q, p99)| {
                 let mut run = testing::run(Transport::Rest, 1.0);
-                run.config.qps = q;
+                run.config.load.qps = q;
                 run.rounds = vec![testing::round(1, p99, 1.0)];
                 run.rounds[0].throughput.ok_per_second = q;
                 step(&run, 600.0, format!("step-{q}qps"))

@@ -43,13 +43,13 @@ pub fn config_warnings(arms: &[Arm<'_>]) -> Vec<String> {
                 warnings.push(format!("{what} differs: {} has {x}, {} has {y}", first.name, other.name));
             }
         };
-        check("rate", format!("{} req/s", base.qps), format!("{} req/s", c.qps));
-        check("delay", format!("{:?}", base.delay), format!("{:?}", c.delay));
-        check("items", base.items.to_string(), c.items.to_string());
-        check("shape", base.shape.to_string(), c.shape.to_string());
-        check("request bytes", base.request_bytes.to_string(), c.request_bytes.to_string());
-        check("fan-out", base.fanout.to_string(), c.fanout.to_string());
-        check("duration", format!("{:?}", base.duration), format!("{:?}", c.duration));
+        check("rate", format!("{} req/s", base.load.qps), format!("{} req/s", c.load.qps));
+        check("delay", format!("{:?}", base.work.delay), format!("{:?}", c.work.delay));
+        check("items", base.work.items.to_string(), c.work.items.to_string());
+        check("shape", base.work.shape.to_string(), c.work.shape.to_string());
+        check("request bytes", base.work.request_bytes.to_string(), c.work.request_bytes.to_string());
+        check("fan-out", base.work.fanout.to_string(), c.work.fanout.to_string());
+        check("duration", format!("{:?}", base.load.duration), format!("{:?}", c.load.duration));
         check("build profile", first.run.environment.build_text(), other.run.environment.build_text());
         check(
             "machine",
@@ -248,20 +248,24 @@ fn configuration_section(arms: &[Arm<'_>]) -> String {
         let _ = writeln!(
             out,
             "{} req/s open loop for {} rounds of {} after {} of warm-up; {} service delay ({} jitter); {} items per response; fan-out {}; timeout {}; front connections {}; gRPC connections {}; REST over {}.",
-            c.qps,
-            c.rounds,
-            humantime::format_duration(c.duration),
-            humantime::format_duration(c.warmup),
-            humantime::format_duration(c.delay),
-            humantime::format_duration(c.jitter),
-            c.items,
-            c.fanout,
-            humantime::format_duration(c.timeout),
-            if c.connections == 0 { "one per request in flight".to_owned() } else { c.connections.to_string() },
-            c.grpc_connections,
-            if c.rest_http2 { "HTTP/2 cleartext" } else { "HTTP/1.1" }
+            c.load.qps,
+            c.load.rounds,
+            humantime::format_duration(c.load.duration),
+            humantime::format_duration(c.load.warmup),
+            humantime::format_duration(c.work.delay),
+            humantime::format_duration(c.work.jitter),
+            c.work.items,
+            c.work.fanout,
+            humantime::format_duration(c.load.timeout),
+            if c.load.connections == 0 {
+                "one per request in flight".to_owned()
+            } else {
+                c.load.connections.to_string()
+            },
+            c.hop.grpc_connections,
+            if c.hop.rest_http2 { "HTTP/2 cleartext" } else { "HTTP/1.1" }
         );
-        if let Some(text) = super::wire::compression_text(c.compression) {
+        if let Some(text) = super::wire::compression_text(c.hop.compression) {
             let _ = writeln!(out, "\nInternal hop compression: {text}.");
         }
         for a in arms {

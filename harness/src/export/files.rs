@@ -14,7 +14,7 @@ use super::comparison::{self, Arm};
 use super::{adr, arm_names, capacity, charts, folder_name, hgrm, markdown, payload, qps_part, timeseries};
 use caller::Transport;
 
-use crate::config::arm_dirs;
+use crate::config::{ConfigError, arm_dirs, bad};
 use crate::judge::capacity::Capacity;
 use crate::judge::payload::PayloadReport;
 use crate::measure::histogram::decode_histogram;
@@ -195,8 +195,8 @@ pub fn write_run(run: &RunResult, out: &Path) -> io::Result<PathBuf> {
     let name = folder_name(
         &run.started_at,
         run.config.transport.as_str(),
-        &qps_part(run.config.qps),
-        run.config.label.as_deref(),
+        &qps_part(run.config.load.qps),
+        run.config.output.label.as_deref(),
     );
     let folder = RunFolder::create(out, &name)?;
     if let Err(e) = write_results(folder.path(), std::slice::from_ref(run)) {
@@ -282,6 +282,49 @@ pub fn write_payload(dir: &Path, p: &PayloadReport, setup: &str) -> io::Result<(
     Ok(())
 }
 
+/// Whether `out` can hold a run folder of about `needed_bytes`, asked before
+/// anything starts: it must be, or become, a folder this process may write
+/// in, with room for the run. It creates `out` (where the run folder goes
+/// anyway) and writes nothing else.
+pub fn check_out(out: &Path, needed_bytes: u64) -> Result<(), ConfigError> {
+    let fail = |e: io::Error| {
+        bad("--out", format!("{} is not writable ({e}); choose a folder you can write to", out.display()))
+    };
+    std::fs::create_dir_all(out).map_err(fail)?;
+    // access(2) also says no on a read-only file system, where root may not write either.
+    nix::unistd::access(out, nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK)
+        .map_err(|e| fail(io::Error::from(e)))?;
+    check_space(out, needed_bytes, free_bytes(out))
+}
+
+/// Bytes an unprivileged user may still write under `out`; `None` if unknown.
+// statvfs's field types differ between platforms (u32 on some): the
+// conversions are only useless on this one.
+#[allow(clippy::useless_conversion)]
+fn free_bytes(out: &Path) -> Option<u64> {
+    let s = nix::sys::statvfs::statvfs(out).ok()?;
+    Some(u64::from(s.blocks_available()).saturating_mul(u64::from(s.fragment_size())))
+}
+
+/// A run folder of about `needed` bytes must fit in the `free` bytes of
+/// `out` (unknown free space is not held against it).
+fn check_space(out: &Path, needed: u64, free: Option<u64>) -> Result<(), ConfigError> {
+    let mib = |bytes: u64| format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64);
+    match free {
+        Some(free) if free < needed => Err(bad(
+            "--out",
+            format!(
+                "{} has {} free, but this run writes about {}; free some space, choose another --out, or run \
+                 shorter (--duration, --rounds) or sample less often (--sample-interval)",
+                out.display(),
+                mib(free),
+                mib(needed)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,5 +351,28 @@ mod tests {
         assert_eq!(text, format!("{}\n1.500,grpc,caller,12.35,,50,99.50\n", timeseries::HEADER));
         drop(f);
         std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn the_run_folder_must_fit_in_the_free_space() {
+        let out = Path::new("/somewhere");
+        let err = check_space(out, 1 << 20, Some((1 << 20) - 1)).unwrap_err();
+        assert_eq!(err.flag, "--out");
+        assert!(err.problem.contains("/somewhere has") && err.problem.contains("free"), "{err}");
+        assert!(check_space(out, 1 << 20, Some(1 << 20)).is_ok());
+        assert!(check_space(out, 1 << 20, None).is_ok());
+    }
+
+    #[test]
+    fn an_unwritable_out_is_refused_and_a_good_one_gets_no_probe_file() {
+        let file = std::env::temp_dir().join(format!("gvr-not-a-dir-{}", std::process::id()));
+        std::fs::write(&file, b"x").unwrap();
+        assert_eq!(check_out(&file.join("sub"), 1).unwrap_err().flag, "--out");
+        std::fs::remove_file(file).unwrap();
+        let out = std::env::temp_dir().join(format!("gvr-out-ok-{}", std::process::id())).join("deeper");
+        check_out(&out, 1).unwrap();
+        assert!(out.is_dir(), "--out is made");
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0, "nothing is written but the folder");
+        std::fs::remove_dir_all(out.parent().unwrap()).unwrap();
     }
 }

@@ -31,10 +31,10 @@ pub fn title(run: &RunResult) -> String {
 /// `100 req/s, 500 ms delay, 10 items` (and fan-out and label when set).
 pub fn setup(run: &RunResult) -> String {
     let c = &run.config;
-    let load = if c.closed_loop {
-        format!("{} connections closed loop", c.connections)
+    let load = if c.load.closed_loop {
+        format!("{} connections closed loop", c.load.connections)
     } else {
-        format!("{} req/s", num(Some(c.qps), if c.qps.fract() == 0.0 { 0 } else { 2 }))
+        format!("{} req/s", num(Some(c.load.qps), if c.load.qps.fract() == 0.0 { 0 } else { 2 }))
     };
     format!("{load}, {}", shape(run))
 }
@@ -43,20 +43,20 @@ pub fn setup(run: &RunResult) -> String {
 /// fan-out and label when set).
 pub fn shape(run: &RunResult) -> String {
     let c = &run.config;
-    let mut t = format!("{} ms delay, {} items", c.delay.as_millis(), c.items);
-    if !c.shape.is_order() {
-        let _ = write!(t, " ({} shape)", c.shape);
+    let mut t = format!("{} ms delay, {} items", c.work.delay.as_millis(), c.work.items);
+    if !c.work.shape.is_order() {
+        let _ = write!(t, " ({} shape)", c.work.shape);
     }
-    if c.request_bytes > 0 {
-        let _ = write!(t, ", {} B uploaded per call", c.request_bytes);
+    if c.work.request_bytes > 0 {
+        let _ = write!(t, ", {} B uploaded per call", c.work.request_bytes);
     }
-    if c.target == TargetTier::Downstream {
+    if c.deploy.target == TargetTier::Downstream {
         t.push_str(", straight to the downstream");
     }
-    if c.fanout > 1 {
-        let _ = write!(t, ", fan-out {}", c.fanout);
+    if c.work.fanout > 1 {
+        let _ = write!(t, ", fan-out {}", c.work.fanout);
     }
-    if let Some(label) = &c.label {
+    if let Some(label) = &c.output.label {
         let _ = write!(t, " ({label})");
     }
     t
@@ -232,13 +232,13 @@ fn warnings(run: &RunResult) -> String {
             run.environment.build_profile.to_uppercase()
         );
     }
-    if run.config.closed_loop {
+    if run.config.load.closed_loop {
         let _ = writeln!(
             out,
             "> **Throughput mode (closed loop):** {} connections send back to back. Latency here is *not* corrected \
              for coordinated omission: a slow response delays the requests behind it instead of showing in the \
              percentiles. Use an open-loop run (`--qps`) for latency figures.\n",
-            run.config.connections
+            run.config.load.connections
         );
     }
     if let Some(text) = exposure(&run.config) {
@@ -262,7 +262,7 @@ fn warnings(run: &RunResult) -> String {
 /// What a run exposed beyond loopback, said once for the terminal and the
 /// report; `None` on loopback.
 pub fn exposure(c: &crate::config::Config) -> Option<String> {
-    let exposed = c.exposed();
+    let exposed = c.deploy.exposed();
     if exposed.is_empty() {
         return None;
     }
@@ -376,50 +376,51 @@ fn configuration_section(run: &RunResult) -> String {
         ("transport (internal hop)", c.transport.as_str().to_owned()),
         (
             "load",
-            if c.closed_loop {
-                format!("closed loop, {} connections", c.connections)
+            if c.load.closed_loop {
+                format!("closed loop, {} connections", c.load.connections)
             } else {
-                format!("{} req/s, open loop", c.qps)
+                format!("{} req/s, open loop", c.load.qps)
             },
         ),
         (
             "target",
-            match (&c.target, &c.downstream_url) {
+            match (&c.deploy.target, &c.deploy.downstream_url) {
                 (TargetTier::Caller, _) => "caller (three tiers)".to_owned(),
                 (_, Some(url)) => format!("downstream at {url} (two tiers, not started by the harness)"),
                 (_, None) => "downstream (two tiers)".to_owned(),
             },
         ),
-        ("rounds × duration", format!("{} × {}", c.rounds, hd(c.duration))),
+        ("rounds × duration", format!("{} × {}", c.load.rounds, hd(c.load.duration))),
         (
             "warm-up",
-            if c.warmup_ramp.is_zero() {
-                hd(c.warmup)
+            if c.load.warmup_ramp.is_zero() {
+                hd(c.load.warmup)
             } else {
-                format!("{}, the rate rising from zero over the first {}", hd(c.warmup), hd(c.warmup_ramp))
+                format!("{}, the rate rising from zero over the first {}", hd(c.load.warmup), hd(c.load.warmup_ramp))
             },
         ),
-        ("service delay / jitter", format!("{} / {}", hd(c.delay), hd(c.jitter))),
-        ("items per response", c.items.to_string()),
-        ("fan-out", c.fanout.to_string()),
-        ("timeout", hd(c.timeout)),
-        ("max in flight", c.max_in_flight.to_string()),
+        ("service delay / jitter", format!("{} / {}", hd(c.work.delay), hd(c.work.jitter))),
+        ("items per response", c.work.items.to_string()),
+        ("fan-out", c.work.fanout.to_string()),
+        ("timeout", hd(c.load.timeout)),
+        ("max in flight", c.load.max_in_flight.to_string()),
         (
             "front connections",
-            if c.connections == 0 { "one per request in flight".into() } else { c.connections.to_string() },
+            if c.load.connections == 0 { "one per request in flight".into() } else { c.load.connections.to_string() },
         ),
-        ("gRPC connections (caller)", c.grpc_connections.to_string()),
-        ("REST over HTTP/2", c.rest_http2.to_string()),
-        ("sample interval", hd(c.sample_interval)),
+        ("gRPC connections (caller)", c.hop.grpc_connections.to_string()),
+        ("REST over HTTP/2", c.hop.rest_http2.to_string()),
+        ("sample interval", hd(c.load.sample_interval)),
     ];
     rows.extend(super::wire::tls_text(run).map(|t| ("internal hop TLS", t)));
-    rows.extend(super::wire::compression_text(c.compression).map(|t| ("internal hop compression", t)));
+    rows.extend(super::wire::compression_text(c.hop.compression).map(|t| ("internal hop compression", t)));
     // Rows added with the payload options appear only when set, so the
     // report of a default run keeps its shape.
     let payload_rows = [
-        (!c.shape.is_order()).then(|| ("record shape", c.shape.as_str().to_owned())),
-        (c.request_bytes > 0).then(|| ("request body bytes per downstream call", c.request_bytes.to_string())),
-        c.load_threads.map(|n| ("harness runtime worker threads (--load-threads)", n.to_string())),
+        (!c.work.shape.is_order()).then(|| ("record shape", c.work.shape.as_str().to_owned())),
+        (c.work.request_bytes > 0)
+            .then(|| ("request body bytes per downstream call", c.work.request_bytes.to_string())),
+        c.load.load_threads.map(|n| ("harness runtime worker threads (--load-threads)", n.to_string())),
     ];
     for (k, v) in rows.into_iter().chain(payload_rows.into_iter().flatten()) {
         let _ = writeln!(out, "| {k} | {v} |");

@@ -62,11 +62,11 @@ pub fn arm_names(runs: &[&RunResult]) -> Vec<String> {
         .iter()
         .map(|r| {
             let t = r.config.transport.title();
-            match r.config.proxy {
+            match r.config.deploy.proxy {
                 Some(p) => format!(
                     "{t} via {}{}",
                     p.as_str(),
-                    if r.config.proxy_hop == ProxyHop::Front { " (front)" } else { "" }
+                    if r.config.deploy.proxy_hop == ProxyHop::Front { " (front)" } else { "" }
                 ),
                 None => t.to_owned(),
             }
@@ -78,7 +78,7 @@ pub fn arm_names(runs: &[&RunResult]) -> Vec<String> {
             if base.iter().filter(|n| *n == name).count() == 1 {
                 return name.clone();
             }
-            match &runs[i].config.label {
+            match &runs[i].config.output.label {
                 Some(l) => format!("{name} ({l})"),
                 None => format!("{name} #{}", i + 1),
             }

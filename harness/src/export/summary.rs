@@ -75,7 +75,7 @@ fn round_text(run: &RunResult, r: &RoundResult) -> String {
         _ => format!(
             "{} ok/s over {} connections (closed loop: latency not corrected for coordinated omission)",
             num(Some(r.throughput.ok_per_second), 1),
-            run.config.connections
+            run.config.load.connections
         ),
     };
     let _ = writeln!(

@@ -11,7 +11,7 @@ use crate::result::RunResult;
 /// `TLS (server-authenticated): TLSv1.3 TLS13_AES_256_GCM_SHA384 ALPN h2; 2
 /// handshakes over the rounds (0 resumed, 0 failed)`, or `None` without TLS.
 pub fn tls_text(run: &RunResult) -> Option<String> {
-    let mode = match run.config.tls {
+    let mode = match run.config.hop.tls {
         TlsMode::None => return None,
         TlsMode::Tls => "TLS (server certificate from the run's CA)",
         TlsMode::Mtls => "mutual TLS (server and client certificates from the run's CA)",

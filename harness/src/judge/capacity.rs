@@ -113,7 +113,7 @@ pub fn step(run: &RunResult, slo_p99_ms: f64, folder: String) -> Step {
     };
     let mut s = Step {
         transport: run.config.transport,
-        offered_qps: run.config.qps,
+        offered_qps: run.config.load.qps,
         achieved_ok_per_second: m(&|r| Some(r.throughput.ok_per_second)),
         p50_ms: m(&|r| r.latency.corrected.as_ref().map(|l| l.p50_ms)),
         p99_ms: m(&|r| r.latency.corrected.as_ref().map(|l| l.p99_ms)),
@@ -187,7 +187,7 @@ mod tests {
 
     fn synthetic(offered: f64, achieved: f64, p99_base_ms: f64, errors: bool) -> Step {
         let mut run = testing::run(Transport::Grpc, if errors { 3.0 } else { 1.0 });
-        run.config.qps = offered;
+        run.config.load.qps = offered;
         run.rounds = vec![testing::round(1, p99_base_ms, if errors { 3.0 } else { 1.0 })];
         run.rounds[0].throughput.ok_per_second = achieved;
         step(&run, 600.0, format!("step-{offered}qps"))

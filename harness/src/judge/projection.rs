@@ -65,9 +65,9 @@ pub struct Projection {
 /// The rate projections default to: the measured (offered) rate, or in closed
 /// loop the throughput.
 pub fn default_plan_qps(run: &RunResult) -> f64 {
-    match run.config.plan_qps {
+    match run.config.output.plan_qps {
         Some(q) => q,
-        None if run.config.qps > 0.0 => run.config.qps,
+        None if run.config.load.qps > 0.0 => run.config.load.qps,
         None => mean(run.rounds.iter().map(|r| r.throughput.ok_per_second)).unwrap_or(0.0),
     }
 }
@@ -126,7 +126,7 @@ pub fn project_all(runs: &[&RunResult]) -> Vec<Projection> {
         .iter()
         .map(|r| {
             let sustained = mean(r.rounds.iter().map(|x| x.throughput.ok_per_second)).unwrap_or(0.0);
-            r.config.qps.max(sustained)
+            r.config.load.qps.max(sustained)
         })
         .fold(0.0, f64::max);
     runs.iter().map(|r| project(r, plan, highest)).collect()

@@ -50,7 +50,7 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
         window_seconds: window,
         requests: Requests { scheduled: input.scheduled, sent: rec.sent, ok: rec.ok, errors: rec.errors.clone() },
         throughput: throughput(input.config, rec.sent, rec.ok, input.scheduled, window),
-        latency: latency(rec, input.config.target == crate::config::TargetTier::Caller),
+        latency: latency(rec, input.config.deploy.target == crate::config::TargetTier::Caller),
         histograms: histograms(rec),
         resources: all_resources(input.deltas, &in_window, window, rec),
         bytes: Hops {
@@ -77,13 +77,13 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
 /// its target. A closed loop has no schedule and no target: its rates are over
 /// the window the counters were read across.
 pub fn throughput(config: &Config, sent: u64, ok: u64, scheduled: u64, window_seconds: f64) -> Throughput {
-    let on_schedule = !config.closed_loop && config.qps > 0.0 && scheduled > 0;
-    let span = if on_schedule { scheduled as f64 / config.qps } else { window_seconds };
+    let on_schedule = !config.load.closed_loop && config.load.qps > 0.0 && scheduled > 0;
+    let span = if on_schedule { scheduled as f64 / config.load.qps } else { window_seconds };
     Throughput {
-        target_qps: (!config.closed_loop).then_some(config.qps),
+        target_qps: (!config.load.closed_loop).then_some(config.load.qps),
         send_rate: sent as f64 / span,
         ok_per_second: ok as f64 / span,
-        achieved_ratio: (!config.closed_loop).then(|| ok as f64 / span / config.qps),
+        achieved_ratio: (!config.load.closed_loop).then(|| ok as f64 / span / config.load.qps),
     }
 }
 
@@ -310,7 +310,7 @@ mod tests {
     #[test]
     fn open_loop_rates_are_over_the_schedule_and_closed_loop_over_the_window() {
         let mut cfg = crate::testing::config(Transport::Grpc);
-        cfg.qps = 100.0;
+        cfg.load.qps = 100.0;
         // 1,000 due at 100 req/s span 10 s, whatever the counters' window.
         for window in [10.0, 10.4] {
             let t = throughput(&cfg, 1000, 990, 1000, window);
@@ -326,7 +326,7 @@ mod tests {
         // Nothing due: the window is all there is.
         let t = throughput(&cfg, 0, 0, 0, 2.0);
         assert_eq!((t.ok_per_second, t.achieved_ratio), (0.0, Some(0.0)));
-        cfg.closed_loop = true;
+        cfg.load.closed_loop = true;
         let t = throughput(&cfg, 500, 500, 0, 2.0);
         assert_eq!((t.ok_per_second, t.target_qps, t.achieved_ratio), (250.0, None, None));
     }
@@ -339,7 +339,7 @@ mod tests {
     fn a_round_assembles_every_figure_from_its_inputs() {
         let mut cfg = crate::testing::config(Transport::Rest);
         // Five due at 2.5 req/s span the 2-s window.
-        cfg.qps = 2.5;
+        cfg.load.qps = 2.5;
         let now = Instant::now();
         let mut rec = RoundRecord::default();
         for i in 0..4 {

@@ -12,7 +12,7 @@ use payload::{CallRequest, FetchRequest, FetchResponse, Shape};
 
 use super::Outcome;
 use super::front::{FrontClient, FrontError};
-use crate::config::{Config, TargetTier};
+use crate::config::{Config, TargetTier, TlsFiles};
 
 /// Where requests go.
 #[derive(Clone)]
@@ -103,27 +103,28 @@ impl Target {
     }
 
     /// An arm's load target: the caller's front door at `url`, or (with
-    /// `--target downstream`) the downstream's listener at `url`.
-    pub fn for_arm(config: &Config, url: &str) -> anyhow::Result<Target> {
+    /// `--target downstream`) the downstream's listener at `url`, over TLS
+    /// with the run's certificate files when the hop uses it.
+    pub fn for_arm(config: &Config, url: &str, tls: Option<&TlsFiles>) -> anyhow::Result<Target> {
         let c = config;
-        let shaped = |t: Target| Target { shape: c.shape, request_bytes: c.request_bytes, ..t };
-        if c.target == TargetTier::Caller {
-            return Target::front(url.to_owned(), c.items, c.fanout, c.timeout, c.connections)
+        let shaped = |t: Target| Target { shape: c.work.shape, request_bytes: c.work.request_bytes, ..t };
+        if c.deploy.target == TargetTier::Caller {
+            return Target::front(url.to_owned(), c.work.items, c.work.fanout, c.load.timeout, c.load.connections)
                 .map(shaped)
                 .context("building the load client");
         }
         let settings = ClientSettings {
             transport: c.transport,
             target: url.to_owned(),
-            grpc_connections: c.grpc_connections as usize,
-            rest_http2: c.rest_http2,
-            wire: caller::wire::Wire { tls: c.tls_files.as_ref().map(|f| f.client_tls()), compression: c.compression },
+            grpc_connections: c.hop.grpc_connections as usize,
+            rest_http2: c.hop.rest_http2,
+            wire: caller::wire::Wire { tls: tls.map(TlsFiles::client_tls), compression: c.hop.compression },
         };
         // The harness's own client counters are not reported: the
         // downstream's listener counts the hop.
         let client = caller::outbound::build(&settings, Arc::new(c.transport.client_counters("harness")))?;
-        let connections = if c.closed_loop { 0 } else { c.connections };
-        Ok(shaped(Target::with(Endpoint::Direct(client), c.items, 1, c.timeout, connections)))
+        let connections = if c.load.closed_loop { 0 } else { c.load.connections };
+        Ok(shaped(Target::with(Endpoint::Direct(client), c.work.items, 1, c.load.timeout, connections)))
     }
 
     pub fn with(endpoint: Endpoint, items: u32, fanout: u32, timeout: Duration, connections: usize) -> Self {

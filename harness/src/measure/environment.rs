@@ -69,12 +69,12 @@ pub fn open_files_problem(plan: &Plan, soft: u64, hard: u64) -> Option<ConfigErr
         (needed * 2).next_power_of_two()
     );
     let step = if plan.is_sweep() { " (the highest step of the sweep)" } else { "" };
-    Some(if c.closed_loop {
+    Some(if c.load.closed_loop {
         ConfigError {
             flag: "--connections",
             problem: format!(
                 "{} connections keep up to {} requests in flight; {fix} or lower --connections.",
-                c.connections, c.connections
+                c.load.connections, c.load.connections
             ),
         }
     } else {
@@ -83,8 +83,8 @@ pub fn open_files_problem(plan: &Plan, soft: u64, hard: u64) -> Option<ConfigErr
             problem: format!(
                 "{} req/s{step} with a {} service time keeps about {} requests in flight; {fix} or lower --qps / \
                  --max-in-flight.",
-                c.qps,
-                humantime::format_duration(c.delay + c.jitter),
+                c.load.qps,
+                humantime::format_duration(c.work.delay + c.work.jitter),
                 c.expected_in_flight(),
             ),
         }
@@ -140,11 +140,9 @@ mod tests {
     }
 
     fn plan(rates: &[f64], transport: Transport) -> Plan {
-        let config = crate::config::Config {
-            qps: rates[0],
-            delay: std::time::Duration::from_millis(20),
-            ..testing::config(transport)
-        };
+        let mut config = testing::config(transport);
+        config.load.qps = rates[0];
+        config.work.delay = std::time::Duration::from_millis(20);
         Plan { config, arms: vec![transport], rates: rates.to_vec(), payload: None }
     }
 
@@ -162,7 +160,7 @@ mod tests {
     fn closed_loop_names_connections() {
         let mut p = plan(&[100.0], Transport::Grpc);
         p.rates.clear();
-        p.config = crate::config::Config { closed_loop: true, qps: 0.0, connections: 30_000, ..p.config };
+        (p.config.load.closed_loop, p.config.load.qps, p.config.load.connections) = (true, 0.0, 30_000);
         let e = open_files_problem(&p, 256, 256).unwrap();
         assert_eq!(e.flag, "--connections");
         assert!(e.problem.contains("30000 connections") && !e.problem.contains("req/s"), "{e}");

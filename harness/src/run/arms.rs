@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::interrupt::Interrupt;
-use crate::config::{Config, Plan};
+use crate::config::{Config, Plan, TlsFiles};
 use crate::load::Target;
 use crate::measure::sampler::Watched;
 use crate::measure::tier_stats::TierStatsReader;
@@ -33,12 +33,12 @@ pub(super) enum Stop {
 }
 
 /// Starts every arm's tiers; on a failure stops the ones already started.
-pub(super) async fn start_arms(plan: &Plan) -> anyhow::Result<Vec<Arm>> {
+pub(super) async fn start_arms(plan: &Plan, tls: Option<&TlsFiles>) -> anyhow::Result<Vec<Arm>> {
     let mut arms: Vec<Arm> = Vec::new();
     for &transport in &plan.arms {
         let config = plan.arm(transport);
-        let started = match Topology::start(&config).await {
-            Ok(topology) => Target::for_arm(&config, &topology.target_url).map(|target| (topology, target)),
+        let started = match Topology::start(&config, tls).await {
+            Ok(topology) => Target::for_arm(&config, &topology.target_url, tls).map(|target| (topology, target)),
             Err(e) => Err(e.into()),
         };
         match started {
@@ -58,7 +58,7 @@ pub(super) async fn start_arms(plan: &Plan) -> anyhow::Result<Vec<Arm>> {
 /// settings; the proxy's from how it was started), and names them on stderr.
 pub(super) async fn describe(arms: &mut [Arm], reader: &TierStatsReader, plan: &Plan) {
     for arm in arms.iter_mut() {
-        if !plan.config.quiet {
+        if !plan.config.output.quiet {
             let prefix = if plan.arms.len() > 1 { format!("tiers ({})", arm.config.transport) } else { "tiers".into() };
             let named: Vec<String> = arm
                 .topology

@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, Plan};
+use crate::config::{Config, Plan, TlsFiles};
 use crate::judge::round::{RoundInput, assemble};
 
 use crate::measure::sampler::{ArmSample, of_arm};
@@ -55,6 +55,7 @@ struct Common {
 /// do not start); later failures end the run with partial results.
 pub async fn run(
     plan: &Plan,
+    tls: Option<&TlsFiles>,
     started_at: String,
     interrupt: &Interrupt,
     sink: Option<SampleSink>,
@@ -64,9 +65,9 @@ pub async fn run(
     let link = cfg.link.as_ref().map(crate::measure::link::probe);
     let reader = TierStatsReader::new()?;
     let instrument = instrument(cfg).await;
-    let mut arms = start_arms(plan).await?;
+    let mut arms = start_arms(plan, tls).await?;
     describe(&mut arms, &reader, plan).await;
-    if let Err(e) = remote::describe(&mut arms, &reader, cfg.quiet).await {
+    if let Err(e) = remote::describe(&mut arms, &reader, cfg.output.quiet).await {
         for arm in arms {
             arm.topology.stop(interrupt.cut_token()).await;
         }
@@ -77,12 +78,13 @@ pub async fn run(
     let status = Arc::new(Status::default());
     let remote_watched = remote::watched(&arms);
     let sampling =
-        Sampling::start(&watched(&arms), remote_watched, cfg.sample_interval, origin, status.live.clone(), sink);
-    let progress = Progress::start(cfg.quiet, plan.load_duration(), status.clone());
-    *status.qps.lock().unwrap_or_else(|e| e.into_inner()) = cfg.qps;
+        Sampling::start(&watched(&arms), remote_watched, cfg.load.sample_interval, origin, status.live.clone(), sink);
+    let progress = Progress::start(cfg.output.quiet, plan.load_duration(), status.clone());
+    *status.qps.lock().unwrap_or_else(|e| e.into_inner()) = cfg.load.qps;
 
     let driver = Driver {
         config: cfg,
+        tls,
         arms: &mut arms,
         reader: &reader,
         status: status.clone(),
@@ -97,7 +99,7 @@ pub async fn run(
     // Drain: requests already sent get their answer or their timeout; after a
     // stop only a short grace. An interrupt during the drain shortens it to
     // that grace (and marks the run interrupted); a second one ends it.
-    drain(&status.live, if stopped.is_some() { STOP_GRACE } else { cfg.timeout + STOP_GRACE }, interrupt).await;
+    drain(&status.live, if stopped.is_some() { STOP_GRACE } else { cfg.load.timeout + STOP_GRACE }, interrupt).await;
     let stopped = match stopped {
         None if interrupt.is_stopped() => Some(Stop::Interrupted),
         other => other,
@@ -122,9 +124,12 @@ pub async fn run(
 /// The instrument's precision and, when the load goes through the front
 /// client, its measured floor.
 async fn instrument(cfg: &Config) -> Instrument {
-    let front = cfg.target == crate::config::TargetTier::Caller;
-    let floor =
-        if front { crate::measure::calibrate::client_floor(cfg.items, cfg.shape, cfg.fanout).await } else { None };
+    let front = cfg.deploy.target == crate::config::TargetTier::Caller;
+    let floor = if front {
+        crate::measure::calibrate::client_floor(cfg.work.items, cfg.work.shape, cfg.work.fanout).await
+    } else {
+        None
+    };
     Instrument {
         significant_digits: crate::measure::histogram::SIGNIFICANT_DIGITS,
         client_floor: floor.as_ref().and_then(crate::judge::stats::summarize),

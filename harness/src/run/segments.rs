@@ -18,7 +18,7 @@ use super::arms::{Arm, Stop, wait_until};
 use super::interrupt::Interrupt;
 use super::progress::Status;
 use super::sampling::Sampling;
-use crate::config::Config;
+use crate::config::{Config, TlsFiles};
 use crate::load::{Alarms, Live, Schedule, Target, closed_loop, dispatch};
 use crate::measure::record::{RoundRecord, collect};
 use crate::measure::sampler::Watched;
@@ -69,6 +69,8 @@ impl PendingRound {
 /// Runs the segments of every arm against one clock.
 pub(super) struct Driver<'a> {
     pub config: &'a Config,
+    /// The run's certificate files, when the internal hop uses TLS.
+    pub tls: Option<&'a TlsFiles>,
     pub arms: &'a mut [Arm],
     pub reader: &'a TierStatsReader,
     pub status: Arc<Status>,
@@ -115,17 +117,17 @@ impl Driver<'_> {
         for &(a, round) in order {
             let switched = previous_arm.is_some_and(|p| p != a);
             // A round after the arm's first gets new processes (fresh tiers).
-            let fresh = warmed[a] && self.config.fresh_tiers;
+            let fresh = warmed[a] && self.config.load.fresh_tiers;
             if switched || fresh {
                 // Let the previous segment's tail finish, so two arms never
                 // overlap and no process stops with requests in flight.
-                drain(&self.status.live, self.config.timeout + STOP_GRACE, self.interrupt).await;
+                drain(&self.status.live, self.config.load.timeout + STOP_GRACE, self.interrupt).await;
                 // The arm just left gets new tiers and a new target next time:
                 // its idle front connections would only hold descriptors (one
                 // per request it had in flight) through this arm's turn.
                 if let Some(p) = previous_arm
                     && switched
-                    && self.config.fresh_tiers
+                    && self.config.load.fresh_tiers
                 {
                     self.arms[p].target.release_idle();
                 }
@@ -137,15 +139,15 @@ impl Driver<'_> {
             previous_arm = Some(a);
             // (measured round, length, ramp): only a cold warm-up ramps up.
             let mut segments = Vec::new();
-            if (!warmed[a] || fresh) && !self.config.warmup.is_zero() {
-                segments.push((None, self.config.warmup, self.config.warmup_ramp));
+            if (!warmed[a] || fresh) && !self.config.load.warmup.is_zero() {
+                segments.push((None, self.config.load.warmup, self.config.load.warmup_ramp));
             } else if switched && !self.config.rewarm().is_zero() {
                 // Back after the other arm: warm again so the round measures a
                 // steady state (its connections are open: no ramp).
                 segments.push((None, self.config.rewarm(), Duration::ZERO));
             }
             warmed[a] = true;
-            segments.push((Some(round), self.config.duration, Duration::ZERO));
+            segments.push((Some(round), self.config.load.duration, Duration::ZERO));
             for (measured, length, ramp) in segments {
                 let load = self.start_load(a, measured, cursor, length, ramp, &mut next_index);
                 cursor = load.end_at;
@@ -172,10 +174,11 @@ impl Driver<'_> {
         let title = arm.config.transport.title();
         let failed = |e: String| Stop::TierDied(format!("starting fresh tiers of the {title} arm failed: {e}"));
         std::mem::replace(&mut arm.topology, Topology::empty()).stop(self.interrupt.cut_token()).await;
-        let topology = Topology::start(&arm.config).await.map_err(|e| failed(e.to_string()))?;
+        let topology = Topology::start(&arm.config, self.tls).await.map_err(|e| failed(e.to_string()))?;
         // Kept on the arm even if its target cannot be made: the run stops it at the end.
         arm.topology = topology;
-        arm.target = Target::for_arm(&arm.config, &arm.topology.target_url).map_err(|e| failed(e.to_string()))?;
+        arm.target =
+            Target::for_arm(&arm.config, &arm.topology.target_url, self.tls).map_err(|e| failed(e.to_string()))?;
         for t in arm.topology.tiers() {
             self.sampling.rewatch(Watched { arm: Some(a), tier: t.name, pid: t.pid() });
         }
@@ -198,16 +201,16 @@ impl Driver<'_> {
         let title = self.arms[a].config.transport.title();
         self.status.set_phase(match measured {
             None => format!("{title} warm-up"),
-            Some(r) => format!("{title} round {}/{}", r + 1, cfg.rounds),
+            Some(r) => format!("{title} round {}/{}", r + 1, cfg.load.rounds),
         });
         let (tx, rx) = mpsc::unbounded_channel();
         let finish = CancellationToken::new();
         let collector = tokio::spawn(collect(rx, self.status.p99_us.clone(), finish.clone()));
         let (live, stop, target) =
             (self.status.live.clone(), self.stop_load.child_token(), self.arms[a].target.clone());
-        let (end_at, scheduled) = if cfg.closed_loop {
+        let (end_at, scheduled) = if cfg.load.closed_loop {
             let until = t0 + length;
-            let (connections, first) = (cfg.connections, *next_index);
+            let (connections, first) = (cfg.load.connections, *next_index);
             *next_index += 1 << 40;
             let task = tokio::spawn(async move {
                 tokio::time::sleep_until(t0.into()).await;
@@ -215,9 +218,9 @@ impl Driver<'_> {
             });
             (until, task)
         } else {
-            let schedule = Schedule { t0, qps: cfg.qps, ramp: ramp.min(length) };
+            let schedule = Schedule { t0, qps: cfg.load.qps, ramp: ramp.min(length) };
             let n = schedule.requests_in(length);
-            let max_in_flight = cfg.max_in_flight;
+            let max_in_flight = cfg.load.max_in_flight;
             let alarms = self.alarms.clone();
             let task =
                 tokio::spawn(async move { dispatch(schedule, n, max_in_flight, target, live, tx, stop, alarms).await });
@@ -292,10 +295,10 @@ const MAX_BOUNDARY_LEAD: Duration = Duration::from_millis(50);
 /// between two requests (at its middle, up to 10 req/s). A closed loop has no
 /// gap to aim for.
 fn boundary_lead(config: &Config) -> Duration {
-    if config.closed_loop || config.qps <= 0.0 {
+    if config.load.closed_loop || config.load.qps <= 0.0 {
         return Duration::ZERO;
     }
-    Duration::from_secs_f64(0.5 / config.qps).min(MAX_BOUNDARY_LEAD)
+    Duration::from_secs_f64(0.5 / config.load.qps).min(MAX_BOUNDARY_LEAD)
 }
 
 /// Waits until nothing is in flight, at most `limit`; once the run is
@@ -321,11 +324,11 @@ mod tests {
     #[test]
     fn boundaries_are_read_mid_gap_and_closed_loops_at_their_ends() {
         let mut c = crate::testing::config(Transport::Grpc);
-        c.qps = 50.0;
+        c.load.qps = 50.0;
         assert_eq!(boundary_lead(&c), Duration::from_millis(10));
-        c.qps = 4.0;
+        c.load.qps = 4.0;
         assert_eq!(boundary_lead(&c), MAX_BOUNDARY_LEAD);
-        c.closed_loop = true;
+        c.load.closed_loop = true;
         assert_eq!(boundary_lead(&c), Duration::ZERO);
     }
 }

@@ -23,9 +23,10 @@ use std::time::{Duration, Instant};
 use telemetry::ReadyLine;
 use tokio::process::Command;
 
-use crate::config::Config;
+use crate::config::{Config, TierRole};
 use crate::result::TierName;
 use crate::tiers::TierError;
+use crate::tiers::command::{self, Placement};
 
 /// The label every container, network and image the harness makes carries.
 pub const LABEL: &str = "grpc-vs-rest";
@@ -74,6 +75,26 @@ impl Started {
     }
 }
 
+/// A tier's arguments inside its container: every listener on the fixed
+/// port of its own network namespace, the caller pointed at the downstream's
+/// address (`downstream`). No TLS files: `--tls` is refused with containers.
+pub(crate) fn tier_args(cfg: &Config, role: TierRole, downstream: Option<IpAddr>) -> Vec<String> {
+    let any = |port: u16| format!("0.0.0.0:{port}");
+    let url = |port: u16| downstream.map(|ip| format!("http://{}", std::net::SocketAddr::new(ip, port)));
+    let placement = match role {
+        TierRole::Downstream => {
+            Placement::Downstream { grpc: any(GRPC_PORT), rest: any(REST_PORT), admin: any(ADMIN_PORT) }
+        }
+        TierRole::Caller => Placement::Caller {
+            front: any(FRONT_PORT),
+            admin: any(ADMIN_PORT),
+            downstream_grpc: url(GRPC_PORT).unwrap_or_default(),
+            downstream_rest: url(REST_PORT).unwrap_or_default(),
+        },
+    };
+    command::tier_args(cfg, None, &placement)
+}
+
 /// One arm's network and containers; removed by [`Containers::remove`], or
 /// when dropped.
 #[derive(Debug)]
@@ -107,30 +128,10 @@ impl Containers {
     }
 
     async fn start_tiers(&mut self, cfg: &Config, image: &str) -> Result<(), TierError> {
-        let any = |port: u16| format!("0.0.0.0:{port}");
-        let micros = |d: Duration| format!("{}us", d.as_micros());
-        let downstream = [
-            ("--grpc-addr", any(GRPC_PORT)),
-            ("--rest-addr", any(REST_PORT)),
-            ("--admin-addr", any(ADMIN_PORT)),
-            ("--delay", micros(cfg.delay)),
-            ("--jitter", micros(cfg.jitter)),
-            ("--max-items", payload::Limits::DEFAULT_MAX_ITEMS.to_string()),
-        ];
-        let d = self.run_tier(cfg, image, TierName::Downstream, &downstream, &[]).await?;
-        let caller = [
-            ("--listen", any(FRONT_PORT)),
-            ("--admin-addr", any(ADMIN_PORT)),
-            ("--transport", cfg.transport.as_str().to_owned()),
-            ("--downstream-grpc", d.url(GRPC_PORT)),
-            ("--downstream-rest", d.url(REST_PORT)),
-            ("--grpc-connections", cfg.grpc_connections.to_string()),
-            ("--fanout", cfg.fanout.to_string()),
-            ("--downstream-timeout", micros(cfg.timeout)),
-        ];
-        let extra: &[&str] = if cfg.rest_http2 { &["--rest-http2"] } else { &[] };
+        let d = self.run_tier(cfg, image, TierName::Downstream, tier_args(cfg, TierRole::Downstream, None)).await?;
+        let caller = tier_args(cfg, TierRole::Caller, Some(d.ip));
         self.tiers.push(d);
-        let c = self.run_tier(cfg, image, TierName::Caller, &caller, extra).await?;
+        let c = self.run_tier(cfg, image, TierName::Caller, caller).await?;
         self.tiers.push(c);
         Ok(())
     }
@@ -140,8 +141,7 @@ impl Containers {
         cfg: &Config,
         image: &str,
         tier: TierName,
-        flags: &[(&str, String)],
-        extra: &[&str],
+        tier_args: Vec<String>,
     ) -> Result<Started, TierError> {
         let fail = |reason: String| TierError::Spawn { tier, reason };
         let name = format!("{}-{}", self.network, tier.as_str());
@@ -151,8 +151,8 @@ impl Containers {
                 .map(String::from)
                 .collect();
         args.extend(labels());
-        let cpus = cfg.tier_limits.cpus.get(tier.as_str()).copied();
-        let memory = cfg.tier_limits.memory_bytes.get(tier.as_str()).copied();
+        let cpus = cfg.deploy.tier_limits.cpus.get(tier.as_str()).copied();
+        let memory = cfg.deploy.tier_limits.memory_bytes.get(tier.as_str()).copied();
         if let Some(c) = cpus {
             args.extend(["--cpus".into(), c.to_string()]);
         }
@@ -162,8 +162,7 @@ impl Containers {
             args.extend(["--memory".into(), m.to_string(), "--memory-swap".into(), m.to_string()]);
         }
         args.extend([image.to_owned(), super::TIER_ROLE_ARG.to_owned(), tier.as_str().to_owned()]);
-        args.extend(flags.iter().flat_map(|(f, v)| [(*f).to_owned(), v.clone()]));
-        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args.extend(tier_args);
         docker(&args).await.map_err(fail)?;
         remember(Kind::Container, &name);
         let ready = wait_ready(&name).await.map_err(fail)?;

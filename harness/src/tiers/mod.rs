@@ -2,10 +2,12 @@
 //! ([`process`]), one arm's set of them ([`topology`]), a real reverse
 //! proxy on one hop ([`proxy`]), the tiers in Docker containers
 //! ([`containers`]), the user-space link emulator in front of a tier
-//! ([`link`]), and the certificates of a run's TLS hop ([`tls`]).
+//! ([`link`]), the certificates of a run's TLS hop ([`tls`]), and the one
+//! place a tier's command line is built ([`command`]).
 //!
 //! Starts, watches and stops processes; measures nothing and renders nothing.
 
+pub mod command;
 pub mod containers;
 pub mod link;
 pub mod process;

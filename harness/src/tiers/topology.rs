@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Compression, Config, Isolation, ProxyHop, TargetTier, TlsFiles};
+use crate::config::{Config, Isolation, ProxyHop, TargetTier, TlsFiles};
 use crate::result::ProxyInfo;
 use crate::result::TierName;
+use crate::tiers::command::{Placement, tier_args};
 use crate::tiers::containers::{self, Containers};
 use crate::tiers::process::{Tier, TierError, spawn};
 use crate::tiers::proxy;
@@ -54,13 +55,9 @@ pub struct RemoteTier {
     pub container: Option<serde_json::Value>,
 }
 
-fn url_of(tier: &Tier, listener: &str, cfg: &Config) -> String {
-    let scheme = if cfg.tls_files.is_some() { "https" } else { "http" };
+fn url_of(tier: &Tier, listener: &str, tls: Option<&TlsFiles>) -> String {
+    let scheme = if tls.is_some() { "https" } else { "http" };
     tier.ready.listeners.get(listener).map(|a| format!("{scheme}://{a}")).unwrap_or_default()
-}
-
-fn micros(d: Duration) -> String {
-    format!("{}us", d.as_micros())
 }
 
 impl Topology {
@@ -81,27 +78,28 @@ impl Topology {
     /// Starts the downstream, then (for the three-tier topology) an
     /// internal-hop proxy, the caller, and a front-hop proxy. A failure stops
     /// whatever was started.
-    pub async fn start(cfg: &Config) -> Result<Topology, TierError> {
+    /// `tls`: the run's certificate files, when the internal hop uses TLS.
+    pub async fn start(cfg: &Config, tls: Option<&TlsFiles>) -> Result<Topology, TierError> {
         let mut topology = Topology::empty();
         let remote = |name, admin_url: Option<&str>| RemoteTier {
             name,
             admin_url: admin_url.map(str::to_owned),
             container: None,
         };
-        if let Some(url) = &cfg.downstream_url {
+        if let Some(url) = &cfg.deploy.downstream_url {
             topology.target_url = url.clone();
-            if let Some(admin) = cfg.remote.downstream_admin.as_deref() {
+            if let Some(admin) = cfg.deploy.remote.downstream_admin.as_deref() {
                 topology.remote.push(remote(TierName::Downstream, Some(admin)));
             }
             return Ok(topology);
         }
         if let Some(url) = cfg.remote_caller() {
             topology.target_url = format!("{url}/v1/call");
-            topology.remote.push(remote(TierName::Downstream, cfg.remote.downstream_admin.as_deref()));
+            topology.remote.push(remote(TierName::Downstream, cfg.deploy.remote.downstream_admin.as_deref()));
             topology.remote.push(remote(TierName::Caller, cfg.remote_caller_admin()));
             return Ok(topology);
         }
-        if cfg.isolation == Isolation::Containers {
+        if cfg.deploy.isolation == Isolation::Containers {
             let set = Containers::start(cfg).await?;
             for t in &set.tiers {
                 let admin = Some(t.url(containers::ADMIN_PORT));
@@ -117,7 +115,7 @@ impl Topology {
             topology.containers = Some(set);
             return Ok(topology);
         }
-        match topology.start_tiers(cfg).await {
+        match topology.start_tiers(cfg, tls).await {
             Ok(()) => Ok(topology),
             Err(e) => {
                 topology.stop_within(ABANDON_GRACE, &CancellationToken::new()).await;
@@ -126,18 +124,18 @@ impl Topology {
         }
     }
 
-    async fn start_tiers(&mut self, cfg: &Config) -> Result<(), TierError> {
-        let downstream = self.downstream.insert(start_downstream(cfg).await?);
-        if cfg.target == TargetTier::Downstream {
-            self.target_url = url_of(downstream, cfg.transport.listener(), cfg);
+    async fn start_tiers(&mut self, cfg: &Config, tls: Option<&TlsFiles>) -> Result<(), TierError> {
+        let downstream = self.downstream.insert(spawn(TierName::Downstream, downstream_args(cfg, tls)).await?);
+        if cfg.deploy.target == TargetTier::Downstream {
+            self.target_url = url_of(downstream, cfg.transport.listener(), tls);
             return Ok(());
         }
-        let (mut grpc_url, mut rest_url) = (url_of(downstream, "grpc", cfg), url_of(downstream, "rest", cfg));
-        if let (Some(kind), ProxyHop::Internal) = (cfg.proxy, cfg.proxy_hop) {
+        let (mut grpc_url, mut rest_url) = (url_of(downstream, "grpc", tls), url_of(downstream, "rest", tls));
+        if let (Some(kind), ProxyHop::Internal) = (cfg.deploy.proxy, cfg.deploy.proxy_hop) {
             // Between the caller and the downstream's listener for the transport.
             let upstream = listener(downstream, cfg.transport.listener())?;
-            let h2c = cfg.transport.is_grpc() || cfg.rest_http2;
-            let (tier, info) = proxy::start(kind, ProxyHop::Internal, cfg.bind, upstream, h2c).await?;
+            let h2c = cfg.transport.is_grpc() || cfg.hop.rest_http2;
+            let (tier, info) = proxy::start(kind, ProxyHop::Internal, cfg.deploy.bind, upstream, h2c).await?;
             grpc_url = format!("http://{}", info.listen);
             rest_url = grpc_url.clone();
             self.proxy = Some((tier, info));
@@ -147,12 +145,12 @@ impl Topology {
             // Between the caller and the downstream's listener for the transport.
             let upstream = listener(downstream, cfg.transport.as_str())?;
             let (tier, settings) = crate::tiers::link::start(TierName::Link, link, upstream).await?;
-            let scheme = if cfg.tls_files.is_some() { "https" } else { "http" };
+            let scheme = if tls.is_some() { "https" } else { "http" };
             grpc_url = format!("{scheme}://{}", listener(&tier, "link")?);
             rest_url = grpc_url.clone();
             self.links.push((tier, settings));
         }
-        let caller = self.caller.insert(start_caller(cfg, grpc_url, rest_url).await?);
+        let caller = self.caller.insert(spawn(TierName::Caller, caller_args(cfg, tls, grpc_url, rest_url)).await?);
         let front = listener(caller, "front")?;
         self.target_url = format!("http://{front}/v1/call");
         if let Some(link) = link.filter(|l| l.hop.front()) {
@@ -161,9 +159,9 @@ impl Topology {
             self.target_url = format!("http://{}/v1/call", listener(&tier, "link")?);
             self.links.push((tier, settings));
         }
-        if let (Some(kind), ProxyHop::Front) = (cfg.proxy, cfg.proxy_hop) {
+        if let (Some(kind), ProxyHop::Front) = (cfg.deploy.proxy, cfg.deploy.proxy_hop) {
             // Between the harness and the caller.
-            let (tier, info) = proxy::start(kind, ProxyHop::Front, cfg.bind, front, false).await?;
+            let (tier, info) = proxy::start(kind, ProxyHop::Front, cfg.deploy.bind, front, false).await?;
             self.target_url = format!("http://{}/v1/call", info.listen);
             self.proxy = Some((tier, info));
         }
@@ -238,51 +236,27 @@ fn listener(tier: &Tier, name: &str) -> Result<SocketAddr, TierError> {
         .ok_or_else(|| TierError::Spawn { tier: tier.name, reason: format!("its ready line names no {name} listener") })
 }
 
-async fn start_downstream(cfg: &Config) -> Result<Tier, TierError> {
-    let any_port = SocketAddr::new(cfg.bind, 0).to_string();
-    let args = [
-        ("--grpc-addr", any_port.clone()),
-        ("--rest-addr", any_port),
-        // Admin stays where --admin-bind says (loopback by default), whatever --bind exposes.
-        ("--admin-addr", SocketAddr::new(cfg.admin_bind, 0).to_string()),
-        ("--delay", micros(cfg.delay)),
-        ("--jitter", micros(cfg.jitter)),
-        ("--max-items", payload::Limits::DEFAULT_MAX_ITEMS.to_string()),
-    ];
-    let mut args = flags(&args);
-    args.extend(wire_args(cfg, TlsFiles::downstream_args));
-    spawn(TierName::Downstream, args).await
+/// The downstream's arguments: its listeners on `--bind`, any free port
+/// (admin where `--admin-bind` says, loopback by default, whatever `--bind`
+/// exposes).
+pub(crate) fn downstream_args(cfg: &Config, tls: Option<&TlsFiles>) -> Vec<String> {
+    let any_port = SocketAddr::new(cfg.deploy.bind, 0).to_string();
+    let placement = Placement::Downstream {
+        grpc: any_port.clone(),
+        rest: any_port,
+        admin: SocketAddr::new(cfg.deploy.admin_bind, 0).to_string(),
+    };
+    tier_args(cfg, tls, &placement)
 }
 
-async fn start_caller(cfg: &Config, grpc_url: String, rest_url: String) -> Result<Tier, TierError> {
-    let args = [
-        ("--listen", SocketAddr::new(cfg.bind, cfg.caller_port).to_string()),
-        ("--admin-addr", SocketAddr::new(cfg.admin_bind, 0).to_string()),
-        ("--transport", cfg.transport.as_str().to_owned()),
-        ("--downstream-grpc", grpc_url),
-        ("--downstream-rest", rest_url),
-        ("--grpc-connections", cfg.grpc_connections.to_string()),
-        ("--fanout", cfg.fanout.to_string()),
-        ("--downstream-timeout", micros(cfg.timeout)),
-    ];
-    let mut args = flags(&args);
-    if cfg.rest_http2 {
-        args.push("--rest-http2".into());
-    }
-    args.extend(wire_args(cfg, TlsFiles::caller_args));
-    spawn(TierName::Caller, args).await
-}
-
-/// A tier's TLS flags (from the run's certificate files) and `--compression`,
-/// only where they differ from the default.
-fn wire_args(cfg: &Config, tls: fn(&TlsFiles) -> Vec<String>) -> Vec<String> {
-    let mut args = cfg.tls_files.as_ref().map(tls).unwrap_or_default();
-    if cfg.compression != Compression::None {
-        args.extend(["--compression".to_owned(), cfg.compression.as_str().to_owned()]);
-    }
-    args
-}
-
-fn flags(pairs: &[(&str, String)]) -> Vec<String> {
-    pairs.iter().flat_map(|(flag, value)| [(*flag).to_owned(), value.clone()]).collect()
+/// The caller's arguments: its front door on `--bind` and `--caller-port`,
+/// pointed at the downstream's (or the proxy's, or the link's) URLs.
+pub(crate) fn caller_args(cfg: &Config, tls: Option<&TlsFiles>, grpc_url: String, rest_url: String) -> Vec<String> {
+    let placement = Placement::Caller {
+        front: SocketAddr::new(cfg.deploy.bind, cfg.deploy.caller_port).to_string(),
+        admin: SocketAddr::new(cfg.deploy.admin_bind, 0).to_string(),
+        downstream_grpc: grpc_url,
+        downstream_rest: rest_url,
+    };
+    tier_args(cfg, tls, &placement)
 }

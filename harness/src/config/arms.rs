@@ -1,0 +1,123 @@
+//! The arms of a run: `--transport` (which internal-hop transports are
+//! measured, in the order of their first round) and `--baseline` (the arm
+//! every other is judged against). The caller of each arm is told its
+//! transport (`Config::tier_flags`).
+
+use caller::Transport;
+use clap::Args;
+
+use super::{ConfigError, Flags, bad};
+
+/// Rounds of a run that compares arms when `--rounds` is not given: enough
+/// for a confidence interval (`judge::inference::MIN_ROUNDS`).
+pub const DEFAULT_COMPARED_ROUNDS: u32 = 3;
+
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Arms")]
+pub struct ArmsArgs {
+    /// Transport of the internal hop (caller → downstream): grpc, rest,
+    /// rest-pb (protobuf bodies over REST's HTTP/1.1), grpc-json (REST's JSON
+    /// over gRPC), or a list of arms (grpc,rest,rest-pb,grpc-json) measured
+    /// with the same configuration in counterbalanced rounds and compared;
+    /// `both` is grpc,rest; `grpc,grpc` or `rest,rest` runs one transport as
+    /// two arms (an A/A check: how often the comparison calls a difference
+    /// that is not there).
+    #[arg(long, value_parser = parse_transport, default_value = "grpc")]
+    pub transport: TransportArg,
+    /// The arm every other arm is judged against (default: the first of
+    /// --transport). It must be one of the arms.
+    #[arg(long, value_parser = parse_baseline)]
+    pub baseline: Option<Transport>,
+}
+
+/// Which transports a run measures, in the order of their first round:
+/// one arm, `both` (gRPC and REST), an A/A pair of one transport, or a list of
+/// distinct arms (`grpc,rest,rest-pb,grpc-json`), each on fresh tier
+/// processes, rounds counterbalanced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportArg(Vec<Transport>);
+
+impl TransportArg {
+    /// The arms, in the order of their first round.
+    pub fn arms(&self) -> Vec<Transport> {
+        self.0.clone()
+    }
+
+    /// The value of `--transport` that gives these arms.
+    pub fn from_arms(arms: &[Transport]) -> Option<TransportArg> {
+        let distinct = arms.iter().enumerate().all(|(i, a)| !arms[..i].contains(a));
+        let a_a = matches!(arms, [a, b] if a == b);
+        (!arms.is_empty() && (distinct || a_a)).then(|| TransportArg(arms.to_vec()))
+    }
+
+    pub fn as_arg(&self) -> String {
+        match self.0.as_slice() {
+            [Transport::Grpc, Transport::Rest] => "both".into(),
+            arms => arms.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(","),
+        }
+    }
+
+    /// True for an A/A pair (one transport as two arms).
+    pub fn is_a_a(&self) -> bool {
+        matches!(self.0.as_slice(), [a, b] if a == b)
+    }
+}
+
+/// `--transport`: one arm (`grpc`, `rest`, `rest-pb`, `grpc-json`), `both`
+/// (= `grpc,rest`), a list of distinct arms, or an A/A pair `grpc,grpc`.
+pub(super) fn parse_transport(text: &str) -> Result<TransportArg, String> {
+    let text = text.trim();
+    let names = if text == "both" { "grpc,rest" } else { text };
+    let arms = names
+        .split(',')
+        .map(|name| {
+            Transport::from_name(name.trim()).ok_or_else(|| {
+                format!(
+                    "{:?} in {text:?} is not an arm: use grpc, rest, rest-pb (protobuf over HTTP/1.1), grpc-json \
+                     (JSON over gRPC), both (= grpc,rest), a list such as grpc,rest,rest-pb,grpc-json, or \
+                     grpc,grpc / rest,rest for an A/A check of the statistics",
+                    name.trim()
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    TransportArg::from_arms(&arms).ok_or_else(|| {
+        format!("{text:?} names an arm twice: list distinct arms, or exactly two of one (grpc,grpc) for an A/A check")
+    })
+}
+
+/// `--baseline`: an arm's name.
+fn parse_baseline(text: &str) -> Result<Transport, String> {
+    Transport::from_name(text.trim()).ok_or_else(|| format!("{text:?}: use grpc, rest, rest-pb or grpc-json"))
+}
+
+impl ArmsArgs {
+    /// The arms, and the baseline to record (see `recorded_baseline`);
+    /// `sweep`: the run has several rates or payload sizes.
+    pub fn check(&self, sweep: bool) -> Result<(Vec<Transport>, Option<Transport>), ConfigError> {
+        let arms = self.transport.arms();
+        if self.transport.is_a_a() && sweep {
+            return Err(bad("--transport", "an A/A pair (grpc,grpc or rest,rest) goes with one rate, not a sweep"));
+        }
+        let baseline = match self.baseline {
+            Some(b) if !arms.contains(&b) => {
+                return Err(bad(
+                    "--baseline",
+                    format!("{b} is not one of the arms of --transport {}", self.transport.as_arg()),
+                ));
+            }
+            Some(b) => b,
+            None => arms[0],
+        };
+        let recorded = if arms.len() > 1 { super::recorded_baseline(&arms, baseline) } else { None };
+        Ok((arms, recorded))
+    }
+}
+
+/// The arms' part of the command line `harness rerun` replays.
+pub fn replay(transport: &TransportArg, baseline: Option<Transport>, flags: &mut Flags) {
+    flags.flag("--transport", transport.as_arg());
+    if let Some(b) = baseline {
+        flags.flag("--baseline", b.as_str());
+    }
+}
