@@ -69,3 +69,67 @@ pub fn settings_only(args: &[String]) -> Vec<String> {
     }
     kept
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use caller::Transport;
+
+    use super::*;
+    use crate::config::{Compression, TierRole};
+    use crate::testing;
+    use crate::tiers::{containers, topology};
+
+    /// An arm with every setting a tier is given away from its default.
+    fn unusual(transport: Transport) -> Config {
+        let mut cfg = testing::config(transport);
+        cfg.work.delay = Duration::from_millis(40);
+        cfg.work.jitter = Duration::from_millis(5);
+        cfg.work.items = 3;
+        cfg.work.fanout = 2;
+        cfg.load.timeout = Duration::from_secs(7);
+        cfg.hop.compression = Compression::Gzip;
+        cfg.hop.grpc_connections = 3;
+        cfg.hop.rest_http2 = true;
+        cfg
+    }
+
+    fn value_of<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+        args.iter().position(|a| a == flag).map(|i| args[i + 1].as_str())
+    }
+
+    #[test]
+    fn processes_and_containers_give_each_tier_the_same_settings() {
+        let ip = Some(std::net::IpAddr::from([172, 18, 0, 2]));
+        for transport in [Transport::Grpc, Transport::Rest] {
+            let cfg = unusual(transport);
+            let process_downstream = topology::downstream_args(&cfg, None);
+            let container_downstream = containers::tier_args(&cfg, TierRole::Downstream, None);
+            assert_eq!(settings_only(&process_downstream), settings_only(&container_downstream));
+
+            let process_caller = topology::caller_args(&cfg, None, "http://a".into(), "http://b".into());
+            let container_caller = containers::tier_args(&cfg, TierRole::Caller, ip);
+            assert_eq!(settings_only(&process_caller), settings_only(&container_caller));
+
+            // The settings reach both tiers: a drift in either launcher, or
+            // a section that stops handing its flag on, fails here.
+            for args in [&container_downstream, &container_caller] {
+                assert_eq!(value_of(args, "--compression"), Some("gzip"), "{args:?}");
+            }
+            assert_eq!(value_of(&container_downstream, "--delay"), Some("40ms"), "{container_downstream:?}");
+            assert_eq!(value_of(&container_caller, "--fanout"), Some("2"), "{container_caller:?}");
+            assert_eq!(value_of(&container_caller, "--grpc-connections"), Some("3"), "{container_caller:?}");
+        }
+    }
+
+    #[test]
+    fn placement_flags_are_the_launchers_and_nothing_else() {
+        let cfg = unusual(Transport::Grpc);
+        let args = topology::caller_args(&cfg, None, "http://d:1".into(), "http://d:2".into());
+        let kept = settings_only(&args);
+        assert!(PLACEMENT_FLAGS.iter().all(|f| !kept.iter().any(|a| a == f)), "{kept:?}");
+        assert!(!kept.iter().any(|a| a.starts_with("http://d")), "{kept:?}");
+        assert_eq!(args.len(), kept.len() + 8, "four placement flags and their values: {args:?}");
+    }
+}
