@@ -43,7 +43,16 @@ fn both_writes_two_arms_a_comparison_and_compare_reproduces_it() {
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let folder = run_folder(&out);
     assert!(folder.file_name().unwrap().to_string_lossy().ends_with("-both-40qps"));
+    arms_ran_interleaved_on_fresh_tiers(&folder);
+    timeseries_and_charts_hold_every_arm_and_tier(&folder);
+    let comparison = comparison_and_decision_are_written(&folder);
+    compare_reproduces_the_comparison(&folder, &comparison);
+    let _ = std::fs::remove_dir_all(&out);
+}
 
+/// Two rounds per arm, every request answered, each round on processes of
+/// its own, in counterbalanced order.
+fn arms_ran_interleaved_on_fresh_tiers(folder: &Path) {
     let mut arms = Vec::new();
     for arm in ["grpc", "rest"] {
         let dir = folder.join(arm);
@@ -75,7 +84,9 @@ fn both_writes_two_arms_a_comparison_and_compare_reproduces_it() {
     // Counterbalanced order: gRPC 1, REST 1, REST 2, gRPC 2.
     let start = |a: usize, r: usize| arms[a].rounds[r].started_seconds;
     assert!(start(0, 0) < start(1, 0) && start(1, 0) < start(1, 1) && start(1, 1) < start(0, 1));
+}
 
+fn timeseries_and_charts_hold_every_arm_and_tier(folder: &Path) {
     let csv = std::fs::read_to_string(folder.join("timeseries.csv")).unwrap();
     assert!(csv.starts_with("t_seconds,arm,tier,cpu_percent,rss_bytes,in_flight,achieved_rate\n"));
     for row in ["grpc,caller", "grpc,downstream", "rest,caller", "rest,downstream", "-,harness"] {
@@ -97,7 +108,9 @@ fn both_writes_two_arms_a_comparison_and_compare_reproduces_it() {
     }
     let single = legend(&folder.join("grpc").join("rss.svg"));
     assert!(single.iter().any(|t| t == "caller") && single.iter().any(|t| t == "downstream"), "{single:?}");
+}
 
+fn comparison_and_decision_are_written(folder: &Path) -> String {
     let comparison = std::fs::read_to_string(folder.join("comparison.md")).unwrap();
     assert!(comparison.starts_with("# grpc-vs-rest comparison: gRPC vs REST"));
     assert!(comparison.contains("| metric | gRPC | REST | difference (95% CI) | verdict |"));
@@ -107,7 +120,10 @@ fn both_writes_two_arms_a_comparison_and_compare_reproduces_it() {
     assert!(
         decision.starts_with("---\nstatus: proposed\ndate: ") && decision.contains("## Pros and Cons of the Options")
     );
+    comparison
+}
 
+fn compare_reproduces_the_comparison(folder: &Path, comparison: &str) {
     // compare on the two saved arm folders reproduces the comparison byte for byte.
     let again = out_dir("both-compare");
     let o = harness(&[
@@ -123,7 +139,6 @@ fn both_writes_two_arms_a_comparison_and_compare_reproduces_it() {
     let o = harness(&["compare", folder.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stdout).contains("| metric | gRPC | REST | difference (95% CI) | verdict |"));
-    let _ = std::fs::remove_dir_all(&out);
     let _ = std::fs::remove_dir_all(&again);
 }
 
@@ -149,7 +164,11 @@ fn compare_refuses_what_is_not_a_run_folder_and_warns_on_different_setups() {
     let o = harness(&["compare", fa.to_str().unwrap(), fb.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("warning: rate differs") && err.contains("warning: build profile differs"), "{err}");
+    assert!(
+        err.contains("warning: load differs: gRPC has 100 req/s open loop, REST has 200 req/s open loop")
+            && err.contains("warning: build profile differs"),
+        "{err}"
+    );
     let md = String::from_utf8_lossy(&o.stdout);
     assert!(md.contains("> **The configurations differ:**"), "{md}");
     let o = harness(&["compare", fa.to_str().unwrap()]);

@@ -7,7 +7,8 @@
 use std::fmt::Write;
 
 use super::findings::{difference_cell, findings_list, method_note, projection_section, verdict_cell};
-use crate::export::markdown::{charts_section, environment_table, num, setup};
+use super::setup;
+use crate::export::markdown::{charts_section, environment_table, num};
 use crate::judge::attribution::{Split, attribute};
 use crate::judge::difference::{Row, Verdict, called_share, compare, paired};
 use crate::judge::inference::CONFIDENCE;
@@ -43,7 +44,7 @@ pub fn config_warnings(arms: &[Arm<'_>]) -> Vec<String> {
                 warnings.push(format!("{what} differs: {} has {x}, {} has {y}", first.name, other.name));
             }
         };
-        check("rate", format!("{} req/s", base.load.qps), format!("{} req/s", c.load.qps));
+        check("load", setup::load_text(base), setup::load_text(c));
         check("delay", format!("{:?}", base.work.delay), format!("{:?}", c.work.delay));
         check("items", base.work.items.to_string(), c.work.items.to_string());
         check("shape", base.work.shape.to_string(), c.work.shape.to_string());
@@ -243,35 +244,13 @@ fn validity_section(arms: &[Arm<'_>]) -> String {
 fn configuration_section(arms: &[Arm<'_>]) -> String {
     let mut out = String::new();
     if let Some(first) = arms.first() {
-        let c = &first.run.config;
         let _ = writeln!(out, "\n## Configuration\n");
-        let _ = writeln!(
-            out,
-            "{} req/s open loop for {} rounds of {} after {} of warm-up; {} service delay ({} jitter); {} items per response; fan-out {}; timeout {}; front connections {}; gRPC connections {}; REST over {}.",
-            c.load.qps,
-            c.load.rounds,
-            humantime::format_duration(c.load.duration),
-            humantime::format_duration(c.load.warmup),
-            humantime::format_duration(c.work.delay),
-            humantime::format_duration(c.work.jitter),
-            c.work.items,
-            c.work.fanout,
-            humantime::format_duration(c.load.timeout),
-            if c.load.connections == 0 {
-                "one per request in flight".to_owned()
-            } else {
-                c.load.connections.to_string()
-            },
-            c.hop.grpc_connections,
-            if c.hop.rest_http2 { "HTTP/2 cleartext" } else { "HTTP/1.1" }
-        );
-        if let Some(text) = super::wire::compression_text(c.hop.compression) {
-            let _ = writeln!(out, "\nInternal hop compression: {text}.");
-        }
+        let mut rows = vec![("arms", arms.iter().map(|a| a.name).collect::<Vec<_>>().join(", "))];
+        rows.extend(setup::shared_rows(&first.run.config));
+        out.push_str(&setup::table(&rows));
         for a in arms {
-            if let Some(text) = super::wire::tls_text(a.run) {
-                let _ = writeln!(out, "\n- {} internal hop {text}.", a.name);
-            }
+            let _ = writeln!(out, "\n{} internal hop:\n", a.name);
+            out.push_str(&setup::table(&setup::hop_rows(a.run)));
         }
         for a in arms {
             for (tier, info) in &a.run.tiers {

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::config::TargetTier;
+use super::setup;
 use crate::judge::metrics::metrics;
 use crate::judge::stats::mean;
 use crate::measure::histogram::{decode_histogram, resolution_us};
@@ -23,44 +23,7 @@ fn hd(d: std::time::Duration) -> String {
     humantime::format_duration(d).to_string()
 }
 
-/// `gRPC at 100 req/s, 500 ms delay, 10 items`.
-pub fn title(run: &RunResult) -> String {
-    format!("{} at {}", run.config.transport.title(), setup(run))
-}
-
-/// `100 req/s, 500 ms delay, 10 items` (and fan-out and label when set).
-pub fn setup(run: &RunResult) -> String {
-    let c = &run.config;
-    let load = if c.load.closed_loop {
-        format!("{} connections closed loop", c.load.connections)
-    } else {
-        format!("{} req/s", num(Some(c.load.qps), if c.load.qps.fract() == 0.0 { 0 } else { 2 }))
-    };
-    format!("{load}, {}", shape(run))
-}
-
-/// The setup without the load: `500 ms delay, 10 items` (and the target,
-/// fan-out and label when set).
-pub fn shape(run: &RunResult) -> String {
-    let c = &run.config;
-    let mut t = format!("{} ms delay, {} items", c.work.delay.as_millis(), c.work.items);
-    if !c.work.shape.is_order() {
-        let _ = write!(t, " ({} shape)", c.work.shape);
-    }
-    if c.work.request_bytes > 0 {
-        let _ = write!(t, ", {} B uploaded per call", c.work.request_bytes);
-    }
-    if c.deploy.target == TargetTier::Downstream {
-        t.push_str(", straight to the downstream");
-    }
-    if c.work.fanout > 1 {
-        let _ = write!(t, ", fan-out {}", c.work.fanout);
-    }
-    if let Some(label) = &c.output.label {
-        let _ = write!(t, " ({label})");
-    }
-    t
-}
+pub use super::setup::{setup, shape, title};
 
 /// The "Charts" section linking the SVGs written beside a report.
 pub fn charts_section() -> String {
@@ -371,60 +334,11 @@ fn validity_section(run: &RunResult) -> String {
 fn configuration_section(run: &RunResult) -> String {
     let mut out = String::new();
     let c = &run.config;
-    let _ = writeln!(out, "\n## Configuration\n\n| setting | value |\n|---|---|");
-    let mut rows: Vec<(&str, String)> = vec![
-        ("transport (internal hop)", c.transport.as_str().to_owned()),
-        (
-            "load",
-            if c.load.closed_loop {
-                format!("closed loop, {} connections", c.load.connections)
-            } else {
-                format!("{} req/s, open loop", c.load.qps)
-            },
-        ),
-        (
-            "target",
-            match (&c.deploy.target, &c.deploy.downstream_url) {
-                (TargetTier::Caller, _) => "caller (three tiers)".to_owned(),
-                (_, Some(url)) => format!("downstream at {url} (two tiers, not started by the harness)"),
-                (_, None) => "downstream (two tiers)".to_owned(),
-            },
-        ),
-        ("rounds × duration", format!("{} × {}", c.load.rounds, hd(c.load.duration))),
-        (
-            "warm-up",
-            if c.load.warmup_ramp.is_zero() {
-                hd(c.load.warmup)
-            } else {
-                format!("{}, the rate rising from zero over the first {}", hd(c.load.warmup), hd(c.load.warmup_ramp))
-            },
-        ),
-        ("service delay / jitter", format!("{} / {}", hd(c.work.delay), hd(c.work.jitter))),
-        ("items per response", c.work.items.to_string()),
-        ("fan-out", c.work.fanout.to_string()),
-        ("timeout", hd(c.load.timeout)),
-        ("max in flight", c.load.max_in_flight.to_string()),
-        (
-            "front connections",
-            if c.load.connections == 0 { "one per request in flight".into() } else { c.load.connections.to_string() },
-        ),
-        ("gRPC connections (caller)", c.hop.grpc_connections.to_string()),
-        ("REST over HTTP/2", c.hop.rest_http2.to_string()),
-        ("sample interval", hd(c.load.sample_interval)),
-    ];
-    rows.extend(super::wire::tls_text(run).map(|t| ("internal hop TLS", t)));
-    rows.extend(super::wire::compression_text(c.hop.compression).map(|t| ("internal hop compression", t)));
-    // Rows added with the payload options appear only when set, so the
-    // report of a default run keeps its shape.
-    let payload_rows = [
-        (!c.work.shape.is_order()).then(|| ("record shape", c.work.shape.as_str().to_owned())),
-        (c.work.request_bytes > 0)
-            .then(|| ("request body bytes per downstream call", c.work.request_bytes.to_string())),
-        c.load.load_threads.map(|n| ("harness runtime worker threads (--load-threads)", n.to_string())),
-    ];
-    for (k, v) in rows.into_iter().chain(payload_rows.into_iter().flatten()) {
-        let _ = writeln!(out, "| {k} | {v} |");
-    }
+    let _ = writeln!(out, "\n## Configuration\n");
+    let mut rows = vec![("transport (internal hop)", c.transport.as_str().to_owned())];
+    rows.extend(setup::shared_rows(c));
+    rows.extend(setup::hop_rows(run));
+    out.push_str(&setup::table(&rows));
     for (tier, info) in &run.tiers {
         let _ = writeln!(out, "| {tier} settings | `{}` |", info.settings);
     }

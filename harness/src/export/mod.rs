@@ -29,9 +29,9 @@ pub mod hgrm;
 pub mod link;
 pub mod markdown;
 pub mod payload;
+pub mod setup;
 pub mod summary;
 pub mod timeseries;
-pub mod wire;
 
 use crate::config::ProxyHop;
 use crate::result::RunResult;

@@ -1,0 +1,285 @@
+//! The run's configuration in words: one renderer for `report.md`,
+//! `comparison.md` and the terminal summary. The load says whether it was an
+//! open loop at a rate or a closed loop over connections, never "0 req/s";
+//! how the internal hop carried its bytes (HTTP version, encoding, TLS,
+//! compression) is read from what the tiers reported in their settings, and
+//! a tier that reported something else than was asked for is shown as such.
+
+use std::collections::BTreeSet;
+use std::fmt::Write;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::config::{Compression, Config, TargetTier, TlsMode};
+use crate::export::markdown::num;
+use crate::result::{RunResult, TierName};
+
+/// A duration as people write it (`500ms`, `1m 30s`).
+fn hd(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+/// `100 req/s open loop` or `closed loop over 8 connections`.
+pub fn load_text(c: &Config) -> String {
+    if c.load.closed_loop {
+        format!("closed loop over {} connections", c.load.connections)
+    } else {
+        format!("{} req/s open loop", num(Some(c.load.qps), if c.load.qps.fract() == 0.0 { 0 } else { 2 }))
+    }
+}
+
+/// `gRPC at 100 req/s open loop, 500 ms delay, 10 items`.
+pub fn title(run: &RunResult) -> String {
+    format!("{} at {}", run.config.transport.title(), setup(run))
+}
+
+/// `100 req/s open loop, 500 ms delay, 10 items` (and fan-out and label when set).
+pub fn setup(run: &RunResult) -> String {
+    format!("{}, {}", load_text(&run.config), shape(run))
+}
+
+/// The setup without the load: `500 ms delay, 10 items` (and the target,
+/// fan-out and label when set).
+pub fn shape(run: &RunResult) -> String {
+    let c = &run.config;
+    let mut t = format!("{} ms delay, {} items", c.work.delay.as_millis(), c.work.items);
+    if !c.work.shape.is_order() {
+        let _ = write!(t, " ({} shape)", c.work.shape);
+    }
+    if c.work.request_bytes > 0 {
+        let _ = write!(t, ", {} B uploaded per call", c.work.request_bytes);
+    }
+    if c.deploy.target == TargetTier::Downstream {
+        t.push_str(", straight to the downstream");
+    }
+    if c.work.fanout > 1 {
+        let _ = write!(t, ", fan-out {}", c.work.fanout);
+    }
+    if let Some(label) = &c.output.label {
+        let _ = write!(t, " ({label})");
+    }
+    t
+}
+
+/// One row of the configuration table.
+pub type Row = (&'static str, String);
+
+/// The rows every arm of a comparison shares: the load, the work and the
+/// deployment, from the configuration.
+pub fn shared_rows(c: &Config) -> Vec<Row> {
+    let mut rows: Vec<Row> = vec![
+        ("load", load_text(c)),
+        (
+            "target",
+            match (&c.deploy.target, &c.deploy.downstream_url) {
+                (TargetTier::Caller, _) => "caller (three tiers)".to_owned(),
+                (_, Some(url)) => format!("downstream at {url} (two tiers, not started by the harness)"),
+                (_, None) => "downstream (two tiers)".to_owned(),
+            },
+        ),
+        ("rounds × duration", format!("{} × {}", c.load.rounds, hd(c.load.duration))),
+        (
+            "warm-up",
+            if c.load.warmup_ramp.is_zero() {
+                hd(c.load.warmup)
+            } else {
+                format!("{}, the rate rising from zero over the first {}", hd(c.load.warmup), hd(c.load.warmup_ramp))
+            },
+        ),
+        ("service delay / jitter", format!("{} / {}", hd(c.work.delay), hd(c.work.jitter))),
+        ("items per response", c.work.items.to_string()),
+        ("fan-out", c.work.fanout.to_string()),
+        ("timeout", hd(c.load.timeout)),
+        ("max in flight", c.load.max_in_flight.to_string()),
+        (
+            "front connections",
+            if c.load.connections == 0 { "one per request in flight".into() } else { c.load.connections.to_string() },
+        ),
+        ("gRPC connections (caller)", c.hop.grpc_connections.to_string()),
+        ("REST over HTTP/2", c.hop.rest_http2.to_string()),
+        ("sample interval", hd(c.load.sample_interval)),
+    ];
+    // Rows added with the payload options appear only when set, so the
+    // report of a default run keeps its shape.
+    rows.extend(
+        [
+            (!c.work.shape.is_order()).then(|| ("record shape", c.work.shape.as_str().to_owned())),
+            (c.work.request_bytes > 0)
+                .then(|| ("request body bytes per downstream call", c.work.request_bytes.to_string())),
+            c.load.load_threads.map(|n| ("harness runtime worker threads (--load-threads)", n.to_string())),
+        ]
+        .into_iter()
+        .flatten(),
+    );
+    rows
+}
+
+/// How one arm's internal hop carried its bytes, as its tiers reported it:
+/// the client's protocol and encoding, TLS, compression. TLS and
+/// compression rows appear when asked for or reported.
+pub fn hop_rows(run: &RunResult) -> Vec<Row> {
+    let client = run.tiers.get(&TierName::Caller).map(|t| &t.settings["client"]);
+    let server = run.tiers.get(&TierName::Downstream).map(|t| &t.settings);
+    let mut rows = Vec::new();
+    if let Some(client) = client.filter(|c| c.is_object()) {
+        let mut text = client["http_version"].as_str().unwrap_or("protocol not reported").to_owned();
+        if let Some(encoding) = client["encoding"].as_str() {
+            let _ = write!(text, ", {encoding}");
+        }
+        rows.push(("internal hop (as the caller reported it)", text));
+    }
+    rows.extend(tls_text(run, client, server).map(|t| ("internal hop TLS", t)));
+    rows.extend(compression_text(run.config.hop.compression, client, server).map(|t| ("internal hop compression", t)));
+    rows
+}
+
+/// A table of `rows` under a `setting | value` header.
+pub fn table(rows: &[Row]) -> String {
+    let mut out = String::from("| setting | value |\n|---|---|\n");
+    for (k, v) in rows {
+        let _ = writeln!(out, "| {k} | {v} |");
+    }
+    out
+}
+
+/// The encoding a tier's `compression` setting names: `none` when it says
+/// so, `None` when the tier did not report one.
+fn reported_encoding(settings: Option<&Value>) -> Option<String> {
+    match settings.map(|s| &s["compression"]) {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(v) => v["encoding"].as_str().map(str::to_owned),
+        None => None,
+    }
+}
+
+/// `gzip (gRPC: grpc-encoding; …)` when both ends of the hop reported it;
+/// what each end reported beside what was asked for when they differ;
+/// `None` for an uncompressed hop that nothing contradicts.
+fn compression_text(asked: Compression, client: Option<&Value>, server: Option<&Value>) -> Option<String> {
+    let reported = [reported_encoding(client), reported_encoding(server)];
+    let asked_name = asked.as_str();
+    let agree = reported.iter().all(|r| r.as_deref() == Some(asked_name));
+    if agree && asked == Compression::None {
+        return None;
+    }
+    if agree {
+        return Some(format!(
+            "{asked_name} (gRPC: grpc-encoding; REST: Content-Encoding; requests and responses, as both tiers \
+             reported); message bytes are the uncompressed payload, wire bytes what was sent"
+        ));
+    }
+    if asked == Compression::None && reported.iter().all(|r| r.as_deref().is_none_or(|r| r == "none")) {
+        return None;
+    }
+    let said = |r: &Option<String>| r.clone().unwrap_or_else(|| "not reported".to_owned());
+    Some(format!(
+        "asked for {asked_name}; the caller's client reported {}, the downstream {}",
+        said(&reported[0]),
+        said(&reported[1])
+    ))
+}
+
+/// `mutual TLS (…): TLSv1.3 … ALPN h2; 2 handshakes inside the rounds (0
+/// resumed, 0 failed)`, or `None` without TLS. The mode is what the
+/// downstream's listener reported (client certificates required or not).
+fn tls_text(run: &RunResult, client: Option<&Value>, server: Option<&Value>) -> Option<String> {
+    let arm = run.config.transport.as_str();
+    let listener = server.map(|s| &s["tls"]).filter(|t| t.is_object());
+    let client_tls = client.map(|c| &c["tls"]).filter(|t| t.is_object());
+    let asked = run.config.hop.tls;
+    if asked == TlsMode::None && listener.is_none() && client_tls.is_none() {
+        return None;
+    }
+    let mode = match listener.map(|l| &l[arm]["client_auth"]) {
+        Some(Value::String(auth)) if auth.starts_with("required") => {
+            "mutual TLS (server and client certificates from the run's CA)".to_owned()
+        }
+        Some(Value::String(_)) => "TLS (server certificate from the run's CA)".to_owned(),
+        _ => format!("asked for {}; the downstream reported no TLS listener settings", asked.as_str()),
+    };
+    let tallies: Vec<_> = run.rounds.iter().filter_map(|r| r.bytes.internal.tls.as_ref()).collect();
+    if tallies.is_empty() {
+        return Some(format!("{mode}; negotiated parameters and handshakes not measured"));
+    }
+    let negotiated: BTreeSet<&str> = tallies.iter().flat_map(|t| t.negotiated.keys().map(String::as_str)).collect();
+    let sum = |f: fn(&telemetry::TlsSnapshot) -> u64| tallies.iter().map(|t| f(t)).sum::<u64>();
+    let (full, resumed, failed) =
+        (sum(|t| t.handshakes_full), sum(|t| t.handshakes_resumed), sum(|t| t.handshakes_failed));
+    let negotiated = if negotiated.is_empty() {
+        "no handshake inside the rounds (connections made during warm-up)".to_owned()
+    } else {
+        negotiated.into_iter().collect::<Vec<_>>().join(", ")
+    };
+    Some(format!(
+        "{mode}: {negotiated}; {} handshakes inside the rounds ({resumed} resumed, {failed} failed); wire bytes \
+         include TLS records; certificates in `tls/`",
+        full + resumed
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use caller::Transport;
+    use serde_json::json;
+
+    use super::*;
+
+    fn with_settings(compression: Compression, caller: Value, downstream: Value) -> RunResult {
+        let mut run = crate::testing::run(Transport::Grpc, 1.0);
+        run.config.hop.compression = compression;
+        run.tiers.get_mut(&TierName::Caller).unwrap().settings = json!({ "client": caller });
+        run.tiers.get_mut(&TierName::Downstream).unwrap().settings = downstream;
+        run
+    }
+
+    fn row<'a>(rows: &'a [Row], key: &str) -> Option<&'a str> {
+        rows.iter().find(|(k, _)| *k == key).map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn compression_is_what_the_tiers_reported() {
+        let gzip = json!({ "encoding": "gzip" });
+        let run = with_settings(
+            Compression::Gzip,
+            json!({ "http_version": "HTTP/2 cleartext", "compression": gzip }),
+            json!({ "compression": gzip }),
+        );
+        let rows = hop_rows(&run);
+        assert!(row(&rows, "internal hop compression").unwrap().starts_with("gzip ("), "{rows:?}");
+        assert_eq!(row(&rows, "internal hop (as the caller reported it)"), Some("HTTP/2 cleartext"));
+
+        // Asked for, but a tier served without it: the report says so.
+        let run = with_settings(Compression::Gzip, json!({ "compression": gzip }), json!({ "compression": "none" }));
+        let text = row(&hop_rows(&run), "internal hop compression").unwrap().to_owned();
+        assert_eq!(text, "asked for gzip; the caller's client reported gzip, the downstream none");
+
+        // Nothing asked, nothing reported: no row, as before compression existed.
+        let run = with_settings(Compression::None, json!({ "compression": "none" }), json!({}));
+        assert_eq!(row(&hop_rows(&run), "internal hop compression"), None);
+    }
+
+    #[test]
+    fn tls_mode_is_the_listeners() {
+        let run = with_settings(
+            Compression::None,
+            json!({ "tls": { "alpn": "h2" } }),
+            json!({ "tls": { "grpc": { "client_auth": "required (mTLS)" } } }),
+        );
+        let rows = hop_rows(&run);
+        assert!(row(&rows, "internal hop TLS").unwrap().starts_with("mutual TLS"), "{rows:?}");
+        let run = with_settings(Compression::None, json!({}), json!({}));
+        assert_eq!(row(&hop_rows(&run), "internal hop TLS"), None);
+    }
+
+    #[test]
+    fn a_closed_loop_states_its_connections_never_a_rate() {
+        let mut run = crate::testing::run(Transport::Rest, 1.0);
+        run.config.load.closed_loop = true;
+        run.config.load.qps = 0.0;
+        run.config.load.connections = 8;
+        assert_eq!(load_text(&run.config), "closed loop over 8 connections");
+        assert!(title(&run).starts_with("REST at closed loop over 8 connections, "), "{}", title(&run));
+        assert!(!table(&shared_rows(&run.config)).contains("req/s"));
+    }
+}
