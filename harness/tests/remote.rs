@@ -152,12 +152,22 @@ fn both_transports_against_remote_tiers_measure_both_tiers_and_bytes_agree() {
         eprintln!("not root (or no `ip`): the remote tiers run on loopback instead of in network namespaces");
         None
     };
-    let (caller_ns, downstream_ns) = match &hosts {
+    let (downstream, grpc, rest) = start_remote_tiers(hosts.as_ref());
+    both_arms_measure_every_remote_tier(&downstream, &grpc, &rest);
+    an_unreadable_admin_endpoint_gives_nulls_and_a_note(&grpc);
+    drop((grpc, rest, downstream));
+    drop(hosts);
+}
+
+/// A downstream and one caller per transport, in the test's network
+/// namespaces when there are any, on loopback otherwise.
+fn start_remote_tiers(hosts: Option<&Hosts>) -> (TierProcess, TierProcess, TierProcess) {
+    let (caller_ns, downstream_ns) = match hosts {
         Some(h) => (Some(h.caller_ns.as_str()), Some(h.downstream_ns.as_str())),
         None => (None, None),
     };
     let at = |addr: Option<&String>| format!("{}:0", addr.map_or("127.0.0.1", |s| s.as_str()));
-    let d_ip = hosts.as_ref().map(|h| &h.downstream_ip);
+    let d_ip = hosts.map(|h| &h.downstream_ip);
     let downstream = start_tier(
         downstream_ns,
         "downstream",
@@ -167,12 +177,12 @@ fn both_transports_against_remote_tiers_measure_both_tiers_and_bytes_agree() {
             "--rest-addr".into(),
             at(d_ip),
             "--admin-addr".into(),
-            at(hosts.as_ref().map(|h| &h.downstream_admin_ip)),
+            at(hosts.map(|h| &h.downstream_admin_ip)),
             "--delay".into(),
             "5ms".into(),
         ],
     );
-    let caller_at = at(hosts.as_ref().map(|h| &h.caller_ip));
+    let caller_at = at(hosts.map(|h| &h.caller_ip));
     let caller = |transport: &str| {
         let (flag, listener) =
             if transport == "grpc" { ("--downstream-grpc", "grpc") } else { ("--downstream-rest", "rest") };
@@ -192,6 +202,12 @@ fn both_transports_against_remote_tiers_measure_both_tiers_and_bytes_agree() {
         )
     };
     let (grpc, rest) = (caller("grpc"), caller("rest"));
+    (downstream, grpc, rest)
+}
+
+/// `--transport both` against the remote tiers: every tier reached, sampled
+/// and measured, and both ends of the internal hop count the same bytes.
+fn both_arms_measure_every_remote_tier(downstream: &TierProcess, grpc: &TierProcess, rest: &TierProcess) {
     let out = out_dir("remote");
     let per_arm = |l: &str| format!("grpc={},rest={}", grpc.url(l), rest.url(l));
     let o = harness_cmd(&[
@@ -224,7 +240,7 @@ fn both_transports_against_remote_tiers_measure_both_tiers_and_bytes_agree() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{stderr}");
     let folder = run_folder(&out);
-    for (arm, tier_process) in [("grpc", &grpc), ("rest", &rest)] {
+    for (arm, tier_process) in [("grpc", grpc), ("rest", rest)] {
         let run = load(&folder.join(arm));
         // Every tier reached and measured; a generator that fell behind its
         // schedule on a busy machine is the one note allowed.
@@ -256,9 +272,11 @@ fn both_transports_against_remote_tiers_measure_both_tiers_and_bytes_agree() {
         }
     }
     let _ = std::fs::remove_dir_all(&out);
+}
 
-    // An admin endpoint that cannot be read: null figures and a validity
-    // note, never zeros.
+/// An admin endpoint that cannot be read: null figures and a validity note,
+/// never zeros.
+fn an_unreadable_admin_endpoint_gives_nulls_and_a_note(grpc: &TierProcess) {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let out = out_dir("remote-unread");
     let o = harness_cmd(&[
@@ -297,8 +315,6 @@ fn both_transports_against_remote_tiers_measure_both_tiers_and_bytes_agree() {
     );
     assert!(run.rounds[0].resources[&TierName::Caller].cpu_seconds.is_some());
     let _ = std::fs::remove_dir_all(&out);
-    drop((grpc, rest, downstream));
-    drop(hosts);
 }
 
 #[test]

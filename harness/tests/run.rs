@@ -42,78 +42,98 @@ fn a_short_run_sends_qps_times_duration_and_writes_every_file() {
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(stdout.contains("round 1:") && stdout.contains("written to"), "{stdout}");
 
-        let folder = run_folder(&out);
-        let name = folder.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(name.ends_with(&format!("-{transport}-200qps")), "{name}");
-        for file in ["run.json", "report.md", "latency.hgrm"] {
-            assert!(folder.join(file).is_file(), "{file} missing in {name}");
-        }
-        let run = load(&folder);
-        assert_eq!(run.status, RunStatus::Complete);
-        // The warm-up's first half ramps up to the rate, and the report says so.
-        assert_eq!(run.config.load.warmup_ramp, Duration::from_millis(250));
-        let report = std::fs::read_to_string(folder.join("report.md")).unwrap();
-        assert!(report.contains("| warm-up | 500ms, the rate rising from zero over the first 250ms |"), "{report}");
-        assert_eq!(run.environment.build_profile, "debug");
-        assert_eq!(run.environment.opt_level.as_deref(), Some("2"));
-        // Nothing wrong with the run itself; the machine may be busy with the
-        // other tests of this file, so a generator that fell behind its
-        // schedule (send lag over 10 ms) is the one note allowed.
-        assert!(validity_apart_from_send_lag(&run).is_empty(), "{:?}", run.validity);
-        let r = &run.rounds[0];
-        // qps × duration = 400, within 1%.
-        assert!((396..=404).contains(&r.requests.sent), "sent {}", r.requests.sent);
-        assert_eq!(r.requests.error_total(), 0, "{:?}", r.requests.errors);
-        assert!(run.error_reasons.is_empty(), "{:?}", run.error_reasons);
-        assert_eq!(r.requests.ok, r.requests.sent);
-        let corrected = r.latency.corrected.as_ref().unwrap();
-        assert!(corrected.min_ms >= 30.0, "min latency {} below the 30 ms delay", corrected.min_ms);
-        assert!(r.latency.downstream_hop.as_ref().unwrap().min_ms >= 30.0);
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        for tier in [TierName::Caller, TierName::Downstream] {
-            // Each tier states the runtime it served on: tokio's default.
-            let s = &run.tiers[&tier].settings;
-            assert_eq!(s["runtime"], "tokio multi-thread", "{tier}: {s}");
-            assert_eq!(s["runtime_workers"], cores, "{tier}: {s}");
-            assert_eq!(s["runtime_workers_source"], "tokio's default: one per core", "{tier}: {s}");
-            // Huge pages off, as the tier's kernel says (telemetry::huge_pages).
-            assert_eq!(s["transparent_huge_pages"], "off (PR_SET_THP_DISABLE)", "{tier}: {s}");
-            let res = &r.resources[&tier];
-            assert!(res.rss_mib_peak.unwrap() > 0.0, "{tier} RSS");
-            assert!(res.cpu_seconds.unwrap() > 0.0, "{tier} CPU");
-        }
-        let hop = &r.bytes.internal;
-        assert_eq!(hop.listener, transport);
-        // The downstream counts calls it finished inside the window; the round
-        // counts the requests due in it. The two differ by the in-flight tails.
-        assert!(
-            hop.requests.abs_diff(r.requests.ok) <= r.requests.ok / 20 + 5,
-            "the downstream finished {} calls in a round that answered {}",
-            hop.requests,
-            r.requests.ok
-        );
-        assert!(hop.response_wire_bytes_per_request.unwrap() > hop.response_message_bytes_per_request.unwrap());
-        let hgrm = std::fs::read_to_string(folder.join("latency.hgrm")).unwrap();
-        assert!(hgrm.contains("#[Max     ="), "{hgrm}");
-        let report = std::fs::read_to_string(folder.join("report.md")).unwrap();
-        assert!(!report.contains("WARNING"), "{report}");
-        assert!(report.contains("| build profile | debug (opt-level 2) |"), "{report}");
-        assert!(report.contains("Instrument: every latency is recorded to 4 significant digits"), "{report}");
-        // Every answer's arrival is the kernel's receive stamp, and the report says so.
-        assert_eq!(r.latency.kernel_stamped, Some(r.requests.ok));
-        let stamped = format!(
-            "(SO_TIMESTAMPNS) of an answer's last packet, not at the clock after the read (which adds this process's wake-up), for {} of {} successful answers",
-            r.requests.ok, r.requests.ok
-        );
-        assert!(report.contains(&stamped), "{report}");
-        assert!(report.contains("| latency p99 (ms) |"));
-        assert!(report.contains("| harness memory mean (MiB) |"), "{report}");
-        // The generator's series covers the drain: its last reading has
-        // nothing in flight and every answer counted.
-        let last = run.load_samples.last().unwrap();
-        assert_eq!((last.in_flight, last.ok), (0, last.sent), "{last:?}");
-        assert!(last.t_seconds >= r.started_seconds + r.window_seconds);
+        short_run_holds(&run_folder(&out), transport);
         let _ = std::fs::remove_dir_all(&out);
+    }
+}
+
+/// What a 2 s run at 200 req/s with a 30 ms delay wrote: every file, every
+/// request answered once, tiers on tokio's default runtime, the internal
+/// hop counted, kernel-stamped answers, and a report that says so.
+fn short_run_holds(folder: &std::path::Path, transport: &str) {
+    let name = folder.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.ends_with(&format!("-{transport}-200qps")), "{name}");
+    for file in ["run.json", "report.md", "latency.hgrm"] {
+        assert!(folder.join(file).is_file(), "{file} missing in {name}");
+    }
+    let run = load(folder);
+    assert_eq!(run.status, RunStatus::Complete);
+    // The warm-up's first half ramps up to the rate, and the report says so.
+    assert_eq!(run.config.load.warmup_ramp, Duration::from_millis(250));
+    let report = std::fs::read_to_string(folder.join("report.md")).unwrap();
+    assert!(report.contains("| warm-up | 500ms, the rate rising from zero over the first 250ms |"), "{report}");
+    assert_eq!(run.environment.build_profile, "debug");
+    assert_eq!(run.environment.opt_level.as_deref(), Some("2"));
+    // Nothing wrong with the run itself; the machine may be busy with the
+    // other tests of this file, so a generator that fell behind its
+    // schedule (send lag over 10 ms) is the one note allowed.
+    assert!(validity_apart_from_send_lag(&run).is_empty(), "{:?}", run.validity);
+    let r = &run.rounds[0];
+    // qps × duration = 400, within 1%.
+    assert!((396..=404).contains(&r.requests.sent), "sent {}", r.requests.sent);
+    assert_eq!(r.requests.error_total(), 0, "{:?}", r.requests.errors);
+    assert!(run.error_reasons.is_empty(), "{:?}", run.error_reasons);
+    assert_eq!(r.requests.ok, r.requests.sent);
+    let corrected = r.latency.corrected.as_ref().unwrap();
+    assert!(corrected.min_ms >= 30.0, "min latency {} below the 30 ms delay", corrected.min_ms);
+    assert!(r.latency.downstream_hop.as_ref().unwrap().min_ms >= 30.0);
+    tiers_served_on_the_default_runtime(&run);
+    let hop = &r.bytes.internal;
+    // Each tier states the runtime it served on: tokio's default.
+    let s = &run.tiers[&tier].settings;
+    assert_eq!(s["runtime"], "tokio multi-thread", "{tier}: {s}");
+    assert_eq!(s["runtime_workers"], cores, "{tier}: {s}");
+    assert_eq!(s["runtime_workers_source"], "tokio's default: one per core", "{tier}: {s}");
+    // Huge pages off, as the tier's kernel says (telemetry::huge_pages).
+    assert_eq!(s["transparent_huge_pages"], "off (PR_SET_THP_DISABLE)", "{tier}: {s}");
+    let res = &r.resources[&tier];
+    assert!(res.rss_mib_peak.unwrap() > 0.0, "{tier} RSS");
+    assert_eq!(hop.listener, transport);
+    // The downstream counts calls it finished inside the window; the round
+    // counts the requests due in it. The two differ by the in-flight tails.
+    assert!(
+        hop.requests.abs_diff(r.requests.ok) <= r.requests.ok / 20 + 5,
+        "the downstream finished {} calls in a round that answered {}",
+        hop.requests,
+        r.requests.ok
+    );
+    assert!(hop.response_wire_bytes_per_request.unwrap() > hop.response_message_bytes_per_request.unwrap());
+    let hgrm = std::fs::read_to_string(folder.join("latency.hgrm")).unwrap();
+    assert!(hgrm.contains("#[Max     ="), "{hgrm}");
+    let report = std::fs::read_to_string(folder.join("report.md")).unwrap();
+    assert!(!report.contains("WARNING"), "{report}");
+    assert!(report.contains("| build profile | debug (opt-level 2) |"), "{report}");
+    assert!(report.contains("Instrument: every latency is recorded to 4 significant digits"), "{report}");
+    // Every answer's arrival is the kernel's receive stamp, and the report says so.
+    assert_eq!(r.latency.kernel_stamped, Some(r.requests.ok));
+    let stamped = format!(
+        "(SO_TIMESTAMPNS) of an answer's last packet, not at the clock after the read (which adds this process's wake-up), for {} of {} successful answers",
+        r.requests.ok, r.requests.ok
+    );
+    assert!(report.contains(&stamped), "{report}");
+    assert!(report.contains("| latency p99 (ms) |"));
+    assert!(report.contains("| harness memory mean (MiB) |"), "{report}");
+    // The generator's series covers the drain: its last reading has
+    // nothing in flight and every answer counted.
+    let last = run.load_samples.last().unwrap();
+    assert_eq!((last.in_flight, last.ok), (0, last.sent), "{last:?}");
+    assert!(last.t_seconds >= r.started_seconds + r.window_seconds);
+}
+
+fn tiers_served_on_the_default_runtime(run: &harness::result::RunResult) {
+    let r = &run.rounds[0];
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    for tier in [TierName::Caller, TierName::Downstream] {
+        // Each tier states the runtime it served on: tokio's default.
+        let s = &run.tiers[&tier].settings;
+        assert_eq!(s["runtime"], "tokio multi-thread", "{tier}: {s}");
+        assert_eq!(s["runtime_workers"], cores, "{tier}: {s}");
+        assert_eq!(s["runtime_workers_source"], "tokio's default: one per core", "{tier}: {s}");
+        // Huge pages off, as the tier's kernel says (telemetry::huge_pages).
+        assert_eq!(s["transparent_huge_pages"], "off (PR_SET_THP_DISABLE)", "{tier}: {s}");
+        let res = &r.resources[&tier];
+        assert!(res.rss_mib_peak.unwrap() > 0.0, "{tier} RSS");
+        assert!(res.cpu_seconds.unwrap() > 0.0, "{tier} CPU");
     }
 }
 
