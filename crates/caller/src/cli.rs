@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use payload::Limits;
-use telemetry::Compression;
+use service::Compression;
 use tokio_util::sync::CancellationToken;
 
 use crate::Transport;
@@ -58,7 +58,7 @@ pub struct Args {
     pub max_records: u64,
     /// Close a front connection with no request in flight (HTTP/2: no open
     /// stream, PINGs do not count) after this long.
-    #[arg(long, default_value = "30s", value_parser = telemetry::parse_positive_duration)]
+    #[arg(long, default_value = "30s", value_parser = service::parse_positive_duration)]
     pub idle_timeout: Duration,
     /// Most front requests worked on at once; more are answered 503.
     /// Default: the larger of the open-files limit and 65536.
@@ -114,9 +114,9 @@ impl Args {
 /// drains and returns.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
-    telemetry::cancel_on_signal(shutdown.clone());
+    service::cancel_on_signal(shutdown.clone());
     let handle = start(args.into_config(), shutdown).await.context("starting the caller")?;
-    telemetry::print_ready(&handle.ready_line()).context("writing the ready line to stdout")?;
+    service::print_ready(&handle.ready_line()).context("writing the ready line to stdout")?;
     handle.wait().await;
     Ok(())
 }

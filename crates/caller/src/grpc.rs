@@ -90,10 +90,10 @@ fn channels(
     counters: &Arc<Counters>,
 ) -> Result<Vec<Channel>, WireError> {
     let mut endpoint = Endpoint::from_shared(target.to_owned())?
-        // Flow-control windows set explicitly (see `telemetry::h2`).
-        .initial_stream_window_size(telemetry::h2::CLIENT_STREAM_WINDOW_BYTES)
-        .initial_connection_window_size(telemetry::h2::CLIENT_CONNECTION_WINDOW_BYTES)
-        .http2_adaptive_window(telemetry::h2::ADAPTIVE_WINDOW);
+        // Flow-control windows set explicitly (see `service::h2`).
+        .initial_stream_window_size(service::h2::CLIENT_STREAM_WINDOW_BYTES)
+        .initial_connection_window_size(service::h2::CLIENT_CONNECTION_WINDOW_BYTES)
+        .http2_adaptive_window(service::h2::ADAPTIVE_WINDOW);
     if let Some(tls) = wire.grpc_tls().map_err(WireError::Files)? {
         endpoint = endpoint.tls_config(tls)?;
     }
@@ -161,7 +161,7 @@ fn grpc_settings(transport: &str, connections: usize, wire: &Wire) -> serde_json
         "retries": "none",
         "max_concurrent_streams": "as advertised by the server (SETTINGS_MAX_CONCURRENT_STREAMS)",
         "max_decoding_message_bytes": MAX_DECODING_MESSAGE_BYTES,
-        "http2_flow_control": telemetry::h2::windows_json(true),
+        "http2_flow_control": service::h2::windows_json(true),
     });
     let settings = if transport == "grpc-json" {
         merged(

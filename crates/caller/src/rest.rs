@@ -13,7 +13,8 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use payload::{FetchRequest, FetchResponse};
 use prost::Message;
-use telemetry::{Compression, Counters};
+use service::Compression;
+use telemetry::Counters;
 
 use crate::outbound::{CallError, Outbound};
 use crate::wire::{Wire, merged};
@@ -117,12 +118,12 @@ impl RestClient {
             .retry(reqwest::retry::never())
             .connector_layer(CountConnectsLayer(counters.clone()));
         let builder = if http2 {
-            // Flow-control windows set explicitly (see `telemetry::h2`).
+            // Flow-control windows set explicitly (see `service::h2`).
             builder
                 .http2_prior_knowledge()
-                .http2_initial_stream_window_size(telemetry::h2::CLIENT_STREAM_WINDOW_BYTES)
-                .http2_initial_connection_window_size(telemetry::h2::CLIENT_CONNECTION_WINDOW_BYTES)
-                .http2_adaptive_window(telemetry::h2::ADAPTIVE_WINDOW)
+                .http2_initial_stream_window_size(service::h2::CLIENT_STREAM_WINDOW_BYTES)
+                .http2_initial_connection_window_size(service::h2::CLIENT_CONNECTION_WINDOW_BYTES)
+                .http2_adaptive_window(service::h2::ADAPTIVE_WINDOW)
         } else {
             builder.http1_only()
         };
@@ -227,7 +228,7 @@ impl Outbound for RestClient {
         });
         let mut settings = settings;
         if self.http2 {
-            settings["http2_flow_control"] = telemetry::h2::windows_json(true);
+            settings["http2_flow_control"] = service::h2::windows_json(true);
         }
         merged(settings, self.wire.settings(if self.http2 { "h2" } else { "http/1.1" }))
     }

@@ -7,10 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use payload::Limits;
-use telemetry::{
-    Counters, InFlightLimit, Protocols, ReadyLine, Registry, Served, ServerSettings, admin_router, api::API_OUTCOMES,
-    bind, serve,
-};
+use service::{InFlightLimit, Protocols, ReadyLine, Served, ServerSettings, api::API_OUTCOMES, bind, serve};
+use telemetry::{Counters, Registry, admin_router};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -152,8 +150,8 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         "client": client.settings(),
         "front_server": front_settings,
     }));
-    registry.extend_settings(telemetry::runtime_settings());
-    registry.extend_settings(telemetry::huge_pages::settings());
+    registry.extend_settings(service::runtime_settings());
+    registry.extend_settings(service::huge_pages::settings());
     let registry = Arc::new(registry);
 
     let front = Arc::new(Front {
@@ -164,7 +162,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         max_records: config.max_records,
         front_counters: front_counters.clone(),
         client_counters,
-        body: telemetry::api::BodyPolicy {
+        body: service::api::BodyPolicy {
             limit_bytes: front::MAX_FRONT_BODY_BYTES,
             read_timeout: config.header_read_timeout,
         },
@@ -173,7 +171,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let front_addr = front_listener.local_addr()?;
     let admin_addr = admin_listener.local_addr()?;
     let mut tasks = JoinSet::new();
-    let front_app = limit.apply(front::router(front), front_counters.clone(), telemetry::api::overloaded);
+    let front_app = limit.apply(front::router(front), front_counters.clone(), service::api::overloaded);
     tasks.spawn(serve(front_listener, front_app, Some(front_counters), front_settings, shutdown.clone()));
     tasks.spawn(serve(
         admin_listener,

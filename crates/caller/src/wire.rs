@@ -8,8 +8,8 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use telemetry::Compression;
-use telemetry::tls::{ALPN_H2, ALPN_HTTP1, identity, provider, root_store};
+use service::Compression;
+use service::tls::{ALPN_H2, ALPN_HTTP1, identity, provider, root_store};
 use tonic::codec::CompressionEncoding;
 
 /// TLS towards the downstream: the CA its certificate must chain to, and for

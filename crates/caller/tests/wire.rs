@@ -14,8 +14,9 @@ use caller::wire::{ClientTls, Wire};
 use downstream::{Config as DsConfig, Handle as DsHandle};
 use payload::FetchRequest;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose};
-use telemetry::tls::ServerTlsFiles;
-use telemetry::{Compression, CountersSnapshot};
+use service::Compression;
+use service::tls::ServerTlsFiles;
+use telemetry::CountersSnapshot;
 use tokio_util::sync::CancellationToken;
 
 /// A CA, a server certificate for 127.0.0.1 and a client certificate, as PEM

@@ -6,11 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use payload::Limits;
-use telemetry::tls::ServerTlsFiles;
-use telemetry::{
-    Compression, Counters, InFlightLimit, Protocols, ReadyLine, Registry, Served, ServerSettings, admin_router, bind,
-    serve, serve_tls,
-};
+use service::tls::ServerTlsFiles;
+use service::{Compression, InFlightLimit, Protocols, ReadyLine, Served, ServerSettings, bind, serve, serve_tls};
+use telemetry::{Counters, Registry, admin_router};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -134,8 +132,8 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         "rest_server": rest_settings,
     }));
     registry.extend_settings(wire::settings(config.tls.as_ref(), config.compression));
-    registry.extend_settings(telemetry::runtime_settings());
-    registry.extend_settings(telemetry::huge_pages::settings());
+    registry.extend_settings(service::runtime_settings());
+    registry.extend_settings(service::huge_pages::settings());
     let grpc_counters = registry.listener(Counters::new("grpc", grpc::OUTCOMES));
     let rest_counters = registry.listener(Counters::new("rest", rest::OUTCOMES));
     let registry = Arc::new(registry);
@@ -169,7 +167,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let grpc_app = limit.apply(grpc_app, grpc_counters.clone(), grpc::overloaded);
     let rest_app = rest::router(core, rest_counters.clone(), config.header_read_timeout);
     let rest_app = wire::rest_compression(rest_app, config.compression);
-    let rest_app = limit.apply(rest_app, rest_counters.clone(), telemetry::api::overloaded);
+    let rest_app = limit.apply(rest_app, rest_counters.clone(), service::api::overloaded);
 
     let handle_addrs = (grpc_listener.local_addr()?, rest_listener.local_addr()?, admin_listener.local_addr()?);
     let mut tasks = JoinSet::new();

@@ -8,8 +8,8 @@ use std::io;
 use std::sync::Arc;
 
 use axum::Router;
-use telemetry::Compression;
-use telemetry::tls::{ALPN_H2, ALPN_HTTP1, ServerTlsFiles, server_config};
+use service::Compression;
+use service::tls::{ALPN_H2, ALPN_HTTP1, ServerTlsFiles, server_config};
 use tonic::codec::CompressionEncoding;
 use tower_http::compression::CompressionLayer;
 use tower_http::decompression::RequestDecompressionLayer;
