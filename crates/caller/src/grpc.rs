@@ -65,7 +65,7 @@ impl GrpcClient {
         wire: &Wire,
         counters: Arc<Counters>,
     ) -> Result<Self, WireError> {
-        let encoding = wire.grpc_encoding();
+        let encoding = wire.compression.grpc_encoding();
         let clients = channels(target, connections, wire, &counters)?
             .into_iter()
             .map(|channel| {
@@ -206,7 +206,7 @@ impl GrpcJsonClient {
         wire: &Wire,
         counters: Arc<Counters>,
     ) -> Result<Self, WireError> {
-        let encoding = wire.grpc_encoding();
+        let encoding = wire.compression.grpc_encoding();
         let clients = channels(target, connections, wire, &counters)?
             .into_iter()
             .map(|channel| {

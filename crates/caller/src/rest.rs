@@ -13,7 +13,6 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use payload::{FetchRequest, FetchResponse};
 use prost::Message;
-use service::Compression;
 use telemetry::Counters;
 
 use crate::outbound::{CallError, Outbound};
@@ -129,7 +128,7 @@ impl RestClient {
         };
         // Accept-Encoding only for the hop's own coding (reqwest would offer
         // every coding it was built with).
-        let builder = builder.gzip(wire.compression == Compression::Gzip).zstd(wire.compression == Compression::Zstd);
+        let builder = wire.compression.reqwest_accept(builder);
         let builder = match wire.rest_tls(http2).map_err(RestWireError::Files)? {
             Some(tls) => builder.tls_backend_preconfigured(tls).https_only(true),
             None => builder.tls_backend_preconfigured(crate::wire::plaintext_only()),
@@ -177,13 +176,13 @@ impl Outbound for RestClient {
                 .post(url)
                 .header(reqwest::header::CONTENT_TYPE, encoding.media_type())
                 .header(reqwest::header::ACCEPT, encoding.media_type());
-            let body = if wire == Compression::None {
-                body
-            } else {
-                request = request.header(reqwest::header::CONTENT_ENCODING, wire.as_str());
-                Wire { compression: wire, tls: None }
-                    .compress_body(&body)
-                    .map_err(|e| CallError::BadResponse { target: target.to_string(), reason: e.to_string() })?
+            let body = match wire.content_coding() {
+                None => body,
+                Some(coding) => {
+                    request = request.header(reqwest::header::CONTENT_ENCODING, coding);
+                    wire.compress(&body)
+                        .map_err(|e| CallError::BadResponse { target: target.to_string(), reason: e.to_string() })?
+                }
             };
             let resp = request.body(body).send().await.map_err(|e| transport_error(&target, e))?;
             let status = resp.status();

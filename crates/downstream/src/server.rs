@@ -153,7 +153,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         |e: tonic_reflection::server::Error| io::Error::other(format!("building gRPC reflection: {e}"));
     let grpc_app = tonic::service::Routes::new(
         grpc::GrpcService::new(core.clone(), grpc_counters.clone())
-            .with_compression(wire::grpc_encoding(config.compression))
+            .with_compression(config.compression.grpc_encoding())
             .into_server(),
     )
     .add_service(health_service)
@@ -166,7 +166,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let grpc_app = grpc::count_outcomes(grpc_app, grpc_counters.clone());
     let grpc_app = limit.apply(grpc_app, grpc_counters.clone(), grpc::overloaded);
     let rest_app = rest::router(core, rest_counters.clone(), config.header_read_timeout);
-    let rest_app = wire::rest_compression(rest_app, config.compression);
+    let rest_app = config.compression.rest_layers(rest_app);
     let rest_app = limit.apply(rest_app, rest_counters.clone(), service::api::overloaded);
 
     let handle_addrs = (grpc_listener.local_addr()?, rest_listener.local_addr()?, admin_listener.local_addr()?);
