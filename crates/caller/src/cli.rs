@@ -12,8 +12,8 @@ use service::Compression;
 use tokio_util::sync::CancellationToken;
 
 use crate::Transport;
+use crate::hop::{ClientTls, HopOptions};
 use crate::server::{Config, start};
-use crate::wire::{ClientTls, Wire};
 
 /// The caller tier: a JSON front door (`POST /v1/call`) that fetches from the
 /// downstream over gRPC or REST.
@@ -101,7 +101,7 @@ impl Args {
             idle_timeout: self.idle_timeout,
             max_in_flight: self.max_in_flight.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             drain_timeout: self.drain_timeout,
-            wire: Wire {
+            hop: HopOptions {
                 tls: self.tls_ca.map(|ca| ClientTls { ca, identity: self.tls_client_cert.zip(self.tls_client_key) }),
                 compression: self.compression,
             },

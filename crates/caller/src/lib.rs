@@ -13,10 +13,10 @@
 pub mod cli;
 pub mod front;
 pub mod grpc;
+pub mod hop;
 pub mod outbound;
 pub mod rest;
 pub mod server;
-pub mod wire;
 
 pub use outbound::Transport;
 pub use server::{Config, Handle, start};

@@ -12,8 +12,8 @@ use payload::{FetchRequest, FetchResponse};
 use telemetry::Counters;
 
 use crate::grpc::{GrpcClient, GrpcJsonClient};
+use crate::hop::HopOptions;
 use crate::rest::{RestClient, RestEncoding};
-use crate::wire::Wire;
 
 /// Outcome labels counted on an outbound client.
 pub const OUTCOMES: &[&str] = &["ok", "connect", "timeout", "status", "bad_response", "other"];
@@ -120,7 +120,7 @@ pub struct ClientSettings {
     /// REST over HTTP/2 cleartext instead of HTTP/1.1.
     pub rest_http2: bool,
     /// TLS and compression on the hop (default: plaintext, uncompressed).
-    pub wire: Wire,
+    pub hop: HopOptions,
 }
 
 /// Why a client could not be built.
@@ -138,17 +138,17 @@ pub fn build(settings: &ClientSettings, counters: Arc<Counters>) -> Result<Arc<d
         |reason: String| BuildError { transport: settings.transport.title(), target: settings.target.clone(), reason };
     Ok(match settings.transport {
         Transport::Grpc => Arc::new(
-            GrpcClient::with_wire(&settings.target, settings.grpc_connections, &settings.wire, counters)
+            GrpcClient::with_hop(&settings.target, settings.grpc_connections, &settings.hop, counters)
                 .map_err(|e| fail(e.to_string()))?,
         ),
         Transport::GrpcJson => Arc::new(
-            GrpcJsonClient::with_wire(&settings.target, settings.grpc_connections, &settings.wire, counters)
+            GrpcJsonClient::with_hop(&settings.target, settings.grpc_connections, &settings.hop, counters)
                 .map_err(|e| fail(e.to_string()))?,
         ),
         t @ (Transport::Rest | Transport::RestPb) => {
             let encoding = if t == Transport::RestPb { RestEncoding::Protobuf } else { RestEncoding::Json };
             Arc::new(
-                RestClient::with_encoding(&settings.target, settings.rest_http2, encoding, &settings.wire, counters)
+                RestClient::with_encoding(&settings.target, settings.rest_http2, encoding, &settings.hop, counters)
                     .map_err(|e| fail(e.to_string()))?,
             )
         }
@@ -222,7 +222,7 @@ mod tests {
             target: "not a uri".into(),
             grpc_connections: 1,
             rest_http2: false,
-            wire: Wire::default(),
+            hop: HopOptions::default(),
         };
         let err = build(&settings, Arc::new(Transport::Grpc.client_counters("grpc"))).err().unwrap().to_string();
         assert!(err.starts_with("building the gRPC client for not a uri"), "{err}");

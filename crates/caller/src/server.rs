@@ -13,8 +13,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::front::{self, Front};
+use crate::hop::HopOptions;
 use crate::outbound::{ClientSettings, Transport, build};
-use crate::wire::Wire;
 
 /// What the caller does for each front request, as its settings state it.
 pub const PER_REQUEST: &str = "parse the front JSON; per downstream call: encode, send, decode, check the status, \
@@ -50,7 +50,7 @@ pub struct Config {
     /// body within this time after it.
     pub header_read_timeout: Duration,
     /// TLS and compression on the internal hop (`--tls-ca`, `--compression`, …).
-    pub wire: Wire,
+    pub hop: HopOptions,
 }
 
 impl Default for Config {
@@ -73,7 +73,7 @@ impl Default for Config {
             max_in_flight: None,
             drain_timeout: Duration::from_secs(5),
             header_read_timeout: Duration::from_secs(10),
-            wire: Wire::default(),
+            hop: HopOptions::default(),
         }
     }
 }
@@ -124,7 +124,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         target: need(url, flag)?,
         grpc_connections: config.grpc_connections,
         rest_http2: config.rest_http2,
-        wire: config.wire.clone(),
+        hop: config.hop.clone(),
     };
     let client = build(&settings, client_counters.clone())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{flag} {}: {e}", settings.target)))?;

@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::Core;
-use crate::{grpc, rest, wire};
+use crate::{grpc, hop, rest};
 
 /// Everything the downstream needs to start; built once from the flags.
 #[derive(Debug, Clone)]
@@ -98,7 +98,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let grpc_listener = bind("gRPC", config.grpc_addr).await?;
     let rest_listener = bind("REST", config.rest_addr).await?;
     let admin_listener = bind("admin", config.admin_addr).await?;
-    let tls = wire::listener_tls(config.tls.as_ref())?;
+    let tls = hop::listener_tls(config.tls.as_ref())?;
 
     let server = |protocols| ServerSettings {
         http2_max_concurrent_streams: config.http2_max_concurrent_streams,
@@ -131,7 +131,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         "grpc_server": grpc_settings,
         "rest_server": rest_settings,
     }));
-    registry.extend_settings(wire::settings(config.tls.as_ref(), config.compression));
+    registry.extend_settings(hop::settings(config.tls.as_ref(), config.compression));
     registry.extend_settings(service::runtime_settings());
     registry.extend_settings(service::huge_pages::settings());
     let grpc_counters = registry.listener(Counters::new("grpc", grpc::OUTCOMES));

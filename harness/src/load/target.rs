@@ -118,7 +118,7 @@ impl Target {
             target: url.to_owned(),
             grpc_connections: c.hop.grpc_connections as usize,
             rest_http2: c.hop.rest_http2,
-            wire: caller::wire::Wire { tls: tls.map(TlsFiles::client_tls), compression: c.hop.compression },
+            hop: caller::hop::HopOptions { tls: tls.map(TlsFiles::client_tls), compression: c.hop.compression },
         };
         // The harness's own client counters are not reported: the
         // downstream's listener counts the hop.

@@ -1,9 +1,9 @@
-//! How the downstream's two listeners put their bytes on the wire beyond the
+//! How the downstream's two listeners carry the internal hop beyond the
 //! contract: TLS (rustls, served by the shared accept loop under the byte
 //! counter) and compression by each ecosystem's own mechanism — tonic's
 //! `grpc-encoding` for gRPC, tower-http's `Content-Encoding` layers for REST
-//! (the mapping is `service::compression`'s).
-//! Both are off unless the flags ask; the listeners' adapters stay unchanged.
+//! (the mapping is `service::compression`'s). Both are off unless the flags
+//! ask; the listeners' adapters stay unchanged.
 
 use std::io;
 use std::sync::Arc;

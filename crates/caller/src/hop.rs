@@ -24,12 +24,12 @@ pub struct ClientTls {
 /// TLS and compression of one outbound client; the default is plaintext and
 /// uncompressed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Wire {
+pub struct HopOptions {
     pub tls: Option<ClientTls>,
     pub compression: Compression,
 }
 
-impl Wire {
+impl HopOptions {
     /// tonic's client TLS: the run's CA as the only root, the client identity
     /// for mTLS. tonic offers ALPN h2 and requires it.
     pub fn grpc_tls(&self) -> io::Result<Option<tonic::transport::ClientTlsConfig>> {
