@@ -12,9 +12,10 @@ use telemetry::{Counters, Registry, admin_router};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::clients::{ClientSettings, build};
 use crate::front::{self, Front};
 use crate::hop::HopOptions;
-use crate::outbound::{ClientSettings, Transport, build};
+use crate::outbound::Transport;
 
 /// What the caller does for each front request, as its settings state it.
 pub const PER_REQUEST: &str = "parse the front JSON; per downstream call: encode, send, decode, check the status, \

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use caller::clients::{ClientSettings, build};
 use caller::hop::HopOptions;
-use caller::outbound::{ClientSettings, build};
 use caller::{Config as CallerConfig, Transport};
 use downstream::{Config as DsConfig, Handle as DsHandle};
 use payload::{CallRequest, FetchRequest, FetchResponse, Shape};

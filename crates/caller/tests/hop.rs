@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use caller::Transport;
+use caller::clients::{ClientSettings, build};
 use caller::hop::{ClientTls, HopOptions};
-use caller::outbound::{CallError, ClientSettings, build};
+use caller::outbound::CallError;
 use downstream::{Config as DsConfig, Handle as DsHandle};
 use payload::FetchRequest;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose};

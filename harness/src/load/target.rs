@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use caller::outbound::{CallError, ClientSettings, Outbound};
+use caller::clients::ClientSettings;
+use caller::outbound::{CallError, Outbound};
 use payload::{CallRequest, FetchRequest, FetchResponse, Shape};
 
 use super::Outcome;
@@ -122,7 +123,7 @@ impl Target {
         };
         // The harness's own client counters are not reported: the
         // downstream's listener counts the hop.
-        let client = caller::outbound::build(&settings, Arc::new(c.transport.client_counters("harness")))?;
+        let client = caller::clients::build(&settings, Arc::new(c.transport.client_counters("harness")))?;
         let connections = if c.load.closed_loop { 0 } else { c.load.connections };
         Ok(shaped(Target::with(Endpoint::Direct(client), c.work.items, 1, c.load.timeout, connections)))
     }
