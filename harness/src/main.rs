@@ -6,7 +6,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     // First, so that the tiers it starts inherit it too: see
-    // telemetry::huge_pages (a tier's settings state what it got).
-    let _ = telemetry::huge_pages::disable();
+    // service::huge_pages (a tier's settings state what it got).
+    let _ = service::huge_pages::disable();
     harness::app::main()
 }

@@ -213,7 +213,7 @@ fn the_tiers_bind_loopback_unless_told_otherwise() {
         std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let _ = child.kill();
         let _ = child.wait();
-        let ready: telemetry::ReadyLine = serde_json::from_str(&line).unwrap();
+        let ready: service::ReadyLine = serde_json::from_str(&line).unwrap();
         assert!(ready.listeners.len() >= 2, "{line}");
         assert!(ready.listeners.values().all(|a| a.ip().is_loopback()), "{role}: {line}");
     }

@@ -12,7 +12,8 @@ use std::process::{Child, Command, Stdio};
 
 use common::{harness_cmd, load, out_dir, run_folder};
 use harness::result::TierName;
-use telemetry::{ReadyLine, StatsSnapshot};
+use service::ReadyLine;
+use telemetry::StatsSnapshot;
 
 /// Network namespaces (and the links between them) made by the test,
 /// removed when dropped.

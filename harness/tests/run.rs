@@ -31,7 +31,7 @@ fn a_short_run_sends_qps_times_duration_and_writes_every_file() {
             "--out",
             out.to_str().unwrap(),
         ])
-        .env_remove(telemetry::WORKERS_ENV)
+        .env_remove(service::WORKERS_ENV)
         .output()
         .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -84,7 +84,7 @@ fn short_run_holds(folder: &std::path::Path, transport: &str) {
     assert_eq!(s["runtime"], "tokio multi-thread", "{tier}: {s}");
     assert_eq!(s["runtime_workers"], cores, "{tier}: {s}");
     assert_eq!(s["runtime_workers_source"], "tokio's default: one per core", "{tier}: {s}");
-    // Huge pages off, as the tier's kernel says (telemetry::huge_pages).
+    // Huge pages off, as the tier's kernel says (service::huge_pages).
     assert_eq!(s["transparent_huge_pages"], "off (PR_SET_THP_DISABLE)", "{tier}: {s}");
     let res = &r.resources[&tier];
     assert!(res.rss_mib_peak.unwrap() > 0.0, "{tier} RSS");
@@ -129,7 +129,7 @@ fn tiers_served_on_the_default_runtime(run: &harness::result::RunResult) {
         assert_eq!(s["runtime"], "tokio multi-thread", "{tier}: {s}");
         assert_eq!(s["runtime_workers"], cores, "{tier}: {s}");
         assert_eq!(s["runtime_workers_source"], "tokio's default: one per core", "{tier}: {s}");
-        // Huge pages off, as the tier's kernel says (telemetry::huge_pages).
+        // Huge pages off, as the tier's kernel says (service::huge_pages).
         assert_eq!(s["transparent_huge_pages"], "off (PR_SET_THP_DISABLE)", "{tier}: {s}");
         let res = &r.resources[&tier];
         assert!(res.rss_mib_peak.unwrap() > 0.0, "{tier} RSS");
@@ -156,7 +156,7 @@ fn a_worker_count_set_in_the_environment_is_recorded_in_each_tier_settings() {
         "--out",
         out.to_str().unwrap(),
     ])
-    .env(telemetry::WORKERS_ENV, "1")
+    .env(service::WORKERS_ENV, "1")
     .output()
     .unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));

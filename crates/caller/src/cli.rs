@@ -8,12 +8,12 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use payload::Limits;
-use telemetry::Compression;
+use service::Compression;
 use tokio_util::sync::CancellationToken;
 
 use crate::Transport;
+use crate::hop::{ClientTls, HopOptions};
 use crate::server::{Config, start};
-use crate::wire::{ClientTls, Wire};
 
 /// The caller tier: a JSON front door (`POST /v1/call`) that fetches from the
 /// downstream over gRPC or REST.
@@ -58,7 +58,7 @@ pub struct Args {
     pub max_records: u64,
     /// Close a front connection with no request in flight (HTTP/2: no open
     /// stream, PINGs do not count) after this long.
-    #[arg(long, default_value = "30s", value_parser = telemetry::parse_positive_duration)]
+    #[arg(long, default_value = "30s", value_parser = service::parse_positive_duration)]
     pub idle_timeout: Duration,
     /// Most front requests worked on at once; more are answered 503.
     /// Default: the larger of the open-files limit and 65536.
@@ -101,7 +101,7 @@ impl Args {
             idle_timeout: self.idle_timeout,
             max_in_flight: self.max_in_flight.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             drain_timeout: self.drain_timeout,
-            wire: Wire {
+            hop: HopOptions {
                 tls: self.tls_ca.map(|ca| ClientTls { ca, identity: self.tls_client_cert.zip(self.tls_client_key) }),
                 compression: self.compression,
             },
@@ -114,9 +114,9 @@ impl Args {
 /// drains and returns.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
-    telemetry::cancel_on_signal(shutdown.clone());
+    service::cancel_on_signal(shutdown.clone());
     let handle = start(args.into_config(), shutdown).await.context("starting the caller")?;
-    telemetry::print_ready(&handle.ready_line()).context("writing the ready line to stdout")?;
+    service::print_ready(&handle.ready_line()).context("writing the ready line to stdout")?;
     handle.wait().await;
     Ok(())
 }

@@ -20,8 +20,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use payload::{CallRequest, FetchRequest, FetchResponse, Limits};
+use service::api::{ApiError, BodyPolicy, json_response, read_json};
 use telemetry::Counters;
-use telemetry::api::{ApiError, BodyPolicy, json_response, read_json};
 
 use crate::outbound::{CallError, Outbound};
 

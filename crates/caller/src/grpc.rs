@@ -19,12 +19,12 @@ use tokio::net::TcpStream;
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::{Channel, Endpoint, Uri};
 
+use crate::hop::{HopOptions, merged};
 use crate::outbound::{CallError, Outbound};
-use crate::wire::{Wire, merged};
 
 /// Why a gRPC client could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum WireError {
+pub enum GrpcBuildError {
     #[error(transparent)]
     Transport(#[from] tonic::transport::Error),
     #[error("{0}")]
@@ -42,7 +42,7 @@ pub struct GrpcClient {
     clients: Vec<DownstreamClient<Channel>>,
     next: AtomicUsize,
     counters: Arc<Counters>,
-    wire: Wire,
+    hop: HopOptions,
 }
 
 impl GrpcClient {
@@ -50,23 +50,23 @@ impl GrpcClient {
     /// connection is made through a connector that sets TCP_NODELAY and counts
     /// the connection and its wire bytes on `counters`.
     pub fn new(target: &str, connections: usize, counters: Arc<Counters>) -> Result<Self, tonic::transport::Error> {
-        Self::with_wire(target, connections, &Wire::default(), counters).map_err(|e| match e {
-            WireError::Transport(e) => e,
+        Self::with_hop(target, connections, &HopOptions::default(), counters).map_err(|e| match e {
+            GrpcBuildError::Transport(e) => e,
             // Without TLS no file is read.
-            WireError::Files(_) => unreachable!("plaintext reads no file"),
+            GrpcBuildError::Files(_) => unreachable!("plaintext reads no file"),
         })
     }
 
     /// [`GrpcClient::new`] with TLS (an `https://` target) and compression.
     /// TLS sits above the byte counter, so wire bytes include TLS records.
-    pub fn with_wire(
+    pub fn with_hop(
         target: &str,
         connections: usize,
-        wire: &Wire,
+        hop: &HopOptions,
         counters: Arc<Counters>,
-    ) -> Result<Self, WireError> {
-        let encoding = wire.grpc_encoding();
-        let clients = channels(target, connections, wire, &counters)?
+    ) -> Result<Self, GrpcBuildError> {
+        let encoding = hop.compression.grpc_encoding();
+        let clients = channels(target, connections, hop, &counters)?
             .into_iter()
             .map(|channel| {
                 let client = DownstreamClient::new(channel).max_decoding_message_size(MAX_DECODING_MESSAGE_BYTES);
@@ -76,7 +76,7 @@ impl GrpcClient {
                 }
             })
             .collect();
-        Ok(GrpcClient { target: target.to_owned(), clients, next: AtomicUsize::new(0), counters, wire: wire.clone() })
+        Ok(GrpcClient { target: target.to_owned(), clients, next: AtomicUsize::new(0), counters, hop: hop.clone() })
     }
 }
 
@@ -86,15 +86,15 @@ impl GrpcClient {
 fn channels(
     target: &str,
     connections: usize,
-    wire: &Wire,
+    hop: &HopOptions,
     counters: &Arc<Counters>,
-) -> Result<Vec<Channel>, WireError> {
+) -> Result<Vec<Channel>, GrpcBuildError> {
     let mut endpoint = Endpoint::from_shared(target.to_owned())?
-        // Flow-control windows set explicitly (see `telemetry::h2`).
-        .initial_stream_window_size(telemetry::h2::CLIENT_STREAM_WINDOW_BYTES)
-        .initial_connection_window_size(telemetry::h2::CLIENT_CONNECTION_WINDOW_BYTES)
-        .http2_adaptive_window(telemetry::h2::ADAPTIVE_WINDOW);
-    if let Some(tls) = wire.grpc_tls().map_err(WireError::Files)? {
+        // Flow-control windows set explicitly (see `service::h2`).
+        .initial_stream_window_size(service::h2::CLIENT_STREAM_WINDOW_BYTES)
+        .initial_connection_window_size(service::h2::CLIENT_CONNECTION_WINDOW_BYTES)
+        .http2_adaptive_window(service::h2::ADAPTIVE_WINDOW);
+    if let Some(tls) = hop.grpc_tls().map_err(GrpcBuildError::Files)? {
         endpoint = endpoint.tls_config(tls)?;
     }
     Ok((0..connections.max(1))
@@ -146,22 +146,22 @@ impl Outbound for GrpcClient {
     }
 
     fn settings(&self) -> serde_json::Value {
-        grpc_settings("grpc", self.clients.len(), &self.wire)
+        grpc_settings("grpc", self.clients.len(), &self.hop)
     }
 }
 
-fn grpc_settings(transport: &str, connections: usize, wire: &Wire) -> serde_json::Value {
+fn grpc_settings(transport: &str, connections: usize, hop: &HopOptions) -> serde_json::Value {
     let settings = serde_json::json!({
         "transport": transport,
         "library": "tonic 0.14",
-        "http_version": if wire.tls.is_some() { "HTTP/2 over TLS (ALPN h2)" } else { "HTTP/2 cleartext (prior knowledge)" },
+        "http_version": if hop.tls.is_some() { "HTTP/2 over TLS (ALPN h2)" } else { "HTTP/2 cleartext (prior knowledge)" },
         "connections": connections,
         "balancing": "round-robin over connections",
         "tcp_nodelay": true,
         "retries": "none",
         "max_concurrent_streams": "as advertised by the server (SETTINGS_MAX_CONCURRENT_STREAMS)",
         "max_decoding_message_bytes": MAX_DECODING_MESSAGE_BYTES,
-        "http2_flow_control": telemetry::h2::windows_json(true),
+        "http2_flow_control": service::h2::windows_json(true),
     });
     let settings = if transport == "grpc-json" {
         merged(
@@ -174,7 +174,7 @@ fn grpc_settings(transport: &str, connections: usize, wire: &Wire) -> serde_json
     } else {
         settings
     };
-    merged(settings, wire.settings("h2"))
+    merged(settings, hop.settings("h2"))
 }
 
 /// A channel whose requests say `application/grpc+json` (tonic's client
@@ -196,18 +196,18 @@ pub struct GrpcJsonClient {
     clients: Vec<tonic::client::Grpc<JsonChannel>>,
     next: AtomicUsize,
     counters: Arc<Counters>,
-    wire: Wire,
+    hop: HopOptions,
 }
 
 impl GrpcJsonClient {
-    pub fn with_wire(
+    pub fn with_hop(
         target: &str,
         connections: usize,
-        wire: &Wire,
+        hop: &HopOptions,
         counters: Arc<Counters>,
-    ) -> Result<Self, WireError> {
-        let encoding = wire.grpc_encoding();
-        let clients = channels(target, connections, wire, &counters)?
+    ) -> Result<Self, GrpcBuildError> {
+        let encoding = hop.compression.grpc_encoding();
+        let clients = channels(target, connections, hop, &counters)?
             .into_iter()
             .map(|channel| {
                 let channel: JsonChannel = tower::util::MapRequest::new(channel, json_content_type as fn(_) -> _);
@@ -218,13 +218,7 @@ impl GrpcJsonClient {
                 }
             })
             .collect();
-        Ok(GrpcJsonClient {
-            target: target.to_owned(),
-            clients,
-            next: AtomicUsize::new(0),
-            counters,
-            wire: wire.clone(),
-        })
+        Ok(GrpcJsonClient { target: target.to_owned(), clients, next: AtomicUsize::new(0), counters, hop: hop.clone() })
     }
 }
 
@@ -253,6 +247,6 @@ impl Outbound for GrpcJsonClient {
     }
 
     fn settings(&self) -> serde_json::Value {
-        grpc_settings("grpc-json", self.clients.len(), &self.wire)
+        grpc_settings("grpc-json", self.clients.len(), &self.hop)
     }
 }

@@ -4,19 +4,22 @@
 //! * [`front`]: the JSON front door (`POST /v1/call`), identical whatever the
 //!   transport, so the front hop is the same between runs;
 //! * [`outbound`]: the transport vocabulary: [`Transport`], the one small
-//!   trait in front of the two clients, the error categories both map onto,
-//!   and the factory that builds either client from one settings struct;
+//!   trait in front of the two clients and the error categories both map
+//!   onto;
+//! * [`clients`]: the one factory that builds any arm's client from one
+//!   settings struct;
 //! * [`grpc`] and [`rest`]: the two clients, every fairness-relevant setting
-//!   explicit and reported;
+//!   explicit and reported, and [`hop`]: their TLS and compression options;
 //! * [`server`] and [`cli`]: start-up, listeners and flags.
 
 pub mod cli;
+pub mod clients;
 pub mod front;
 pub mod grpc;
+pub mod hop;
 pub mod outbound;
 pub mod rest;
 pub mod server;
-pub mod wire;
 
 pub use outbound::Transport;
 pub use server::{Config, Handle, start};

@@ -8,11 +8,11 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    telemetry::init_logging();
+    service::init_logging();
     // As early as main can, before any request's buffers: see
-    // telemetry::huge_pages (the tier's settings state what it got).
-    if let Err(e) = telemetry::huge_pages::disable() {
+    // service::huge_pages (the tier's settings state what it got).
+    if let Err(e) = service::huge_pages::disable() {
         tracing::warn!("transparent huge pages stay as the machine sets them: {e}");
     }
-    telemetry::exit_code("caller", caller::cli::run(caller::cli::Args::parse()).await)
+    service::exit_code("caller", caller::cli::run(caller::cli::Args::parse()).await)
 }

@@ -2,18 +2,13 @@
 //! transport the internal hop uses ([`Transport`]: gRPC, REST, and the two
 //! arms that split encoding from transport, protobuf over HTTP/1.1 and JSON
 //! over gRPC), the one trait in front of their clients ([`Outbound`]), the
-//! error categories all map onto, and the one factory that builds a client
-//! from one settings struct ([`build`]).
-
-use std::sync::Arc;
+//! error categories all map onto. The one factory that builds a client is
+//! [`crate::clients::build`]; this module names no client, so the clients can
+//! name it.
 
 use futures::future::BoxFuture;
 use payload::{FetchRequest, FetchResponse};
 use telemetry::Counters;
-
-use crate::grpc::{GrpcClient, GrpcJsonClient};
-use crate::rest::{RestClient, RestEncoding};
-use crate::wire::Wire;
 
 /// Outcome labels counted on an outbound client.
 pub const OUTCOMES: &[&str] = &["ok", "connect", "timeout", "status", "bad_response", "other"];
@@ -107,54 +102,6 @@ impl std::fmt::Display for Transport {
     }
 }
 
-/// Everything that shapes an outbound client: one struct for the caller's
-/// flags and the harness's direct target alike.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientSettings {
-    pub transport: Transport,
-    /// `http://host:port` of the downstream's listener for the transport
-    /// ([`Transport::listener`]).
-    pub target: String,
-    /// HTTP/2 connections gRPC calls are spread over.
-    pub grpc_connections: usize,
-    /// REST over HTTP/2 cleartext instead of HTTP/1.1.
-    pub rest_http2: bool,
-    /// TLS and compression on the hop (default: plaintext, uncompressed).
-    pub wire: Wire,
-}
-
-/// Why a client could not be built.
-#[derive(Debug, thiserror::Error)]
-#[error("building the {transport} client for {target}: {reason}")]
-pub struct BuildError {
-    pub transport: &'static str,
-    pub target: String,
-    pub reason: String,
-}
-
-/// The client for `settings.transport`, counting on `counters`.
-pub fn build(settings: &ClientSettings, counters: Arc<Counters>) -> Result<Arc<dyn Outbound>, BuildError> {
-    let fail =
-        |reason: String| BuildError { transport: settings.transport.title(), target: settings.target.clone(), reason };
-    Ok(match settings.transport {
-        Transport::Grpc => Arc::new(
-            GrpcClient::with_wire(&settings.target, settings.grpc_connections, &settings.wire, counters)
-                .map_err(|e| fail(e.to_string()))?,
-        ),
-        Transport::GrpcJson => Arc::new(
-            GrpcJsonClient::with_wire(&settings.target, settings.grpc_connections, &settings.wire, counters)
-                .map_err(|e| fail(e.to_string()))?,
-        ),
-        t @ (Transport::Rest | Transport::RestPb) => {
-            let encoding = if t == Transport::RestPb { RestEncoding::Protobuf } else { RestEncoding::Json };
-            Arc::new(
-                RestClient::with_encoding(&settings.target, settings.rest_http2, encoding, &settings.wire, counters)
-                    .map_err(|e| fail(e.to_string()))?,
-            )
-        }
-    })
-}
-
 /// Why a downstream call failed, in categories shared by both transports.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CallError {
@@ -213,18 +160,5 @@ mod tests {
             (Transport::RestPb.encoding(), Transport::GrpcJson.encoding()),
             (Encoding::Protobuf, Encoding::Json)
         );
-    }
-
-    #[test]
-    fn the_factory_names_what_it_could_not_build() {
-        let settings = ClientSettings {
-            transport: Transport::Grpc,
-            target: "not a uri".into(),
-            grpc_connections: 1,
-            rest_http2: false,
-            wire: Wire::default(),
-        };
-        let err = build(&settings, Arc::new(Transport::Grpc.client_counters("grpc"))).err().unwrap().to_string();
-        assert!(err.starts_with("building the gRPC client for not a uri"), "{err}");
     }
 }

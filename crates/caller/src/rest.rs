@@ -13,14 +13,14 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use payload::{FetchRequest, FetchResponse};
 use prost::Message;
-use telemetry::{Compression, Counters};
+use telemetry::Counters;
 
+use crate::hop::{HopOptions, merged};
 use crate::outbound::{CallError, Outbound};
-use crate::wire::{Wire, merged};
 
 /// Why a REST client could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum RestWireError {
+pub enum RestBuildError {
     #[error(transparent)]
     Client(reqwest::Error),
     #[error("{0}")]
@@ -80,33 +80,38 @@ pub struct RestClient {
     encoding: RestEncoding,
     client: reqwest::Client,
     counters: Arc<Counters>,
-    wire: Wire,
+    hop: HopOptions,
 }
 
 impl RestClient {
     /// A client for `target` (`http://host:port`). reqwest owns the sockets, so
     /// only connections opened are counted here; the hop's wire bytes are
     /// counted by the downstream's listener.
-    pub fn new(target: &str, http2: bool, counters: Arc<Counters>) -> Result<Self, RestWireError> {
-        Self::with_wire(target, http2, &Wire::default(), counters)
+    pub fn new(target: &str, http2: bool, counters: Arc<Counters>) -> Result<Self, RestBuildError> {
+        Self::with_hop(target, http2, &HopOptions::default(), counters)
     }
 
     /// [`RestClient::new`] with TLS (an `https://` target: rustls trusting the
     /// run's CA) and compression: request bodies compressed, responses
     /// accepted in the same coding and decompressed by reqwest.
-    pub fn with_wire(target: &str, http2: bool, wire: &Wire, counters: Arc<Counters>) -> Result<Self, RestWireError> {
-        Self::with_encoding(target, http2, RestEncoding::Json, wire, counters)
+    pub fn with_hop(
+        target: &str,
+        http2: bool,
+        hop: &HopOptions,
+        counters: Arc<Counters>,
+    ) -> Result<Self, RestBuildError> {
+        Self::with_encoding(target, http2, RestEncoding::Json, hop, counters)
     }
 
-    /// [`RestClient::with_wire`] with bodies in `encoding`, sent with that
+    /// [`RestClient::with_hop`] with bodies in `encoding`, sent with that
     /// Content-Type and asked for with that Accept.
     pub fn with_encoding(
         target: &str,
         http2: bool,
         encoding: RestEncoding,
-        wire: &Wire,
+        hop: &HopOptions,
         counters: Arc<Counters>,
-    ) -> Result<Self, RestWireError> {
+    ) -> Result<Self, RestBuildError> {
         let builder = reqwest::Client::builder()
             .no_proxy()
             .tcp_nodelay(true)
@@ -117,21 +122,21 @@ impl RestClient {
             .retry(reqwest::retry::never())
             .connector_layer(CountConnectsLayer(counters.clone()));
         let builder = if http2 {
-            // Flow-control windows set explicitly (see `telemetry::h2`).
+            // Flow-control windows set explicitly (see `service::h2`).
             builder
                 .http2_prior_knowledge()
-                .http2_initial_stream_window_size(telemetry::h2::CLIENT_STREAM_WINDOW_BYTES)
-                .http2_initial_connection_window_size(telemetry::h2::CLIENT_CONNECTION_WINDOW_BYTES)
-                .http2_adaptive_window(telemetry::h2::ADAPTIVE_WINDOW)
+                .http2_initial_stream_window_size(service::h2::CLIENT_STREAM_WINDOW_BYTES)
+                .http2_initial_connection_window_size(service::h2::CLIENT_CONNECTION_WINDOW_BYTES)
+                .http2_adaptive_window(service::h2::ADAPTIVE_WINDOW)
         } else {
             builder.http1_only()
         };
         // Accept-Encoding only for the hop's own coding (reqwest would offer
         // every coding it was built with).
-        let builder = builder.gzip(wire.compression == Compression::Gzip).zstd(wire.compression == Compression::Zstd);
-        let builder = match wire.rest_tls(http2).map_err(RestWireError::Files)? {
+        let builder = hop.compression.reqwest_accept(builder);
+        let builder = match hop.rest_tls(http2).map_err(RestBuildError::Files)? {
             Some(tls) => builder.tls_backend_preconfigured(tls).https_only(true),
-            None => builder.tls_backend_preconfigured(crate::wire::plaintext_only()),
+            None => builder.tls_backend_preconfigured(crate::hop::plaintext_only()),
         };
         let target = target.trim_end_matches('/');
         let url = fetch_url(target)?;
@@ -140,9 +145,9 @@ impl RestClient {
             url,
             http2,
             encoding,
-            client: builder.build().map_err(RestWireError::Client)?,
+            client: builder.build().map_err(RestBuildError::Client)?,
             counters,
-            wire: wire.clone(),
+            hop: hop.clone(),
         })
     }
 }
@@ -150,9 +155,9 @@ impl RestClient {
 /// The downstream's fetch URL under `target` (`http://host:port`), parsed as
 /// the client sends to it: what a command line checks before any client is
 /// built.
-pub fn fetch_url(target: &str) -> Result<reqwest::Url, RestWireError> {
+pub fn fetch_url(target: &str) -> Result<reqwest::Url, RestBuildError> {
     let target = target.trim_end_matches('/');
-    let bad = |e: &dyn std::fmt::Display| RestWireError::Url(format!("{target}: {e}"));
+    let bad = |e: &dyn std::fmt::Display| RestBuildError::Url(format!("{target}: {e}"));
     // The target itself must name a host: `http://` would otherwise become
     // `http:///v1/fetch`, a request to a host called `v1`.
     if reqwest::Url::parse(target).map_err(|e| bad(&e))?.host().is_none() {
@@ -165,7 +170,7 @@ impl Outbound for RestClient {
     fn fetch(&self, req: FetchRequest) -> BoxFuture<'static, Result<FetchResponse, CallError>> {
         let (client, url, target, counters) =
             (self.client.clone(), self.url.clone(), self.target.clone(), self.counters.clone());
-        let (wire, encoding) = (self.wire.compression, self.encoding);
+        let (compression, encoding) = (self.hop.compression, self.encoding);
         Box::pin(async move {
             let body = encoding
                 .encode(&req)
@@ -176,13 +181,14 @@ impl Outbound for RestClient {
                 .post(url)
                 .header(reqwest::header::CONTENT_TYPE, encoding.media_type())
                 .header(reqwest::header::ACCEPT, encoding.media_type());
-            let body = if wire == Compression::None {
-                body
-            } else {
-                request = request.header(reqwest::header::CONTENT_ENCODING, wire.as_str());
-                Wire { compression: wire, tls: None }
-                    .compress_body(&body)
-                    .map_err(|e| CallError::BadResponse { target: target.to_string(), reason: e.to_string() })?
+            let body = match compression.content_coding() {
+                None => body,
+                Some(coding) => {
+                    request = request.header(reqwest::header::CONTENT_ENCODING, coding);
+                    compression
+                        .compress(&body)
+                        .map_err(|e| CallError::BadResponse { target: target.to_string(), reason: e.to_string() })?
+                }
             };
             let resp = request.body(body).send().await.map_err(|e| transport_error(&target, e))?;
             let status = resp.status();
@@ -207,7 +213,7 @@ impl Outbound for RestClient {
     }
 
     fn settings(&self) -> serde_json::Value {
-        let http_version = match (self.http2, self.wire.tls.is_some()) {
+        let http_version = match (self.http2, self.hop.tls.is_some()) {
             (true, false) => "HTTP/2 cleartext (prior knowledge)",
             (false, false) => "HTTP/1.1 keep-alive",
             (true, true) => "HTTP/2 over TLS (ALPN h2)",
@@ -227,9 +233,9 @@ impl Outbound for RestClient {
         });
         let mut settings = settings;
         if self.http2 {
-            settings["http2_flow_control"] = telemetry::h2::windows_json(true);
+            settings["http2_flow_control"] = service::h2::windows_json(true);
         }
-        merged(settings, self.wire.settings(if self.http2 { "h2" } else { "http/1.1" }))
+        merged(settings, self.hop.settings(if self.http2 { "h2" } else { "http/1.1" }))
     }
 }
 
@@ -306,6 +312,6 @@ mod tests {
         assert_eq!(client.url.as_str(), "http://127.0.0.1:8080/v1/fetch");
         assert_eq!(client.target(), "http://127.0.0.1:8080");
         let err = RestClient::new("http://bad host:1", false, counters()).unwrap_err();
-        assert!(matches!(&err, RestWireError::Url(r) if r.starts_with("http://bad host:1: ")), "{err}");
+        assert!(matches!(&err, RestBuildError::Url(r) if r.starts_with("http://bad host:1: ")), "{err}");
     }
 }

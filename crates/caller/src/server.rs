@@ -7,16 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use payload::Limits;
-use telemetry::{
-    Counters, InFlightLimit, Protocols, ReadyLine, Registry, Served, ServerSettings, admin_router, api::API_OUTCOMES,
-    bind, serve,
-};
+use service::{InFlightLimit, Protocols, ReadyLine, Served, ServerSettings, api::API_OUTCOMES, bind, serve};
+use telemetry::{Counters, Registry, admin_router};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::clients::{ClientSettings, build};
 use crate::front::{self, Front};
-use crate::outbound::{ClientSettings, Transport, build};
-use crate::wire::Wire;
+use crate::hop::HopOptions;
+use crate::outbound::Transport;
 
 /// What the caller does for each front request, as its settings state it.
 pub const PER_REQUEST: &str = "parse the front JSON; per downstream call: encode, send, decode, check the status, \
@@ -52,7 +51,7 @@ pub struct Config {
     /// body within this time after it.
     pub header_read_timeout: Duration,
     /// TLS and compression on the internal hop (`--tls-ca`, `--compression`, …).
-    pub wire: Wire,
+    pub hop: HopOptions,
 }
 
 impl Default for Config {
@@ -75,7 +74,7 @@ impl Default for Config {
             max_in_flight: None,
             drain_timeout: Duration::from_secs(5),
             header_read_timeout: Duration::from_secs(10),
-            wire: Wire::default(),
+            hop: HopOptions::default(),
         }
     }
 }
@@ -126,7 +125,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         target: need(url, flag)?,
         grpc_connections: config.grpc_connections,
         rest_http2: config.rest_http2,
-        wire: config.wire.clone(),
+        hop: config.hop.clone(),
     };
     let client = build(&settings, client_counters.clone())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{flag} {}: {e}", settings.target)))?;
@@ -152,8 +151,8 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         "client": client.settings(),
         "front_server": front_settings,
     }));
-    registry.extend_settings(telemetry::runtime_settings());
-    registry.extend_settings(telemetry::huge_pages::settings());
+    registry.extend_settings(service::runtime_settings());
+    registry.extend_settings(service::huge_pages::settings());
     let registry = Arc::new(registry);
 
     let front = Arc::new(Front {
@@ -164,7 +163,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         max_records: config.max_records,
         front_counters: front_counters.clone(),
         client_counters,
-        body: telemetry::api::BodyPolicy {
+        body: service::api::BodyPolicy {
             limit_bytes: front::MAX_FRONT_BODY_BYTES,
             read_timeout: config.header_read_timeout,
         },
@@ -173,7 +172,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let front_addr = front_listener.local_addr()?;
     let admin_addr = admin_listener.local_addr()?;
     let mut tasks = JoinSet::new();
-    let front_app = limit.apply(front::router(front), front_counters.clone(), telemetry::api::overloaded);
+    let front_app = limit.apply(front::router(front), front_counters.clone(), service::api::overloaded);
     tasks.spawn(serve(front_listener, front_app, Some(front_counters), front_settings, shutdown.clone()));
     tasks.spawn(serve(
         admin_listener,

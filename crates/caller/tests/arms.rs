@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use caller::outbound::{ClientSettings, build};
-use caller::wire::Wire;
+use caller::clients::{ClientSettings, build};
+use caller::hop::HopOptions;
 use caller::{Config as CallerConfig, Transport};
 use downstream::{Config as DsConfig, Handle as DsHandle};
 use payload::{CallRequest, FetchRequest, FetchResponse, Shape};
@@ -31,7 +31,7 @@ fn settings(ds: &DsHandle, transport: Transport) -> ClientSettings {
         target: format!("http://{addr}"),
         grpc_connections: 1,
         rest_http2: false,
-        wire: Wire::default(),
+        hop: HopOptions::default(),
     }
 }
 

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use caller::{Config as CallerConfig, Handle as CallerHandle, Transport};
 use downstream::{Config as DsConfig, Handle as DsHandle};
 use payload::{CallRequest, FetchResponse, Limits};
-use telemetry::{Protocols, ServerSettings, StatsSnapshot};
+use service::{Protocols, ServerSettings};
+use telemetry::StatsSnapshot;
 use tokio_util::sync::CancellationToken;
 
 async fn downstream(delay_ms: u64) -> DsHandle {
@@ -273,14 +274,8 @@ mod liar {
             tonic::service::Routes::new(proto::downstream_server::DownstreamServer::new(Liar)).into_axum_router();
         let rest_app = axum::Router::new()
             .route("/v1/fetch", axum::routing::post(|Json(r): Json<FetchRequest>| async move { Json(wrong(r)) }));
-        tokio::spawn(telemetry::serve(
-            grpc,
-            grpc_app,
-            None,
-            ServerSettings::new(Protocols::Http2Only),
-            shutdown.clone(),
-        ));
-        tokio::spawn(telemetry::serve(rest, rest_app, None, ServerSettings::new(Protocols::Auto), shutdown));
+        tokio::spawn(service::serve(grpc, grpc_app, None, ServerSettings::new(Protocols::Http2Only), shutdown.clone()));
+        tokio::spawn(service::serve(rest, rest_app, None, ServerSettings::new(Protocols::Auto), shutdown));
         addrs
     }
 }
@@ -433,7 +428,7 @@ fn caller_binary_serves_in_front_of_a_downstream_and_exits_cleanly() {
         .unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let ready: telemetry::ReadyLine = serde_json::from_str(&line).unwrap();
+    let ready: service::ReadyLine = serde_json::from_str(&line).unwrap();
     assert_eq!(ready.service, "caller");
     let a = rt.block_on(call(ready.listeners["front"], "bin", 2));
     assert_eq!(a.status, 200);
@@ -501,7 +496,7 @@ async fn the_front_reports_its_idle_keep_alive_and_in_flight_settings() {
     let s = stats(c.admin_addr).await;
     assert_eq!(s.settings["front_server"]["idle_timeout"], 30_000);
     assert_eq!(s.settings["front_server"]["http2_keep_alive_interval"], 20_000);
-    assert!(s.settings["max_in_flight"].as_u64().unwrap() >= telemetry::MIN_DEFAULT_MAX_IN_FLIGHT as u64);
+    assert!(s.settings["max_in_flight"].as_u64().unwrap() >= service::MIN_DEFAULT_MAX_IN_FLIGHT as u64);
     assert_eq!(s.settings["max_records_per_request"], caller::front::DEFAULT_MAX_RECORDS);
     c.stop().await;
     ds.stop().await;

@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use payload::Limits;
-use telemetry::Compression;
-use telemetry::tls::ServerTlsFiles;
+use service::Compression;
+use service::tls::ServerTlsFiles;
 use tokio_util::sync::CancellationToken;
 
 use crate::server::{Config, start};
@@ -41,11 +41,11 @@ pub struct Args {
     #[arg(long, default_value_t = Limits::DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
     /// Most concurrent HTTP/2 streams per client connection (gRPC and h2c REST).
-    #[arg(long, default_value_t = telemetry::ServerSettings::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS)]
+    #[arg(long, default_value_t = service::ServerSettings::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS)]
     pub http2_max_streams: u32,
     /// Close a connection with no request in flight (HTTP/2: no open stream,
     /// PINGs do not count) after this long.
-    #[arg(long, default_value = "30s", value_parser = telemetry::parse_positive_duration)]
+    #[arg(long, default_value = "30s", value_parser = service::parse_positive_duration)]
     pub idle_timeout: Duration,
     /// Most requests worked on at once, gRPC and REST together; more are
     /// answered 503 / RESOURCE_EXHAUSTED. Default: the larger of the
@@ -99,9 +99,9 @@ impl Args {
 /// drains and returns.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
-    telemetry::cancel_on_signal(shutdown.clone());
+    service::cancel_on_signal(shutdown.clone());
     let handle = start(args.into_config(), shutdown).await.context("starting the downstream")?;
-    telemetry::print_ready(&handle.ready_line()).context("writing the ready line to stdout")?;
+    service::print_ready(&handle.ready_line()).context("writing the ready line to stdout")?;
     handle.wait().await;
     Ok(())
 }

@@ -55,7 +55,7 @@ pub const OUTCOMES: &[&str] = &[
     "unavailable",
     "data_loss",
     "unauthenticated",
-    telemetry::SHED,
+    service::SHED,
     "other",
 ];
 
@@ -306,7 +306,7 @@ pub fn count_outcomes(router: Router, counters: Arc<Counters>) -> Router {
                 return resp;
             }
             resp.map(|body| {
-                telemetry::watch_frames(body, move |frame| {
+                service::watch_frames(body, move |frame| {
                     if let Some(code) = frame.trailers_ref().and_then(status_in) {
                         pending.record(outcome(code));
                     }

@@ -4,15 +4,15 @@
 //! build the response); [`grpc`] and [`rest`] are thin adapters that only convert
 //! types and map errors, so the two transports differ in one file each.
 //! [`server`] binds the gRPC, REST and admin listeners and runs them;
-//! [`timer`] is the service-time wait; [`wire`] adds TLS and compression to
+//! [`timer`] is the service-time wait; [`hop`] adds TLS and compression to
 //! both listeners when asked; [`cli`] is the binary's flags.
 
 pub mod cli;
 pub mod core;
 pub mod grpc;
+pub mod hop;
 pub mod rest;
 pub mod server;
 pub mod timer;
-pub mod wire;
 
 pub use server::{Config, Handle, start};

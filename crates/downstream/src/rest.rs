@@ -17,13 +17,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use payload::{FetchRequest, FetchResponse, PayloadError};
 use prost::Message;
+use service::api::{ApiError, BodyPolicy, json_response, media_type, read_body};
 use telemetry::Counters;
-use telemetry::api::{ApiError, BodyPolicy, json_response, media_type, read_body};
 
 use crate::core::Core;
 
 /// Outcome labels counted on the REST listener.
-pub use telemetry::api::API_OUTCOMES as OUTCOMES;
+pub use service::api::API_OUTCOMES as OUTCOMES;
 
 /// The media type of protobuf bodies.
 pub const PROTOBUF_MEDIA_TYPE: &str = "application/x-protobuf";

@@ -6,16 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use payload::Limits;
-use telemetry::tls::ServerTlsFiles;
-use telemetry::{
-    Compression, Counters, InFlightLimit, Protocols, ReadyLine, Registry, Served, ServerSettings, admin_router, bind,
-    serve, serve_tls,
-};
+use service::tls::ServerTlsFiles;
+use service::{Compression, InFlightLimit, Protocols, ReadyLine, Served, ServerSettings, bind, serve, serve_tls};
+use telemetry::{Counters, Registry, admin_router};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::Core;
-use crate::{grpc, rest, wire};
+use crate::{grpc, hop, rest};
 
 /// Everything the downstream needs to start; built once from the flags.
 #[derive(Debug, Clone)]
@@ -100,7 +98,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let grpc_listener = bind("gRPC", config.grpc_addr).await?;
     let rest_listener = bind("REST", config.rest_addr).await?;
     let admin_listener = bind("admin", config.admin_addr).await?;
-    let tls = wire::listener_tls(config.tls.as_ref())?;
+    let tls = hop::listener_tls(config.tls.as_ref())?;
 
     let server = |protocols| ServerSettings {
         http2_max_concurrent_streams: config.http2_max_concurrent_streams,
@@ -133,9 +131,9 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         "grpc_server": grpc_settings,
         "rest_server": rest_settings,
     }));
-    registry.extend_settings(wire::settings(config.tls.as_ref(), config.compression));
-    registry.extend_settings(telemetry::runtime_settings());
-    registry.extend_settings(telemetry::huge_pages::settings());
+    registry.extend_settings(hop::settings(config.tls.as_ref(), config.compression));
+    registry.extend_settings(service::runtime_settings());
+    registry.extend_settings(service::huge_pages::settings());
     let grpc_counters = registry.listener(Counters::new("grpc", grpc::OUTCOMES));
     let rest_counters = registry.listener(Counters::new("rest", rest::OUTCOMES));
     let registry = Arc::new(registry);
@@ -155,7 +153,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         |e: tonic_reflection::server::Error| io::Error::other(format!("building gRPC reflection: {e}"));
     let grpc_app = tonic::service::Routes::new(
         grpc::GrpcService::new(core.clone(), grpc_counters.clone())
-            .with_compression(wire::grpc_encoding(config.compression))
+            .with_compression(config.compression.grpc_encoding())
             .into_server(),
     )
     .add_service(health_service)
@@ -168,8 +166,8 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let grpc_app = grpc::count_outcomes(grpc_app, grpc_counters.clone());
     let grpc_app = limit.apply(grpc_app, grpc_counters.clone(), grpc::overloaded);
     let rest_app = rest::router(core, rest_counters.clone(), config.header_read_timeout);
-    let rest_app = wire::rest_compression(rest_app, config.compression);
-    let rest_app = limit.apply(rest_app, rest_counters.clone(), telemetry::api::overloaded);
+    let rest_app = config.compression.rest_layers(rest_app);
+    let rest_app = limit.apply(rest_app, rest_counters.clone(), service::api::overloaded);
 
     let handle_addrs = (grpc_listener.local_addr()?, rest_listener.local_addr()?, admin_listener.local_addr()?);
     let mut tasks = JoinSet::new();

@@ -3,7 +3,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use telemetry::ReadyLine;
+use service::ReadyLine;
 
 #[test]
 fn binary_prints_ready_line_serves_and_exits_cleanly_on_sigterm() {

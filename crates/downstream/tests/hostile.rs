@@ -262,7 +262,7 @@ async fn requests_over_the_in_flight_limit_are_shed_and_counted() {
 async fn the_default_in_flight_limit_is_derived_and_reported() {
     let ds = downstream(Config::default()).await;
     let s = stats(ds.admin_addr).await;
-    assert!(s.settings["max_in_flight"].as_u64().unwrap() >= telemetry::MIN_DEFAULT_MAX_IN_FLIGHT as u64);
+    assert!(s.settings["max_in_flight"].as_u64().unwrap() >= service::MIN_DEFAULT_MAX_IN_FLIGHT as u64);
     assert!(s.settings["max_in_flight_source"].as_str().unwrap().starts_with("default"), "{}", s.settings);
     ds.stop().await;
 }

@@ -1,7 +1,7 @@
 //! The admin listener's routes: `/healthz`, `/metrics`, `/stats`.
 //!
-//! It is served by [`crate::serve`] without counters, so its own traffic never
-//! shows up in the measured bytes.
+//! It is served by the `service` crate's accept loop without counters, so its
+//! own traffic never shows up in the measured bytes.
 
 use std::sync::Arc;
 

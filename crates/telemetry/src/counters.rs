@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use serde::{Deserialize, Serialize};
 
-use crate::tls::{TlsSnapshot, TlsTally};
+use crate::handshakes::{TlsSnapshot, TlsTally};
 
 /// Counters of one endpoint: a listener (bytes in = read from peers) or an
 /// outbound client (bytes in = read from the server it calls).

@@ -249,7 +249,7 @@ fn report_abort(runs: &[crate::result::RunResult]) {
 /// 5,000 req/s, one worker instead of one per core cut the harness's CPU per
 /// request by about a tenth and the tiers' by more (bench/README.md).
 fn runtime(name: &str, workers: Option<u32>) -> Option<tokio::runtime::Runtime> {
-    telemetry::init_logging();
+    service::init_logging();
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = workers {
         builder.worker_threads(usize::try_from(n).unwrap_or(1).max(1));

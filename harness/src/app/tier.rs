@@ -33,7 +33,7 @@ pub fn tier_main(args: &[OsString]) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    telemetry::exit_code(role, result)
+    service::exit_code(role, result)
 }
 
 /// The link emulator's flags (set by `tiers::link`).
@@ -65,13 +65,13 @@ fn link_main(role: &str, a: LinkArgs) -> ExitCode {
         }
     };
     let ready = match relay.local_addr() {
-        Ok(addr) => telemetry::ReadyLine::new("link", [("link", addr)]),
+        Ok(addr) => service::ReadyLine::new("link", [("link", addr)]),
         Err(e) => {
             eprintln!("{role}: reading the listener's address: {e}");
             return ExitCode::from(EXIT_FAILED);
         }
     };
-    if let Err(e) = telemetry::print_ready(&ready) {
+    if let Err(e) = service::print_ready(&ready) {
         eprintln!("{role}: printing the ready line: {e}");
         return ExitCode::from(EXIT_FAILED);
     }

@@ -192,8 +192,8 @@ impl TlsFiles {
     }
 
     /// The outbound client's TLS, for the harness's own client (`--target downstream`).
-    pub fn client_tls(&self) -> caller::wire::ClientTls {
-        caller::wire::ClientTls {
+    pub fn client_tls(&self) -> caller::hop::ClientTls {
+        caller::hop::ClientTls {
             ca: self.path(CA_CERT),
             identity: self.mutual.then(|| (self.path(CLIENT_CERT), self.path(CLIENT_KEY))),
         }

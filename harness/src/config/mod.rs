@@ -48,7 +48,7 @@ pub use load::{DEFAULT_LOAD_THREADS, Load};
 pub use output::{Output, OutputArgs};
 pub use plan::{Plan, arm_dirs, compared_order, recorded_baseline};
 pub use rates::parse_rates;
-pub use telemetry::Compression;
+pub use service::Compression;
 pub use work::{PayloadAxis, PayloadSweep, Work};
 
 /// A flag that cannot be used, with the fix.

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use caller::outbound::{CallError, ClientSettings, Outbound};
+use caller::clients::ClientSettings;
+use caller::outbound::{CallError, Outbound};
 use payload::{CallRequest, FetchRequest, FetchResponse, Shape};
 
 use super::Outcome;
@@ -118,11 +119,11 @@ impl Target {
             target: url.to_owned(),
             grpc_connections: c.hop.grpc_connections as usize,
             rest_http2: c.hop.rest_http2,
-            wire: caller::wire::Wire { tls: tls.map(TlsFiles::client_tls), compression: c.hop.compression },
+            hop: caller::hop::HopOptions { tls: tls.map(TlsFiles::client_tls), compression: c.hop.compression },
         };
         // The harness's own client counters are not reported: the
         // downstream's listener counts the hop.
-        let client = caller::outbound::build(&settings, Arc::new(c.transport.client_counters("harness")))?;
+        let client = caller::clients::build(&settings, Arc::new(c.transport.client_counters("harness")))?;
         let connections = if c.load.closed_loop { 0 } else { c.load.connections };
         Ok(shaped(Target::with(Endpoint::Direct(client), c.work.items, 1, c.load.timeout, connections)))
     }

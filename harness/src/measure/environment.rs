@@ -30,7 +30,7 @@ pub fn capture() -> Environment {
         build_profile: PROFILE.to_owned(),
         opt_level: Some(OPT_LEVEL.to_owned()),
         allocator: Some(ALLOCATOR.to_owned()),
-        transparent_huge_pages: telemetry::huge_pages::machine_mode(),
+        transparent_huge_pages: service::huge_pages::machine_mode(),
         rustc: command_line("rustc", &["--version"]),
         git_commit: commit,
         git_dirty: dirty,

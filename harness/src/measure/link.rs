@@ -23,8 +23,8 @@ pub fn probe(link: &Link) -> LinkReport {
         bdp_bytes: s.bdp_bytes(),
         netem: netem_check(),
         http2: Http2Windows {
-            client: telemetry::h2::windows_json(true),
-            server: telemetry::h2::windows_json(false),
+            client: service::h2::windows_json(true),
+            server: service::h2::windows_json(false),
             applies_to: "gRPC (tonic channel → hyper server) and REST over HTTP/2 (--rest-http2: reqwest → hyper \
                          server); REST over HTTP/1.1 has no flow control above TCP"
                 .to_owned(),

@@ -35,7 +35,7 @@ impl TierStatsReader {
                 .no_proxy()
                 .pool_max_idle_per_host(0)
                 .timeout(Duration::from_secs(5))
-                .tls_backend_preconfigured(caller::wire::plaintext_only())
+                .tls_backend_preconfigured(caller::hop::plaintext_only())
                 .build()?,
             harness: ProcessStats::current(),
         })

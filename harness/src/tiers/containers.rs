@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use telemetry::ReadyLine;
+use service::ReadyLine;
 use tokio::process::Command;
 
 use crate::config::{Config, TierRole};

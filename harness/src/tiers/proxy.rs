@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use telemetry::ReadyLine;
+use service::ReadyLine;
 use tokio::process::Command;
 
 use crate::config::{ProxyHop, ProxyKind};

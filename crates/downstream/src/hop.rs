@@ -1,18 +1,15 @@
-//! How the downstream's two listeners put their bytes on the wire beyond the
+//! How the downstream's two listeners carry the internal hop beyond the
 //! contract: TLS (rustls, served by the shared accept loop under the byte
 //! counter) and compression by each ecosystem's own mechanism — tonic's
-//! `grpc-encoding` for gRPC, tower-http's `Content-Encoding` layers for REST.
-//! Both are off unless the flags ask; the listeners' adapters stay unchanged.
+//! `grpc-encoding` for gRPC, tower-http's `Content-Encoding` layers for REST
+//! (the mapping is `service::compression`'s). Both are off unless the flags
+//! ask; the listeners' adapters stay unchanged.
 
 use std::io;
 use std::sync::Arc;
 
-use axum::Router;
-use telemetry::Compression;
-use telemetry::tls::{ALPN_H2, ALPN_HTTP1, ServerTlsFiles, server_config};
-use tonic::codec::CompressionEncoding;
-use tower_http::compression::CompressionLayer;
-use tower_http::decompression::RequestDecompressionLayer;
+use service::Compression;
+use service::tls::{ALPN_H2, ALPN_HTTP1, ServerTlsFiles, server_config};
 
 /// ALPN offered by the gRPC listener: HTTP/2 only.
 pub const GRPC_ALPN: &[&[u8]] = &[ALPN_H2];
@@ -29,28 +26,6 @@ pub type ListenerTls = Option<(Arc<rustls::ServerConfig>, Arc<rustls::ServerConf
 pub fn listener_tls(files: Option<&ServerTlsFiles>) -> io::Result<ListenerTls> {
     let Some(files) = files else { return Ok(None) };
     Ok(Some((server_config(files, GRPC_ALPN)?, server_config(files, REST_ALPN)?)))
-}
-
-/// tonic's encoding for a compression setting.
-pub fn grpc_encoding(c: Compression) -> Option<CompressionEncoding> {
-    match c {
-        Compression::None => None,
-        Compression::Gzip => Some(CompressionEncoding::Gzip),
-        Compression::Zstd => Some(CompressionEncoding::Zstd),
-    }
-}
-
-/// The REST router with request bodies in `c` decompressed (a body in
-/// another coding is answered 415) and responses compressed in `c` for a
-/// client that accepts it; unchanged without compression.
-pub fn rest_compression(router: Router, c: Compression) -> Router {
-    if c == Compression::None {
-        return router;
-    }
-    let (gzip, zstd) = (c == Compression::Gzip, c == Compression::Zstd);
-    router
-        .layer(CompressionLayer::new().gzip(gzip).zstd(zstd))
-        .layer(RequestDecompressionLayer::new().gzip(gzip).zstd(zstd))
 }
 
 /// What `/stats` reports of the listeners' TLS and compression.

@@ -9,13 +9,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use caller::Transport;
-use caller::outbound::{CallError, ClientSettings, build};
-use caller::wire::{ClientTls, Wire};
+use caller::clients::{ClientSettings, build};
+use caller::hop::{ClientTls, HopOptions};
+use caller::outbound::CallError;
 use downstream::{Config as DsConfig, Handle as DsHandle};
 use payload::FetchRequest;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose};
-use telemetry::tls::ServerTlsFiles;
-use telemetry::{Compression, CountersSnapshot};
+use service::Compression;
+use service::tls::ServerTlsFiles;
+use telemetry::CountersSnapshot;
 use tokio_util::sync::CancellationToken;
 
 /// A CA, a server certificate for 127.0.0.1 and a client certificate, as PEM
@@ -85,16 +87,16 @@ const ARMS: [Arm; 5] = [
     Arm { transport: Transport::GrpcJson, http2: false, alpn: "ALPN h2" },
 ];
 
-/// One fetch of `items` records over `arm` with `wire`, verified against the request.
-async fn fetch(ds: &DsHandle, arm: Arm, wire: Wire, items: u32) -> Result<(), CallError> {
-    let scheme = if wire.tls.is_some() { "https" } else { "http" };
+/// One fetch of `items` records over `arm` with `hop`, verified against the request.
+async fn fetch(ds: &DsHandle, arm: Arm, hop: HopOptions, items: u32) -> Result<(), CallError> {
+    let scheme = if hop.tls.is_some() { "https" } else { "http" };
     let addr = if arm.transport.is_grpc() { ds.grpc_addr } else { ds.rest_addr };
     let settings = ClientSettings {
         transport: arm.transport,
         target: format!("{scheme}://{addr}"),
         grpc_connections: 1,
         rest_http2: arm.http2,
-        wire,
+        hop,
     };
     let client = build(&settings, Arc::new(arm.transport.client_counters("test"))).unwrap();
     let req = FetchRequest { request_id: "wire-1".into(), items, body: Vec::new(), ..FetchRequest::default() };
@@ -107,8 +109,8 @@ fn listener(ds: &DsHandle, arm: Arm) -> CountersSnapshot {
     ds.registry.snapshot().listeners[arm.transport.listener()].clone()
 }
 
-fn tls_wire(certs: &Certs, with_certificate: bool) -> Wire {
-    Wire { tls: Some(certs.client(with_certificate)), compression: Compression::None }
+fn tls_hop(certs: &Certs, with_certificate: bool) -> HopOptions {
+    HopOptions { tls: Some(certs.client(with_certificate)), compression: Compression::None }
 }
 
 #[tokio::test]
@@ -117,7 +119,7 @@ async fn each_arm_handshakes_tls_1_3_with_its_alpn_and_mtls() {
     let ds = downstream(Some(certs.server(true)), Compression::None).await;
     for arm in ARMS {
         let before = listener(&ds, arm).tls.unwrap_or_default();
-        fetch(&ds, arm, tls_wire(&certs, true), 5).await.unwrap_or_else(|e| panic!("{arm:?}: {e}"));
+        fetch(&ds, arm, tls_hop(&certs, true), 5).await.unwrap_or_else(|e| panic!("{arm:?}: {e}"));
         let tls = listener(&ds, arm).tls.expect("a TLS listener counts its handshakes").since(&before);
         assert_eq!(tls.handshakes(), 1, "{arm:?}: {tls:?}");
         let negotiated: Vec<&String> = tls.negotiated.keys().collect();
@@ -137,7 +139,7 @@ async fn an_mtls_downstream_refuses_a_client_without_a_certificate() {
     let ds = downstream(Some(certs.server(true)), Compression::None).await;
     for arm in ARMS {
         let before = listener(&ds, arm);
-        let err = fetch(&ds, arm, tls_wire(&certs, false), 5).await.expect_err("no client certificate");
+        let err = fetch(&ds, arm, tls_hop(&certs, false), 5).await.expect_err("no client certificate");
         let after = listener(&ds, arm);
         let tls = after.tls.expect("TLS counted").since(&before.tls.unwrap_or_default());
         assert!(tls.handshakes_failed >= 1 && tls.handshakes() == 0, "{arm:?}: {tls:?} ({err})");
@@ -151,7 +153,7 @@ async fn a_tls_client_against_a_plaintext_downstream_is_a_connect_error() {
     let certs = Certs::new("plain");
     let ds = downstream(None, Compression::None).await;
     for arm in ARMS {
-        let err = fetch(&ds, arm, tls_wire(&certs, false), 5).await.expect_err("plaintext server");
+        let err = fetch(&ds, arm, tls_hop(&certs, false), 5).await.expect_err("plaintext server");
         assert!(matches!(err, CallError::Connect { .. }), "{arm:?}: {err:?}");
         assert_eq!(err.outcome(), "connect");
     }
@@ -164,7 +166,9 @@ async fn compression_sends_fewer_wire_bytes_for_the_same_records() {
         let mut wire_out = Vec::new();
         for compression in [Compression::None, Compression::Gzip, Compression::Zstd] {
             let ds = downstream(None, compression).await;
-            fetch(&ds, arm, Wire { tls: None, compression }, 200).await.unwrap_or_else(|e| panic!("{arm:?}: {e}"));
+            fetch(&ds, arm, HopOptions { tls: None, compression }, 200)
+                .await
+                .unwrap_or_else(|e| panic!("{arm:?}: {e}"));
             let counted = listener(&ds, arm);
             wire_out.push((compression, counted.bytes_out.unwrap(), counted.message_bytes_out));
             ds.stop().await;

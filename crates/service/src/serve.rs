@@ -31,7 +31,7 @@ use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
 use crate::body::hold_until_dropped;
-use crate::{Counters, CountingStream};
+use telemetry::{Counters, CountingStream};
 
 /// Which HTTP versions a listener speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

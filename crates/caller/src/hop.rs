@@ -2,15 +2,15 @@
 //! beyond the contract: TLS towards the downstream (trusting the run's CA, never
 //! skipping verification; a client certificate for mTLS) and compression by
 //! each ecosystem's own mechanism (tonic's `grpc-encoding`, HTTP
-//! `Content-Encoding` with reqwest). Both are off unless asked.
+//! `Content-Encoding` with reqwest; the mapping is `service::compression`'s).
+//! Both are off unless asked.
 
-use std::io::{self, Write};
+use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use telemetry::Compression;
-use telemetry::tls::{ALPN_H2, ALPN_HTTP1, identity, provider, root_store};
-use tonic::codec::CompressionEncoding;
+use service::Compression;
+use service::tls::{ALPN_H2, ALPN_HTTP1, identity, provider, root_store};
 
 /// TLS towards the downstream: the CA its certificate must chain to, and for
 /// mTLS the client's own certificate and key (PEM files).
@@ -24,26 +24,12 @@ pub struct ClientTls {
 /// TLS and compression of one outbound client; the default is plaintext and
 /// uncompressed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Wire {
+pub struct HopOptions {
     pub tls: Option<ClientTls>,
     pub compression: Compression,
 }
 
-/// gzip at flate2's default level, as tonic and tower-http use it.
-pub const GZIP_LEVEL: u32 = 6;
-/// zstd's default level, as tonic and tower-http use it.
-pub const ZSTD_LEVEL: i32 = zstd::DEFAULT_COMPRESSION_LEVEL;
-
-impl Wire {
-    /// tonic's encoding for the compression setting.
-    pub fn grpc_encoding(&self) -> Option<CompressionEncoding> {
-        match self.compression {
-            Compression::None => None,
-            Compression::Gzip => Some(CompressionEncoding::Gzip),
-            Compression::Zstd => Some(CompressionEncoding::Zstd),
-        }
-    }
-
+impl HopOptions {
     /// tonic's client TLS: the run's CA as the only root, the client identity
     /// for mTLS. tonic offers ALPN h2 and requires it.
     pub fn grpc_tls(&self) -> io::Result<Option<tonic::transport::ClientTlsConfig>> {
@@ -79,19 +65,6 @@ impl Wire {
         Ok(Some(config))
     }
 
-    /// A REST request body in the hop's content coding (unchanged without).
-    pub fn compress_body(&self, body: &[u8]) -> io::Result<Vec<u8>> {
-        match self.compression {
-            Compression::None => Ok(body.to_vec()),
-            Compression::Gzip => {
-                let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(GZIP_LEVEL));
-                enc.write_all(body)?;
-                enc.finish()
-            }
-            Compression::Zstd => zstd::encode_all(body, ZSTD_LEVEL),
-        }
-    }
-
     /// The `tls` and `compression` fields of a client's reported settings.
     pub fn settings(&self, alpn: &str) -> serde_json::Value {
         serde_json::json!({
@@ -102,13 +75,13 @@ impl Wire {
                 "client_certificate": t.identity.as_ref().map(|(c, _)| c),
                 "alpn": alpn,
             })),
-            "compression": match self.compression {
-                Compression::None => serde_json::json!("none"),
-                c => serde_json::json!({
-                    "encoding": c.as_str(),
+            "compression": match self.compression.level() {
+                None => serde_json::json!("none"),
+                Some(level) => serde_json::json!({
+                    "encoding": self.compression.as_str(),
                     "requests": "compressed",
                     "responses": "accepted and decompressed",
-                    "level": if c == Compression::Gzip { GZIP_LEVEL as i32 } else { ZSTD_LEVEL },
+                    "level": level,
                 }),
             },
         })
@@ -134,24 +107,4 @@ pub fn merged(mut settings: serde_json::Value, more: serde_json::Value) -> serde
         map.extend(more);
     }
     settings
-}
-
-#[cfg(test)]
-mod tests {
-    use std::io::Read;
-
-    use super::*;
-
-    #[test]
-    fn request_bodies_round_trip_through_each_coding() {
-        let body = b"{\"id\":\"x\",\"items\":10}".repeat(20);
-        let gzip = Wire { compression: Compression::Gzip, ..Wire::default() }.compress_body(&body).unwrap();
-        let mut back = Vec::new();
-        flate2::read::GzDecoder::new(&gzip[..]).read_to_end(&mut back).unwrap();
-        assert_eq!(back, body);
-        assert!(gzip.len() < body.len());
-        let zstd = Wire { compression: Compression::Zstd, ..Wire::default() }.compress_body(&body).unwrap();
-        assert_eq!(zstd::decode_all(&zstd[..]).unwrap(), body);
-        assert_eq!(Wire::default().compress_body(&body).unwrap(), body);
-    }
 }

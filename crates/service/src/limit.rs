@@ -14,7 +14,8 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use tokio::sync::Semaphore;
 
-use crate::Counters;
+use telemetry::Counters;
+
 use crate::body::hold_until_dropped;
 
 /// The outcome label a shed request is counted under.

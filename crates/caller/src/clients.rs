@@ -1,0 +1,80 @@
+//! The one factory that makes any arm's outbound client ([`build`]) from one
+//! settings struct ([`ClientSettings`]): the caller's flags and the harness's
+//! direct target alike. It names the clients ([`crate::grpc`],
+//! [`crate::rest`]); they name only the trait in [`crate::outbound`], so the
+//! imports run one way.
+
+use std::sync::Arc;
+
+use telemetry::Counters;
+
+use crate::grpc::{GrpcClient, GrpcJsonClient};
+use crate::hop::HopOptions;
+use crate::outbound::{Outbound, Transport};
+use crate::rest::{RestClient, RestEncoding};
+
+/// Everything that shapes an outbound client: one struct for the caller's
+/// flags and the harness's direct target alike.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientSettings {
+    pub transport: Transport,
+    /// `http://host:port` of the downstream's listener for the transport
+    /// ([`Transport::listener`]).
+    pub target: String,
+    /// HTTP/2 connections gRPC calls are spread over.
+    pub grpc_connections: usize,
+    /// REST over HTTP/2 cleartext instead of HTTP/1.1.
+    pub rest_http2: bool,
+    /// TLS and compression on the hop (default: plaintext, uncompressed).
+    pub hop: HopOptions,
+}
+
+/// Why a client could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("building the {transport} client for {target}: {reason}")]
+pub struct BuildError {
+    pub transport: &'static str,
+    pub target: String,
+    pub reason: String,
+}
+
+/// The client for `settings.transport`, counting on `counters`.
+pub fn build(settings: &ClientSettings, counters: Arc<Counters>) -> Result<Arc<dyn Outbound>, BuildError> {
+    let fail =
+        |reason: String| BuildError { transport: settings.transport.title(), target: settings.target.clone(), reason };
+    Ok(match settings.transport {
+        Transport::Grpc => Arc::new(
+            GrpcClient::with_hop(&settings.target, settings.grpc_connections, &settings.hop, counters)
+                .map_err(|e| fail(e.to_string()))?,
+        ),
+        Transport::GrpcJson => Arc::new(
+            GrpcJsonClient::with_hop(&settings.target, settings.grpc_connections, &settings.hop, counters)
+                .map_err(|e| fail(e.to_string()))?,
+        ),
+        t @ (Transport::Rest | Transport::RestPb) => {
+            let encoding = if t == Transport::RestPb { RestEncoding::Protobuf } else { RestEncoding::Json };
+            Arc::new(
+                RestClient::with_encoding(&settings.target, settings.rest_http2, encoding, &settings.hop, counters)
+                    .map_err(|e| fail(e.to_string()))?,
+            )
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_factory_names_what_it_could_not_build() {
+        let settings = ClientSettings {
+            transport: Transport::Grpc,
+            target: "not a uri".into(),
+            grpc_connections: 1,
+            rest_http2: false,
+            hop: HopOptions::default(),
+        };
+        let err = build(&settings, Arc::new(Transport::Grpc.client_counters("grpc"))).err().unwrap().to_string();
+        assert!(err.starts_with("building the gRPC client for not a uri"), "{err}");
+    }
+}

@@ -1,0 +1,137 @@
+//! The content codings a hop may be compressed with ([`Compression`]), and
+//! the one place that maps a coding onto each library's own type: tonic's
+//! `grpc-encoding`, tower-http's `Content-Encoding` layers (the downstream's
+//! REST listener), reqwest's accepted codings and the request bodies the
+//! caller's REST client compresses itself.
+//!
+//! Every side compresses at the codec's default level, as tonic and
+//! tower-http do, so the two transports pay for the same work.
+
+use std::io::{self, Write};
+
+use axum::Router;
+use serde::{Deserialize, Serialize};
+use tonic::codec::CompressionEncoding;
+use tower_http::compression::CompressionLayer;
+use tower_http::decompression::RequestDecompressionLayer;
+
+/// How a hop's messages are compressed: gRPC message compression
+/// (`grpc-encoding`) or HTTP `Content-Encoding`, by each ecosystem's own
+/// mechanism. The message bytes a tier counts stay the uncompressed payload.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    #[default]
+    None,
+    Gzip,
+    Zstd,
+}
+
+/// gzip at flate2's default level, as tonic and tower-http use it.
+pub const GZIP_LEVEL: u32 = 6;
+/// zstd's default level, as tonic and tower-http use it.
+pub const ZSTD_LEVEL: i32 = zstd::DEFAULT_COMPRESSION_LEVEL;
+
+impl Compression {
+    /// The flag value and the coding's name on the wire (`gzip`, `zstd`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+            Compression::Zstd => "zstd",
+        }
+    }
+
+    /// The `Content-Encoding` (and `grpc-encoding`) name, `None` uncompressed.
+    pub fn content_coding(self) -> Option<&'static str> {
+        (self != Compression::None).then(|| self.as_str())
+    }
+
+    /// The level a body is compressed at, `None` uncompressed.
+    pub fn level(self) -> Option<i32> {
+        match self {
+            Compression::None => None,
+            Compression::Gzip => Some(GZIP_LEVEL as i32),
+            Compression::Zstd => Some(ZSTD_LEVEL),
+        }
+    }
+
+    /// tonic's encoding, for a client's or a server's `send_compressed` and
+    /// `accept_compressed`.
+    pub fn grpc_encoding(self) -> Option<CompressionEncoding> {
+        match self {
+            Compression::None => None,
+            Compression::Gzip => Some(CompressionEncoding::Gzip),
+            Compression::Zstd => Some(CompressionEncoding::Zstd),
+        }
+    }
+
+    /// `router` with request bodies in this coding decompressed (a body in
+    /// another coding is answered 415) and responses compressed in it for a
+    /// client that accepts it (tower-http); unchanged without compression.
+    pub fn rest_layers(self, router: Router) -> Router {
+        if self == Compression::None {
+            return router;
+        }
+        let (gzip, zstd) = (self == Compression::Gzip, self == Compression::Zstd);
+        router
+            .layer(CompressionLayer::new().gzip(gzip).zstd(zstd))
+            .layer(RequestDecompressionLayer::new().gzip(gzip).zstd(zstd))
+    }
+
+    /// A reqwest client that offers (`Accept-Encoding`) and decompresses this
+    /// coding only: reqwest would otherwise offer every coding it was built
+    /// with.
+    pub fn reqwest_accept(self, builder: reqwest::ClientBuilder) -> reqwest::ClientBuilder {
+        builder.gzip(self == Compression::Gzip).zstd(self == Compression::Zstd)
+    }
+
+    /// A request body in this coding (unchanged without).
+    pub fn compress(self, body: &[u8]) -> io::Result<Vec<u8>> {
+        match self {
+            Compression::None => Ok(body.to_vec()),
+            Compression::Gzip => {
+                let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(GZIP_LEVEL));
+                enc.write_all(body)?;
+                enc.finish()
+            }
+            Compression::Zstd => zstd::encode_all(body, ZSTD_LEVEL),
+        }
+    }
+}
+
+impl std::fmt::Display for Compression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use super::*;
+
+    #[test]
+    fn request_bodies_round_trip_through_each_coding() {
+        let body = b"{\"id\":\"x\",\"items\":10}".repeat(20);
+        let gzip = Compression::Gzip.compress(&body).unwrap();
+        let mut back = Vec::new();
+        flate2::read::GzDecoder::new(&gzip[..]).read_to_end(&mut back).unwrap();
+        assert_eq!(back, body);
+        assert!(gzip.len() < body.len());
+        let zstd = Compression::Zstd.compress(&body).unwrap();
+        assert_eq!(zstd::decode_all(&zstd[..]).unwrap(), body);
+        assert_eq!(Compression::None.compress(&body).unwrap(), body);
+    }
+
+    #[test]
+    fn each_coding_keeps_its_serialized_name() {
+        for c in [Compression::None, Compression::Gzip, Compression::Zstd] {
+            assert_eq!(serde_json::to_string(&c).unwrap(), format!("\"{}\"", c.as_str()));
+            assert_eq!(<Compression as clap::ValueEnum>::from_str(c.as_str(), false), Ok(c));
+        }
+        assert_eq!(Compression::None.content_coding(), None);
+        assert_eq!(Compression::Zstd.content_coding(), Some("zstd"));
+    }
+}
