@@ -40,10 +40,10 @@ fn long_functions(text: &str, max: usize) -> Vec<(usize, usize)> {
     for (i, line) in lines.iter().enumerate() {
         let Some(indent) = function_start(line) else { continue };
         let close = format!("{indent}}}");
-        if let Some(end) = lines[i..].iter().position(|l| *l == close) {
-            if end + 1 > max {
-                long.push((i + 1, end + 1));
-            }
+        if let Some(end) = lines[i..].iter().position(|l| *l == close)
+            && end + 1 > max
+        {
+            long.push((i + 1, end + 1));
         }
     }
     long
@@ -52,7 +52,8 @@ fn long_functions(text: &str, max: usize) -> Vec<(usize, usize)> {
 #[test]
 fn the_measure_finds_a_long_function_and_passes_a_short_one() {
     let body = "    x();\n".repeat(MAX_FUNCTION_LINES);
-    let long = format!("fn a() {{\n{body}}}\n\nimpl T {{\n    pub(crate) async fn b(\n        x: u8,\n    ) {{\n    }}\n}}\n");
+    let long =
+        format!("fn a() {{\n{body}}}\n\nimpl T {{\n    pub(crate) async fn b(\n        x: u8,\n    ) {{\n    }}\n}}\n");
     assert_eq!(long_functions(&long, MAX_FUNCTION_LINES), [(1, MAX_FUNCTION_LINES + 2)]);
     assert_eq!(long_functions(&long, 3), [(1, MAX_FUNCTION_LINES + 2), (6, 4)]);
     assert_eq!(long_functions("trait T {\n    fn f(&self);\n}\n", 0), []);

@@ -66,7 +66,10 @@ fn mtls_and_gzip_on_both_arms_are_measured_reported_and_rerun() {
         assert!(report.contains("| internal hop compression | gzip"), "{report}");
     }
     let comparison = std::fs::read_to_string(folder.join("comparison.md")).unwrap();
-    assert!(comparison.contains("| internal hop compression | gzip (") && comparison.contains("| internal hop TLS | mutual TLS"));
+    assert!(
+        comparison.contains("| internal hop compression | gzip (")
+            && comparison.contains("| internal hop TLS | mutual TLS")
+    );
 
     let o = harness_cmd(&["rerun", folder.to_str().unwrap()]).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));

@@ -68,7 +68,7 @@ pub fn render(arms: &[Arm<'_>], charts: bool) -> String {
     let names: Vec<&str> = arms.iter().map(|a| a.name).collect();
     let _ = writeln!(out, "# grpc-vs-rest comparison: {}\n", names.join(" vs "));
     if let Some(first) = arms.first() {
-        let _ = writeln!(out, "{}\n", setup(first.run));
+        let _ = writeln!(out, "{}\n", setup::setup(first.run));
     }
     out.push_str(&warnings_quote(arms));
     out.push_str(validity_section(arms).trim_start_matches('\n'));

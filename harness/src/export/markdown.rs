@@ -18,11 +18,6 @@ pub fn num(v: Option<f64>, decimals: usize) -> String {
     }
 }
 
-/// A duration as people write it (`500ms`, `1m 30s`).
-fn hd(d: std::time::Duration) -> String {
-    humantime::format_duration(d).to_string()
-}
-
 pub use super::setup::{setup, shape, title};
 
 /// The "Charts" section linking the SVGs written beside a report.
