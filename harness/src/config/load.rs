@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, Flags, TierRole, bad, duration, parse_rates, secs};
+use super::{ConfigError, Flags, TierRole, bad, duration, hd, parse_rates, secs};
 
 /// The longest a run's measured load may last: warm-up plus every round.
 pub const MAX_RUN: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -38,17 +38,17 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 0)]
     pub connections: usize,
     /// Length of each measured round (e.g. 60s, 2m).
-    #[arg(long, default_value = "60s")]
-    pub duration: String,
+    #[arg(long, default_value = "60s", value_parser = duration)]
+    pub duration: Duration,
     /// Unrecorded load before the first round.
-    #[arg(long, default_value = "10s")]
-    pub warmup: String,
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub warmup: Duration,
     /// The first part of the warm-up on fresh tiers, over which the rate rises
     /// linearly from zero to --qps (as traffic rises in production), so the
     /// tiers open their connections over it instead of thousands at once;
     /// 0s starts at the full rate. Open loop only [default: half of --warmup].
-    #[arg(long)]
-    pub warmup_ramp: Option<String>,
+    #[arg(long, value_parser = duration)]
+    pub warmup_ramp: Option<Duration>,
     /// Measured rounds, each with fresh histograms and (unless --reuse-tiers)
     /// freshly started and warmed-up tier processes [default: 1; 3 per arm
     /// when arms are compared at one rate, the fewest a confidence interval is
@@ -63,8 +63,8 @@ pub struct LoadArgs {
     pub reuse_tiers: bool,
     /// A request not answered within this time counts as a timeout (also the
     /// caller's timeout on its downstream calls).
-    #[arg(long, default_value = "30s")]
-    pub timeout: String,
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    pub timeout: Duration,
     /// Most requests in flight; a request due beyond it is counted as dropped, never delayed.
     #[arg(long, default_value_t = 10_000)]
     pub max_in_flight: usize,
@@ -75,12 +75,12 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = DEFAULT_LOAD_THREADS)]
     pub load_threads: u32,
     /// How often CPU and RSS of every tier are sampled (at least 200ms, sysinfo's minimum).
-    #[arg(long, default_value = "250ms")]
-    pub sample_interval: String,
+    #[arg(long, default_value = "250ms", value_parser = duration)]
+    pub sample_interval: Duration,
     /// In a sweep, a step is sustained only if its p99 is under this (default:
     /// the delay plus the jitter plus 100ms).
-    #[arg(long)]
-    pub slo_p99: Option<String>,
+    #[arg(long, value_parser = duration)]
+    pub slo_p99: Option<Duration>,
 }
 
 /// The load section of [`super::Config`].
@@ -152,14 +152,14 @@ impl Load {
     /// for closed-loop throughput mode.
     pub fn from_args(a: &LoadArgs, qps: Option<f64>, cx: LoadContext) -> Result<Load, ConfigError> {
         let rounds = rounds(a.rounds.as_deref(), cx.default_rounds)?;
-        let run_duration = duration("--duration", &a.duration, "60s")?;
+        let run_duration = a.duration;
         if run_duration.is_zero() {
             return Err(bad("--duration", "must be longer than 0s; e.g. --duration 60s"));
         }
         if let Some(q) = qps.filter(|q| run_duration.as_secs_f64() * q < 1.0) {
-            return Err(bad("--duration", format!("{} at --qps {q} schedules no request; run longer", a.duration)));
+            return Err(bad("--duration", format!("{} at --qps {q} schedules no request; run longer", hd(a.duration))));
         }
-        let timeout = duration("--timeout", &a.timeout, "30s")?;
+        let timeout = a.timeout;
         if timeout.is_zero() {
             return Err(bad("--timeout", "must be longer than 0s"));
         }
@@ -171,7 +171,7 @@ impl Load {
                 format!(
                     "{rounds} rounds of {} plus the warm-up run for {}, over the {} a run may last; use fewer or \
                      shorter rounds",
-                    a.duration.trim(),
+                    hd(a.duration),
                     humantime::format_duration(run_length),
                     humantime::format_duration(MAX_RUN)
                 ),
@@ -186,10 +186,7 @@ impl Load {
         Ok(Load {
             qps: qps.unwrap_or(0.0),
             closed_loop: qps.is_none(),
-            slo_p99: match &a.slo_p99 {
-                Some(t) => duration("--slo-p99", t, "600ms")?,
-                None => cx.service_time + Duration::from_millis(100),
-            },
+            slo_p99: a.slo_p99.unwrap_or(cx.service_time + Duration::from_millis(100)),
             duration: run_duration,
             warmup,
             // A closed loop has no rate to ramp.
@@ -202,7 +199,7 @@ impl Load {
             max_in_flight: a.max_in_flight,
             connections: a.connections,
             load_threads: Some(a.load_threads),
-            sample_interval: sample_interval(&a.sample_interval)?,
+            sample_interval: sample_interval(a.sample_interval)?,
         })
     }
 
@@ -258,33 +255,26 @@ fn rounds(text: Option<&str>, default: u32) -> Result<u32, ConfigError> {
 /// `--warmup` and `--warmup-ramp` (half the warm-up unless given; never
 /// longer than it).
 fn warmup(a: &LoadArgs) -> Result<(Duration, Duration), ConfigError> {
-    let warmup = duration("--warmup", &a.warmup, "10s")?;
-    let ramp = match &a.warmup_ramp {
-        Some(r) => duration("--warmup-ramp", r, "5s")?,
-        None => warmup / 2,
-    };
+    let warmup = a.warmup;
+    let ramp = a.warmup_ramp.unwrap_or(warmup / 2);
     if ramp > warmup {
         return Err(bad(
             "--warmup-ramp",
-            format!(
-                "{} is longer than the warm-up ({}); the ramp is the warm-up's first part",
-                a.warmup_ramp.as_deref().unwrap_or_default().trim(),
-                a.warmup.trim()
-            ),
+            format!("{} is longer than the warm-up ({}); the ramp is the warm-up's first part", hd(ramp), hd(warmup)),
         ));
     }
     Ok((warmup, ramp))
 }
 
 /// `--sample-interval`: at least the interval CPU usage can be measured over.
-fn sample_interval(text: &str) -> Result<Duration, ConfigError> {
-    let interval = duration("--sample-interval", text, "250ms")?;
+fn sample_interval(interval: Duration) -> Result<Duration, ConfigError> {
     let minimum = sysinfo::MINIMUM_CPU_UPDATE_INTERVAL;
     if interval < minimum {
         return Err(bad(
             "--sample-interval",
             format!(
-                "{text} is below the {} ms CPU usage can be measured over; use at least --sample-interval {}ms",
+                "{} is below the {} ms CPU usage can be measured over; use at least --sample-interval {}ms",
+                hd(interval),
                 minimum.as_millis(),
                 minimum.as_millis()
             ),

@@ -186,21 +186,25 @@ impl Config {
 /// clocks they are added to (`Instant + d`) and no measurement needs them.
 pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// A duration flag, at most [`MAX_DURATION`].
-pub(crate) fn duration(flag: &'static str, text: &str, example: &str) -> Result<Duration, ConfigError> {
+/// The value parser of every duration flag: a humantime duration (`500ms`,
+/// `2m`, `1h 30m`), at most [`MAX_DURATION`]. Clap names the flag and exits
+/// with status 2 when it fails.
+pub(crate) fn duration(text: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(text.trim())
-        .map_err(|e| bad(flag, format!("{text:?} is not a duration ({e}); write it like {flag} {example}")))?;
+        .map_err(|e| format!("{text:?} is not a duration ({e}); write it like 500ms, 60s or 2m"))?;
     if d > MAX_DURATION {
-        return Err(bad(
-            flag,
-            format!(
-                "{} is longer than the {} any duration may be; write it like {flag} {example}",
-                text.trim(),
-                humantime::format_duration(MAX_DURATION)
-            ),
+        return Err(format!(
+            "{} is longer than the {} any duration may be",
+            text.trim(),
+            humantime::format_duration(MAX_DURATION)
         ));
     }
     Ok(d)
+}
+
+/// A duration as people write it (`500ms`, `1m 30s`).
+pub(crate) fn hd(d: Duration) -> humantime::FormattedDuration {
+    humantime::format_duration(d)
 }
 
 /// Durations as fractional seconds in JSON.

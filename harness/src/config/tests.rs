@@ -22,7 +22,16 @@ fn plan(args: &[&str]) -> Result<Plan, ConfigError> {
     let out = dir.to_string_lossy().into_owned();
     let mut full = vec!["harness", "--out", &out];
     full.extend_from_slice(args);
-    Plan::from_args(&Cli::try_parse_from(full).expect("clap accepts").run)
+    match Cli::try_parse_from(full) {
+        Ok(cli) => Plan::from_args(&cli.run),
+        // A value clap's own parser refused (a duration): its message names
+        // the flag as `'--flag <VALUE>'`.
+        Err(e) => {
+            let problem = e.to_string();
+            let flag = args.iter().find(|a| problem.contains(&format!("'{a} <"))).expect("clap names the flag");
+            Err(ConfigError { flag: Box::leak(flag.to_string().into_boxed_str()), problem })
+        }
+    }
 }
 
 fn parse(args: &[&str]) -> Result<Config, ConfigError> {

@@ -16,11 +16,11 @@ use super::{ConfigError, Flags, TierRole, bad, duration, secs};
 #[command(next_help_heading = "Work per request")]
 pub struct WorkArgs {
     /// Simulated service time of the downstream.
-    #[arg(long, default_value = "500ms")]
-    pub delay: String,
+    #[arg(long, default_value = "500ms", value_parser = duration)]
+    pub delay: Duration,
     /// Extra downstream service time in [0, jitter], derived from the request id.
-    #[arg(long, default_value = "0ms")]
-    pub jitter: String,
+    #[arg(long, default_value = "0ms", value_parser = duration)]
+    pub jitter: Duration,
     /// Records per downstream response (10 ≈ 1 KB of protobuf); a list
     /// (1,10,100,1000) makes a payload sweep: each size a full measured step.
     #[arg(long, default_value = "10", allow_hyphen_values = true)]
@@ -132,8 +132,7 @@ impl Work {
     /// has (a payload sweep goes with one). Returns the work of the first
     /// (or only) size, and the payload sweep if a size is a list.
     pub fn from_args(a: &WorkArgs, rates: usize) -> Result<(Work, Option<PayloadSweep>), ConfigError> {
-        let delay = duration("--delay", &a.delay, "500ms")?;
-        let jitter = duration("--jitter", &a.jitter, "20ms")?;
+        let (delay, jitter) = (a.delay, a.jitter);
         if !(1..=1000).contains(&a.fanout) {
             return Err(bad("--fanout", "must be between 1 and 1000"));
         }
