@@ -20,11 +20,10 @@ fn a_sweep_writes_every_step_and_the_capacity_report() {
         "200ms",
         "--delay",
         "20ms",
-        // The default SLO (delay + 100 ms, unit-tested in config::args) is
+        // The default SLO (delay + 100 ms, unit-tested in config::tests) is
         // one 100-ms stall away on two shared cores: a 1-s step's p99 is its
-        // slowest request or two (CI once saw 127 ms at 80 req/s, 34 ms at
-        // 40 and 160). A second above the delay keeps the knee about the
-        // sweep's logic, not about the machine's worst moment.
+        // slowest request or two. A second above the delay keeps the knee
+        // about the sweep's logic, not about the machine's worst moment.
         "--slo-p99",
         "1s",
         "--quiet",

@@ -203,8 +203,10 @@ fn gzip_in_containers_compresses_the_internal_hop() {
     }
     let (plain, plain_settings) = containerised_hop("none");
     let (gzip, gzip_settings) = containerised_hop("gzip");
-    assert_eq!(plain_settings["encoding"], "none", "{plain_settings}");
-    assert_eq!(gzip_settings["encoding"], "gzip", "{gzip_settings}");
+    // The downstream's settings say `"none"`, or name the encoding it serves.
+    let encoding = |v: &serde_json::Value| v.as_str().or(v["encoding"].as_str()).map(str::to_owned);
+    assert_eq!(encoding(&plain_settings).as_deref(), Some("none"), "{plain_settings}");
+    assert_eq!(encoding(&gzip_settings).as_deref(), Some("gzip"), "{gzip_settings}");
     // 50 generated records of JSON compress to well under half; the
     // request (a small JSON body with its headers) shrinks too, or at least
     // does not grow by more than gzip's framing.

@@ -19,9 +19,8 @@
 //! An order answer is written from the generator's draws without making its
 //! records ([`write_drawn_answer`]): the same record writer reads either
 //! through [`Fields`], a record's strings escaped as needed, a draw's words
-//! copied (none needs an escape). Making the records was most of what was
-//! left of the check (front door, callgrind: 34,800 → 18,800 instructions
-//! per answer of 10 records, `bench/profiles/release-93c4c8e-front-*`).
+//! copied (none needs an escape), so checking an answer makes no records
+//! (the profile that says why is in bench/README.md).
 
 use serde_json::ser::{CompactFormatter, Formatter};
 
@@ -277,9 +276,8 @@ fn rfc3339_millis(out: &mut Vec<u8>, ms: i64) -> bool {
     if year > 9999 {
         return false;
     }
-    // Written into its fixed form on the stack and appended at once: pushed a
-    // byte at a time (a capacity check each), it was the check's top entry by
-    // own cost once the records were no longer made (callgrind, front door).
+    // Written into its fixed form on the stack and appended at once, not a
+    // byte at a time (a capacity check each).
     let mut text = *b"0000-00-00T00:00:00.000Z";
     for (at, width, mut v) in [
         (0, 4, year),

@@ -18,9 +18,9 @@ use super::{Answer, Live, Outcome, Schedule, Shot, Target};
 ///
 /// The dispatcher is a task on the runtime that sends the requests, woken at
 /// each due time by an [`Alarm`] (a timerfd on the reactor): tokio's own
-/// timer has 1 ms ticks (every wake-up would be up to a millisecond late). It
-/// ran on a thread of its own before, whose every wake-up was a second one
-/// (handing the request to a worker): one context switch more per request.
+/// timer has 1 ms ticks (every wake-up would be up to a millisecond late).
+/// Sending from the task that woke avoids a second wake-up per request (see
+/// bench/README.md, "Notes moved from the code").
 #[allow(clippy::too_many_arguments)]
 pub async fn dispatch(
     schedule: Schedule,

@@ -435,7 +435,7 @@ mod tests {
         // A first exchange opens the connection. The first socket of the
         // machine to ask for stamps turns them on through a deferred work
         // item (stamped.rs, `stamps_are_live`): on a fresh machine the first
-        // answers may carry none (seen once in CI), so exchanges go on until
+        // answers may carry none, so exchanges go on until
         // one does. Then the next request goes out on its first poll, and
         // this (only) runtime thread is kept busy while its answer sits in
         // the socket.

@@ -159,7 +159,7 @@ impl AsyncRead for StampedTcp {
             // The read lands in this thread's scratch buffer and is copied into
             // `buf`: `buf` is uninitialised memory (hyper's read buffer, up to
             // hundreds of KiB), which safe code would have to zero on every
-            // read (measured: 16k instructions per request in memset).
+            // read (bench/README.md has the profile).
             let want = buf.remaining().min(SCRATCH_BYTES);
             let read = SCRATCH.with_borrow_mut(|scratch| {
                 let read = ready.try_io(|tcp| StampedTcp::recv(tcp.get_ref(), &mut scratch[..want]));

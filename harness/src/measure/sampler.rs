@@ -224,7 +224,7 @@ mod tests {
         // The burner's own share, read by a sampler of its own so that it is
         // not one of "ours": it shares two cores with this binary's other
         // tests (one of them burns a core for 0.6 s), so it may get well
-        // under one (CI saw 0.27 cores of other load).
+        // under one.
         let mut b = Sampler::new(&[Watched { arm: None, tier: TierName::Caller, pid: burner.id() }]);
         assert_eq!(s.other_cores(), None, "no interval yet");
         std::thread::sleep(std::time::Duration::from_millis(600));
