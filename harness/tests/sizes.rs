@@ -55,7 +55,7 @@ fn the_measure_finds_a_long_function_and_passes_a_short_one() {
     let long =
         format!("fn a() {{\n{body}}}\n\nimpl T {{\n    pub(crate) async fn b(\n        x: u8,\n    ) {{\n    }}\n}}\n");
     assert_eq!(long_functions(&long, MAX_FUNCTION_LINES), [(1, MAX_FUNCTION_LINES + 2)]);
-    assert_eq!(long_functions(&long, 3), [(1, MAX_FUNCTION_LINES + 2), (6, 4)]);
+    assert_eq!(long_functions(&long, 3), [(1, MAX_FUNCTION_LINES + 2), (MAX_FUNCTION_LINES + 5, 4)]);
     assert_eq!(long_functions("trait T {\n    fn f(&self);\n}\n", 0), []);
 }
 

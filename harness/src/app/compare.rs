@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use super::Gates;
 use super::exit::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, with_gates};
+use crate::config::GateArgs;
 use crate::export::comparison::{self, Arm};
 use crate::export::files::{read_runs, write_comparison};
 use crate::result::RunResult;
@@ -17,13 +18,8 @@ pub struct CompareArgs {
     /// printing the comparison.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// CI gates on the saved runs, as for a run (README: "Gates"): exit 99
-    /// when one holds. Repeat for several.
-    #[arg(long = "fail-if", value_name = "GATE")]
-    pub fail_if: Vec<String>,
-    /// Exit 99 when any of the runs is not a valid measurement.
-    #[arg(long)]
-    pub fail_on_invalid: bool,
+    #[command(flatten)]
+    pub gates: GateArgs,
 }
 
 pub fn compare(args: &CompareArgs) -> u8 {
@@ -42,7 +38,7 @@ pub fn compare(args: &CompareArgs) -> u8 {
         return EXIT_USAGE;
     }
     let transports: Vec<_> = runs.iter().map(|r| r.config.transport).collect();
-    let gates = match Gates::parse(&args.fail_if, args.fail_on_invalid, &transports) {
+    let gates = match Gates::parse(&args.gates, &transports) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("harness compare: {e}");

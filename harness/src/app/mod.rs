@@ -25,7 +25,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::config::{OutputArgs, Plan, RunArgs, TlsFiles};
+use crate::config::{GateArgs, Plan, RunArgs, TlsFiles};
 use crate::export::files::TimeseriesFile;
 use crate::export::timeseries;
 use crate::judge::gate::{self, Gate};
@@ -67,7 +67,16 @@ pub fn main() -> ExitCode {
     if args.get(1).is_some_and(|a| a == TIER_ROLE_ARG) {
         return tier::tier_main(&args[2..]);
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => match value_refusal(&e) {
+            Some(line) => {
+                eprintln!("harness: {line}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+            None => e.exit(),
+        },
+    };
     match cli.command {
         Some(Command::Compare(args)) => return ExitCode::from(compare::compare(&args)),
         Some(Command::Adr(args)) => return ExitCode::from(adr::adr(&args)),
@@ -84,7 +93,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let gates = match Gates::from_args(&cli.run.output, &plan) {
+    let gates = match Gates::from_args(&cli.run.output.gates, &plan) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("harness: {e}");
@@ -95,6 +104,20 @@ pub fn main() -> ExitCode {
     ExitCode::from(runtime.block_on(measure_main(plan, gates)))
 }
 
+/// A value a flag's own parser refused (a duration), as the harness states
+/// every refused flag: `--flag: problem`, one line. Other clap errors
+/// (unknown flags, `--help`) keep clap's own text.
+fn value_refusal(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::ValueValidation {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else { return None };
+    let flag = arg.split_whitespace().next()?;
+    let problem = std::error::Error::source(e)?;
+    Some(format!("{flag}: {problem}"))
+}
+
 /// The CI gates of a run, parsed and checked against its arms before it starts.
 #[derive(Debug, Default)]
 pub struct Gates {
@@ -103,8 +126,8 @@ pub struct Gates {
 }
 
 impl Gates {
-    pub fn from_args(args: &OutputArgs, plan: &Plan) -> Result<Gates, String> {
-        let gates = Gates::parse(&args.fail_if, args.fail_on_invalid, &plan.arms)?;
+    pub fn from_args(args: &GateArgs, plan: &Plan) -> Result<Gates, String> {
+        let gates = Gates::parse(args, &plan.arms)?;
         if plan.is_sweep() && (!gates.fail_if.is_empty() || gates.fail_on_invalid) {
             return Err("--fail-if and --fail-on-invalid go with one rate, not a sweep".into());
         }
@@ -112,8 +135,10 @@ impl Gates {
     }
 
     /// The gates' texts parsed, each checked to name only transports in `arms`.
-    pub fn parse(texts: &[String], fail_on_invalid: bool, arms: &[caller::Transport]) -> Result<Gates, String> {
-        let fail_if = texts
+    pub fn parse(args: &GateArgs, arms: &[caller::Transport]) -> Result<Gates, String> {
+        let fail_on_invalid = args.fail_on_invalid;
+        let fail_if = args
+            .fail_if
             .iter()
             .map(|t| gate::parse(t).and_then(|g| gate::check_arms(&g, arms).map(|()| g)))
             .collect::<Result<Vec<Gate>, _>>()

@@ -9,7 +9,7 @@ use clap::Parser;
 
 use super::exit::{EXIT_FAILED, EXIT_USAGE};
 use super::{Cli, Gates};
-use crate::config::{DEFAULT_LOAD_THREADS, Plan, TransportArg, command_line};
+use crate::config::{DEFAULT_LOAD_THREADS, GateArgs, Plan, TransportArg, command_line};
 use crate::export::files::{read_runs, read_sweep};
 use crate::judge::capacity::Capacity;
 use crate::result::{Environment, RunResult};
@@ -18,12 +18,8 @@ use crate::result::{Environment, RunResult};
 pub struct RerunArgs {
     /// A run folder written by the harness (one transport, both, or a sweep).
     pub folder: PathBuf,
-    /// CI gates, as for a run (README: "Gates").
-    #[arg(long = "fail-if", value_name = "GATE")]
-    pub fail_if: Vec<String>,
-    /// Exit 99 when any arm is not a valid measurement.
-    #[arg(long)]
-    pub fail_on_invalid: bool,
+    #[command(flatten)]
+    pub gates: GateArgs,
 }
 
 /// The plan that repeats the saved runs, checked to give their configuration
@@ -47,12 +43,7 @@ pub fn plan(args: &RerunArgs) -> Result<(Plan, Gates, Vec<RunResult>), String> {
     {
         line[i + 1] = rates.iter().map(f64::to_string).collect::<Vec<_>>().join(",");
     }
-    for g in &args.fail_if {
-        line.extend(["--fail-if".to_owned(), g.clone()]);
-    }
-    if args.fail_on_invalid {
-        line.push("--fail-on-invalid".into());
-    }
+    line.extend(args.gates.replay());
     let cli = Cli::try_parse_from(&line).map_err(|e| format!("the saved configuration does not parse: {e}"))?;
     let plan = Plan::from_args(&cli.run).map_err(|e| e.to_string())?;
     for run in &runs {
@@ -71,7 +62,7 @@ pub fn plan(args: &RerunArgs) -> Result<(Plan, Gates, Vec<RunResult>), String> {
             ));
         }
     }
-    let gates = Gates::from_args(&cli.run.output, &plan)?;
+    let gates = Gates::from_args(&cli.run.output.gates, &plan)?;
     Ok((plan, gates, runs))
 }
 

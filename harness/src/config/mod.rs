@@ -45,7 +45,7 @@ pub use deploy::{Deploy, Isolation, ProxyHop, ProxyKind, Remote, TargetTier, Tie
 pub use hop::{Hop, TlsFiles, TlsMode};
 pub use link::{Link, LinkHop, PROFILES as LINK_PROFILES, rate_text};
 pub use load::{DEFAULT_LOAD_THREADS, Load};
-pub use output::{Output, OutputArgs};
+pub use output::{GateArgs, Output, OutputArgs};
 pub use plan::{Plan, arm_dirs, compared_order, recorded_baseline};
 pub use rates::parse_rates;
 pub use service::Compression;

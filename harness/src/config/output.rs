@@ -30,6 +30,13 @@ pub struct OutputArgs {
     /// and internal-hop egress per day [default: the measured rate].
     #[arg(long)]
     pub plan_qps: Option<String>,
+    #[command(flatten)]
+    pub gates: GateArgs,
+}
+
+/// The CI gates, the same for a run, `harness compare` and `harness rerun`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct GateArgs {
     /// CI gate: exit 99 when this holds, e.g. 'p99>505ms' or
     /// 'rest.cpu_us_per_request.caller > 1.2 * grpc' (README: "Gates").
     /// Repeat for several; one line on stderr per breach.
@@ -38,6 +45,17 @@ pub struct OutputArgs {
     /// CI gate: exit 99 when any arm is not a valid measurement.
     #[arg(long)]
     pub fail_on_invalid: bool,
+}
+
+impl GateArgs {
+    /// The flags that give these gates again.
+    pub fn replay(&self) -> Vec<String> {
+        let mut line: Vec<String> = self.fail_if.iter().flat_map(|g| ["--fail-if".to_owned(), g.clone()]).collect();
+        if self.fail_on_invalid {
+            line.push("--fail-on-invalid".into());
+        }
+        line
+    }
 }
 
 /// The output section of [`super::Config`].
