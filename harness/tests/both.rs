@@ -274,3 +274,44 @@ fn an_a_a_run_reports_its_false_call_share() {
     assert_eq!(o.status.code(), Some(0));
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// The rate figures in `text` (the number before each "req/s").
+fn stated_rates(text: &str) -> Vec<String> {
+    text.match_indices("req/s")
+        .map(|(i, _)| text[..i].trim_end().rsplit([' ', '(', '|']).next().unwrap_or("").to_owned())
+        .collect()
+}
+
+#[test]
+fn a_closed_loop_comparison_states_its_connections_everywhere_never_a_zero_rate() {
+    let out = out_dir("both-closed");
+    let o = harness(&[
+        "--transport",
+        "both",
+        "--connections",
+        "4",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--rounds",
+        "1",
+        "--delay",
+        "10ms",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    let terminal = String::from_utf8_lossy(&o.stdout).into_owned();
+    let comparison = std::fs::read_to_string(folder.join("comparison.md")).unwrap();
+    let report = std::fs::read_to_string(folder.join("grpc").join("report.md")).unwrap();
+    for (name, text) in [("terminal", &terminal), ("comparison.md", &comparison), ("report.md", &report)] {
+        assert!(text.contains("closed loop over 4 connections"), "{name}:\n{text}");
+        let zero = stated_rates(text).into_iter().filter(|r| r.parse::<f64>().is_ok_and(|r| r == 0.0)).count();
+        assert_eq!(zero, 0, "{name} states a rate of 0 req/s:\n{text}");
+    }
+    assert!(comparison.contains("| load | closed loop over 4 connections |"), "{comparison}");
+    assert!(report.contains("| load | closed loop over 4 connections |"), "{report}");
+    let _ = std::fs::remove_dir_all(&out);
+}
