@@ -4,11 +4,9 @@
 //!
 //! The tiers write their JSON with serde, as a real service does; only the
 //! check, which is the generator's own work and no tier's, writes it here.
-//! Through serde the expected JSON cost the check most of its time (each key
-//! escaped byte by byte like any string, each timestamp through `fmt` and
-//! humantime's `Display`: serde_json's escaping alone was the top entry of
-//! the harness's instructions at the front door, 13.5%,
-//! `bench/profiles/verify-front-*`). Here keys are literals,
+//! Through serde the expected JSON would cost the check most of its time
+//! (each key escaped byte by byte like any string, each timestamp through
+//! `fmt`; bench/README.md has the profile). Here keys are literals,
 //! strings that need no escape are copied as they are, timestamps are
 //! written digit by digit, and numbers go through serde_json's own
 //! formatter, so the bytes are serde_json's (`tests` hold them to

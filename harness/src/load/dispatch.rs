@@ -83,7 +83,7 @@ const DROPPED: &str = "not sent: --max-in-flight requests were outstanding when 
 /// The dispatchers' alarms, kept from one segment to the next: a segment
 /// starts while the previous one's requests still hold their descriptors
 /// (thousands at a high rate), the moment a new timerfd is likeliest to find
-/// none left (seen in a sweep at 16,000 req/s). The first is made before any
+/// no descriptor left. The first is made before any
 /// load; a dispatcher finding none free (two at once) makes its own.
 #[derive(Clone, Default)]
 pub struct Alarms(Arc<Mutex<Vec<Alarm>>>);

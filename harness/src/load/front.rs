@@ -449,10 +449,9 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
         assert!(stamped, "this kernel gave no receive stamp on 500 answers");
-        // A few tries at the measured exchange: one answer of CI's (a host
-        // that steals the cores) came back unstamped right after a stamped
-        // one; `stamped::clocks_now` now dates stamps through a preemption,
-        // and no kernel stamps: every try unstamped still fails.
+        // A few tries at the measured exchange: on a host that steals the
+        // cores one answer may come back unstamped; a kernel that stamps
+        // nothing still fails, every try unstamped.
         let mut tries = 0;
         let (answer, read, written) = loop {
             let (answer, ()) = tokio::join!(client.post_json("{}".into()), async {
