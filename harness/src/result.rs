@@ -95,8 +95,58 @@ pub struct RunResult {
     /// failed, and in runs made before it was recorded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub error_reasons: Vec<ErrorReason>,
+    /// The load generators of a run split across several (`--segment`):
+    /// this one alone in a segment's folder, every one in a merged run
+    /// (`harness merge`). Absent for a run of one generator started at once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generators: Vec<Generator>,
     /// Reasons this run is not a fair measurement; empty when it is. Judged
     /// once when the run ends (`judge::validity`); every renderer reads it here.
+    pub validity: Vec<String>,
+}
+
+/// One load generator of a run: its share of the schedule, when it began
+/// and, in a merged run, what it sent and saw on its own.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Generator {
+    /// This generator sent requests i with i mod `count` = `segment`.
+    pub segment: u32,
+    pub count: u32,
+    /// Whether the tiers' figures are this generator's readings.
+    pub sampled_tiers: bool,
+    /// The host it ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// When it was to begin (`--start-at`), and how many seconds after that
+    /// it began (`null` without `--start-at`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_seconds: Option<f64>,
+    /// What it measured on its own, over every round (merged runs only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own: Option<GeneratorFigures>,
+}
+
+/// One generator's own figures in a merged run, its rounds put together.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GeneratorFigures {
+    /// The folder it was merged from.
+    pub folder: String,
+    pub status: Option<RunStatus>,
+    pub scheduled: u64,
+    pub sent: u64,
+    pub ok: u64,
+    /// Corrected latency over its requests alone.
+    pub latency: Option<Summary>,
+    /// How late its requests left after their due time.
+    pub send_lag: Option<Summary>,
+    /// Its instrument's measured floor.
+    pub client_floor: Option<Summary>,
+    /// Its own CPU seconds over the rounds.
+    pub cpu_seconds: Option<f64>,
+    /// Its own validity notes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub validity: Vec<String>,
 }
 

@@ -65,6 +65,7 @@ pub fn config(transport: Transport) -> Config {
             compression: crate::config::Compression::None,
         },
         output: Output { out: PathBuf::from("results"), label: None, quiet: true, json: false, plan_qps: None },
+        generators: crate::config::Generators::default(),
     }
 }
 
@@ -184,6 +185,7 @@ pub fn run(transport: Transport, scale: f64) -> RunResult {
         instrument: None,
         link: None,
         error_reasons: Vec::new(),
+        generators: Vec::new(),
         validity: Vec::new(),
     };
     run.validity = crate::judge::validity(&run);

@@ -13,6 +13,7 @@
 pub mod adr;
 pub mod compare;
 pub mod exit;
+pub mod merge;
 pub mod rerun;
 pub mod single;
 pub mod sweep;
@@ -60,6 +61,11 @@ pub enum Command {
     /// Measure a saved run's configuration again, exactly, into a new folder,
     /// and say what differs in the environment (commit, kernel, CPU).
     Rerun(rerun::RerunArgs),
+    /// Put the folders of one run's segments (--segment I/N, one per
+    /// generator) together into one run folder: histograms added bucket by
+    /// bucket, counts summed, the tiers' figures from the generator that
+    /// sampled them.
+    Merge(merge::MergeArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -81,6 +87,7 @@ pub fn main() -> ExitCode {
         Some(Command::Compare(args)) => return ExitCode::from(compare::compare(&args)),
         Some(Command::Adr(args)) => return ExitCode::from(adr::adr(&args)),
         Some(Command::Rerun(args)) => return ExitCode::from(rerun::rerun(&args)),
+        Some(Command::Merge(args)) => return ExitCode::from(merge::merge_main(&args)),
         None => {}
     }
     let checked = Plan::from_args(&cli.run)

@@ -15,6 +15,10 @@ pub async fn single_main(plan: &Plan, interrupt: &Interrupt, gates: &super::Gate
     let cfg = &plan.config;
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let load = if cfg.load.closed_loop { format!("{}conn", cfg.load.connections) } else { qps_part(cfg.load.qps) };
+    let load = match cfg.generators.segment {
+        Some(s) => format!("{load}-seg{}of{}", s.index, s.count),
+        None => load,
+    };
     let name = folder_name(&started_at, &plan.transport_name(), &load, cfg.output.label.as_deref());
     let folder = match RunFolder::create(&cfg.output.out, &name) {
         Ok(f) => f,

@@ -7,11 +7,12 @@ use clap::Args;
 
 use super::arms::{self, ArmsArgs, DEFAULT_COMPARED_ROUNDS};
 use super::deploy::DeployArgs;
+use super::generators::GeneratorArgs;
 use super::hop::HopArgs;
 use super::link::{self, LinkArgs};
 use super::load::{LoadArgs, LoadContext};
 use super::work::WorkArgs;
-use super::{Config, ConfigError, Deploy, Flags, Hop, Load, Output, OutputArgs, Plan, TransportArg, Work};
+use super::{Config, ConfigError, Deploy, Flags, Generators, Hop, Load, Output, OutputArgs, Plan, TransportArg, Work};
 
 /// Flags of a measured run.
 #[derive(Debug, Clone, Args)]
@@ -30,6 +31,8 @@ pub struct RunArgs {
     pub hop: HopArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+    #[command(flatten)]
+    pub generators: GeneratorArgs,
 }
 
 impl Plan {
@@ -45,11 +48,13 @@ impl Plan {
         let default_rounds = if compared { DEFAULT_COMPARED_ROUNDS } else { 1 };
         let cx = LoadContext { service_time: work.service_time(), default_rounds, restartable: a.deploy.restartable() };
         let load = Load::from_args(&a.load, rates.first().copied(), cx)?;
-        let deploy = Deploy::from_args(&a.deploy, &arms)?;
+        let mut deploy = Deploy::from_args(&a.deploy, &arms)?;
+        let sweep = rates.len() > 1 || payload.is_some();
+        let generators = Generators::from_args(&a.generators, &load, sweep, &mut deploy)?;
         let link = a.link.check(&deploy)?;
         let hop = Hop::from_args(&a.hop, &deploy)?;
         let output = Output::from_args(&a.output)?;
-        let config = Config { transport: arms[0], baseline, load, work, deploy, link, hop, output };
+        let config = Config { transport: arms[0], baseline, load, work, deploy, link, hop, output, generators };
         Ok(Plan { config, arms, rates, payload })
     }
 }
@@ -67,5 +72,6 @@ pub fn command_line(config: &Config, transport: TransportArg) -> Vec<String> {
     link::replay(config.link.as_ref(), &mut flags);
     config.hop.replay(&mut flags);
     config.output.replay(&mut flags);
+    config.generators.replay(&mut flags);
     flags.0
 }

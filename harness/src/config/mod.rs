@@ -17,6 +17,7 @@
 //! | `link.rs` | `--link`, `--link-hop` |
 //! | `hop.rs` | the internal hop's TLS, compression, connections, h2c |
 //! | `output.rs` | `--out`, `--label`, `--quiet`, `--json`, `--plan-qps`, gates |
+//! | `generators.rs` | `--segment`, `--start-at`, `--sample-tiers` |
 //!
 //! `args.rs` puts them together. This module depends on nothing else in the
 //! harness.
@@ -24,6 +25,7 @@
 mod args;
 mod arms;
 mod deploy;
+mod generators;
 pub mod hop;
 mod link;
 mod load;
@@ -42,6 +44,7 @@ use serde::{Deserialize, Serialize};
 pub use args::{RunArgs, command_line};
 pub use arms::TransportArg;
 pub use deploy::{Deploy, Isolation, ProxyHop, ProxyKind, Remote, TargetTier, TierLimits};
+pub use generators::{Generators, MAX_SEGMENTS, Segment};
 pub use hop::{Hop, TlsFiles, TlsMode};
 pub use link::{Link, LinkHop, PROFILES as LINK_PROFILES, rate_text};
 pub use load::{DEFAULT_LOAD_THREADS, Load};
@@ -88,6 +91,10 @@ pub struct Config {
     pub hop: Hop,
     #[serde(flatten)]
     pub output: Output,
+    /// This generator's share of a run split across several, and when it
+    /// was to start (`--segment`, `--start-at`).
+    #[serde(flatten)]
+    pub generators: Generators,
 }
 
 /// A tier the harness starts, as the configuration gives it flags.

@@ -159,6 +159,8 @@ fn the_command_line_of_a_config_gives_it_back() {
         &["--transport", "grpc,rest,rest-pb,grpc-json", "--rounds", "2"],
         &["--transport", "rest-pb,grpc-json", "--baseline", "grpc-json", "--compression", "gzip"],
         &["--connections", "8", "--load-threads", "3"],
+        &["--caller-url", "http://a:1", "--caller-admin", "http://a:2", "--segment", "1/3", "--start-at", "+1m"],
+        &["--caller-url", "http://a:1", "--segment", "2/3", "--sample-tiers", "--start-at", "2026-12-03T10:00:00Z"],
     ] {
         let p = plan(args).unwrap();
         let t = TransportArg::from_arms(&p.arms).unwrap();
@@ -270,10 +272,34 @@ fn bad_values_name_the_flag() {
         (&["--tls", "--target", "downstream", "--downstream-url", "http://x:1"], "--tls"),
         (&["--tls", "--caller-url", "http://x:1"], "--tls"),
         (&["--mtls", "--isolation", "containers"], "--mtls"),
+        (&["--segment", "1/3"], "--segment"),
+        (&["--segment", "3/3", "--caller-url", "http://x:1"], "--segment"),
+        (&["--segment", "0/2", "--connections", "4", "--caller-url", "http://x:1"], "--segment"),
+        (&["--segment", "0/2", "--qps", "10,20", "--caller-url", "http://x:1"], "--segment"),
+        (&["--sample-tiers"], "--sample-tiers"),
+        (&["--start-at", "noon"], "--start-at"),
     ] {
         let err = parse(args).unwrap_err();
         assert_eq!(err.flag, flag, "{args:?}: {err}");
     }
+}
+
+#[test]
+fn a_generator_that_does_not_sample_the_tiers_is_given_no_admin_url() {
+    let remote = ["--caller-url", "http://a:1", "--caller-admin", "http://a:2", "--downstream-admin", "http://d:3"];
+    let with = |extra: &[&str]| parse(&[&remote[..], extra].concat()).unwrap();
+    let first = with(&["--segment", "0/3"]);
+    assert_eq!(first.generators.segment.map(|s| s.sample_tiers), Some(true));
+    assert!(first.deploy.remote.downstream_admin.is_some());
+    let second = with(&["--segment", "1/3"]);
+    assert_eq!(second.generators.segment.map(|s| s.sample_tiers), Some(false));
+    assert!(second.deploy.remote.caller_admin.is_empty() && second.deploy.remote.downstream_admin.is_none());
+    // Any one of them may be the one that samples.
+    let chosen = with(&["--segment", "2/3", "--sample-tiers"]);
+    assert!(chosen.deploy.remote.downstream_admin.is_some());
+    // One generator of one: its own tiers are allowed.
+    assert_eq!(parse(&["--segment", "0/1"]).unwrap().generators.share_of(100.0), 100.0);
+    assert_eq!(second.generators.share_of(300.0), 100.0);
 }
 
 #[test]

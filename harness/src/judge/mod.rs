@@ -20,6 +20,7 @@ pub mod capacity;
 pub mod difference;
 pub mod gate;
 pub mod inference;
+pub mod merge;
 pub mod metrics;
 pub mod payload;
 pub mod projection;

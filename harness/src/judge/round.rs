@@ -52,7 +52,7 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
         throughput: throughput(input.config, rec.sent, rec.ok, input.scheduled, window),
         latency: latency(rec, input.config.deploy.target == crate::config::TargetTier::Caller),
         histograms: histograms(rec),
-        resources: all_resources(input.deltas, &in_window, window, rec),
+        resources: all_resources(input.deltas, &in_window, window, rec, served(input)),
         bytes: Hops {
             front: hop_bytes("front", input.deltas.front.as_ref()),
             internal: hop_bytes(input.config.transport.listener(), input.deltas.internal.as_ref()),
@@ -76,14 +76,18 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
 /// machine) cannot show a round whose every request was answered as short of
 /// its target. A closed loop has no schedule and no target: its rates are over
 /// the window the counters were read across.
+///
+/// One of several generators (`--segment I/N`) targets its share, 1/N of
+/// the rate.
 pub fn throughput(config: &Config, sent: u64, ok: u64, scheduled: u64, window_seconds: f64) -> Throughput {
-    let on_schedule = !config.load.closed_loop && config.load.qps > 0.0 && scheduled > 0;
-    let span = if on_schedule { scheduled as f64 / config.load.qps } else { window_seconds };
+    let qps = config.generators.share_of(config.load.qps);
+    let on_schedule = !config.load.closed_loop && qps > 0.0 && scheduled > 0;
+    let span = if on_schedule { scheduled as f64 / qps } else { window_seconds };
     Throughput {
-        target_qps: (!config.load.closed_loop).then_some(config.load.qps),
+        target_qps: (!config.load.closed_loop).then_some(qps),
         send_rate: sent as f64 / span,
         ok_per_second: ok as f64 / span,
-        achieved_ratio: (!config.load.closed_loop).then(|| ok as f64 / span / config.load.qps),
+        achieved_ratio: (!config.load.closed_loop).then(|| ok as f64 / span / qps),
     }
 }
 
@@ -111,19 +115,36 @@ fn histograms(rec: &RoundRecord) -> BTreeMap<String, String> {
     .collect()
 }
 
-/// Every tier's resources. The tiers' CPU per request is per OK response; the
-/// harness's per request sent. The proxy has no `/stats` of its own: its CPU
+/// The OK answers the tiers' CPU is divided by: this generator's, unless it
+/// is one of several (`--segment`), when the tiers served every generator's
+/// requests and their own count of OK answers (the listener the load
+/// reaches) is the divisor; `None` if that count was not read.
+fn served(input: &RoundInput<'_>) -> Option<u64> {
+    if input.config.generators.segment.is_none_or(|s| s.count == 1) {
+        return Some(input.record.ok);
+    }
+    let listener = match input.config.deploy.target {
+        crate::config::TargetTier::Caller => input.deltas.front.as_ref(),
+        crate::config::TargetTier::Downstream => input.deltas.internal.as_ref(),
+    };
+    listener.map(|d| d.requests.get("ok").copied().unwrap_or(0))
+}
+
+/// Every tier's resources. The tiers' CPU per request is per OK answer they
+/// served ([`served`]); the harness's per request it sent. The proxy has no `/stats` of its own: its CPU
 /// time comes from the samples, and it appears only where it was sampled.
 fn all_resources(
     deltas: &Deltas,
     in_window: &[&ResourceSample],
     window: f64,
     rec: &RoundRecord,
+    served: Option<u64>,
 ) -> BTreeMap<TierName, Resources> {
     let mut all = BTreeMap::new();
+    let served = served.unwrap_or(0);
     let tiers = [
-        (TierName::Downstream, deltas.downstream_cpu_seconds, rec.ok),
-        (TierName::Caller, deltas.caller_cpu_seconds, rec.ok),
+        (TierName::Downstream, deltas.downstream_cpu_seconds, served),
+        (TierName::Caller, deltas.caller_cpu_seconds, served),
         (TierName::Harness, deltas.harness_cpu_seconds, rec.sent),
     ];
     for (tier, cpu, per) in tiers {
@@ -134,7 +155,7 @@ fn all_resources(
         let cpu_seconds: Vec<f64> = in_window.iter().filter(|s| s.tier == tier).filter_map(|s| s.cpu_seconds).collect();
         if !cpu_seconds.is_empty() {
             let cpu = (cpu_seconds.len() > 1).then(|| cpu_seconds[cpu_seconds.len() - 1] - cpu_seconds[0]);
-            all.insert(tier, resources(tier, in_window, window, cpu, rec.ok));
+            all.insert(tier, resources(tier, in_window, window, cpu, served));
         }
     }
     all
@@ -326,6 +347,11 @@ mod tests {
         // Nothing due: the window is all there is.
         let t = throughput(&cfg, 0, 0, 0, 2.0);
         assert_eq!((t.ok_per_second, t.achieved_ratio), (0.0, Some(0.0)));
+        // One of four generators targets a quarter of the rate: its 250 due span 10 s.
+        cfg.generators.segment = Some(crate::config::Segment { index: 1, count: 4, sample_tiers: false });
+        let t = throughput(&cfg, 250, 250, 250, 10.0);
+        assert_eq!((t.send_rate, t.target_qps, t.achieved_ratio), (25.0, Some(25.0), Some(1.0)));
+        cfg.generators.segment = None;
         cfg.load.closed_loop = true;
         let t = throughput(&cfg, 500, 500, 0, 2.0);
         assert_eq!((t.ok_per_second, t.target_qps, t.achieved_ratio), (250.0, None, None));

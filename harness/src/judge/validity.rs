@@ -13,6 +13,9 @@ pub const FELL_BEHIND: &str = "the generator fell behind its schedule";
 pub const ACHIEVED_RATIO_MIN: f64 = 0.99;
 /// The harness above this CPU % of one core may itself be the bottleneck.
 pub const HARNESS_CPU_PEAK_LIMIT: f64 = 90.0;
+/// A generator that began this many seconds after `--start-at` or more did
+/// not start with the others.
+pub const LATE_START_LIMIT_SECONDS: f64 = 0.02;
 
 /// Reasons a run is not a fair measurement of the transports; empty if it is.
 pub fn validity(run: &RunResult) -> Vec<String> {
@@ -32,6 +35,15 @@ pub fn validity(run: &RunResult) -> Vec<String> {
         )),
     }
     problems.extend(unread_admin(run));
+    for g in run.generators.iter().filter(|g| g.late_seconds.is_some_and(|l| l >= LATE_START_LIMIT_SECONDS)) {
+        problems.push(format!(
+            "generator {}/{} began {:.3} s after --start-at {}: its schedule lagged the others' by that much",
+            g.segment,
+            g.count,
+            g.late_seconds.unwrap_or_default(),
+            g.start_at.as_deref().unwrap_or("?")
+        ));
+    }
     for r in &run.rounds {
         let k = r.index;
         if let Some(ratio) = r.throughput.achieved_ratio.filter(|a| *a < ACHIEVED_RATIO_MIN) {

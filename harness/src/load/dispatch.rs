@@ -13,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Answer, Live, Outcome, Schedule, Shot, Target};
 
-/// Sends requests `0..total` on `schedule` until done or `stop` fires; returns
-/// how many were dispatched (sent or dropped).
+/// Sends this generator's share of requests `0..total` on `schedule` until
+/// done or `stop` fires; returns how many were dispatched (sent or dropped).
 ///
 /// The dispatcher is a task on the runtime that sends the requests, woken at
 /// each due time by an [`Alarm`] (a timerfd on the reactor): tokio's own
@@ -37,8 +37,11 @@ pub async fn dispatch(
         .map_err(|e| tracing::warn!("no timerfd ({e}): requests are sent on tokio's 1 ms timer ticks"))
         .ok();
     let target = Arc::new(target);
-    let mut i = 0;
-    while i < total && !stop.is_cancelled() {
+    let mut mine = schedule.share.indices(total).peekable();
+    let mut dispatched = 0;
+    while let Some(&i) = mine.peek()
+        && !stop.is_cancelled()
+    {
         let next = schedule.due(i);
         let now = Instant::now();
         if next > now {
@@ -50,7 +53,7 @@ pub async fn dispatch(
             continue;
         }
         // Everything due by now goes out now, each stamped with its own due time.
-        while i < total && schedule.due(i) <= now {
+        while let Some(i) = mine.next_if(|&i| schedule.due(i) <= now) {
             let due = schedule.due(i);
             if live.in_flight.load(Relaxed) >= max_in_flight {
                 live.dropped.fetch_add(1, Relaxed);
@@ -68,13 +71,13 @@ pub async fn dispatch(
                 live.in_flight.fetch_add(1, Relaxed);
                 tokio::spawn(send_one(i, due, target.clone(), live.clone(), shots.clone()));
             }
-            i += 1;
+            dispatched += 1;
         }
     }
     if let Some(a) = alarm {
         alarms.put(a);
     }
-    i
+    dispatched
 }
 
 /// The reason of a request not sent.

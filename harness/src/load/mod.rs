@@ -101,6 +101,36 @@ pub struct Schedule {
     pub t0: Instant,
     pub qps: f64,
     pub ramp: Duration,
+    /// The part of the schedule this generator sends (`--segment I/N`).
+    pub share: Share,
+}
+
+/// Every `count`-th request of a schedule, starting with the `index`-th
+/// (`--segment I/N`): `count` generators with indices `0..count` together
+/// send each request of the one schedule exactly once, at its own due time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Share {
+    pub index: u64,
+    pub count: u64,
+}
+
+impl Default for Share {
+    /// The whole schedule.
+    fn default() -> Share {
+        Share { index: 0, count: 1 }
+    }
+}
+
+impl Share {
+    /// The requests of `0..total` this share sends, in order.
+    pub fn indices(self, total: u64) -> impl Iterator<Item = u64> {
+        (self.index..total).step_by(self.count.max(1) as usize)
+    }
+
+    /// How many of `0..total` this share sends.
+    pub fn of(self, total: u64) -> u64 {
+        total.saturating_sub(self.index).div_ceil(self.count.max(1))
+    }
 }
 
 impl Schedule {
@@ -199,7 +229,7 @@ mod tests {
 
     #[test]
     fn schedule_spaces_requests_evenly() {
-        let s = Schedule { t0: Instant::now(), qps: 4.0, ramp: Duration::ZERO };
+        let s = Schedule { t0: Instant::now(), qps: 4.0, ramp: Duration::ZERO, share: Share::default() };
         assert_eq!(s.due(0), s.t0);
         assert_eq!(s.due(4) - s.t0, Duration::from_secs(1));
         assert_eq!(s.due(3) - s.due(2), Duration::from_millis(250));
@@ -210,7 +240,7 @@ mod tests {
     fn a_ramp_rises_linearly_to_the_rate_and_holds_it() {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         // 1,000 req/s reached after 2 s: 1,000 requests on the ramp.
-        let s = Schedule { t0: Instant::now(), qps: 1000.0, ramp: Duration::from_secs(2) };
+        let s = Schedule { t0: Instant::now(), qps: 1000.0, ramp: Duration::from_secs(2), share: Share::default() };
         assert_eq!(s.due(0), s.t0);
         // A quarter of the ramp's requests by half its time (t² law).
         assert!((ms(s.due(250) - s.t0) - 1000.0).abs() < 0.01, "{:?}", s.due(250) - s.t0);
@@ -226,5 +256,34 @@ mod tests {
         let gaps: Vec<Duration> = (1..1200).map(|i| s.due(i) - s.due(i - 1)).collect();
         assert!(gaps.windows(2).all(|w| w[1] <= w[0] + Duration::from_nanos(2)), "gaps grow somewhere");
         assert!(gaps[10] > gaps[900]);
+    }
+
+    #[test]
+    fn segments_put_together_are_the_one_schedule() {
+        let t0 = Instant::now();
+        for count in [1u64, 2, 3, 7] {
+            // Rates and lengths the count does not divide (and one it does).
+            for (qps, seconds) in [(100.0, 1.0), (1000.0 / 3.0, 0.7), (999.0, 2.0), (7.0, 1.0)] {
+                let whole = Schedule { t0, qps, ramp: Duration::from_millis(300), share: Share::default() };
+                let total = whole.requests_in(Duration::from_secs_f64(seconds));
+                let mut seen: Vec<(u64, Instant)> = Vec::new();
+                for index in 0..count {
+                    let share = Share { index, count };
+                    let part = Schedule { share, ..whole };
+                    let mine: Vec<u64> = share.indices(total).collect();
+                    assert_eq!(mine.len() as u64, share.of(total), "{index}/{count} of {total}");
+                    assert!(mine.iter().all(|i| i % count == index));
+                    seen.extend(mine.iter().map(|&i| (i, part.due(i))));
+                }
+                seen.sort_by_key(|(i, _)| *i);
+                // Every request once, none missing, each at the one schedule's due time.
+                let indices: Vec<u64> = seen.iter().map(|(i, _)| *i).collect();
+                assert_eq!(indices, (0..total).collect::<Vec<_>>(), "N = {count}, {qps} req/s");
+                assert!(seen.iter().all(|(i, due)| *due == whole.due(*i)));
+            }
+        }
+        // A share beyond the end sends nothing.
+        assert_eq!(Share { index: 5, count: 7 }.of(3), 0);
+        assert_eq!(Share { index: 5, count: 7 }.indices(3).count(), 0);
     }
 }

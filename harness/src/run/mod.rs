@@ -19,18 +19,18 @@ mod segments;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, Plan, TlsFiles};
+use crate::config::{Config, Plan, Segment, TlsFiles};
 use crate::judge::round::{RoundInput, assemble};
 
 use crate::measure::sampler::{ArmSample, of_arm};
 use crate::measure::tier_stats::{Deltas, TierStatsReader};
 use crate::result::{
-    Environment, ErrorReason, Instrument, LinkReport, LoadSample, RoundResult, RunResult, RunStatus, SCHEMA, TierInfo,
-    TierName,
+    Environment, ErrorReason, Generator, Instrument, LinkReport, LoadSample, RoundResult, RunResult, RunStatus, SCHEMA,
+    TierInfo, TierName,
 };
 use arms::{Stop, describe, start_arms, watched};
 use interrupt::Interrupt;
@@ -49,6 +49,8 @@ struct Common {
     samples: Vec<ArmSample>,
     load_samples: Vec<LoadSample>,
     origin: Instant,
+    /// This generator, when it is one of several or started at a set time.
+    generator: Option<Generator>,
 }
 
 /// Runs the whole plan. Errors only for failures before any load (tiers that
@@ -74,13 +76,14 @@ pub async fn run(
         return Err(e);
     }
 
-    let origin = Instant::now() + ARM_SWITCH_PAUSE;
+    let (origin, late_seconds) = start(cfg, interrupt).await;
+    let generator = generator(cfg, late_seconds, &environment);
     let status = Arc::new(Status::default());
     let remote_watched = remote::watched(&arms);
     let sampling =
         Sampling::start(&watched(&arms), remote_watched, cfg.load.sample_interval, origin, status.live.clone(), sink);
     let progress = Progress::start(cfg.output.quiet, plan.load_duration(), status.clone());
-    *status.qps.lock().unwrap_or_else(|e| e.into_inner()) = cfg.load.qps;
+    *status.qps.lock().unwrap_or_else(|e| e.into_inner()) = cfg.generators.share_of(cfg.load.qps);
 
     let driver = Driver {
         config: cfg,
@@ -117,8 +120,56 @@ pub async fn run(
         Some(Stop::Interrupted) => (RunStatus::Interrupted, Some(interrupt.reason())),
         Some(Stop::TierDied(reason)) => (RunStatus::Aborted, Some(reason)),
     };
-    let common = Common { started_at, environment, instrument, link, status, reason, samples, load_samples, origin };
+    let common =
+        Common { started_at, environment, instrument, link, status, reason, samples, load_samples, origin, generator };
     Ok(crate::judge::difference::in_compared_order(results(finished, pending, &common, interrupt.cut_token()).await))
+}
+
+/// When the first segment is due, and with `--start-at` how many seconds
+/// after that instant it is: the pause after the tiers are ready, or the
+/// start instant when it is still ahead (waited for, unless interrupted).
+async fn start(cfg: &Config, interrupt: &Interrupt) -> (Instant, Option<f64>) {
+    let Some(at) = cfg.generators.start_instant() else { return (Instant::now() + ARM_SWITCH_PAUSE, None) };
+    if let Ok(ahead) = at.duration_since(SystemTime::now()) {
+        if !cfg.output.quiet {
+            eprintln!("waiting {} for --start-at {}", hd_ms(ahead), cfg.generators.start_at.as_deref().unwrap_or(""));
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(ahead.saturating_sub(ARM_SWITCH_PAUSE)) => {}
+            _ = interrupt.stopped() => {}
+        }
+    }
+    let now = (SystemTime::now(), Instant::now());
+    match at.duration_since(now.0) {
+        Ok(ahead) => (now.1 + ahead, Some(0.0)),
+        Err(late) => {
+            let late = late.duration() + ARM_SWITCH_PAUSE;
+            (now.1 + ARM_SWITCH_PAUSE, Some(late.as_secs_f64()))
+        }
+    }
+}
+
+fn hd_ms(d: std::time::Duration) -> humantime::FormattedDuration {
+    humantime::format_duration(std::time::Duration::from_millis(d.as_millis() as u64))
+}
+
+/// This generator as run.json records it: one of several (`--segment`),
+/// or one started at a set time.
+fn generator(cfg: &Config, late_seconds: Option<f64>, environment: &Environment) -> Option<Generator> {
+    let g = &cfg.generators;
+    if g.segment.is_none() && g.start_at.is_none() {
+        return None;
+    }
+    let s = g.segment.unwrap_or(Segment { index: 0, count: 1, sample_tiers: true });
+    Some(Generator {
+        segment: s.index,
+        count: s.count,
+        sampled_tiers: s.sample_tiers,
+        hostname: environment.hostname.clone(),
+        start_at: g.start_at.clone(),
+        late_seconds,
+        own: None,
+    })
 }
 
 /// The instrument's precision and, when the load goes through the front
@@ -189,6 +240,7 @@ async fn results(
                 instrument: Some(common.instrument.clone()),
                 link: common.link.clone(),
                 error_reasons,
+                generators: common.generator.iter().cloned().collect(),
                 validity: Vec::new(),
             };
             result.validity = crate::judge::validity(&result);

@@ -19,7 +19,7 @@ use super::interrupt::Interrupt;
 use super::progress::Status;
 use super::sampling::Sampling;
 use crate::config::{Config, TlsFiles};
-use crate::load::{Alarms, Live, Schedule, Target, closed_loop, dispatch};
+use crate::load::{Alarms, Live, Schedule, Share, Target, closed_loop, dispatch};
 use crate::measure::record::{RoundRecord, collect};
 use crate::measure::sampler::Watched;
 use crate::measure::tier_stats::{Snapshot, TierStatsReader};
@@ -218,7 +218,11 @@ impl Driver<'_> {
             });
             (until, task)
         } else {
-            let schedule = Schedule { t0, qps: cfg.load.qps, ramp: ramp.min(length) };
+            let share = cfg
+                .generators
+                .segment
+                .map_or_else(Share::default, |s| Share { index: u64::from(s.index), count: u64::from(s.count) });
+            let schedule = Schedule { t0, qps: cfg.load.qps, ramp: ramp.min(length), share };
             let n = schedule.requests_in(length);
             let max_in_flight = cfg.load.max_in_flight;
             let alarms = self.alarms.clone();

@@ -1,0 +1,438 @@
+//! Many generators' segments of one run (`--segment I/N`) put back together
+//! into one run (`harness merge`): latency histograms added bucket by
+//! bucket (exact, not an average of percentiles), request counts and error
+//! reasons summed, the tiers' figures taken from the generator that sampled
+//! them (the tiers counted every generator's traffic, so their bytes and CPU
+//! are already the whole), each generator's own send lag, client floor and
+//! validity kept. Pure: the folders are read and written by `app::merge`.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+
+use crate::judge::round::throughput;
+use crate::judge::stats::summarize;
+use crate::measure::histogram::{decode_histogram, encode_histogram, new_histogram};
+use crate::result::{
+    ErrorReason, Generator, GeneratorFigures, Latency, LoadSample, Requests, Resources, RoundResult, RunResult,
+    RunStatus, Summary, TierName,
+};
+
+/// One generator's run of one arm, and the folder it came from.
+#[derive(Debug, Clone, Copy)]
+pub struct Part<'a> {
+    pub folder: &'a str,
+    pub run: &'a RunResult,
+}
+
+/// The configuration keys that may differ between the generators of one
+/// run: the share, when it began, whether it sampled the tiers (and so its
+/// admin URLs), and where and how it wrote its folder.
+const OWN_KEYS: [&str; 8] =
+    ["segment", "start_at", "caller_admin", "downstream_admin", "out", "label", "quiet", "json"];
+
+/// Checks that `parts` are every segment of one run, once each; returns
+/// the parts in segment order. A refusal names the folder at fault.
+pub fn check<'a>(parts: &[Part<'a>]) -> Result<Vec<Part<'a>>, String> {
+    let Some(first) = parts.first() else { return Err("no run folder given".into()) };
+    let mut by_index: BTreeMap<u32, Part<'a>> = BTreeMap::new();
+    let count = segment_of(first)?.count;
+    let reference = comparable(first.run);
+    for p in parts {
+        let s = segment_of(p)?;
+        if s.count != count {
+            return Err(format!(
+                "{} is segment {} of {}, but {} is one of {count}: they are not one run",
+                p.folder, s.index, s.count, first.folder
+            ));
+        }
+        if let Some(key) = first_difference(&reference, &comparable(p.run)) {
+            return Err(format!(
+                "{} was run with another configuration than {} ({key} differs): they are not one run",
+                p.folder, first.folder
+            ));
+        }
+        if let Some(twin) = by_index.insert(s.index, *p) {
+            return Err(format!("segment {}/{count} is given twice: {} and {}", s.index, twin.folder, p.folder));
+        }
+    }
+    if let Some(missing) = (0..count).find(|i| !by_index.contains_key(i)) {
+        let given: Vec<String> = by_index.keys().map(|i| format!("{i}/{count}")).collect();
+        return Err(format!("segment {missing}/{count} is missing (given: {})", given.join(", ")));
+    }
+    Ok(by_index.into_values().collect())
+}
+
+fn segment_of(p: &Part<'_>) -> Result<crate::config::Segment, String> {
+    p.run
+        .config
+        .generators
+        .segment
+        .ok_or_else(|| format!("{} is not a segment of a run (made without --segment)", p.folder))
+}
+
+/// The configuration with the keys a generator may set on its own removed.
+fn comparable(run: &RunResult) -> serde_json::Value {
+    let mut v = serde_json::to_value(&run.config).unwrap_or_default();
+    if let Some(map) = v.as_object_mut() {
+        for k in OWN_KEYS {
+            map.remove(k);
+        }
+        if let Some(remote) = map.get_mut("remote").and_then(|r| r.as_object_mut()) {
+            for k in OWN_KEYS {
+                remote.remove(k);
+            }
+        }
+        if map.get("remote").and_then(|r| r.as_object()).is_some_and(|r| r.is_empty()) {
+            map.remove("remote");
+        }
+    }
+    v
+}
+
+/// The first top-level key whose value differs.
+fn first_difference(a: &serde_json::Value, b: &serde_json::Value) -> Option<String> {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else { return (a != b).then(|| "it".into()) };
+    a.keys().chain(b.keys()).find(|k| a.get(*k) != b.get(*k)).map(|k| format!("--{}", k.replace('_', "-")))
+}
+
+/// One run from the checked segments of one arm (in segment order).
+pub fn merge(parts: &[Part<'_>]) -> RunResult {
+    let sampler =
+        parts.iter().find(|p| p.run.config.generators.segment.is_some_and(|s| s.sample_tiers)).unwrap_or(&parts[0]);
+    let mut run = sampler.run.clone();
+    run.config.generators.segment = None;
+    run.status = parts.iter().map(|p| p.run.status).max_by_key(|s| severity(*s)).unwrap_or(RunStatus::Complete);
+    run.status_reason = parts.iter().find(|p| p.run.status == run.status).and_then(|p| p.run.status_reason.clone());
+    run.started_at = parts.iter().map(|p| p.run.started_at.clone()).min().unwrap_or_default();
+    // Rounds every generator measured.
+    let indices: Vec<u32> = sampler
+        .run
+        .rounds
+        .iter()
+        .map(|r| r.index)
+        .filter(|i| parts.iter().all(|p| p.run.rounds.iter().any(|r| r.index == *i)))
+        .collect();
+    run.rounds = indices
+        .iter()
+        .map(|i| {
+            let rounds: Vec<&RoundResult> =
+                parts.iter().filter_map(|p| p.run.rounds.iter().find(|r| r.index == *i)).collect();
+            let own = sampler.run.rounds.iter().find(|r| r.index == *i).unwrap_or(rounds[0]);
+            merge_round(&run.config, own, &rounds)
+        })
+        .collect();
+    run.load_samples = load_samples(&sampler.run.load_samples, parts);
+    run.error_reasons = error_reasons(parts);
+    if let Some(instrument) = run.instrument.as_mut() {
+        // The worst floor of any generator bounds what the merged latency can resolve.
+        instrument.client_floor = parts
+            .iter()
+            .filter_map(|p| p.run.instrument.as_ref()?.client_floor.clone())
+            .max_by(|a, b| a.p50_ms.total_cmp(&b.p50_ms));
+    }
+    run.generators = parts.iter().map(generator).collect();
+    run.validity = crate::judge::validity(&run);
+    let merged_notes = run.validity.clone();
+    for p in parts {
+        let Some(s) = p.run.config.generators.segment else { continue };
+        // A late start is said once, by the merged run's own check (it keeps
+        // every generator's start); what the machine was is said once too.
+        for v in p.run.validity.iter().filter(|v| !v.starts_with("generator ") && !merged_notes.contains(v)) {
+            run.validity.push(format!("generator {}/{}: {v}", s.index, s.count));
+        }
+    }
+    let dropped: Vec<String> = parts
+        .iter()
+        .flat_map(|p| p.run.rounds.iter().map(|r| r.index))
+        .filter(|i| !indices.contains(i))
+        .map(|i| i.to_string())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if !dropped.is_empty() {
+        run.validity.push(format!("round {}: left out, not every generator measured it", dropped.join(", ")));
+    }
+    run
+}
+
+fn severity(s: RunStatus) -> u8 {
+    match s {
+        RunStatus::Complete => 0,
+        RunStatus::Interrupted => 1,
+        RunStatus::Aborted => 2,
+    }
+}
+
+/// One round of every generator as one: histograms added, counts summed,
+/// rates over the whole schedule, the tiers' figures from `sampler`'s
+/// reading (their CPU per request over every generator's OK answers), the
+/// harness's CPU the sum of the generators'.
+pub fn merge_round(config: &crate::config::Config, sampler: &RoundResult, rounds: &[&RoundResult]) -> RoundResult {
+    let mut requests = Requests::default();
+    for r in rounds {
+        requests.scheduled += r.requests.scheduled;
+        requests.sent += r.requests.sent;
+        requests.ok += r.requests.ok;
+        for (class, n) in &r.requests.errors {
+            *requests.errors.entry(class.clone()).or_default() += n;
+        }
+    }
+    let mut histograms: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
+    for name in sampler.histograms.keys() {
+        let parts: Option<Vec<Histogram<u64>>> =
+            rounds.iter().map(|r| r.histograms.get(name).and_then(|t| decode_histogram(t))).collect();
+        if let Some(sum) = parts.and_then(|p| add(&p)) {
+            histograms.insert(name.clone(), sum);
+        }
+    }
+    let summary = |name: &str| histograms.get(name).and_then(summarize);
+    let kernel_stamped: Option<Vec<u64>> = rounds.iter().map(|r| r.latency.kernel_stamped).collect();
+    let mut resources = sampler.resources.clone();
+    for (tier, res) in resources.iter_mut() {
+        if *tier != TierName::Harness {
+            res.cpu_us_per_request = res.cpu_seconds.filter(|_| requests.ok > 0).map(|c| c * 1e6 / requests.ok as f64);
+        }
+    }
+    resources.insert(TierName::Harness, harness(rounds, sampler.window_seconds, requests.sent));
+    RoundResult {
+        complete: rounds.iter().all(|r| r.complete),
+        throughput: throughput(config, requests.sent, requests.ok, requests.scheduled, sampler.window_seconds),
+        latency: Latency {
+            corrected: summary("corrected"),
+            service: summary("service"),
+            send_lag: summary("send_lag"),
+            downstream_hop: summary("downstream_hop"),
+            caller_overhead: summary("caller_overhead"),
+            kernel_stamped: kernel_stamped.map(|k| k.iter().sum()),
+        },
+        histograms: histograms.iter().map(|(k, h)| (k.clone(), encode_histogram(h))).collect(),
+        requests,
+        resources,
+        ..sampler.clone()
+    }
+}
+
+/// The sum of histograms, bucket by bucket.
+pub fn add(parts: &[Histogram<u64>]) -> Option<Histogram<u64>> {
+    let mut sum = new_histogram();
+    for h in parts {
+        sum.add(h).ok()?;
+    }
+    Some(sum)
+}
+
+/// The generators' own CPU together: seconds summed, per request sent, mean
+/// memory summed (the generators are separate processes). A peak of the sum
+/// was not measured, so it is `None`.
+fn harness(rounds: &[&RoundResult], window_seconds: f64, sent: u64) -> Resources {
+    let own: Vec<Option<&Resources>> = rounds.iter().map(|r| r.resources.get(&TierName::Harness)).collect();
+    let total = |f: fn(&Resources) -> Option<f64>| -> Option<f64> { own.iter().map(|r| r.and_then(f)).sum() };
+    let cpu_seconds = total(|r| r.cpu_seconds);
+    Resources {
+        cpu_seconds,
+        cpu_percent_mean: cpu_seconds.filter(|_| window_seconds > 0.0).map(|c| c / window_seconds * 100.0),
+        cpu_percent_peak: None,
+        cpu_us_per_request: cpu_seconds.filter(|_| sent > 0).map(|c| c * 1e6 / sent as f64),
+        rss_mib_mean: total(|r| r.rss_mib_mean),
+        rss_mib_peak: None,
+        samples: own.iter().flatten().map(|r| r.samples).sum(),
+    }
+}
+
+/// The sampler's load samples with every other generator's counts at the
+/// same moment added (the sample nearest in time, within half the
+/// interval; their clocks started together at `--start-at`).
+fn load_samples(own: &[LoadSample], parts: &[Part<'_>]) -> Vec<LoadSample> {
+    own.iter()
+        .map(|s| {
+            let mut sum = LoadSample { in_flight: 0, sent: 0, ok: 0, errors: 0, dropped: 0, ..s.clone() };
+            for p in parts {
+                let half = p.run.config.load.sample_interval.as_secs_f64() / 2.0;
+                let near = p
+                    .run
+                    .load_samples
+                    .iter()
+                    .min_by(|a, b| (a.t_seconds - s.t_seconds).abs().total_cmp(&(b.t_seconds - s.t_seconds).abs()));
+                if let Some(n) = near.filter(|n| (n.t_seconds - s.t_seconds).abs() <= half) {
+                    sum.in_flight += n.in_flight;
+                    sum.sent += n.sent;
+                    sum.ok += n.ok;
+                    sum.errors += n.errors;
+                    sum.dropped += n.dropped;
+                }
+            }
+            sum
+        })
+        .collect()
+}
+
+fn error_reasons(parts: &[Part<'_>]) -> Vec<ErrorReason> {
+    let mut map: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for e in parts.iter().flat_map(|p| &p.run.error_reasons) {
+        *map.entry((e.class.clone(), e.reason.clone())).or_default() += e.count;
+    }
+    map.into_iter().map(|((class, reason), count)| ErrorReason { class, reason, count }).collect()
+}
+
+/// One generator as the merged run keeps it: its share, its start, and what
+/// it measured on its own over the merged rounds.
+fn generator(p: &Part<'_>) -> Generator {
+    let run = p.run;
+    let own = run.generators.first().cloned().unwrap_or_default();
+    let sum = |f: fn(&RoundResult) -> u64| run.rounds.iter().map(f).sum::<u64>();
+    let over_rounds = |name: &str| -> Option<Summary> {
+        let parts: Option<Vec<Histogram<u64>>> =
+            run.rounds.iter().map(|r| r.histograms.get(name).and_then(|t| decode_histogram(t))).collect();
+        summarize(&add(&parts?)?)
+    };
+    let cpu: Option<f64> =
+        run.rounds.iter().map(|r| r.resources.get(&TierName::Harness).and_then(|h| h.cpu_seconds)).sum();
+    let s = run.config.generators.segment;
+    Generator {
+        segment: s.map_or(own.segment, |s| s.index),
+        count: s.map_or(own.count, |s| s.count),
+        sampled_tiers: s.is_some_and(|s| s.sample_tiers),
+        hostname: own.hostname.or_else(|| run.environment.hostname.clone()),
+        own: Some(GeneratorFigures {
+            folder: p.folder.to_owned(),
+            status: Some(run.status),
+            scheduled: sum(|r| r.requests.scheduled),
+            sent: sum(|r| r.requests.sent),
+            ok: sum(|r| r.requests.ok),
+            latency: over_rounds("corrected"),
+            send_lag: over_rounds("send_lag"),
+            client_floor: run.instrument.as_ref().and_then(|i| i.client_floor.clone()),
+            cpu_seconds: cpu,
+            validity: run.validity.clone(),
+        }),
+        ..own
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use caller::Transport;
+
+    use super::*;
+    use crate::config::Segment;
+    use crate::testing;
+
+    /// Three generators' runs of one schedule: shot i went to segment i mod 3.
+    fn segments(shots: &[u64]) -> Vec<RunResult> {
+        (0..3u32)
+            .map(|index| {
+                let mut run = testing::run(Transport::Grpc, 1.0);
+                run.config.generators.segment = Some(Segment { index, count: 3, sample_tiers: index == 0 });
+                let mut h = new_histogram();
+                let mine: Vec<u64> = shots.iter().skip(index as usize).step_by(3).copied().collect();
+                for v in &mine {
+                    h.record(*v).unwrap();
+                }
+                let r = &mut run.rounds[0];
+                r.histograms.insert("corrected".into(), encode_histogram(&h));
+                r.requests = Requests {
+                    scheduled: mine.len() as u64,
+                    sent: mine.len() as u64,
+                    ok: mine.len() as u64,
+                    errors: BTreeMap::new(),
+                };
+                r.resources.get_mut(&TierName::Harness).unwrap().cpu_seconds = Some(0.1 * f64::from(index + 1));
+                run
+            })
+            .collect()
+    }
+
+    fn parts(runs: &[RunResult]) -> Vec<Part<'_>> {
+        const NAMES: [&str; 5] = ["seg0", "seg1", "seg2", "seg3", "seg4"];
+        runs.iter().zip(NAMES).map(|(run, folder)| Part { folder, run }).collect()
+    }
+
+    #[test]
+    fn merged_histograms_are_the_sum_of_the_parts_exactly() {
+        // Latencies spread over four decades, in an order no part shares.
+        let shots: Vec<u64> = (0..30_001u64).map(|i| 200 + (i * 7919) % 900_000 + (i % 13) * 31).collect();
+        let runs = segments(&shots);
+        let merged = merge(&check(&parts(&runs)).unwrap());
+        let r = &merged.rounds[0];
+        let got = decode_histogram(&r.histograms["corrected"]).unwrap();
+        let mut all = new_histogram();
+        for v in &shots {
+            all.record(*v).unwrap();
+        }
+        // Bucket by bucket, and so every percentile, as one histogram of every shot.
+        assert_eq!(got, all);
+        assert_eq!(r.latency.corrected, summarize(&all));
+        assert_eq!((r.requests.scheduled, r.requests.ok), (30_001, 30_001));
+        // Rates over the whole schedule at the full rate.
+        assert_eq!(r.throughput.target_qps, Some(merged.config.load.qps));
+        // The generators' own CPU summed; the tiers' from the sampler, per merged answer.
+        let harness = &r.resources[&TierName::Harness];
+        assert!((harness.cpu_seconds.unwrap() - 0.6).abs() < 1e-12);
+        assert_eq!(harness.cpu_percent_peak, None);
+        let caller = &r.resources[&TierName::Caller];
+        assert_eq!(caller.cpu_seconds, runs[0].rounds[0].resources[&TierName::Caller].cpu_seconds);
+        assert!((caller.cpu_us_per_request.unwrap() - caller.cpu_seconds.unwrap() * 1e6 / 30_001.0).abs() < 1e-9);
+        // Each generator is kept with its own figures.
+        assert_eq!(merged.generators.len(), 3);
+        assert_eq!(merged.config.generators.segment, None);
+        let own: Vec<u64> = merged.generators.iter().map(|g| g.own.as_ref().unwrap().ok).collect();
+        assert_eq!(own, vec![10_001, 10_000, 10_000]);
+        assert!(merged.generators[0].sampled_tiers && !merged.generators[1].sampled_tiers);
+    }
+
+    #[test]
+    fn segments_of_another_run_missing_or_twice_are_refused_by_folder() {
+        let shots: Vec<u64> = (0..300).map(|i| 1000 + i).collect();
+        let runs = segments(&shots);
+        // Missing.
+        let err = check(&parts(&runs[..2])).unwrap_err();
+        assert!(err.contains("segment 2/3 is missing"), "{err}");
+        // Twice.
+        let twice = [runs[0].clone(), runs[1].clone(), runs[1].clone()];
+        let err = check(&parts(&twice)).unwrap_err();
+        assert!(err.contains("segment 1/3 is given twice: seg1 and seg2"), "{err}");
+        // Another configuration.
+        let mut other = runs.clone();
+        other[2].config.work.items += 1;
+        let err = check(&parts(&other)).unwrap_err();
+        assert!(err.contains("seg2 was run with another configuration") && err.contains("--items"), "{err}");
+        // Another split, and a run made without --segment.
+        let mut split = runs.clone();
+        split[1].config.generators.segment = Some(Segment { index: 1, count: 4, sample_tiers: false });
+        assert!(check(&parts(&split)).unwrap_err().contains("seg1 is segment 1 of 4"));
+        let mut whole = runs.clone();
+        whole[0].config.generators.segment = None;
+        assert!(check(&parts(&whole)).unwrap_err().contains("seg0 is not a segment"));
+        // What a generator sets on its own may differ: its admin URLs, its start, its label.
+        let mut own = runs.clone();
+        own[1].config.generators.start_at = Some("2026-12-03T10:00:00.000Z".into());
+        own[2].config.output.label = Some("zone-b".into());
+        own[0].config.deploy.remote.downstream_admin = Some("http://10.0.0.1:9000".into());
+        assert_eq!(check(&parts(&own)).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn a_late_generator_marks_the_merged_run() {
+        let shots: Vec<u64> = (0..300).map(|i| 1000 + i).collect();
+        let mut runs = segments(&shots);
+        for (i, r) in runs.iter_mut().enumerate() {
+            r.generators = vec![Generator {
+                segment: i as u32,
+                count: 3,
+                start_at: Some("2026-12-03T10:00:00.000Z".into()),
+                late_seconds: Some(if i == 2 { 0.75 } else { 0.0 }),
+                ..Generator::default()
+            }];
+            r.validity = crate::judge::validity(r);
+        }
+        assert!(
+            runs[2].validity.iter().any(|v| v.contains("generator 2/3 began 0.750 s after")),
+            "{:?}",
+            runs[2].validity
+        );
+        let merged = merge(&check(&parts(&runs)).unwrap());
+        let late: Vec<&String> = merged.validity.iter().filter(|v| v.contains("began")).collect();
+        assert_eq!(late.len(), 1, "{:?}", merged.validity);
+    }
+}
