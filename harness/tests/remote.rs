@@ -7,12 +7,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
-use common::{harness_cmd, load, out_dir, run_folder};
+use common::{TierProcess, harness_cmd, load, out_dir, run_folder, start_tier};
 use harness::result::TierName;
-use service::ReadyLine;
 use telemetry::StatsSnapshot;
 
 /// Network namespaces (and the links between them) made by the test,
@@ -97,42 +95,6 @@ impl Drop for Hosts {
 }
 
 /// A tier process the test started; killed when dropped.
-struct TierProcess {
-    child: Child,
-    ready: ReadyLine,
-}
-
-impl Drop for TierProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl TierProcess {
-    fn url(&self, listener: &str) -> String {
-        format!("http://{}", self.ready.listeners[listener])
-    }
-}
-
-fn start_tier(netns: Option<&str>, role: &str, args: &[String]) -> TierProcess {
-    let exe = env!("CARGO_BIN_EXE_harness");
-    let mut cmd = match netns {
-        Some(ns) => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", ns, exe]);
-            c
-        }
-        None => Command::new(exe),
-    };
-    let mut child =
-        cmd.arg("__tier").arg(role).args(args).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let ready = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{role} ready line {line:?}: {e}"));
-    TierProcess { child, ready }
-}
-
 fn stats(admin_url: &str) -> StatsSnapshot {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async { reqwest::get(format!("{admin_url}/stats")).await.unwrap().json().await.unwrap() })

@@ -82,6 +82,7 @@ pub fn render(run: &RunResult, charts: bool) -> String {
     let _ = writeln!(out, "# grpc-vs-rest: {}\n", title(run));
     out.push_str(&warnings(run));
     out.push_str(&rounds_table(run));
+    out.push_str(&super::generators::section(run));
     out.push_str(&error_reasons_section(run));
     out.push_str(&validity_section(run));
     out.push_str(&configuration_section(run));

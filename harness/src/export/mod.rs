@@ -25,6 +25,7 @@ pub mod charts;
 pub mod comparison;
 pub mod files;
 pub mod findings;
+pub mod generators;
 pub mod hgrm;
 pub mod link;
 pub mod markdown;

@@ -24,9 +24,16 @@ fn hd(d: Duration) -> String {
 pub fn load_text(c: &Config) -> String {
     if c.load.closed_loop {
         format!("closed loop over {} connections", c.load.connections)
+    } else if let Some(s) = c.generators.segment.filter(|s| s.count > 1) {
+        let share = c.generators.share_of(c.load.qps);
+        format!("{} req/s open loop (segment {}/{} of {})", rate(share), s.index, s.count, rate(c.load.qps))
     } else {
-        format!("{} req/s open loop", num(Some(c.load.qps), if c.load.qps.fract() == 0.0 { 0 } else { 2 }))
+        format!("{} req/s open loop", rate(c.load.qps))
     }
+}
+
+fn rate(qps: f64) -> String {
+    num(Some(qps), if qps.fract() == 0.0 { 0 } else { 2 })
 }
 
 /// `gRPC at 100 req/s open loop, 500 ms delay, 10 items`.
@@ -36,7 +43,11 @@ pub fn title(run: &RunResult) -> String {
 
 /// `100 req/s open loop, 500 ms delay, 10 items` (and fan-out and label when set).
 pub fn setup(run: &RunResult) -> String {
-    format!("{}, {}", load_text(&run.config), shape(run))
+    let from = match run.generators.len() {
+        n if n > 1 => format!(" from {n} generators"),
+        _ => String::new(),
+    };
+    format!("{}{from}, {}", load_text(&run.config), shape(run))
 }
 
 /// The setup without the load: `500 ms delay, 10 items` (and the target,

@@ -200,3 +200,42 @@ pub fn entries(out: &Path) -> Vec<String> {
 pub fn validity_apart_from_send_lag(run: &RunResult) -> Vec<&String> {
     run.validity.iter().filter(|n| !n.ends_with(harness::judge::validity::FELL_BEHIND)).collect()
 }
+
+/// A tier started by the test itself (as remote tiers are), killed when dropped.
+pub struct TierProcess {
+    pub child: Child,
+    pub ready: service::ReadyLine,
+}
+
+impl Drop for TierProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl TierProcess {
+    pub fn url(&self, listener: &str) -> String {
+        format!("http://{}", self.ready.listeners[listener])
+    }
+}
+
+/// Starts a tier (`harness __tier ROLE`), in network namespace `netns` if
+/// given, and waits for its ready line.
+pub fn start_tier(netns: Option<&str>, role: &str, args: &[String]) -> TierProcess {
+    let exe = env!("CARGO_BIN_EXE_harness");
+    let mut cmd = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, exe]);
+            c
+        }
+        None => Command::new(exe),
+    };
+    let mut child =
+        cmd.arg("__tier").arg(role).args(args).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let ready = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{role} ready line {line:?}: {e}"));
+    TierProcess { child, ready }
+}
