@@ -6,12 +6,15 @@
 //! the harness samples pointing at the tiers' admin listeners. No cluster
 //! runs here: the Kubernetes path is checked structurally, not run. The
 //! Compose file's arguments are also checked against the harness's own flags.
+//! Many generators: the Indexed Job and Compose's `generator-I` services
+//! are one definition, each index a segment of the one schedule, and the
+//! merge step reads the folders they write on the volume they share.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{Container, PodSpec, Service};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Deserialize;
@@ -24,10 +27,13 @@ fn deploy_dir() -> PathBuf {
 struct Manifests {
     pods: BTreeMap<String, PodSpec>,
     services: BTreeMap<String, Service>,
+    jobs: BTreeMap<String, JobSpec>,
+    claims: Vec<String>,
 }
 
 fn manifests() -> Manifests {
-    let mut m = Manifests { pods: BTreeMap::new(), services: BTreeMap::new() };
+    let mut m =
+        Manifests { pods: BTreeMap::new(), services: BTreeMap::new(), jobs: BTreeMap::new(), claims: Vec::new() };
     let mut files: Vec<_> = std::fs::read_dir(deploy_dir().join("k8s")).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
     assert!(!files.is_empty());
@@ -49,8 +55,11 @@ fn manifests() -> Manifests {
                 }
                 "Job" => {
                     let j: Job = serde_yaml::from_value(value.clone()).unwrap_or_else(|e| panic!("{}", at(e)));
-                    m.pods.insert(name, j.spec.unwrap().template.spec.unwrap());
+                    let spec = j.spec.unwrap();
+                    m.pods.insert(name.clone(), spec.template.spec.clone().unwrap());
+                    m.jobs.insert(name, spec);
                 }
+                "PersistentVolumeClaim" => m.claims.push(name),
                 "Service" => {
                     let s: Service = serde_yaml::from_value(value.clone()).unwrap_or_else(|e| panic!("{}", at(e)));
                     m.services.insert(name, s);
@@ -63,7 +72,11 @@ fn manifests() -> Manifests {
 }
 
 fn compose() -> serde_yaml::Value {
-    serde_yaml::from_str(&std::fs::read_to_string(deploy_dir().join("compose.yaml")).unwrap()).unwrap()
+    let mut v: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(deploy_dir().join("compose.yaml")).unwrap()).unwrap();
+    // `<<: *generator`: Compose merges the shared definition into each service.
+    v.apply_merge().unwrap();
+    v
 }
 
 fn strings(v: &serde_yaml::Value) -> Vec<String> {
@@ -110,22 +123,58 @@ fn only_container(name: &str, pod: &PodSpec) -> Container {
     pod.containers[0].clone()
 }
 
+/// The Compose generators' start when START_AT is not set.
+const COMPOSE_START_AT: &str = "${START_AT:-+30s}";
+
+/// The workload a Compose service is in deploy/k8s: `generator-I` is index
+/// I of the `generators` Indexed Job; every other has its own name.
+fn workload(service: &str) -> (&str, Option<&str>) {
+    match service.strip_prefix("generator-") {
+        Some(index) => ("generators", Some(index)),
+        None => (service, None),
+    }
+}
+
+/// A container's arguments as the pod sees them: `$(VAR)` replaced by the
+/// value of its env var VAR, the completion index by `index`.
+fn expanded(k: &Container, index: Option<&str>) -> Vec<String> {
+    let mut args = k.args.clone().unwrap();
+    for var in k.env.clone().unwrap_or_default() {
+        let value = match (&var.value, var.name.as_str(), index) {
+            (Some(v), _, _) => v.clone(),
+            (None, "SEGMENT_INDEX", Some(i)) => i.to_owned(),
+            _ => continue,
+        };
+        for a in &mut args {
+            *a = a.replace(&format!("$({})", var.name), &value);
+        }
+    }
+    args
+}
+
+/// A Compose service's arguments, its defaults in place of unset variables.
+fn compose_args(svc: &serde_yaml::Value) -> Vec<String> {
+    strings(&svc["command"]).into_iter().map(|a| a.replace(COMPOSE_START_AT, "+30s")).collect()
+}
+
 #[test]
 fn kubernetes_manifests_agree_with_the_compose_file() {
     let m = manifests();
     let c = compose();
     let services = c["services"].as_mapping().unwrap();
     let names: Vec<String> = services.keys().map(|k| k.as_str().unwrap().to_owned()).collect();
-    assert_eq!(names.len(), m.pods.len(), "{names:?} vs {:?}", m.pods.keys());
+    let workloads: std::collections::BTreeSet<&str> = names.iter().map(|n| workload(n).0).collect();
+    assert!(workloads.iter().copied().eq(m.pods.keys().map(String::as_str)), "{names:?} vs {:?}", m.pods.keys());
     for name in &names {
         let svc = &c["services"][name.as_str()];
-        let pod = m.pods.get(name).unwrap_or_else(|| panic!("no Deployment or Job named {name} in deploy/k8s"));
+        let (pod_name, index) = workload(name);
+        let pod = m.pods.get(pod_name).unwrap_or_else(|| panic!("no Deployment or Job named {pod_name} in deploy/k8s"));
         let k = only_container(name, pod);
         assert_eq!(k.image.as_deref(), svc["image"].as_str(), "{name}: image");
         assert_eq!(k.image_pull_policy.as_deref(), Some("Never"), "{name}: no registry to pull from");
         assert_eq!(k.command.clone().unwrap(), strings(&svc["entrypoint"]), "{name}: entrypoint");
-        let args = k.args.clone().unwrap();
-        assert_eq!(args, strings(&svc["command"]), "{name}: arguments");
+        let args = expanded(&k, index);
+        assert_eq!(args, compose_args(svc), "{name}: arguments");
         let res = k.resources.clone().unwrap();
         let (limits, requests) = (res.limits.unwrap(), res.requests.unwrap());
         assert_eq!(cpus(&limits["cpu"].0), svc["cpus"].as_f64().unwrap(), "{name}: CPU limit = compose cpus");
@@ -216,5 +265,60 @@ fn the_tiers_bind_loopback_unless_told_otherwise() {
         let ready: service::ReadyLine = serde_json::from_str(&line).unwrap();
         assert!(ready.listeners.len() >= 2, "{line}");
         assert!(ready.listeners.values().all(|a| a.ip().is_loopback()), "{role}: {line}");
+    }
+}
+
+#[test]
+fn the_generators_are_the_segments_of_one_run_and_merge_reads_their_folders() {
+    use clap::Parser;
+    let m = manifests();
+    let c = compose();
+    // The Indexed Job: one pod per segment, all at once, the index from the
+    // pod's completion-index annotation.
+    let job = &m.jobs["generators"];
+    assert_eq!(job.completion_mode.as_deref(), Some("Indexed"));
+    let n = job.completions.unwrap();
+    assert_eq!(job.parallelism, Some(n), "every segment runs at once");
+    let k = only_container("generators", &m.pods["generators"]);
+    let index = k.env.clone().unwrap().into_iter().find(|e| e.name == "SEGMENT_INDEX").unwrap();
+    let field = index.value_from.unwrap().field_ref.unwrap().field_path;
+    assert_eq!(field, "metadata.annotations['batch.kubernetes.io/job-completion-index']");
+    // Compose lists the same segments, one service each.
+    let composed: Vec<String> = c["services"]
+        .as_mapping()
+        .unwrap()
+        .keys()
+        .filter_map(|k| k.as_str().filter(|s| s.starts_with("generator-")).map(str::to_owned))
+        .collect();
+    assert_eq!(composed.len(), n as usize, "{composed:?}");
+    // Each index is a valid run: segment I of N, only segment 0 sampling the tiers.
+    let out = std::env::temp_dir().join(format!("gvr-deploy-gen-{}", std::process::id()));
+    let mut outs = Vec::new();
+    for i in 0..n {
+        let mut args = expanded(&k, Some(&i.to_string()));
+        let at = args.iter().position(|a| a == "--out").unwrap();
+        outs.push(std::mem::replace(&mut args[at + 1], out.to_string_lossy().into_owned()));
+        let cli = Cli::try_parse_from(std::iter::once("harness".to_owned()).chain(args)).unwrap();
+        let plan = harness::config::Plan::from_args(&cli.run).unwrap_or_else(|e| panic!("index {i}: {e}"));
+        let s = plan.config.generators.segment.unwrap();
+        assert_eq!((s.index, s.count, s.sample_tiers), (i as u32, n as u32, i == 0));
+        assert_eq!(plan.config.deploy.remote.downstream_admin.is_some(), i == 0);
+    }
+    let _ = std::fs::remove_dir_all(&out);
+    // The merge step reads the folder the generators write into, on the same claim.
+    let merge = only_container("merge", &m.pods["merge"]).args.unwrap();
+    let cli = harness::app::Cli::try_parse_from(std::iter::once("harness".to_owned()).chain(merge.clone())).unwrap();
+    let Some(harness::app::Command::Merge(args)) = cli.command else { panic!("merge: {merge:?}") };
+    assert!(outs.iter().all(|o| std::path::Path::new(o) == args.folders[0]), "{outs:?} vs {:?}", args.folders);
+    let claim = |pod: &str| -> String {
+        let volumes = m.pods[pod].volumes.clone().unwrap();
+        volumes.into_iter().find_map(|v| v.persistent_volume_claim).unwrap().claim_name
+    };
+    assert_eq!(claim("generators"), claim("merge"));
+    assert!(m.claims.contains(&claim("merge")), "no PersistentVolumeClaim {}", claim("merge"));
+    // Compose's merge waits for every generator to finish.
+    let depends = c["services"]["merge"]["depends_on"].as_mapping().unwrap();
+    for g in &composed {
+        assert_eq!(depends[g.as_str()]["condition"].as_str(), Some("service_completed_successfully"), "{g}");
     }
 }
