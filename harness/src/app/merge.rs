@@ -2,11 +2,11 @@
 //! segments (`--segment I/N`), written by N generators.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::exit::{EXIT_FAILED, EXIT_USAGE, exit_code};
 use crate::config::Plan;
-use crate::export::files::{RunFolder, read_runs, write_results};
+use crate::export::files::{RunFolder, read_runs, run_folders_in, write_results};
 use crate::export::{folder_name, qps_part, summary};
 use crate::judge::merge::{Part, check, merge};
 use crate::result::RunResult;
@@ -89,19 +89,6 @@ fn read_segments(folders: &[PathBuf]) -> Result<Vec<(String, Vec<RunResult>)>, S
         }
     }
     Ok(segments)
-}
-
-/// The run folders directly inside `dir` (not hidden), in name order.
-fn run_folders_in(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    let mut found: Vec<PathBuf> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_dir() && !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
-        .filter(|p| read_runs(p).is_ok())
-        .collect();
-    found.sort();
-    found
 }
 
 /// Every arm merged across the segments; the segments must hold the same arms.

@@ -238,6 +238,19 @@ pub fn read_runs(folder: &Path) -> Result<Vec<RunResult>, String> {
     Ok(runs)
 }
 
+/// The run folders directly inside `dir` (not hidden), in name order.
+pub fn run_folders_in(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut found: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir() && !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+        .filter(|p| read_runs(p).is_ok())
+        .collect();
+    found.sort();
+    found
+}
+
 /// A sweep folder's `capacity.json`, and the runs of its first step: what
 /// `harness rerun` needs to repeat it. `None` when `folder` is not a sweep.
 pub fn read_sweep(folder: &Path) -> Option<Result<(Capacity, Vec<RunResult>), String>> {

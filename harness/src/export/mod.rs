@@ -56,20 +56,24 @@ pub fn folder_name(started_at: &str, transport: &str, load: &str, label: Option<
     name
 }
 
-/// The name an arm goes by in a comparison: `gRPC` / `REST` (and its proxy),
-/// or with its label (or position) when two arms share a name.
+/// The name an arm goes by in a comparison: `gRPC` / `REST` (and its proxy,
+/// and `from N generators` for a merged run), or with its label (or
+/// position) when two arms share a name.
 pub fn arm_names(runs: &[&RunResult]) -> Vec<String> {
     let base: Vec<String> = runs
         .iter()
         .map(|r| {
-            let t = r.config.transport.title();
+            let t = match r.generators.len() {
+                n if n > 1 => format!("{} from {n} generators", r.config.transport.title()),
+                _ => r.config.transport.title().to_owned(),
+            };
             match r.config.deploy.proxy {
                 Some(p) => format!(
                     "{t} via {}{}",
                     p.as_str(),
                     if r.config.deploy.proxy_hop == ProxyHop::Front { " (front)" } else { "" }
                 ),
-                None => t.to_owned(),
+                None => t,
             }
         })
         .collect();
