@@ -111,3 +111,35 @@ fn merged(segments: &[(String, Vec<RunResult>)]) -> Result<Vec<RunResult>, Strin
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use caller::Transport;
+
+    use super::*;
+    use crate::config::Segment;
+
+    /// Segment `index` of 2 of a run of `arms`.
+    fn segment(index: u32, arms: &[Transport]) -> (String, Vec<RunResult>) {
+        let runs = arms
+            .iter()
+            .map(|t| {
+                let mut r = crate::testing::run(*t, 1.0);
+                r.config.generators.segment = Some(Segment { index, count: 2, sample_tiers: index == 0 });
+                r
+            })
+            .collect();
+        (format!("seg{index}"), runs)
+    }
+
+    #[test]
+    fn every_arm_of_a_comparison_is_merged_and_the_arms_must_match() {
+        let both = [Transport::Grpc, Transport::Rest];
+        let runs = merged(&[segment(0, &both), segment(1, &both)]).unwrap();
+        let transports: Vec<Transport> = runs.iter().map(|r| r.config.transport).collect();
+        assert_eq!(transports, both);
+        assert!(runs.iter().all(|r| r.generators.len() == 2 && r.rounds[0].requests.scheduled == 12_000));
+        let err = merged(&[segment(0, &both), segment(1, &both[..1])]).unwrap_err();
+        assert!(err.contains("seg1 holds the arms"), "{err}");
+    }
+}

@@ -57,14 +57,16 @@ pub fn folder_name(started_at: &str, transport: &str, load: &str, label: Option<
 }
 
 /// The name an arm goes by in a comparison: `gRPC` / `REST` (and its proxy,
-/// and `from N generators` for a merged run), or with its label (or
-/// position) when two arms share a name.
+/// and `from N generators` beside runs of another number of generators),
+/// or with its label (or position) when two arms share a name.
 pub fn arm_names(runs: &[&RunResult]) -> Vec<String> {
+    let generators = |r: &RunResult| r.generators.len().max(1);
+    let mixed = runs.iter().any(|r| generators(r) != generators(runs[0]));
     let base: Vec<String> = runs
         .iter()
         .map(|r| {
-            let t = match r.generators.len() {
-                n if n > 1 => format!("{} from {n} generators", r.config.transport.title()),
+            let t = match generators(r) {
+                n if n > 1 && mixed => format!("{} from {n} generators", r.config.transport.title()),
                 _ => r.config.transport.title().to_owned(),
             };
             match r.config.deploy.proxy {

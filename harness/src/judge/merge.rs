@@ -101,7 +101,9 @@ pub fn merge(parts: &[Part<'_>]) -> RunResult {
     let sampler =
         parts.iter().find(|p| p.run.config.generators.segment.is_some_and(|s| s.sample_tiers)).unwrap_or(&parts[0]);
     let mut run = sampler.run.clone();
-    run.config.generators.segment = None;
+    // One run of the whole schedule: a rerun of it is one generator at the
+    // full rate, from now (each generator's start is kept in `generators`).
+    run.config.generators = crate::config::Generators::default();
     run.status = parts.iter().map(|p| p.run.status).max_by_key(|s| severity(*s)).unwrap_or(RunStatus::Complete);
     run.status_reason = parts.iter().find(|p| p.run.status == run.status).and_then(|p| p.run.status_reason.clone());
     run.started_at = parts.iter().map(|p| p.run.started_at.clone()).min().unwrap_or_default();
