@@ -157,6 +157,7 @@ fn three_generators_merged_are_one_measurement_of_the_schedule() {
     assert!(latency.is_empty(), "one generator and three differ in {latency:?}");
 
     refusals(&segments, &single_out, &out.join("refused"));
+    a_late_generator_says_by_how_much(&downstream, &caller, &out.join("late"));
     drop((caller, downstream));
     let _ = std::fs::remove_dir_all(&out);
 }
@@ -177,4 +178,22 @@ fn refusals(segments: &[PathBuf], single: &Path, out: &Path) {
         assert!(stderr.contains(says), "{says}: {stderr}");
         assert!(!out.exists(), "a refused merge wrote {}", out.display());
     }
+}
+
+/// A generator whose --start-at has passed begins at once, and its run says
+/// how late (here at least the 3 s it was given in the past).
+fn a_late_generator_says_by_how_much(downstream: &TierProcess, caller: &TierProcess, out: &Path) {
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(3);
+    let mut args = shared(downstream, caller, out);
+    for (flag, value) in [("--rounds", "1"), ("--duration", "1s"), ("--warmup", "0s")] {
+        let at = args.iter().position(|a| a == flag).unwrap();
+        args[at + 1] = value.into();
+    }
+    args.extend(["--start-at".into(), humantime::format_rfc3339_millis(past).to_string()]);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let late = load(&run_folder(out));
+    let g = &late.generators[0];
+    assert!(g.late_seconds.is_some_and(|l| l >= 3.0), "{g:?}");
+    assert!(late.validity.iter().any(|v| v.contains("began") && v.contains("after --start-at")), "{:?}", late.validity);
 }
