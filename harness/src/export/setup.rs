@@ -7,18 +7,12 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Write;
-use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::config::{Compression, Config, TargetTier, TlsMode};
+use crate::config::{Compression, Config, TargetTier, TlsMode, hd};
 use crate::export::markdown::num;
 use crate::result::{RunResult, TierName};
-
-/// A duration as people write it (`500ms`, `1m 30s`).
-fn hd(d: Duration) -> String {
-    humantime::format_duration(d).to_string()
-}
 
 /// `100 req/s open loop` or `closed loop over 8 connections`.
 pub fn load_text(c: &Config) -> String {
@@ -93,7 +87,7 @@ pub fn shared_rows(c: &Config) -> Vec<Row> {
         (
             "warm-up",
             if c.load.warmup_ramp.is_zero() {
-                hd(c.load.warmup)
+                hd(c.load.warmup).to_string()
             } else {
                 format!("{}, the rate rising from zero over the first {}", hd(c.load.warmup), hd(c.load.warmup_ramp))
             },
@@ -101,7 +95,7 @@ pub fn shared_rows(c: &Config) -> Vec<Row> {
         ("service delay / jitter", format!("{} / {}", hd(c.work.delay), hd(c.work.jitter))),
         ("items per response", c.work.items.to_string()),
         ("fan-out", c.work.fanout.to_string()),
-        ("timeout", hd(c.load.timeout)),
+        ("timeout", hd(c.load.timeout).to_string()),
         ("max in flight", c.load.max_in_flight.to_string()),
         (
             "front connections",
@@ -109,7 +103,7 @@ pub fn shared_rows(c: &Config) -> Vec<Row> {
         ),
         ("gRPC connections (caller)", c.hop.grpc_connections.to_string()),
         ("REST over HTTP/2", c.hop.rest_http2.to_string()),
-        ("sample interval", hd(c.load.sample_interval)),
+        ("sample interval", hd(c.load.sample_interval).to_string()),
     ];
     // Rows added with the payload options appear only when set, so the
     // report of a default run keeps its shape.
@@ -171,17 +165,17 @@ fn compression_text(asked: Compression, client: Option<&Value>, server: Option<&
     let reported = [reported_encoding(client), reported_encoding(server)];
     let asked_name = asked.as_str();
     let agree = reported.iter().all(|r| r.as_deref() == Some(asked_name));
-    if agree && asked == Compression::None {
-        return None;
-    }
-    if agree {
-        return Some(format!(
-            "{asked_name} (gRPC: grpc-encoding; REST: Content-Encoding; requests and responses, as both tiers \
-             reported); message bytes are the uncompressed payload, wire bytes what was sent"
-        ));
-    }
-    if asked == Compression::None && reported.iter().all(|r| r.as_deref().is_none_or(|r| r == "none")) {
-        return None;
+    // Off, as asked or as an older build that reports nothing: nothing to say.
+    let off = reported.iter().all(|r| r.as_deref().is_none_or(|r| r == "none"));
+    match (asked, agree) {
+        (Compression::None, _) if off => return None,
+        (_, true) => {
+            return Some(format!(
+                "{asked_name} (gRPC: grpc-encoding; REST: Content-Encoding; requests and responses, as both tiers \
+                 reported); message bytes are the uncompressed payload, wire bytes what was sent"
+            ));
+        }
+        _ => {}
     }
     let said = |r: &Option<String>| r.clone().unwrap_or_else(|| "not reported".to_owned());
     Some(format!(
