@@ -6,21 +6,12 @@
 //! and the crate root's re-exports resolved to the module that defines the
 //! item) in each module's code outside its tests and comments.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 type Graph = BTreeMap<String, BTreeSet<String>>;
-
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
 
 /// A source file's code: before its tests, without comment lines.
 fn code(file: &Path) -> String {
@@ -96,7 +87,7 @@ fn reexports(src: &Path, modules: &BTreeSet<String>) -> BTreeMap<String, String>
 /// whose sources are under `src`.
 fn edges(src: &Path) -> Graph {
     let mut files = Vec::new();
-    sources(src, &mut files);
+    common::sources(src, &mut files);
     let top = |file: &Path| {
         let rel = file.strip_prefix(src).unwrap();
         rel.iter().next().unwrap().to_string_lossy().trim_end_matches(".rs").to_owned()

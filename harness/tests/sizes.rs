@@ -4,22 +4,12 @@
 //! its `fn` line to the first line after it that closes at the same
 //! indentation, as rustfmt lays code out.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 
 const MAX_CONFIG_FILE_LINES: usize = 450;
 const MAX_FUNCTION_LINES: usize = 80;
-
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
 
 /// The indentation of a line that starts a function with a body, if it does.
 fn function_start(line: &str) -> Option<&str> {
@@ -64,7 +54,7 @@ fn no_function_in_the_harness_is_over_80_lines() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     for dir in ["src", "tests", "benches"] {
-        sources(&root.join(dir), &mut files);
+        common::sources(&root.join(dir), &mut files);
     }
     assert!(files.len() > 50, "{files:?}");
     let long: Vec<String> = files
@@ -82,7 +72,7 @@ fn no_function_in_the_harness_is_over_80_lines() {
 #[test]
 fn no_file_under_config_is_over_450_lines() {
     let mut files = Vec::new();
-    sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src/config"), &mut files);
+    common::sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src/config"), &mut files);
     assert!(files.len() >= 8, "{files:?}");
     let long: Vec<String> = files
         .iter()

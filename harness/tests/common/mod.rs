@@ -239,3 +239,16 @@ pub fn start_tier(netns: Option<&str>, role: &str, args: &[String]) -> TierProce
     let ready = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{role} ready line {line:?}: {e}"));
     TierProcess { child, ready }
 }
+
+/// Every `.rs` file under `dir`, at any depth (nothing if it does not exist).
+pub fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
