@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! gate    = subject op bound
-//! subject = [arm "."] key         arm: grpc | rest; without one, every arm measured
+//! subject = [arm "."] key         arm: grpc | rest | rest-pb | grpc-json; without one, every arm measured
 //! op      = "<" | "<=" | ">" | ">="
 //! bound   = number [unit]         unit: us | ms | s, on latency keys only (default ms)
 //!         | [number "*"] arm      the same key on that arm, times the number
@@ -80,11 +80,14 @@ pub struct GateError {
 }
 
 fn arm_of(word: &str) -> Option<Transport> {
-    match word {
-        "grpc" => Some(Transport::Grpc),
-        "rest" => Some(Transport::Rest),
-        _ => None,
-    }
+    Transport::ALL.into_iter().find(|t| t.as_str() == word)
+}
+
+/// Every arm's name, for a message: `grpc, rest, rest-pb or grpc-json`.
+fn arm_names() -> String {
+    let names: Vec<&str> = Transport::ALL.iter().map(|t| t.as_str()).collect();
+    let (last, rest) = names.split_last().unwrap_or((&"", &[]));
+    format!("{} or {last}", rest.join(", "))
 }
 
 /// Splits gate text into words, numbers (with their unit), operators and `*`.
@@ -103,8 +106,9 @@ fn tokens(text: &str) -> Vec<String> {
                 out.push(t);
             }
             c if c.is_ascii_alphanumeric() || "._%".contains(c) => {
+                // A hyphen inside a word belongs to it (`rest-pb`, `grpc-json`).
                 let mut t = c.to_string();
-                while let Some(&d) = chars.peek().filter(|d| d.is_ascii_alphanumeric() || "._%".contains(**d)) {
+                while let Some(&d) = chars.peek().filter(|d| d.is_ascii_alphanumeric() || "._%-".contains(**d)) {
                     t.push(d);
                     chars.next();
                 }
@@ -143,11 +147,14 @@ pub fn parse(text: &str) -> Result<Gate, GateError> {
         [a] if arm_of(a).is_some() => Bound::Arm { factor: 1.0, arm: arm_of(a).unwrap_or(Transport::Grpc) },
         [n, "*", a] => {
             let factor = n.parse::<f64>().map_err(|_| err(n, "expected a number before '*'"))?;
-            Bound::Arm { factor, arm: arm_of(a).ok_or_else(|| err(a, "expected grpc or rest after '*'"))? }
+            let arm = arm_of(a).ok_or_else(|| err(a, &format!("expected {} after '*'", arm_names())))?;
+            Bound::Arm { factor, arm }
         }
         [v] => Bound::Value(value(v, metric).map_err(|p| err(v, &p))?),
         [] => return Err(err("", "expected a bound after the comparison; e.g. 505ms or 1.2 * grpc")),
-        [_, extra, ..] => return Err(err(extra, "unexpected; a bound is a number or [number *] grpc|rest")),
+        [_, extra, ..] => {
+            return Err(err(extra, &format!("unexpected; a bound is a number or [number *] an arm ({})", arm_names())));
+        }
     };
     Ok(Gate { text: text.to_owned(), arm, metric, op, bound })
 }
@@ -156,7 +163,7 @@ pub fn parse(text: &str) -> Result<Gate, GateError> {
 fn value(token: &str, metric: &Metric) -> Result<f64, String> {
     let split = token.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(token.len());
     let (n, unit) = token.split_at(split);
-    let n: f64 = n.parse().map_err(|_| "expected a number, grpc or rest".to_owned())?;
+    let n: f64 = n.parse().map_err(|_| format!("expected a number or an arm ({})", arm_names()))?;
     let scale = match (unit, metric.is_latency()) {
         ("", _) => 1.0,
         ("us" | "µs", true) => 0.001,
@@ -241,6 +248,30 @@ mod tests {
         assert_eq!(g.bound, Bound::Arm { factor: 1.2, arm: Transport::Grpc });
         assert_eq!(parse("throughput < rest").unwrap().bound, Bound::Arm { factor: 1.0, arm: Transport::Rest });
         assert_eq!(parse("errors<=0").unwrap().op, Op::Le);
+    }
+
+    #[test]
+    fn every_arm_can_be_named_on_either_side() {
+        for arm in Transport::ALL {
+            let a = arm.as_str();
+            let g = parse(&format!("{a}.p99>1")).unwrap_or_else(|e| panic!("{a}: {e}"));
+            assert_eq!((g.arm, g.metric.key, g.bound), (Some(arm), "p99", Bound::Value(1.0)), "{a}");
+            let g = parse(&format!("grpc.cpu_us_per_request.caller < 1.5*{a}")).unwrap();
+            assert_eq!(g.bound, Bound::Arm { factor: 1.5, arm }, "{a}");
+            assert_eq!(parse(&format!("throughput >= {a}")).unwrap().bound, Bound::Arm { factor: 1.0, arm });
+        }
+        // Every row key of the report, on the newest arm.
+        for m in crate::judge::metrics::metrics() {
+            let g = parse(&format!("grpc-json.{}>=0", m.key)).unwrap_or_else(|e| panic!("{}: {e}", m.key));
+            assert_eq!((g.arm, g.metric.key), (Some(Transport::GrpcJson), m.key));
+        }
+        let (mut g, mut r) = testing::both(3, 1.0, 1.5);
+        g.config.transport = Transport::RestPb;
+        r.config.transport = Transport::GrpcJson;
+        let runs = [("REST+protobuf", &g), ("gRPC+JSON", &r)];
+        let line = breaches(&[parse("grpc-json.cpu_us_per_request.caller > 1.2 * rest-pb").unwrap()], &runs);
+        assert_eq!(line.len(), 1, "{line:?}");
+        assert!(check_arms(&parse("rest-pb.p99>1").unwrap(), &[Transport::Grpc]).is_err());
     }
 
     #[test]
