@@ -44,6 +44,13 @@ fn mtls_and_gzip_on_both_arms_are_measured_reported_and_rerun() {
     for f in ["ca.pem", "server.pem", "server-key.pem", "client.pem", "client-key.pem"] {
         assert!(folder.join("tls").join(f).is_file(), "tls/{f}");
     }
+    // Keys are readable by their owner only; run.json names the files where
+    // they are now, relative to the run folder, not the hidden one written first.
+    use std::os::unix::fs::PermissionsExt;
+    for key in ["server-key.pem", "client-key.pem"] {
+        let mode = std::fs::metadata(folder.join("tls").join(key)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "tls/{key}: {mode:o}");
+    }
     for (arm, alpn) in [("grpc", "ALPN h2"), ("rest", "ALPN http/1.1")] {
         let run = run_json(&folder, arm);
         assert_eq!(run.config.hop.tls.as_str(), "mtls");
@@ -61,6 +68,9 @@ fn mtls_and_gzip_on_both_arms_are_measured_reported_and_rerun() {
         let caller = &run.tiers[&TierName::Caller].settings["client"];
         assert_eq!(caller["compression"]["encoding"], "gzip", "{caller}");
         assert!(caller["tls"]["client_certificate"].is_string(), "{caller}");
+        let saved = std::fs::read_to_string(folder.join(arm).join("run.json")).unwrap();
+        assert!(!saved.contains(".tmp-"), "{arm}: run.json names the hidden folder");
+        assert!(saved.contains("\"tls/client.pem\""), "{arm}: no relative certificate path");
         let report = std::fs::read_to_string(folder.join(arm).join("report.md")).unwrap();
         assert!(report.contains("| internal hop TLS | mutual TLS"), "{report}");
         assert!(report.contains("| internal hop compression | gzip"), "{report}");

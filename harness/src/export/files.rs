@@ -105,21 +105,53 @@ impl TimeseriesFile {
 
 /// Writes a run's certificates and keys into `dir/tls/` (before any tier
 /// starts: the tiers read them from there) and returns that folder. The keys
-/// are throwaway: they belong to a CA made for this run alone.
+/// are throwaway (they belong to a CA made for this run alone) but private
+/// all the same: only their owner may read them (0600).
 pub fn write_tls(dir: &Path, material: &TlsMaterial) -> io::Result<PathBuf> {
+    use std::os::unix::fs::OpenOptionsExt;
     let tls = dir.join("tls");
     std::fs::create_dir_all(&tls)?;
     for (name, text) in crate::tiers::tls::files(material) {
-        std::fs::write(tls.join(name), text)?;
+        let mode = if name.ends_with("-key.pem") { 0o600 } else { 0o644 };
+        let mut file =
+            std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(tls.join(name))?;
+        file.write_all(text.as_bytes())?;
     }
     Ok(tls)
+}
+
+/// A run as run.json keeps it: every path a tier reported inside the
+/// hidden folder the run was written in (`…/.tmp-<name>-<pid>/tls/ca.pem`)
+/// made relative to the run folder (`tls/ca.pem`), since that folder is
+/// renamed into place once written.
+fn with_final_paths(run: &RunResult) -> RunResult {
+    fn relative(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::String(s) => {
+                if let Some(at) = s.find("/.tmp-") {
+                    let rest = &s[at + 1..];
+                    if let Some(slash) = rest.find('/') {
+                        *s = rest[slash + 1..].to_owned();
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(relative),
+            serde_json::Value::Object(o) => o.values_mut().for_each(relative),
+            _ => {}
+        }
+    }
+    let mut run = run.clone();
+    for info in run.tiers.values_mut() {
+        relative(&mut info.settings);
+    }
+    run
 }
 
 /// Writes one arm's files into `dir`: `run.json`, `report.md`, `latency.hgrm`,
 /// `latency-round-<k>.hgrm` and the charts.
 pub fn write_arm(dir: &Path, run: &RunResult) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let json = serde_json::to_vec_pretty(run).map_err(io::Error::other)?;
+    let json = serde_json::to_vec_pretty(&with_final_paths(run)).map_err(io::Error::other)?;
     std::fs::write(dir.join("run.json"), json)?;
     std::fs::write(dir.join("report.md"), markdown::render(run, true))?;
     std::fs::write(dir.join("latency.hgrm"), hgrm::render(&charts::merged_corrected(run)))?;
