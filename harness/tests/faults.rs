@@ -308,6 +308,12 @@ fn a_second_ctrl_c_cuts_the_drain_and_keeps_the_finished_rounds() {
     assert!(r1.complete && r1.requests.ok == r1.requests.sent && r1.requests.sent >= 49, "{:?}", r1.requests);
     assert_eq!(run.rounds.len(), 2);
     assert!(!run.rounds[1].complete);
+    // The requests the cut caught (their tiers stopped under them) are left
+    // out: not errors, not due, so the round is not called short of its rate.
+    let r2 = &run.rounds[1];
+    assert!(r2.requests.errors.is_empty(), "{:?}", r2.requests);
+    assert_eq!(r2.requests.scheduled, r2.requests.sent, "{:?}", r2.requests);
+    assert!(!run.validity.iter().any(|v| v.contains("did not keep up")), "{:?}", run.validity);
     let report = std::fs::read_to_string(run_folder(&out).join("report.md")).unwrap();
     assert!(report.contains("**Run interrupted**") && report.contains("round 2 (partial)"), "{report}");
     let _ = std::fs::remove_dir_all(&out);

@@ -32,6 +32,10 @@ pub struct RoundRecord {
     pub kernel_stamped: u64,
     /// Error counts by class.
     pub errors: BTreeMap<String, u64>,
+    /// Requests that failed after the run was cut short (a second signal):
+    /// their tiers were being stopped under them, so they are left out of
+    /// every count, as the README says.
+    pub left_out: u64,
 }
 
 impl Default for RoundRecord {
@@ -44,6 +48,7 @@ impl Default for RoundRecord {
             caller_overhead: new_histogram(),
             sent: 0,
             ok: 0,
+            left_out: 0,
             kernel_stamped: 0,
             errors: BTreeMap::new(),
         }
@@ -80,10 +85,13 @@ impl RoundRecord {
 /// is gone or `finish` fires (then it files what is already queued and
 /// returns). `live_p99_us` is kept up to date with the corrected p99 for the
 /// progress display.
+///
+/// A shot that failed at or after `cut_at` (once it is set) is left out.
 pub async fn collect(
     mut shots: UnboundedReceiver<Shot>,
     live_p99_us: Arc<AtomicU64>,
     finish: CancellationToken,
+    cut_at: Arc<std::sync::OnceLock<std::time::Instant>>,
 ) -> RoundRecord {
     let mut round = RoundRecord::default();
     let mut n = 0u64;
@@ -100,6 +108,10 @@ pub async fn collect(
                 Err(_) => break,
             },
         };
+        if shot.outcome != Outcome::Ok && cut_at.get().is_some_and(|cut| shot.done >= *cut) {
+            round.left_out += 1;
+            continue;
+        }
         round.add(&shot);
         n += 1;
         // A quantile walks the counts array: a few times a second is plenty
@@ -158,5 +170,33 @@ mod tests {
         assert_eq!(r.errors["dropped"], 1);
         assert_eq!(r.errors["http_502"], 1);
         assert_eq!(r.corrected.len(), 1, "errors must not enter the latency histogram");
+    }
+
+    #[tokio::test]
+    async fn failures_after_the_cut_are_left_out_and_answers_still_count() {
+        let t = Instant::now();
+        let shot = |index: u64, done_ms: u64, outcome: Outcome| Shot {
+            index,
+            due: t,
+            sent: Some(t),
+            done: t + Duration::from_millis(done_ms),
+            outcome,
+            downstream_us: None,
+            kernel_stamped: false,
+        };
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let cut = Arc::new(std::sync::OnceLock::new());
+        cut.set(t + Duration::from_millis(100)).unwrap();
+        // Before the cut a failure counts; after it, a failure is the tiers
+        // being stopped and is left out, while an answer is still an answer.
+        tx.send(shot(0, 50, Outcome::BadResponse)).unwrap();
+        tx.send(shot(1, 150, Outcome::BadResponse)).unwrap();
+        tx.send(shot(2, 160, Outcome::Connect)).unwrap();
+        tx.send(shot(3, 170, Outcome::Ok)).unwrap();
+        drop(tx);
+        let r = collect(rx, Arc::new(AtomicU64::new(0)), CancellationToken::new(), cut).await;
+        assert_eq!((r.sent, r.ok, r.left_out), (2, 1, 2));
+        assert_eq!(r.errors.get("bad_response"), Some(&1));
+        assert!(!r.errors.contains_key("connect"));
     }
 }

@@ -6,7 +6,8 @@
 //! this is what the run sees of them.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
@@ -22,6 +23,8 @@ struct Signals {
     count: AtomicU32,
     /// The first signal's name (`SIGINT`, `SIGTERM`).
     first: Mutex<Option<String>>,
+    /// When the second arrived.
+    cut_at: Arc<OnceLock<Instant>>,
 }
 
 impl Interrupt {
@@ -37,6 +40,7 @@ impl Interrupt {
             *self.inner.first.lock().unwrap_or_else(|e| e.into_inner()) = Some(name.to_owned());
             self.stop.cancel();
         } else {
+            let _ = self.inner.cut_at.set(Instant::now());
             self.cut.cancel();
         }
         n
@@ -53,6 +57,12 @@ impl Interrupt {
     /// Resolves at the first signal.
     pub async fn stopped(&self) {
         self.stop.cancelled().await;
+    }
+
+    /// When the second signal arrived, once it has: requests that fail from
+    /// then on are left out (their tiers are stopped under them).
+    pub fn cut_at(&self) -> Arc<OnceLock<Instant>> {
+        self.inner.cut_at.clone()
     }
 
     /// Cancelled at the second signal: every wait that is left ends.

@@ -56,7 +56,8 @@ impl PendingRound {
         let record = self.collector.await.unwrap_or_default();
         let scheduled = tokio::select! {
             biased;
-            n = &mut self.scheduled => n.unwrap_or(0),
+            // What was left out was due but is not counted as sent.
+            n = &mut self.scheduled => n.unwrap_or(0).saturating_sub(record.left_out),
             _ = cut.cancelled() => {
                 self.scheduled.abort();
                 record.sent + record.errors.get("dropped").copied().unwrap_or(0)
@@ -205,7 +206,7 @@ impl Driver<'_> {
         });
         let (tx, rx) = mpsc::unbounded_channel();
         let finish = CancellationToken::new();
-        let collector = tokio::spawn(collect(rx, self.status.p99_us.clone(), finish.clone()));
+        let collector = tokio::spawn(collect(rx, self.status.p99_us.clone(), finish.clone(), self.interrupt.cut_at()));
         let (live, stop, target) =
             (self.status.live.clone(), self.stop_load.child_token(), self.arms[a].target.clone());
         let (end_at, scheduled) = if cfg.load.closed_loop {
