@@ -243,7 +243,17 @@ pub fn write_run(run: &RunResult, out: &Path) -> io::Result<PathBuf> {
 pub fn read_runs(folder: &Path) -> Result<Vec<RunResult>, String> {
     let read = |path: &Path| -> Result<RunResult, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        serde_json::from_str(&text).map_err(|e| format!("{} is not a run.json this harness wrote: {e}", path.display()))
+        let run: RunResult = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not a run.json this harness wrote: {e}", path.display()))?;
+        // Every histogram is checked before any is made from it.
+        for r in &run.rounds {
+            for (name, h) in &r.histograms {
+                if let Some(why) = crate::measure::histogram::refusal(h) {
+                    return Err(format!("{}: round {} histogram {name} is refused: it {why}", path.display(), r.index));
+                }
+            }
+        }
+        Ok(run)
     };
     let own = folder.join("run.json");
     if own.is_file() {

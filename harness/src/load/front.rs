@@ -55,7 +55,15 @@ pub enum FrontError {
     Http(#[from] hyper::Error),
     #[error("the connection closed before the answer")]
     Closed,
+    /// The answer's body declared or ran past [`MAX_ANSWER_BYTES`].
+    #[error("the answer's body is over the {MAX_ANSWER_BYTES} bytes read")]
+    TooLarge,
 }
+
+/// The largest answer body read from the caller's front door: the largest
+/// answer the contract allows (10,000 records of fan-out 10 as JSON) is tens
+/// of megabytes; a body declared or sent beyond this is refused, not held.
+pub const MAX_ANSWER_BYTES: usize = 256 << 20;
 
 /// How one exchange on a connection came to nothing.
 #[derive(Debug)]
@@ -78,6 +86,8 @@ impl Attempt {
 enum Sent {
     No,
     Yes(hyper::Error),
+    /// Sent, and answered with a body over [`MAX_ANSWER_BYTES`].
+    TooLarge,
 }
 
 /// The answer to one POST, its body whole.
@@ -206,7 +216,18 @@ impl FrontClient {
                 None => Sent::Yes(e.into_error()),
             })?;
             let (parts, body) = resp.into_parts();
-            let body = body.collect().await.map_err(Sent::Yes)?.to_bytes();
+            // A declared length over the bound is refused before a byte is read.
+            if hyper::body::Body::size_hint(&body).lower() > MAX_ANSWER_BYTES as u64 {
+                return Err(Sent::TooLarge);
+            }
+            let body = http_body_util::Limited::new(body, MAX_ANSWER_BYTES)
+                .collect()
+                .await
+                .map_err(|e| match e.downcast::<hyper::Error>() {
+                    Ok(e) => Sent::Yes(*e),
+                    Err(_) => Sent::TooLarge,
+                })?
+                .to_bytes();
             // A stamp from before this exchange began cannot be its answer's
             // (a stepped wall clock): the clock is taken instead.
             let stamp = rx.arrived().filter(|at| *at >= start);
@@ -234,6 +255,7 @@ impl FrontClient {
             // Answered, then closed: nothing to keep.
             (Some(Ok(a)), Some(_)) => Ok((a, false)),
             (Some(Err(Sent::No)), _) => Err(Attempt::Unsent),
+            (Some(Err(Sent::TooLarge)), _) => failed(FrontError::TooLarge),
             (Some(Err(Sent::Yes(e))), Some(Err(first))) if e.is_canceled() => failed(FrontError::Http(first)),
             (Some(Err(Sent::Yes(e))), _) if e.is_canceled() => failed(FrontError::Closed),
             (Some(Err(Sent::Yes(e))), _) => failed(FrontError::Http(e)),
@@ -494,5 +516,22 @@ mod tests {
         let client = FrontClient::new(&format!("http://{addr}/v1/call")).unwrap();
         assert!(matches!(client.post_json("{}".into()).await, Err(FrontError::Http(_))));
         assert_eq!(client.idle_connections(), 0);
+    }
+
+    #[tokio::test]
+    async fn an_answer_declaring_4_gb_is_refused_not_held() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = tcp.read(&mut buf).await;
+            let _ = tcp.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 4294967296\r\n\r\n{").await;
+            // Held open: the client must not wait for (or hold) 4 GB.
+            tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+        });
+        let client = FrontClient::new(&format!("http://{addr}/v1/call")).unwrap();
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(10), client.post_json("{}".into())).await;
+        assert!(matches!(answer, Ok(Err(FrontError::TooLarge))), "{answer:?}");
     }
 }

@@ -251,7 +251,7 @@ fn error_body_reason(body: &[u8]) -> String {
 fn classify(e: &FrontError) -> Outcome {
     match e {
         FrontError::Connect(..) => Outcome::Connect,
-        FrontError::Http(_) | FrontError::Closed => Outcome::BadResponse,
+        FrontError::Http(_) | FrontError::Closed | FrontError::TooLarge => Outcome::BadResponse,
     }
 }
 

@@ -40,9 +40,50 @@ pub fn encode_histogram(h: &Histogram<u64>) -> String {
     }
 }
 
+/// A histogram from its text, or `None` if it is not one this harness
+/// could have written. Its header is checked before anything is made: a
+/// histogram's counts array is sized by its declared range and precision,
+/// so a crafted header (a range of 2⁶² at 5 digits) would have a few bytes
+/// of run.json allocate gigabytes.
 pub fn decode_histogram(text: &str) -> Option<Histogram<u64>> {
     let bytes = STANDARD.decode(text).ok()?;
+    check_header(&bytes).ok()?;
     Deserializer::new().deserialize(&mut bytes.as_slice()).ok()
+}
+
+/// Why a serialized histogram is refused before it is made, if it is: its
+/// precision above [`SIGNIFICANT_DIGITS`], or its range beyond 1 µs to
+/// [`MAX_TRACKABLE_US`] (what every histogram here is made with; older runs
+/// had 3 digits). Checks the V2 header: cookie, payload length, offset,
+/// digits (4 bytes each), lowest and highest value (8 bytes each).
+pub fn check_header(bytes: &[u8]) -> Result<(), String> {
+    let int = |at: usize, n: usize| -> Option<u64> {
+        let b = bytes.get(at..at + n)?;
+        Some(b.iter().fold(0u64, |v, x| (v << 8) | u64::from(*x)))
+    };
+    let (Some(digits), Some(lowest), Some(highest)) = (int(12, 4), int(16, 8), int(24, 8)) else {
+        return Err("is too short to be a histogram".into());
+    };
+    if !(1..=u64::from(SIGNIFICANT_DIGITS)).contains(&digits) {
+        return Err(format!("declares {digits} significant digits (at most {SIGNIFICANT_DIGITS})"));
+    }
+    if lowest < 1 || highest > MAX_TRACKABLE_US || highest < 2 * lowest {
+        return Err(format!("declares the range {lowest}..{highest} µs (within 1..{MAX_TRACKABLE_US})"));
+    }
+    Ok(())
+}
+
+/// Why the histogram in `text` is refused, if it is. An empty text is a
+/// histogram that could not be written: nothing to make, nothing to refuse.
+pub fn refusal(text: &str) -> Option<String> {
+    if text.is_empty() {
+        return None;
+    }
+    let bytes = match STANDARD.decode(text) {
+        Ok(b) => b,
+        Err(e) => return Some(format!("is not base64 ({e})")),
+    };
+    check_header(&bytes).err()
 }
 
 #[cfg(test)]
@@ -73,5 +114,26 @@ mod tests {
         assert_eq!(back.len(), 4);
         assert_eq!(back.max(), h.max());
         assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));
+    }
+
+    #[test]
+    fn a_crafted_header_is_refused_before_anything_is_made() {
+        let mut h = new_histogram();
+        h.record(500_000).unwrap();
+        let good = STANDARD.decode(encode_histogram(&h)).unwrap();
+        assert_eq!(check_header(&good), Ok(()));
+        // The same histogram declaring a range of 2^62 µs at 5 digits: made
+        // as declared it would be a counts array of gigabytes.
+        let mut bad = good.clone();
+        bad[12..16].copy_from_slice(&5u32.to_be_bytes());
+        bad[24..32].copy_from_slice(&(1u64 << 62).to_be_bytes());
+        let text = STANDARD.encode(&bad);
+        assert!(decode_histogram(&text).is_none());
+        assert!(refusal(&text).unwrap().contains("significant digits"), "{:?}", refusal(&text));
+        let mut wide = good.clone();
+        wide[24..32].copy_from_slice(&(1u64 << 62).to_be_bytes());
+        assert!(refusal(&STANDARD.encode(&wide)).unwrap().contains("range"));
+        assert!(refusal("AAAA").unwrap().contains("too short"));
+        assert_eq!(refusal(&encode_histogram(&h)), None);
     }
 }

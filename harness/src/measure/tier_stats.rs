@@ -19,6 +19,25 @@ pub struct Snapshot {
     pub harness: ProcessSnapshot,
 }
 
+/// The largest `/stats` body read: a tier's is a few kilobytes; a body
+/// declared or sent beyond this is refused, not held in memory.
+pub const MAX_STATS_BYTES: usize = 1 << 20;
+
+/// A response's body, at most `limit` bytes, or why it was refused.
+async fn bounded_body(mut resp: reqwest::Response, limit: usize) -> Result<Vec<u8>, String> {
+    if let Some(declared) = resp.content_length().filter(|n| *n > limit as u64) {
+        return Err(format!("the body declares {declared} bytes, over the {limit} read"));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
+        if body.len() + chunk.len() > limit {
+            return Err(format!("the body runs past the {limit} bytes read"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 /// Reads the tiers' `/stats` and the harness's own process figures.
 pub struct TierStatsReader {
     http: reqwest::Client,
@@ -51,10 +70,18 @@ impl TierStatsReader {
     pub async fn stats_at(&self, admin_url: Option<&str>) -> Option<StatsSnapshot> {
         let url = format!("{}/stats", admin_url?);
         for _ in 0..2 {
-            if let Ok(resp) = self.http.get(&url).send().await
-                && let Ok(stats) = resp.json().await
-            {
-                return Some(stats);
+            if let Ok(resp) = self.http.get(&url).send().await {
+                match bounded_body(resp, MAX_STATS_BYTES).await {
+                    Ok(body) => {
+                        if let Ok(stats) = serde_json::from_slice(&body) {
+                            return Some(stats);
+                        }
+                    }
+                    Err(why) => {
+                        tracing::warn!("{url}: {why}: its figures are not measured");
+                        return None;
+                    }
+                }
             }
         }
         None
@@ -109,5 +136,49 @@ impl Deltas {
             front: listener(s.caller.as_ref(), e.caller.as_ref(), "front"),
             internal: listener(s.downstream.as_ref(), e.downstream.as_ref(), internal_listener),
         }
+    }
+}
+
+#[cfg(test)]
+mod body_tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// An admin endpoint on loopback answering every request with `body`
+    /// (declaring `declared` bytes), for `requests` requests.
+    async fn serve(body: Vec<u8>, declared: usize, requests: usize) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            for _ in 0..requests {
+                let Ok((mut s, _)) = listener.accept().await else { return };
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let head =
+                    format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {declared}\r\n\r\n");
+                let _ = s.write_all(head.as_bytes()).await;
+                let _ = s.write_all(&body).await;
+            }
+        });
+        url
+    }
+
+    #[tokio::test]
+    async fn a_stats_body_past_the_bound_is_refused_not_held() {
+        let snapshot = telemetry::Registry::new("downstream").snapshot();
+        let json = serde_json::to_vec(&snapshot).unwrap();
+        let reader = TierStatsReader::new().unwrap();
+        // A tier's own answer is read.
+        let url = serve(json.clone(), json.len(), 1).await;
+        assert_eq!(reader.stats_at(Some(&url)).await.map(|s| s.service), Some("downstream".to_owned()));
+        // The same answer padded past the bound (valid JSON all the same) is not.
+        let mut padded = json.clone();
+        padded.resize(MAX_STATS_BYTES + 1, b' ');
+        let url = serve(padded.clone(), padded.len(), 2).await;
+        assert!(reader.stats_at(Some(&url)).await.is_none());
+        // A body that declares 4 GB is refused before a byte of it is read.
+        let url = serve(json.clone(), 4 << 30, 2).await;
+        assert!(reader.stats_at(Some(&url)).await.is_none());
     }
 }
