@@ -46,8 +46,12 @@ fn rerun_repeats_the_saved_configuration_into_a_new_folder() {
     let o = harness_cmd(&["rerun", first.to_str().unwrap()]).output().unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{stderr}");
-    // Same machine and build: nothing differs, and it says so.
+    // Same machine and build: nothing differs, and it says so; where the
+    // load goes and the run is written are said before it starts.
     assert!(stderr.contains("harness rerun: same environment as the saved run"), "{stderr}");
+    let said =
+        format!("harness rerun: sending load to tiers it starts on this machine; writing under {}", out.display());
+    assert!(stderr.contains(&said), "{stderr}");
     let folders = run_folders(&out);
     assert_eq!(folders.len(), 2, "{folders:?}");
     let second = folders.into_iter().find(|f| *f != first).unwrap();
@@ -101,5 +105,27 @@ fn rerun_repeats_a_sweep_with_its_rates() {
         };
         assert_eq!(cfg(&second), cfg(&first), "{step}");
     }
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// A saved run naming a load target off this machine (a run.json from
+/// elsewhere, or tampered with) is refused before anything starts unless the
+/// target is given again.
+#[test]
+fn a_saved_target_off_this_machine_must_be_given_again() {
+    let out = out_dir("rerun-remote");
+    let mut run = harness::testing::run(caller::Transport::Grpc, 1.0);
+    // TEST-NET-3: reserved for documentation, never a real host.
+    run.config.deploy.remote.caller_url.insert("grpc".into(), "http://203.0.113.5:8000".into());
+    run.config.output.out = out.join("reruns");
+    // Remote tiers keep one set of processes, as such a run would have.
+    run.config.load.fresh_tiers = false;
+    let folder = harness::export::write_run(&run, &out).unwrap();
+    let o = harness_cmd(&["rerun", folder.to_str().unwrap()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("sends load to http://203.0.113.5:8000, which is not this machine"), "{stderr}");
+    assert!(!stderr.contains("sending load to"), "{stderr}");
+    assert!(!out.join("reruns").exists(), "a refused rerun wrote under its --out");
     std::fs::remove_dir_all(&out).unwrap();
 }

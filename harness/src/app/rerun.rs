@@ -18,6 +18,12 @@ use crate::result::{Environment, RunResult};
 pub struct RerunArgs {
     /// A run folder written by the harness (one transport, both, or a sweep).
     pub folder: PathBuf,
+    /// The saved run's load target, given again: a rerun sends load only to
+    /// loopback unless every other address the saved run names is given
+    /// here too (as --caller-url or --downstream-url took it), so a
+    /// run.json from elsewhere cannot aim load at a host by itself.
+    #[arg(long, value_name = "URL")]
+    pub target: Vec<String>,
     #[command(flatten)]
     pub gates: GateArgs,
 }
@@ -63,7 +69,37 @@ pub fn plan(args: &RerunArgs) -> Result<(Plan, Gates, Vec<RunResult>), String> {
         }
     }
     let gates = Gates::from_args(&cli.run.output.gates, &plan)?;
+    check_targets(&plan.config, &args.target)?;
     Ok((plan, gates, runs))
+}
+
+/// Where a plan sends load: the remote callers' front doors and a
+/// downstream called directly (none when the harness starts the tiers).
+fn targets(c: &crate::config::Config) -> Vec<String> {
+    let mut t: Vec<String> = c.deploy.remote.caller_url.values().cloned().collect();
+    t.extend(c.deploy.downstream_url.clone());
+    t
+}
+
+/// Whether `url` (`http://host:port`) names this machine.
+fn is_loopback(url: &str) -> bool {
+    let host = url.trim_start_matches("http://").rsplit_once(':').map_or(url, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Refuses a saved target off this machine that was not given again.
+fn check_targets(c: &crate::config::Config, given: &[String]) -> Result<(), String> {
+    let given: Vec<&str> = given.iter().flat_map(|g| g.split(',')).map(|g| g.trim().trim_end_matches('/')).collect();
+    for t in targets(c).iter().filter(|t| !is_loopback(t)) {
+        if !given.contains(&t.as_str()) {
+            return Err(format!(
+                "the saved run sends load to {t}, which is not this machine; give it again to confirm: \
+                 harness rerun FOLDER --target {t}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A sweep's offered rates: as it recorded them, or for an older sweep every
@@ -112,6 +148,10 @@ pub fn rerun(args: &RerunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    // Where the load goes and where the run is written, before anything starts.
+    let to = targets(&plan.config);
+    let to = if to.is_empty() { "tiers it starts on this machine".to_owned() } else { to.join(", ") };
+    eprintln!("harness rerun: sending load to {to}; writing under {}", plan.config.output.out.display());
     let changes = environment_changes(&runs[0].environment, &crate::measure::environment::capture());
     if changes.is_empty() {
         eprintln!(
@@ -137,6 +177,24 @@ pub fn rerun(args: &RerunArgs) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn load_goes_off_this_machine_only_to_a_target_given_again() {
+        let mut c = crate::testing::config(caller::Transport::Grpc);
+        assert_eq!(check_targets(&c, &[]), Ok(()));
+        c.deploy.remote.caller_url.insert("grpc".into(), "http://127.0.0.7:8000".into());
+        assert_eq!(check_targets(&c, &[]), Ok(()));
+        c.deploy.remote.caller_url.insert("rest".into(), "http://10.0.0.6:8001".into());
+        let err = check_targets(&c, &[]).unwrap_err();
+        assert!(err.contains("http://10.0.0.6:8001") && err.contains("--target"), "{err}");
+        assert!(check_targets(&c, &["http://10.0.0.6:8000".into()]).is_err());
+        assert_eq!(check_targets(&c, &["http://10.0.0.6:8001/".into()]), Ok(()));
+        c.deploy.downstream_url = Some("http://[::1]:9".into());
+        assert_eq!(check_targets(&c, &["http://10.0.0.6:8001".into()]), Ok(()));
+        c.deploy.downstream_url = Some("http://example.org:80".into());
+        assert!(check_targets(&c, &["http://10.0.0.6:8001".into()]).unwrap_err().contains("example.org"));
+        assert!(is_loopback("http://localhost:1") && !is_loopback("http://192.168.1.1:1"));
+    }
 
     #[test]
     fn environment_changes_name_each_field_that_differs() {
