@@ -79,7 +79,8 @@ pub fn arm_names(runs: &[&RunResult]) -> Vec<String> {
             }
         })
         .collect();
-    base.iter()
+    let labelled: Vec<String> = base
+        .iter()
         .enumerate()
         .map(|(i, name)| {
             if base.iter().filter(|n| *n == name).count() == 1 {
@@ -90,5 +91,36 @@ pub fn arm_names(runs: &[&RunResult]) -> Vec<String> {
                 None => format!("{name} #{}", i + 1),
             }
         })
+        .collect();
+    // Arms of one run share its label (an A/A run): their position tells them apart.
+    labelled
+        .iter()
+        .enumerate()
+        .map(|(i, name)| match labelled.iter().filter(|n| *n == name).count() {
+            1 => name.clone(),
+            _ => format!("{name} #{}", i + 1),
+        })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use caller::Transport;
+
+    use super::*;
+
+    #[test]
+    fn arms_are_named_apart_even_when_they_share_a_label() {
+        let (mut a, mut b) = (crate::testing::run(Transport::Grpc, 1.0), crate::testing::run(Transport::Rest, 1.0));
+        assert_eq!(arm_names(&[&a, &b]), ["gRPC", "REST"]);
+        b.config.transport = Transport::Grpc;
+        assert_eq!(arm_names(&[&a, &b]), ["gRPC #1", "gRPC #2"]);
+        // Runs of their own, labelled apart.
+        a.config.output.label = Some("zone-a".into());
+        b.config.output.label = Some("zone-b".into());
+        assert_eq!(arm_names(&[&a, &b]), ["gRPC (zone-a)", "gRPC (zone-b)"]);
+        // An A/A run's arms share the run's label: their position tells them apart.
+        b.config.output.label = Some("zone-a".into());
+        assert_eq!(arm_names(&[&a, &b]), ["gRPC (zone-a) #1", "gRPC (zone-a) #2"]);
+    }
 }
