@@ -77,6 +77,10 @@ pub struct ServerSettings {
     pub drain_timeout: Duration,
     /// TCP_NODELAY on every accepted socket.
     pub tcp_nodelay: bool,
+    /// An HTTP/1.1 client that sends its request and then shuts down its
+    /// write side is still answered (hyper's default closes at the EOF
+    /// without an answer; nginx answers).
+    pub http1_half_close: bool,
     /// Accept queue length asked of the kernel.
     pub listen_backlog: u32,
 }
@@ -98,6 +102,7 @@ impl ServerSettings {
             http2_keep_alive_timeout: Duration::from_secs(20),
             drain_timeout: Duration::from_secs(5),
             tcp_nodelay: true,
+            http1_half_close: true,
             listen_backlog: LISTEN_BACKLOG,
         }
     }
@@ -166,7 +171,12 @@ pub async fn serve_tls(
 ) {
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(settings.header_read_timeout).keep_alive(true);
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(settings.header_read_timeout)
+        .keep_alive(true)
+        .half_close(settings.http1_half_close);
     builder
         .http2()
         .timer(TokioTimer::new())
@@ -493,5 +503,29 @@ mod tests {
         assert_eq!(json["idle_timeout"], 30_000);
         assert_eq!(json["http2_keep_alive_interval"], 20_000);
         assert_eq!(json["http2_keep_alive_timeout"], 20_000);
+    }
+
+    #[tokio::test]
+    async fn a_half_closed_client_is_answered() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        // A handler that takes a while, as every tier's does: the EOF arrives while it runs.
+        let slow = || async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            "answered"
+        };
+        let app = Router::new().route("/", axum::routing::get(slow));
+        let shutdown = CancellationToken::new();
+        let server = tokio::spawn(serve(listener, app, None, ServerSettings::new(Protocols::Auto), shutdown.clone()));
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.unwrap();
+        // The request, then the end of what this client sends.
+        tcp.shutdown().await.unwrap();
+        let mut answer = String::new();
+        tokio::time::timeout(Duration::from_secs(10), tcp.read_to_string(&mut answer)).await.unwrap().unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("answered"), "{answer:?}");
+        shutdown.cancel();
+        let _ = server.await;
     }
 }
