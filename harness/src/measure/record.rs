@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
@@ -52,6 +53,72 @@ impl Default for RoundRecord {
             kernel_stamped: 0,
             errors: BTreeMap::new(),
         }
+    }
+}
+
+/// A finished round's record as it waits for the run to end: its
+/// histograms serialized (HdrHistogram V2: a few kilobytes each instead of
+/// the 2.4 MiB counts array each one is made with), so the harness's memory
+/// does not grow with every round it has measured.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CompactRecord {
+    histograms: [Vec<u8>; 5],
+    pub sent: u64,
+    pub ok: u64,
+    pub kernel_stamped: u64,
+    pub errors: BTreeMap<String, u64>,
+    pub left_out: u64,
+}
+
+impl RoundRecord {
+    /// The record in its compact form.
+    pub fn compact(self) -> CompactRecord {
+        let encode = |h: &Histogram<u64>| {
+            let mut buf = Vec::new();
+            // Into memory: the serializer cannot fail but on a histogram it cannot represent.
+            let _ = V2Serializer::new().serialize(h, &mut buf);
+            buf
+        };
+        CompactRecord {
+            histograms: [
+                encode(&self.corrected),
+                encode(&self.service),
+                encode(&self.send_lag),
+                encode(&self.downstream_hop),
+                encode(&self.caller_overhead),
+            ],
+            sent: self.sent,
+            ok: self.ok,
+            kernel_stamped: self.kernel_stamped,
+            errors: self.errors,
+            left_out: self.left_out,
+        }
+    }
+}
+
+impl CompactRecord {
+    /// The record again, its histograms made whole (one round at a time).
+    pub fn expand(&self) -> RoundRecord {
+        let decode =
+            |b: &Vec<u8>| Deserializer::new().deserialize(&mut b.as_slice()).unwrap_or_else(|_| new_histogram());
+        let [corrected, service, send_lag, downstream_hop, caller_overhead] = &self.histograms;
+        RoundRecord {
+            corrected: decode(corrected),
+            service: decode(service),
+            send_lag: decode(send_lag),
+            downstream_hop: decode(downstream_hop),
+            caller_overhead: decode(caller_overhead),
+            sent: self.sent,
+            ok: self.ok,
+            kernel_stamped: self.kernel_stamped,
+            errors: self.errors.clone(),
+            left_out: self.left_out,
+        }
+    }
+
+    /// Bytes its histograms take.
+    pub fn histogram_bytes(&self) -> usize {
+        self.histograms.iter().map(Vec::len).sum()
     }
 }
 
@@ -198,5 +265,43 @@ mod tests {
         assert_eq!((r.sent, r.ok, r.left_out), (2, 1, 2));
         assert_eq!(r.errors.get("bad_response"), Some(&1));
         assert!(!r.errors.contains_key("connect"));
+    }
+
+    #[test]
+    fn a_compact_record_is_the_record_in_a_fraction_of_the_memory() {
+        let t = Instant::now();
+        let mut r = RoundRecord::default();
+        for i in 0..20_000u64 {
+            let sent = t + Duration::from_micros(i * 100 + i % 7);
+            r.add(&Shot {
+                index: i,
+                due: t + Duration::from_micros(i * 100),
+                sent: Some(sent),
+                done: sent + Duration::from_micros(500_000 + (i * 7919) % 40_000),
+                outcome: if i % 97 == 0 { Outcome::Timeout } else { Outcome::Ok },
+                downstream_us: Some(499_000 + (i * 31) % 30_000),
+                kernel_stamped: i % 2 == 0,
+            });
+        }
+        r.left_out = 3;
+        let compact = r.clone().compact();
+        let back = compact.expand();
+        assert_eq!((back.sent, back.ok, back.kernel_stamped, back.left_out), (r.sent, r.ok, r.kernel_stamped, 3));
+        assert_eq!(back.errors, r.errors);
+        for (a, b) in [
+            (&back.corrected, &r.corrected),
+            (&back.service, &r.service),
+            (&back.send_lag, &r.send_lag),
+            (&back.downstream_hop, &r.downstream_hop),
+            (&back.caller_overhead, &r.caller_overhead),
+        ] {
+            assert_eq!(a, b);
+        }
+        // Five histograms made whole hold five counts arrays; compact, a small part of one.
+        let whole: usize = [&r.corrected, &r.service, &r.send_lag, &r.downstream_hop, &r.caller_overhead]
+            .iter()
+            .map(|h| h.distinct_values() * std::mem::size_of::<u64>())
+            .sum();
+        assert!(compact.histogram_bytes() * 20 < whole, "{} vs {whole}", compact.histogram_bytes());
     }
 }

@@ -204,7 +204,8 @@ async fn results(
         let (from_seconds, to_seconds) = (rel(p.start.at), rel(p.end.at));
         let deltas = Deltas::between(&p.start, &p.end, config.transport.listener());
         let (arm, round, complete, pids) = (p.arm, p.round, p.complete, p.pids.clone());
-        let (record, scheduled) = p.settle(cut).await;
+        let (compact, scheduled) = p.settle(cut).await;
+        let record = compact.expand();
         let input = RoundInput {
             config,
             round,

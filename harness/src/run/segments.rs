@@ -20,7 +20,7 @@ use super::progress::Status;
 use super::sampling::Sampling;
 use crate::config::{Config, TlsFiles};
 use crate::load::{Alarms, Live, Schedule, Share, Target, closed_loop, dispatch};
-use crate::measure::record::{RoundRecord, collect};
+use crate::measure::record::{CompactRecord, collect};
 use crate::measure::sampler::Watched;
 use crate::measure::tier_stats::{Snapshot, TierStatsReader};
 use crate::result::TierName;
@@ -42,7 +42,7 @@ pub(super) struct PendingRound {
     pub pids: BTreeMap<TierName, u32>,
     pub complete: bool,
     pub scheduled: JoinHandle<u64>,
-    pub collector: JoinHandle<RoundRecord>,
+    pub collector: JoinHandle<CompactRecord>,
     pub finish: CancellationToken,
 }
 
@@ -51,7 +51,7 @@ impl PendingRound {
     /// still unanswered are left out; everything recorded so far is kept.
     /// Once `cut`, closed-loop workers still waiting for an answer are not
     /// waited for: the requests recorded are the count.
-    pub async fn settle(mut self, cut: &CancellationToken) -> (RoundRecord, u64) {
+    pub async fn settle(mut self, cut: &CancellationToken) -> (CompactRecord, u64) {
         self.finish.cancel();
         let record = self.collector.await.unwrap_or_default();
         let scheduled = tokio::select! {
@@ -98,7 +98,7 @@ struct Started {
     t0: Instant,
     end_at: Instant,
     scheduled: JoinHandle<u64>,
-    collector: JoinHandle<RoundRecord>,
+    collector: JoinHandle<CompactRecord>,
     finish: CancellationToken,
 }
 
@@ -206,7 +206,9 @@ impl Driver<'_> {
         });
         let (tx, rx) = mpsc::unbounded_channel();
         let finish = CancellationToken::new();
-        let collector = tokio::spawn(collect(rx, self.status.p99_us.clone(), finish.clone(), self.interrupt.cut_at()));
+        // A round's record is kept compact until the run ends: memory flat in rounds.
+        let records = collect(rx, self.status.p99_us.clone(), finish.clone(), self.interrupt.cut_at());
+        let collector = tokio::spawn(async move { records.await.compact() });
         let (live, stop, target) =
             (self.status.live.clone(), self.stop_load.child_token(), self.arms[a].target.clone());
         let (end_at, scheduled) = if cfg.load.closed_loop {
