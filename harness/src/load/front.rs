@@ -503,16 +503,24 @@ mod tests {
         assert!(FrontClient::new("not a url").is_err());
     }
 
-    #[tokio::test]
-    async fn an_answer_that_is_not_http_is_an_http_error() {
+    /// A server on loopback that reads one request, writes `answer` and
+    /// holds the connection open for `hold`.
+    async fn answering(answer: &'static [u8], hold: std::time::Duration) -> std::net::SocketAddr {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
             let (mut tcp, _) = listener.accept().await.unwrap();
             let mut buf = [0u8; 1024];
             let _ = tcp.read(&mut buf).await;
-            let _ = tcp.write_all(b"SSH-2.0-OpenSSH\r\n").await;
+            let _ = tcp.write_all(answer).await;
+            tokio::time::sleep(hold).await;
         });
+        addr
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_is_not_http_is_an_http_error() {
+        let addr = answering(b"SSH-2.0-OpenSSH\r\n", std::time::Duration::ZERO).await;
         let client = FrontClient::new(&format!("http://{addr}/v1/call")).unwrap();
         assert!(matches!(client.post_json("{}".into()).await, Err(FrontError::Http(_))));
         assert_eq!(client.idle_connections(), 0);
@@ -520,16 +528,9 @@ mod tests {
 
     #[tokio::test]
     async fn an_answer_declaring_4_gb_is_refused_not_held() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            let (mut tcp, _) = listener.accept().await.unwrap();
-            let mut buf = [0u8; 1024];
-            let _ = tcp.read(&mut buf).await;
-            let _ = tcp.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 4294967296\r\n\r\n{").await;
-            // Held open: the client must not wait for (or hold) 4 GB.
-            tokio::time::sleep(std::time::Duration::from_secs(30)).await;
-        });
+        // Held open: the client must not wait for (or hold) 4 GB.
+        let four_gb = b"HTTP/1.1 200 OK\r\ncontent-length: 4294967296\r\n\r\n{";
+        let addr = answering(four_gb, std::time::Duration::from_secs(30)).await;
         let client = FrontClient::new(&format!("http://{addr}/v1/call")).unwrap();
         let answer = tokio::time::timeout(std::time::Duration::from_secs(10), client.post_json("{}".into())).await;
         assert!(matches!(answer, Ok(Err(FrontError::TooLarge))), "{answer:?}");
