@@ -121,7 +121,9 @@ pub fn merge(parts: &[Part<'_>]) -> RunResult {
             let rounds: Vec<&RoundResult> =
                 parts.iter().filter_map(|p| p.run.rounds.iter().find(|r| r.index == *i)).collect();
             let own = sampler.run.rounds.iter().find(|r| r.index == *i).unwrap_or(rounds[0]);
-            merge_round(&run.config, own, &rounds)
+            let mut merged = merge_round(&run.config, own, &rounds);
+            merged.other_cores = other_cores(sampler, parts, own);
+            merged
         })
         .collect();
     run.load_samples = load_samples(&sampler.run.load_samples, parts);
@@ -156,6 +158,25 @@ pub fn merge(parts: &[Part<'_>]) -> RunResult {
         run.validity.push(format!("round {}: left out, not every generator measured it", dropped.join(", ")));
     }
     run
+}
+
+/// The cores kept busy outside the run during the sampler's round, less the
+/// other generators on its host: they are part of this run, not other load.
+fn other_cores(sampler: &Part<'_>, parts: &[Part<'_>], own: &RoundResult) -> Option<f64> {
+    let host = sampler.run.environment.hostname.as_ref()?;
+    let mut cores = own.other_cores?;
+    for p in
+        parts.iter().filter(|p| !std::ptr::eq(p.run, sampler.run) && p.run.environment.hostname.as_ref() == Some(host))
+    {
+        let cpu = p
+            .run
+            .rounds
+            .iter()
+            .find(|r| r.index == own.index)
+            .and_then(|r| r.resources.get(&TierName::Harness)?.cpu_seconds);
+        cores -= cpu? / own.window_seconds.max(1e-9);
+    }
+    Some(cores.max(0.0))
 }
 
 fn severity(s: RunStatus) -> u8 {
@@ -375,6 +396,16 @@ mod tests {
         let caller = &r.resources[&TierName::Caller];
         assert_eq!(caller.cpu_seconds, runs[0].rounds[0].resources[&TierName::Caller].cpu_seconds);
         assert!((caller.cpu_us_per_request.unwrap() - caller.cpu_seconds.unwrap() * 1e6 / 30_001.0).abs() < 1e-9);
+        // Other load less the other generators on the sampler's host (same
+        // host here): 1.2 cores seen beside 0.2 + 0.3 CPU s of theirs over 60 s.
+        let mut busy = segments(&shots);
+        busy[0].rounds[0].other_cores = Some(1.2);
+        let busy_merged = merge(&check(&parts(&busy)).unwrap());
+        let other = busy_merged.rounds[0].other_cores.unwrap();
+        assert!((other - (1.2 - 0.5 / 60.0)).abs() < 1e-9, "{other}");
+        busy[2].environment.hostname = Some("elsewhere".into());
+        let other = merge(&check(&parts(&busy)).unwrap()).rounds[0].other_cores.unwrap();
+        assert!((other - (1.2 - 0.2 / 60.0)).abs() < 1e-9, "{other}");
         // Each generator is kept with its own figures.
         assert_eq!(merged.generators.len(), 3);
         assert_eq!(merged.config.generators.segment, None);
