@@ -15,7 +15,7 @@ use crate::judge::stats::summarize;
 use crate::measure::histogram::{decode_histogram, encode_histogram, new_histogram};
 use crate::result::{
     ErrorReason, Generator, GeneratorFigures, Latency, LoadSample, Requests, Resources, RoundResult, RunResult,
-    RunStatus, Summary, TierName,
+    RunStatus, TierName,
 };
 
 /// One generator's run of one arm, and the folder it came from.
@@ -203,9 +203,7 @@ pub fn merge_round(config: &crate::config::Config, sampler: &RoundResult, rounds
     }
     let mut histograms: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
     for name in sampler.histograms.keys() {
-        let parts: Option<Vec<Histogram<u64>>> =
-            rounds.iter().map(|r| r.histograms.get(name).and_then(|t| decode_histogram(t))).collect();
-        if let Some(sum) = parts.and_then(|p| add(&p)) {
+        if let Some(sum) = sum_of(rounds.iter().copied(), name) {
             histograms.insert(name.clone(), sum);
         }
     }
@@ -236,11 +234,12 @@ pub fn merge_round(config: &crate::config::Config, sampler: &RoundResult, rounds
     }
 }
 
-/// The sum of histograms, bucket by bucket.
-pub fn add(parts: &[Histogram<u64>]) -> Option<Histogram<u64>> {
+/// The histogram `name` of every round added bucket by bucket; `None` if
+/// any round lacks it or it does not decode.
+fn sum_of<'a>(rounds: impl Iterator<Item = &'a RoundResult>, name: &str) -> Option<Histogram<u64>> {
     let mut sum = new_histogram();
-    for h in parts {
-        sum.add(h).ok()?;
+    for r in rounds {
+        sum.add(decode_histogram(r.histograms.get(name)?)?).ok()?;
     }
     Some(sum)
 }
@@ -304,11 +303,7 @@ fn generator(p: &Part<'_>) -> Generator {
     let run = p.run;
     let own = run.generators.first().cloned().unwrap_or_default();
     let sum = |f: fn(&RoundResult) -> u64| run.rounds.iter().map(f).sum::<u64>();
-    let over_rounds = |name: &str| -> Option<Summary> {
-        let parts: Option<Vec<Histogram<u64>>> =
-            run.rounds.iter().map(|r| r.histograms.get(name).and_then(|t| decode_histogram(t))).collect();
-        summarize(&add(&parts?)?)
-    };
+    let over_rounds = |name: &str| summarize(&sum_of(run.rounds.iter(), name)?);
     let cpu: Option<f64> =
         run.rounds.iter().map(|r| r.resources.get(&TierName::Harness).and_then(|h| h.cpu_seconds)).sum();
     let s = run.config.generators.segment;

@@ -132,7 +132,12 @@ async fn start(cfg: &Config, interrupt: &Interrupt) -> (Instant, Option<f64>) {
     let Some(at) = cfg.generators.start_instant() else { return (Instant::now() + ARM_SWITCH_PAUSE, None) };
     if let Ok(ahead) = at.duration_since(SystemTime::now()) {
         if !cfg.output.quiet {
-            eprintln!("waiting {} for --start-at {}", hd_ms(ahead), cfg.generators.start_at.as_deref().unwrap_or(""));
+            let ms = std::time::Duration::from_millis(ahead.as_millis() as u64);
+            eprintln!(
+                "waiting {} for --start-at {}",
+                crate::config::hd(ms),
+                cfg.generators.start_at.as_deref().unwrap_or("")
+            );
         }
         tokio::select! {
             _ = tokio::time::sleep(ahead.saturating_sub(ARM_SWITCH_PAUSE)) => {}
@@ -147,10 +152,6 @@ async fn start(cfg: &Config, interrupt: &Interrupt) -> (Instant, Option<f64>) {
             (now.1 + ARM_SWITCH_PAUSE, Some(late.as_secs_f64()))
         }
     }
-}
-
-fn hd_ms(d: std::time::Duration) -> humantime::FormattedDuration {
-    humantime::format_duration(std::time::Duration::from_millis(d.as_millis() as u64))
 }
 
 /// This generator as run.json records it: one of several (`--segment`),
