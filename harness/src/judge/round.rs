@@ -161,10 +161,17 @@ fn all_resources(
     all
 }
 
+/// The shortest window a CPU % peak is measured over. Shorter ones measure
+/// the accounting, not the load: a CPU quota is spent in 100 ms periods (a
+/// 250 ms window can hold three periods' worth of a 50% quota, 60%), and a
+/// clock-tick reading moves in steps of 4 points a 250 ms window.
+pub const CPU_PEAK_WINDOW_SECONDS: f64 = 1.0;
+
 /// One tier's resources: CPU seconds from its counters, CPU per request over
 /// `requests`, RSS mean and peak over its samples in the window. CPU % mean
 /// is CPU seconds over the window's wall time (the mean of the samples where
-/// the counters could not be read); the peak is the highest sample.
+/// the counters could not be read); the peak is the highest CPU % over any
+/// [`CPU_PEAK_WINDOW_SECONDS`] of its samples' CPU clocks ([`cpu_peak`]).
 pub fn resources(
     tier: TierName,
     in_window: &[&ResourceSample],
@@ -173,7 +180,8 @@ pub fn resources(
     requests: u64,
 ) -> Resources {
     let of_tier: Vec<&&ResourceSample> = in_window.iter().filter(|s| s.tier == tier).collect();
-    let (sampled_mean, cpu_peak) = mean_peak(of_tier.iter().filter_map(|s| s.cpu_percent));
+    let (sampled_mean, sample_peak) = mean_peak(of_tier.iter().filter_map(|s| s.cpu_percent));
+    let cpu_peak = cpu_peak(&of_tier).or(sample_peak);
     let cpu_mean = match cpu_seconds {
         Some(c) if window_seconds > 0.0 => Some(c / window_seconds * 100.0),
         _ => sampled_mean,
@@ -189,6 +197,34 @@ pub fn resources(
         rss_mib_peak: rss_peak,
         samples: of_tier.len() as u32,
     }
+}
+
+/// The highest CPU % of one core over any window of at least
+/// [`CPU_PEAK_WINDOW_SECONDS`] between two of `samples` (in time order), from
+/// their cumulative CPU seconds; over the whole span when it is shorter.
+/// `None` with fewer than two readings.
+pub fn cpu_peak(samples: &[&&ResourceSample]) -> Option<f64> {
+    let readings: Vec<(f64, f64)> = samples.iter().filter_map(|s| Some((s.t_seconds, s.cpu_seconds?))).collect();
+    let (first, last) = (readings.first()?, readings.last()?);
+    if last.0 - first.0 <= 0.0 {
+        return None;
+    }
+    let rate = |(t0, c0): (f64, f64), (t1, c1): (f64, f64)| (c1 - c0).max(0.0) / (t1 - t0) * 100.0;
+    if last.0 - first.0 < CPU_PEAK_WINDOW_SECONDS {
+        return Some(rate(*first, *last));
+    }
+    let mut start = 0;
+    let mut peak = f64::MIN;
+    for (i, end) in readings.iter().enumerate() {
+        // The latest reading at least a window before this one.
+        while start + 1 < i && end.0 - readings[start + 1].0 >= CPU_PEAK_WINDOW_SECONDS {
+            start += 1;
+        }
+        if end.0 - readings[start].0 >= CPU_PEAK_WINDOW_SECONDS {
+            peak = peak.max(rate(readings[start], *end));
+        }
+    }
+    Some(peak)
 }
 
 /// Byte and connection figures of one listener over a round, from its counter
@@ -301,6 +337,41 @@ mod tests {
     }
 
     #[test]
+    fn cpu_peak_is_over_windows_of_a_second() {
+        // A tier at a 50% quota, sampled every 250 ms: its 100 ms periods put
+        // 150 ms of CPU in some windows and 100 ms in others. Per window the
+        // peak would read 60%; over a second it is the quota.
+        let mut cpu = 0.0;
+        let s: Vec<ResourceSample> = (0..=20)
+            .map(|i| {
+                if i > 0 {
+                    cpu += if i % 2 == 0 { 0.150 } else { 0.100 };
+                }
+                let mut x = sample(f64::from(i) * 0.25, TierName::Caller, 0.0, 10, cpu);
+                x.cpu_percent = (i > 0).then_some(if i % 2 == 0 { 60.0 } else { 40.0 });
+                x
+            })
+            .collect();
+        let refs: Vec<&ResourceSample> = s.iter().collect();
+        let all: Vec<&&ResourceSample> = refs.iter().collect();
+        let peak = cpu_peak(&all).unwrap();
+        assert!((peak - 50.0).abs() < 1e-9, "{peak}");
+        let r = resources(TierName::Caller, &refs, 5.0, Some(cpu), 100);
+        assert_eq!(r.cpu_percent_peak, Some(peak), "the summary's peak is the windowed one");
+        // A burst of one second inside a quiet round is its peak.
+        let burst: Vec<ResourceSample> = [(0.0, 0.0), (1.0, 0.1), (2.0, 1.0), (3.0, 1.1)]
+            .iter()
+            .map(|&(t, c)| sample(t, TierName::Caller, 0.0, 10, c))
+            .collect();
+        let refs: Vec<&ResourceSample> = burst.iter().collect();
+        let all: Vec<&&ResourceSample> = refs.iter().collect();
+        assert!((cpu_peak(&all).unwrap() - 90.0).abs() < 1e-9);
+        // Shorter than a window: the whole span; one reading: none.
+        assert!((cpu_peak(&all[..2]).unwrap() - 10.0).abs() < 1e-9);
+        assert_eq!(cpu_peak(&all[..1]), None);
+    }
+
+    #[test]
     fn cpu_per_request_and_resources_over_the_window() {
         let s = [
             sample(0.5, TierName::Caller, 10.0, 10, 1.0),
@@ -311,8 +382,10 @@ mod tests {
         let window: Vec<&ResourceSample> = s.iter().filter(|x| x.t_seconds >= 1.0).collect();
         let r = resources(TierName::Caller, &window, 2.0, Some(0.5), 1000);
         assert_eq!(r.cpu_us_per_request, Some(500.0));
-        // 0.5 CPU seconds over 2 s of wall time, whatever the samples averaged.
-        assert_eq!((r.cpu_percent_mean, r.cpu_percent_peak), (Some(25.0), Some(30.0)));
+        // 0.5 CPU seconds over 2 s of wall time, whatever the samples averaged;
+        // the peak from the CPU clocks (0.1 s in 0.5 s), not the highest sample.
+        assert_eq!(r.cpu_percent_mean, Some(25.0));
+        assert!((r.cpu_percent_peak.unwrap() - 20.0).abs() < 1e-9, "{:?}", r.cpu_percent_peak);
         let fast = resources(TierName::Caller, &window, 1.0, Some(0.5), 1000);
         assert_eq!(fast.cpu_percent_mean, Some(50.0));
         assert_eq!((r.rss_mib_mean, r.rss_mib_peak), (Some(13.0), Some(14.0)));
