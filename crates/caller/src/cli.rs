@@ -64,6 +64,11 @@ pub struct Args {
     /// Default: the larger of the open-files limit and 65536.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_in_flight: Option<u64>,
+    /// Most bytes of work held at once: each front request weighs its
+    /// records (items × fan-out, 256 bytes each) and its uploads, from
+    /// admission until its answer is sent; more is answered 503.
+    #[arg(long, default_value_t = service::DEFAULT_MAX_WORK_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_work_bytes: u64,
     /// How long shutdown waits for in-flight requests.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
@@ -98,6 +103,7 @@ impl Args {
             downstream_timeout: self.downstream_timeout,
             limits: Limits { max_items: self.max_items, ..Limits::default() },
             max_records: self.max_records,
+            max_work_bytes: self.max_work_bytes,
             idle_timeout: self.idle_timeout,
             max_in_flight: self.max_in_flight.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             drain_timeout: self.drain_timeout,

@@ -21,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use payload::{CallRequest, FetchRequest, FetchResponse, Limits};
 use service::api::{ApiError, BodyPolicy, json_response, read_json};
+use service::{HeldUntilSent, Refused, WorkBudget};
 use telemetry::Counters;
 
 use crate::outbound::{CallError, Outbound};
@@ -39,11 +40,16 @@ pub struct Front {
     pub client_counters: Arc<Counters>,
     /// Front request bodies are small JSON objects.
     pub body: BodyPolicy,
+    /// The records and uploads the caller holds at once (`--max-work-bytes`).
+    pub budget: WorkBudget,
 }
 
 /// Records one front request may ask for in total by default: ten downstream
 /// calls at the default `--max-items`.
 pub const DEFAULT_MAX_RECORDS: u64 = 100_000;
+
+/// What the front door serves, for the reason of a 404 or 405.
+pub const API: &str = "POST /v1/call";
 
 /// The largest front request body the caller reads.
 pub const MAX_FRONT_BODY_BYTES: usize = 64 * 1024;
@@ -104,6 +110,17 @@ impl Front {
             ));
         }
 
+        // Every downstream answer, and the one built from them, is held
+        // until the front answer has been sent.
+        let weight = WorkBudget::weigh(asked, u64::from(call.request_bytes) * u64::from(self.fanout));
+        let permit = self.budget.try_admit(weight).map_err(|r| {
+            let status = match r {
+                Refused::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
+                Refused::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            };
+            ApiError::new(status, r.to_string())
+        })?;
+
         let started = Instant::now();
         let calls = payload::fanout_requests(&call, self.fanout).into_iter().map(|req| self.call_one(req));
         let results = futures::future::join_all(calls).await;
@@ -118,6 +135,7 @@ impl Front {
         let json =
             serde_json::to_vec(&answer).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
         let mut resp = json_response(json);
+        resp.extensions_mut().insert(HeldUntilSent::new(permit));
         let timing = format!("{SERVER_TIMING_METRIC};dur={:.3}", downstream.as_secs_f64() * 1e3);
         // Digits, letters, ';', '=' and '.' only: always a valid header value.
         if let Ok(v) = HeaderValue::from_str(&timing) {
@@ -135,7 +153,7 @@ pub fn router(front: Arc<Front>) -> Router {
             let front = not_found.clone();
             async move {
                 front.front_counters.record("not_found");
-                ApiError::new(StatusCode::NOT_FOUND, "no such route; the API is POST /v1/call")
+                ApiError::new(StatusCode::NOT_FOUND, format!("no such route; the API is {API}"))
             }
         })
         .with_state(front)

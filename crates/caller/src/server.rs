@@ -52,6 +52,8 @@ pub struct Config {
     pub header_read_timeout: Duration,
     /// TLS and compression on the internal hop (`--tls-ca`, `--compression`, …).
     pub hop: HopOptions,
+    /// Bytes of records and uploads the caller holds at once (`--max-work-bytes`).
+    pub max_work_bytes: u64,
 }
 
 impl Default for Config {
@@ -75,6 +77,7 @@ impl Default for Config {
             drain_timeout: Duration::from_secs(5),
             header_read_timeout: Duration::from_secs(10),
             hop: HopOptions::default(),
+            max_work_bytes: service::DEFAULT_MAX_WORK_BYTES,
         }
     }
 }
@@ -151,8 +154,11 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         "client": client.settings(),
         "front_server": front_settings,
     }));
+    let budget = service::WorkBudget::new(config.max_work_bytes);
+    registry.extend_settings(budget.settings());
     registry.extend_settings(service::runtime_settings());
     registry.extend_settings(service::huge_pages::settings());
+    let admin_counters = registry.admin(Counters::new("admin", API_OUTCOMES));
     let registry = Arc::new(registry);
 
     let front = Arc::new(Front {
@@ -167,19 +173,16 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
             limit_bytes: front::MAX_FRONT_BODY_BYTES,
             read_timeout: config.header_read_timeout,
         },
+        budget,
     });
 
     let front_addr = front_listener.local_addr()?;
     let admin_addr = admin_listener.local_addr()?;
     let mut tasks = JoinSet::new();
-    let front_app = limit.apply(front::router(front), front_counters.clone(), service::api::overloaded);
+    let front_app = service::json_errors(front::router(front), Some(front_counters.clone()), front::API);
+    let front_app = limit.apply(front_app, front_counters.clone(), service::api::overloaded);
     tasks.spawn(serve(front_listener, front_app, Some(front_counters), front_settings, shutdown.clone()));
-    tasks.spawn(serve(
-        admin_listener,
-        admin_router(registry.clone()),
-        None,
-        ServerSettings::new(Protocols::Auto),
-        shutdown.clone(),
-    ));
+    let admin_app = service::json_errors(admin_router(registry.clone()), Some(admin_counters), telemetry::ADMIN_API);
+    tasks.spawn(serve(admin_listener, admin_app, None, ServerSettings::new(Protocols::Auto), shutdown.clone()));
     Ok(Handle { front_addr, admin_addr, registry, served: Served::new(shutdown, tasks) })
 }

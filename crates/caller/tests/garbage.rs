@@ -189,3 +189,72 @@ async fn memory_stays_bounded_under_many_garbage_connections() {
     // kept; the services must not hold on to them.
     assert!(grown < 64 * 1024 * 1024, "RSS grew by {} MiB", grown / (1024 * 1024));
 }
+
+#[tokio::test]
+async fn front_and_admin_refusals_carry_the_json_error_and_are_counted() {
+    let s = services().await;
+    let http = reqwest::Client::new();
+    let front = format!("http://{}/v1/call", s.caller.front_addr);
+    let json_error = |resp: reqwest::Response| async move {
+        let status = resp.status().as_u16();
+        let body: serde_json::Value = resp.json().await.unwrap_or_default();
+        assert!(body["error"].is_string(), "{status}: {body}");
+        (status, body["error"].as_str().unwrap().to_owned())
+    };
+    let (status, reason) = json_error(http.get(&front).send().await.unwrap()).await;
+    assert_eq!((status, reason.contains("the API is POST /v1/call")), (405, true), "{reason}");
+    let array = http.post(&front).header("content-type", "application/json").body(r#"["id", 2]"#);
+    let (status, reason) = json_error(array.send().await.unwrap()).await;
+    assert_eq!((status, reason.contains("must be a JSON object")), (400, true), "{reason}");
+    let admin = format!("http://{}", s.caller.admin_addr);
+    assert_eq!(json_error(http.get(format!("{admin}/metricz")).send().await.unwrap()).await.0, 404);
+    let stats: telemetry::StatsSnapshot =
+        http.get(format!("{admin}/stats")).send().await.unwrap().json().await.unwrap();
+    let counted = &stats.listeners["front"].requests;
+    assert_eq!((counted["method_not_allowed"], counted["bad_request"]), (1, 1), "{counted:?}");
+    assert_eq!(stats.admin.expect("admin answers are counted").requests["not_found"], 1);
+    still_serves(&s).await;
+}
+
+#[tokio::test]
+async fn a_caller_sheds_front_requests_over_its_work_budget() {
+    // Fan-out 2 × 10,000 records weighs 5.12 MB: one fits in 8 MiB of work
+    // (seven eighths of it for large requests), a second does not.
+    let ds = downstream::start(
+        downstream::Config { delay: Duration::from_secs(1), ..downstream::Config::default() },
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let caller = caller::start(
+        caller::Config {
+            downstream_grpc: Some(format!("http://{}", ds.grpc_addr)),
+            fanout: 2,
+            max_work_bytes: 8 * 1024 * 1024,
+            ..caller::Config::default()
+        },
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let http = reqwest::Client::new();
+    let front = format!("http://{}/v1/call", caller.front_addr);
+    let call = |id: String, items: u32| {
+        let req = http.post(&front).json(&serde_json::json!({"requestId": id, "items": items}));
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    let big = futures::future::join_all((0..4).map(|i| call(format!("big-{i}"), 10_000)));
+    let small = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        call("small".into(), 5).await
+    };
+    let (big, small) = tokio::join!(big, small);
+    let shed = big.iter().filter(|s| **s == 503).count();
+    assert!(shed >= 1 && big.iter().filter(|s| **s == 200).count() + shed == 4, "{big:?}");
+    assert_eq!(small, 200, "a small request is served while a large one holds the budget");
+    let stats = caller.registry.snapshot();
+    assert_eq!(stats.listeners["front"].requests["shed"], shed as u64);
+    assert_eq!(stats.settings["max_work_bytes"], 8 * 1024 * 1024);
+    caller.stop().await;
+    ds.stop().await;
+}

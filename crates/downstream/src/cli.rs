@@ -52,6 +52,11 @@ pub struct Args {
     /// open-files limit and 65536.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_in_flight: Option<u64>,
+    /// Most bytes of work held at once: each request weighs its records
+    /// (256 bytes each) and its upload, from admission until its answer is
+    /// sent; more is shed (503 / RESOURCE_EXHAUSTED).
+    #[arg(long, default_value_t = service::DEFAULT_MAX_WORK_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_work_bytes: u64,
     /// How long shutdown waits for in-flight requests.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
@@ -90,6 +95,7 @@ impl Args {
                 client_ca: self.tls_client_ca,
             }),
             compression: self.compression,
+            max_work_bytes: self.max_work_bytes,
             ..Config::default()
         }
     }

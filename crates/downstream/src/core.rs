@@ -4,8 +4,10 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
 
 use payload::{FetchRequest, FetchResponse, Limits, PayloadError};
+use service::{Refused, WorkBudget, WorkPermit};
 
-/// Validates a request, waits the service time, and builds the response.
+/// Validates a request, admits its work, waits the service time, and builds
+/// the response.
 #[derive(Debug, Clone)]
 pub struct Core {
     pub delay: Duration,
@@ -13,6 +15,18 @@ pub struct Core {
     pub limits: Limits,
     /// Where the service-time waits are kept (see `timer`).
     pub timer: crate::timer::Timer,
+    /// The records and uploads the tier holds at once (`--max-work-bytes`).
+    pub budget: WorkBudget,
+}
+
+/// Why a request got no records.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FetchError {
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
+    /// Its work did not fit the tier's budget: shed.
+    #[error(transparent)]
+    Refused(#[from] Refused),
 }
 
 impl Core {
@@ -28,14 +42,19 @@ impl Core {
         self.delay + Duration::from_micros(h.finish() % (jitter_us + 1))
     }
 
-    pub async fn fetch(&self, req: FetchRequest) -> Result<FetchResponse, PayloadError> {
+    /// The answer to `req`, with the permit its work holds until the answer
+    /// has been sent (the caller keeps it alive that long).
+    pub async fn fetch(&self, req: FetchRequest) -> Result<(FetchResponse, WorkPermit), FetchError> {
         payload::validate(&req, &self.limits)?;
+        // Weighed before the wait: what a request will build is held from
+        // the moment it is accepted.
+        let permit = self.budget.try_admit(WorkBudget::weigh(u64::from(req.items), req.body.len() as u64))?;
         // The wait parks this request without holding a thread, so a 500 ms
         // service time never starves the runtime (the failure mode of blocking
         // sleeps in published comparisons); it ends within about 0.1 ms of the
         // service time, and a zero delay touches no timer (see `timer`).
         self.timer.wait(self.service_time(&req)).await;
-        Ok(payload::respond(&req))
+        Ok((payload::respond(&req), permit))
     }
 }
 
@@ -49,6 +68,7 @@ mod tests {
             jitter: Duration::from_millis(jitter_ms),
             limits: Limits::default(),
             timer: Default::default(),
+            budget: WorkBudget::new(service::DEFAULT_MAX_WORK_BYTES),
         }
     }
 
@@ -73,8 +93,25 @@ mod tests {
         let c = core(0);
         let mut bad = req("x");
         bad.items = Limits::DEFAULT_MAX_ITEMS + 1;
-        assert!(matches!(c.fetch(bad).await, Err(PayloadError::TooManyItems { .. })));
-        let resp = c.fetch(req("ok")).await.unwrap();
+        assert!(matches!(c.fetch(bad).await, Err(FetchError::Payload(PayloadError::TooManyItems { .. }))));
+        let (resp, _permit) = c.fetch(req("ok")).await.unwrap();
         assert_eq!(payload::verify(&req("ok"), &resp), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn work_is_held_from_admission_until_the_answer_is_dropped() {
+        let c = Core { budget: WorkBudget::new(6 * 1024 * 1024), ..core(0) };
+        let big = FetchRequest { request_id: "big".into(), items: 10_000, ..FetchRequest::default() };
+        let weight = WorkBudget::weigh(10_000, 0);
+        let (first, second) = tokio::join!(c.fetch(big.clone()), c.fetch(big.clone()));
+        let held: Vec<_> = [first, second].into_iter().filter_map(Result::ok).collect();
+        assert_eq!(held.len(), 2, "two fit under seven eighths of 6 MiB, three do not");
+        assert_eq!(c.budget.used(), 2 * weight);
+        let third = c.fetch(big.clone()).await;
+        assert!(matches!(third, Err(FetchError::Refused(Refused::Busy { .. }))), "{third:?}");
+        assert!(c.fetch(req("small")).await.is_ok(), "a small request is still served");
+        drop(held);
+        assert_eq!(c.budget.used(), 0);
+        assert!(c.fetch(big).await.is_ok());
     }
 }

@@ -31,8 +31,9 @@ use tonic::server::{NamedService, UnaryService};
 use tonic::{Code, Request as GrpcRequest, Response as GrpcResponse, Status};
 use tonic_prost::{ProstDecoder, ProstEncoder};
 
-use crate::core::Core;
+use crate::core::{Core, FetchError};
 use payload::PayloadError;
+use service::{HeldUntilSent, Refused};
 
 /// Outcome labels counted on the gRPC listener: one per gRPC status code,
 /// `shed` for requests refused by the in-flight limit, and `other` for an
@@ -120,6 +121,26 @@ pub fn status_of(e: &PayloadError) -> Status {
     if e.is_too_large() { Status::resource_exhausted(e.to_string()) } else { Status::invalid_argument(e.to_string()) }
 }
 
+/// A request's status: [`status_of`] its payload error, or
+/// RESOURCE_EXHAUSTED for work over the budget; work that did not fit now
+/// is marked shed, so the listener counts it with the requests the
+/// in-flight limit shed.
+fn fetch_status(e: &FetchError, shed: Option<&ShedMark>) -> Status {
+    match e {
+        FetchError::Payload(e) => status_of(e),
+        FetchError::Refused(r) => {
+            if let (Refused::Busy { .. }, Some(mark)) = (r, shed) {
+                mark.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            Status::resource_exhausted(r.to_string())
+        }
+    }
+}
+
+/// Set by a handler that shed its request, read where the status is counted.
+#[derive(Debug, Clone, Default)]
+struct ShedMark(Arc<std::sync::atomic::AtomicBool>);
+
 #[tonic::async_trait]
 impl Downstream for GrpcService {
     async fn fetch(
@@ -128,21 +149,24 @@ impl Downstream for GrpcService {
     ) -> Result<GrpcResponse<proto::FetchResponse>, Status> {
         // Outcomes are counted where the status is sent (`count_outcomes`),
         // so the ones tonic answers without calling this count too.
+        let shed = request.extensions().get::<ShedMark>().cloned();
         let req = request.into_inner();
         let request_bytes = req.encoded_len() as u64;
         let fetched = match payload::FetchRequest::try_from(req) {
             Ok(req) => self.core.fetch(req).await,
-            Err(e) => Err(e),
+            Err(e) => Err(e.into()),
         };
         match fetched {
-            Ok(resp) => {
+            Ok((resp, permit)) => {
                 let resp = proto::FetchResponse::from(resp);
                 self.counters.add_message_bytes(request_bytes, resp.encoded_len() as u64);
-                Ok(GrpcResponse::new(resp))
+                let mut answer = GrpcResponse::new(resp);
+                answer.extensions_mut().insert(HeldUntilSent::new(permit));
+                Ok(answer)
             }
             Err(e) => {
                 self.counters.add_message_bytes(request_bytes, 0);
-                Err(status_of(&e))
+                Err(fetch_status(&e, shed.as_ref()))
             }
         }
     }
@@ -224,19 +248,23 @@ impl UnaryService<Bytes> for FetchJsonMethod {
     fn call(&mut self, request: GrpcRequest<Bytes>) -> Self::Future {
         let service = self.0.clone();
         Box::pin(async move {
+            let shed = request.extensions().get::<ShedMark>().cloned();
             let body = request.into_inner();
             let request_bytes = body.len() as u64;
-            let fetched = match serde_json::from_slice::<payload::FetchRequest>(&body) {
-                Ok(req) => service.core.fetch(req).await.map_err(|e| status_of(&e)),
-                Err(e) => Err(Status::invalid_argument(format!("malformed JSON request: {e}"))),
+            let fetched = match ::service::api::decode_object::<payload::FetchRequest>(&body) {
+                Ok(req) => service.core.fetch(req).await.map_err(|e| fetch_status(&e, shed.as_ref())),
+                Err(e) => Err(Status::invalid_argument(e.reason)),
             };
-            let encoded = fetched.and_then(|resp| {
-                serde_json::to_vec(&resp).map_err(|e| Status::internal(format!("encoding the answer: {e}")))
+            let encoded = fetched.and_then(|(resp, permit)| {
+                let json = serde_json::to_vec(&resp).map_err(|e| Status::internal(format!("encoding the answer: {e}")));
+                json.map(|json| (json, permit))
             });
             match encoded {
-                Ok(json) => {
+                Ok((json, permit)) => {
                     service.counters.add_message_bytes(request_bytes, json.len() as u64);
-                    Ok(GrpcResponse::new(Bytes::from(json)))
+                    let mut answer = GrpcResponse::new(Bytes::from(json));
+                    answer.extensions_mut().insert(HeldUntilSent::new(permit));
+                    Ok(answer)
                 }
                 Err(status) => {
                     service.counters.add_message_bytes(request_bytes, 0);
@@ -296,8 +324,10 @@ pub fn overloaded(max_in_flight: usize) -> Response {
 /// otherwise, and as `cancelled` if the request or its answer was dropped
 /// before a status was sent (the client reset the stream or went away).
 pub fn count_outcomes(router: Router, counters: Arc<Counters>) -> Router {
-    router.layer(middleware::from_fn(move |req: Request, next: Next| {
-        let pending = PendingOutcome(Some(counters.clone()));
+    router.layer(middleware::from_fn(move |mut req: Request, next: Next| {
+        let shed = ShedMark::default();
+        req.extensions_mut().insert(shed.clone());
+        let pending = PendingOutcome(Some(counters.clone()), shed);
         async move {
             let mut pending = pending;
             let resp = next.run(req).await;
@@ -320,13 +350,15 @@ fn status_in(headers: &http::HeaderMap) -> Option<Code> {
     headers.get(Status::GRPC_STATUS).map(|v| Code::from_bytes(v.as_bytes()))
 }
 
-/// A request whose outcome is not yet counted; counted `cancelled` if dropped.
-struct PendingOutcome(Option<Arc<Counters>>);
+/// A request whose outcome is not yet counted; counted `cancelled` if dropped,
+/// `shed` if its handler shed it.
+struct PendingOutcome(Option<Arc<Counters>>, ShedMark);
 
 impl PendingOutcome {
     fn record(&mut self, label: &str) {
         if let Some(counters) = self.0.take() {
-            counters.record(label);
+            let shed = self.1.0.load(std::sync::atomic::Ordering::Relaxed);
+            counters.record(if shed { service::SHED } else { label });
         }
     }
 }

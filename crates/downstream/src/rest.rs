@@ -18,9 +18,10 @@ use axum::routing::post;
 use payload::{FetchRequest, FetchResponse, PayloadError};
 use prost::Message;
 use service::api::{ApiError, BodyPolicy, json_response, media_type, read_body};
+use service::{HeldUntilSent, Refused, WorkPermit};
 use telemetry::Counters;
 
-use crate::core::Core;
+use crate::core::{Core, FetchError};
 
 /// Outcome labels counted on the REST listener.
 pub use service::api::API_OUTCOMES as OUTCOMES;
@@ -71,7 +72,7 @@ impl Encoding {
     fn decode(self, bytes: &[u8]) -> Result<FetchRequest, ApiError> {
         let bad = |what: String| ApiError::new(StatusCode::BAD_REQUEST, what);
         match self {
-            Encoding::Json => serde_json::from_slice(bytes).map_err(|e| bad(format!("malformed JSON request: {e}"))),
+            Encoding::Json => service::api::decode_object(bytes),
             Encoding::Protobuf => {
                 let pb =
                     proto::FetchRequest::decode(bytes).map_err(|e| bad(format!("malformed protobuf request: {e}")))?;
@@ -102,12 +103,27 @@ fn api_error(e: PayloadError) -> ApiError {
     ApiError::new(status, e.to_string())
 }
 
+/// A request whose work does not fit now is shed (503, counted `shed`); one
+/// that never would is too large (413).
+pub fn fetch_error(e: FetchError) -> ApiError {
+    match e {
+        FetchError::Payload(e) => api_error(e),
+        FetchError::Refused(r @ Refused::Busy { .. }) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, r.to_string()),
+        FetchError::Refused(r @ Refused::TooLarge { .. }) => {
+            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, r.to_string())
+        }
+    }
+}
+
 #[derive(Debug)]
 struct RestState {
     core: Core,
     counters: Arc<Counters>,
     body: BodyPolicy,
 }
+
+/// What the REST listener serves, for the reason of a 404 or 405.
+pub const API: &str = "POST /v1/fetch";
 
 /// The REST API; request bodies must arrive within `body_read_timeout`.
 pub fn router(core: Core, counters: Arc<Counters>, body_read_timeout: std::time::Duration) -> Router {
@@ -120,7 +136,7 @@ pub fn router(core: Core, counters: Arc<Counters>, body_read_timeout: std::time:
             let st = not_found_state.clone();
             async move {
                 st.counters.record("not_found");
-                ApiError::new(StatusCode::NOT_FOUND, "no such route; the API is POST /v1/fetch")
+                ApiError::new(StatusCode::NOT_FOUND, format!("no such route; the API is {API}"))
             }
         })
         .with_state(state)
@@ -128,7 +144,11 @@ pub fn router(core: Core, counters: Arc<Counters>, body_read_timeout: std::time:
 
 /// Reads, decodes and answers one request; the request's message bytes are
 /// known once its body is read, whatever happens after.
-async fn answer(st: &RestState, headers: &HeaderMap, body: Body) -> (Result<(Encoding, Vec<u8>), ApiError>, usize) {
+async fn answer(
+    st: &RestState,
+    headers: &HeaderMap,
+    body: Body,
+) -> (Result<(Encoding, Vec<u8>, WorkPermit), ApiError>, usize) {
     let encoding = match Encoding::of_request(headers) {
         Ok(e) => e,
         Err(e) => return (Err(e), 0),
@@ -140,8 +160,8 @@ async fn answer(st: &RestState, headers: &HeaderMap, body: Body) -> (Result<(Enc
     let out = Encoding::of_answer(headers, encoding);
     let result = async {
         let req = encoding.decode(&bytes)?;
-        let resp = st.core.fetch(req).await.map_err(api_error)?;
-        Ok((out, out.encode(resp)?))
+        let (resp, permit) = st.core.fetch(req).await.map_err(fetch_error)?;
+        Ok((out, out.encode(resp)?, permit))
     }
     .await;
     (result, bytes.len())
@@ -149,10 +169,12 @@ async fn answer(st: &RestState, headers: &HeaderMap, body: Body) -> (Result<(Enc
 
 async fn fetch(State(st): State<Arc<RestState>>, headers: HeaderMap, body: Body) -> Response {
     match answer(&st, &headers, body).await {
-        (Ok((encoding, encoded)), request_bytes) => {
+        (Ok((encoding, encoded, permit)), request_bytes) => {
             st.counters.add_message_bytes(request_bytes as u64, encoded.len() as u64);
             st.counters.record("ok");
-            encoding.response(encoded)
+            let mut resp = encoding.response(encoded);
+            resp.extensions_mut().insert(HeldUntilSent::new(permit));
+            resp
         }
         (Err(e), request_bytes) => {
             st.counters.add_message_bytes(request_bytes as u64, 0);

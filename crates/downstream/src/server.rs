@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use payload::Limits;
 use service::tls::ServerTlsFiles;
-use service::{Compression, InFlightLimit, Protocols, ReadyLine, Served, ServerSettings, bind, serve, serve_tls};
+use service::{
+    Compression, InFlightLimit, Protocols, ReadyLine, Served, ServerSettings, WorkBudget, bind, serve, serve_tls,
+};
 use telemetry::{Counters, Registry, admin_router};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -41,6 +43,10 @@ pub struct Config {
     pub tls: Option<ServerTlsFiles>,
     /// Compression both listeners accept and answer with (`--compression`).
     pub compression: Compression,
+    /// Bytes of records and uploads the tier holds at once (`--max-work-bytes`).
+    pub max_work_bytes: u64,
+    /// Request-body bytes one connection may hold at once.
+    pub max_connection_body_bytes: usize,
 }
 
 impl Default for Config {
@@ -61,6 +67,8 @@ impl Default for Config {
             drain_timeout: Duration::from_secs(5),
             tls: None,
             compression: Compression::None,
+            max_work_bytes: service::DEFAULT_MAX_WORK_BYTES,
+            max_connection_body_bytes: ServerSettings::DEFAULT_MAX_CONNECTION_BODY_BYTES,
         }
     }
 }
@@ -106,6 +114,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         idle_timeout: config.idle_timeout,
         http2_keep_alive_interval: config.http2_keep_alive_interval,
         drain_timeout: config.drain_timeout,
+        max_connection_body_bytes: config.max_connection_body_bytes,
         ..ServerSettings::new(protocols)
     };
     let limit = InFlightLimit::from_flag(config.max_in_flight);
@@ -131,14 +140,22 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         "grpc_server": grpc_settings,
         "rest_server": rest_settings,
     }));
+    registry.extend_settings(WorkBudget::new(config.max_work_bytes).settings());
     registry.extend_settings(hop::settings(config.tls.as_ref(), config.compression));
     registry.extend_settings(service::runtime_settings());
     registry.extend_settings(service::huge_pages::settings());
     let grpc_counters = registry.listener(Counters::new("grpc", grpc::OUTCOMES));
     let rest_counters = registry.listener(Counters::new("rest", rest::OUTCOMES));
+    let admin_counters = registry.admin(Counters::new("admin", service::api::API_OUTCOMES));
     let registry = Arc::new(registry);
 
-    let core = Core { delay: config.delay, jitter: config.jitter, limits: config.limits, timer: Default::default() };
+    let core = Core {
+        delay: config.delay,
+        jitter: config.jitter,
+        limits: config.limits,
+        timer: Default::default(),
+        budget: WorkBudget::new(config.max_work_bytes),
+    };
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter.set_serving::<proto::downstream_server::DownstreamServer<grpc::GrpcService>>().await;
     // Reflection in both versions stock tools speak: grpc.reflection.v1
@@ -167,6 +184,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let grpc_app = limit.apply(grpc_app, grpc_counters.clone(), grpc::overloaded);
     let rest_app = rest::router(core, rest_counters.clone(), config.header_read_timeout);
     let rest_app = config.compression.rest_layers(rest_app);
+    let rest_app = service::json_errors(rest_app, Some(rest_counters.clone()), rest::API);
     let rest_app = limit.apply(rest_app, rest_counters.clone(), service::api::overloaded);
 
     let handle_addrs = (grpc_listener.local_addr()?, rest_listener.local_addr()?, admin_listener.local_addr()?);
@@ -174,7 +192,8 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let (grpc_tls, rest_tls) = tls.unzip();
     tasks.spawn(serve_tls(grpc_listener, grpc_app, Some(grpc_counters), grpc_settings, grpc_tls, shutdown.clone()));
     tasks.spawn(serve_tls(rest_listener, rest_app, Some(rest_counters), rest_settings, rest_tls, shutdown.clone()));
-    tasks.spawn(serve(admin_listener, admin_router(registry.clone()), None, admin_settings, shutdown.clone()));
+    let admin_app = service::json_errors(admin_router(registry.clone()), Some(admin_counters), telemetry::ADMIN_API);
+    tasks.spawn(serve(admin_listener, admin_app, None, admin_settings, shutdown.clone()));
 
     Ok(Handle {
         grpc_addr: handle_addrs.0,

@@ -327,3 +327,146 @@ async fn http1_on_the_grpc_port_gets_no_http1_answer() {
     assert_eq!(s.listeners["grpc"].requests_total(), 0, "{:?}", s.listeners["grpc"].requests);
     ds.stop().await;
 }
+
+// ---- 6. work in flight: records and uploads, not only requests ----
+
+#[tokio::test]
+async fn work_over_the_budget_is_shed_while_small_requests_are_served() {
+    // 8 MiB of work: a request for 10,000 records weighs 2.56 MB, so two fit
+    // under the seven eighths large requests may use, and a third does not.
+    let budget = 8 * 1024 * 1024;
+    let ds = downstream(Config { delay: Duration::from_secs(1), max_work_bytes: budget, ..Config::default() }).await;
+    let http = reqwest::Client::new();
+    let rest = ds.rest_addr;
+    let post = |id: String, items: u32| {
+        let req =
+            http.post(format!("http://{rest}/v1/fetch")).json(&serde_json::json!({"requestId": id, "items": items}));
+        async move {
+            let resp = req.send().await.unwrap();
+            (resp.status().as_u16(), resp.text().await.unwrap())
+        }
+    };
+    let big = futures::future::join_all((0..6).map(|i| post(format!("big-{i}"), 10_000)));
+    let small = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        post("small".into(), 10).await
+    };
+    let (big, small) = tokio::join!(big, small);
+    let shed: Vec<_> = big.iter().filter(|(s, _)| *s == 503).collect();
+    let ok = big.iter().filter(|(s, _)| *s == 200).count();
+    assert!(ok >= 2 && !shed.is_empty() && ok + shed.len() == 6, "{:?}", big.iter().map(|b| b.0).collect::<Vec<_>>());
+    assert!(shed[0].1.contains("bytes of work in flight"), "{}", shed[0].1);
+    assert_eq!(small.0, 200, "a small request is served while large ones fill the budget: {}", small.1);
+
+    let client = proto::downstream_client::DownstreamClient::connect(format!("http://{}", ds.grpc_addr)).await.unwrap();
+    let answers = futures::future::join_all((0..6).map(|i| {
+        let mut client = client.clone();
+        async move {
+            let req = FetchRequest { request_id: format!("g-{i}"), items: 10_000, ..FetchRequest::default() };
+            client.fetch(proto::FetchRequest::from(req)).await.map(|_| ())
+        }
+    }))
+    .await;
+    let grpc_shed: Vec<_> = answers.iter().filter_map(|a| a.as_ref().err()).collect();
+    assert!(!grpc_shed.is_empty() && answers.len() - grpc_shed.len() >= 2, "{answers:?}");
+    assert!(grpc_shed.iter().all(|s| s.code() == tonic::Code::ResourceExhausted), "{grpc_shed:?}");
+
+    let s = stats(ds.admin_addr).await;
+    assert_eq!(s.listeners["rest"].requests["shed"], shed.len() as u64);
+    assert_eq!(s.listeners["grpc"].requests["shed"], grpc_shed.len() as u64, "{:?}", s.listeners["grpc"].requests);
+    assert_eq!(s.settings["max_work_bytes"], budget);
+    ds.stop().await;
+}
+
+// ---- 7. request bodies one connection holds ----
+
+#[tokio::test]
+async fn a_connection_holding_too_many_body_bytes_fails_the_request_past_it() {
+    let ds = downstream(Config {
+        delay: Duration::from_millis(1),
+        max_connection_body_bytes: 1024 * 1024,
+        header_read_timeout: Duration::from_secs(3),
+        ..Config::default()
+    })
+    .await;
+    let (send, _driver) = h2_connect(ds.grpc_addr).await;
+    // Three messages declaring 600 kB each, 400 kB of each sent and the
+    // streams left open: the third passes the connection's 1 MiB.
+    let mut header = vec![0u8];
+    header.extend_from_slice(&600_000u32.to_be_bytes());
+    let mut streams = Vec::new();
+    for _ in 0..3 {
+        let mut ready = send.clone().ready().await.unwrap();
+        let (resp, mut stream) = ready.send_request(grpc_head(ds.grpc_addr, FETCH), false).unwrap();
+        stream.send_data(Bytes::from(header.clone()), false).unwrap();
+        stream.send_data(Bytes::from(vec![0u8; 400_000]), false).unwrap();
+        streams.push((resp, stream));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (third, _open) = streams.pop().unwrap();
+    let third = tokio::time::timeout(Duration::from_secs(2), third).await;
+    let third = third.expect("the stream past the limit is answered before its body deadline").unwrap();
+    let (code, message) = status_of(third.headers());
+    assert_eq!(code, tonic::Code::ResourceExhausted as i32, "{message}");
+    assert!(message.contains("bytes one connection may hold"), "{message}");
+    // The others end (their bodies time out); the connection serves again.
+    drop(streams);
+    assert_eq!(grpc_call(&send, ds.grpc_addr, FETCH, fetch_message("after", 1)).await.0, 0);
+    let s = stats(ds.admin_addr).await;
+    assert_eq!(s.settings["grpc_server"]["max_connection_body_bytes"], 1024 * 1024);
+    ds.stop().await;
+}
+
+// ---- 8. every refusal in the documented shape, counted ----
+
+#[tokio::test]
+async fn every_http_refusal_carries_the_json_error_and_is_counted() {
+    let ds = downstream(Config {
+        delay: Duration::from_millis(1),
+        compression: service::Compression::Gzip,
+        ..Config::default()
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let url = format!("http://{}/v1/fetch", ds.rest_addr);
+    let json_error = |resp: reqwest::Response| async move {
+        let status = resp.status().as_u16();
+        let is_json = resp.headers().get("content-type").is_some_and(|v| v == "application/json");
+        let body: serde_json::Value = resp.json().await.unwrap_or_default();
+        assert!(is_json && body["error"].is_string(), "{status}: {body}");
+        (status, body["error"].as_str().unwrap().to_owned())
+    };
+    let br = http.post(&url).header("content-type", "application/json").header("content-encoding", "br");
+    let (status, reason) = json_error(br.body("{}").send().await.unwrap()).await;
+    assert_eq!((status, reason.contains("\"br\"")), (415, true), "{reason}");
+    let get = http.get(&url).send().await.unwrap();
+    assert_eq!(get.headers()["allow"], "POST");
+    let (status, reason) = json_error(get).await;
+    assert_eq!((status, reason.contains("GET is not allowed")), (405, true), "{reason}");
+    let big_header = http.post(&url).header("x-padding", "p".repeat(40 * 1024)).json(&serde_json::json!({}));
+    assert_eq!(json_error(big_header.send().await.unwrap()).await.0, 431);
+    let array = http.post(&url).header("content-type", "application/json").body(r#"["a", 1]"#);
+    let (status, reason) = json_error(array.send().await.unwrap()).await;
+    assert_eq!((status, reason.contains("must be a JSON object")), (400, true), "{reason}");
+    // More fields than hyper parses: its own bare 431, counted all the same.
+    let mut many = http.post(&url);
+    for i in 0..150 {
+        many = many.header(format!("x-field-{i}"), "v");
+    }
+    assert_eq!(many.send().await.unwrap().status(), 431);
+
+    let admin = format!("http://{}", ds.admin_addr);
+    assert_eq!(json_error(http.get(format!("{admin}/nope")).send().await.unwrap()).await.0, 404);
+    assert_eq!(json_error(http.post(format!("{admin}/stats")).send().await.unwrap()).await.0, 405);
+
+    let s = stats(ds.admin_addr).await;
+    let rest = &s.listeners["rest"].requests;
+    assert_eq!(
+        (rest["unsupported_media_type"], rest["method_not_allowed"], rest["headers_too_large"], rest["bad_request"]),
+        (1, 1, 2, 1),
+        "{rest:?}"
+    );
+    let admin_counted = s.admin.expect("the admin listener's answers are counted").requests;
+    assert_eq!((admin_counted["not_found"], admin_counted["method_not_allowed"]), (1, 1), "{admin_counted:?}");
+    ds.stop().await;
+}

@@ -26,6 +26,8 @@ impl ApiError {
             StatusCode::PAYLOAD_TOO_LARGE => "too_large",
             StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
             StatusCode::NOT_FOUND => "not_found",
+            StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => "headers_too_large",
             StatusCode::BAD_GATEWAY => "bad_gateway",
             StatusCode::GATEWAY_TIMEOUT => "gateway_timeout",
             StatusCode::REQUEST_TIMEOUT => "request_timeout",
@@ -42,6 +44,8 @@ pub const API_OUTCOMES: &[&str] = &[
     "too_large",
     "unsupported_media_type",
     "not_found",
+    "method_not_allowed",
+    "headers_too_large",
     "bad_gateway",
     "gateway_timeout",
     "request_timeout",
@@ -52,9 +56,7 @@ pub const API_OUTCOMES: &[&str] = &[
 /// The answer to a request shed by [`crate::InFlightLimit`]: 503 with a reason.
 pub fn overloaded(max_in_flight: usize) -> Response {
     let reason = format!("this service is at its limit of {max_in_flight} requests in flight; retry later");
-    let mut resp = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, reason).into_response();
-    resp.headers_mut().insert(header::RETRY_AFTER, http::HeaderValue::from_static("1"));
-    resp
+    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, reason).into_response()
 }
 
 impl IntoResponse for ApiError {
@@ -64,6 +66,10 @@ impl IntoResponse for ApiError {
             // The unread rest of the body would otherwise keep the connection
             // (and whatever the client still sends) busy: close it.
             resp.headers_mut().insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+        }
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            // Shed, not failed: the same request may succeed in a moment.
+            resp.headers_mut().insert(header::RETRY_AFTER, http::HeaderValue::from_static("1"));
         }
         resp
     }
@@ -100,9 +106,20 @@ pub async fn read_json<T: DeserializeOwned>(
         return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json"));
     }
     let bytes = read_body(headers, body, policy).await?;
-    let value = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("malformed JSON request: {e}")))?;
+    let value = decode_object(&bytes)?;
     Ok((value, bytes.len()))
+}
+
+/// Decodes a request body that must be a JSON object (400 otherwise, with
+/// serde's reason): serde's derived structs also take an array of the
+/// fields in order, which is not the contract.
+pub fn decode_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first.is_some_and(|b| *b != b'{') {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "malformed JSON request: the body must be a JSON object"));
+    }
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("malformed JSON request: {e}")))
 }
 
 /// The media type of a request's Content-Type, without parameters, lower case.

@@ -3,6 +3,8 @@
 //! `Content-Length`, and the wire bytes do not change) and its end.
 
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use axum::body::Body;
@@ -57,6 +59,74 @@ where
     }
 }
 
+/// The request-body bytes one connection holds: every body's bytes count
+/// from the frame that brought them until the body is dropped (read to the
+/// end and decoded, or abandoned). Over the limit, the body that passed it
+/// fails with RESOURCE_EXHAUSTED, which ends that request and frees what it
+/// held; the connection's other requests go on.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnectionBodies {
+    held: Arc<AtomicUsize>,
+    max: usize,
+}
+
+impl ConnectionBodies {
+    pub(crate) fn new(max: usize) -> Self {
+        ConnectionBodies { held: Arc::new(AtomicUsize::new(0)), max }
+    }
+
+    /// `body`, counted against this connection's limit.
+    pub(crate) fn count<B>(&self, body: B) -> Body
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<axum::BoxError>,
+    {
+        Body::new(Counted { inner: Body::new(body), bodies: self.clone(), mine: 0 })
+    }
+}
+
+struct Counted {
+    inner: Body,
+    bodies: ConnectionBodies,
+    mine: usize,
+}
+
+impl http_body::Body for Counted {
+    type Data = Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::BoxError>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        let Poll::Ready(Some(Ok(frame))) = &polled else { return polled.map_err(Into::into) };
+        let n = frame.data_ref().map_or(0, Bytes::len);
+        this.mine += n;
+        let held = this.bodies.held.fetch_add(n, Ordering::AcqRel) + n;
+        if held > this.bodies.max {
+            let reason = format!(
+                "this connection's request bodies hold more than the {} bytes one connection may hold",
+                this.bodies.max
+            );
+            return Poll::Ready(Some(Err(Box::new(tonic::Status::resource_exhausted(reason)))));
+        }
+        polled.map_err(Into::into)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.bodies.held.fetch_sub(self.mine, Ordering::AcqRel);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,5 +142,24 @@ mod tests {
         });
         assert_eq!(body.size_hint().exact(), Some(12));
         assert_eq!(body.collect().await.unwrap().to_bytes(), "twelve bytes");
+    }
+
+    #[tokio::test]
+    async fn a_connection_holds_bodies_up_to_its_limit() {
+        let bodies = ConnectionBodies::new(10);
+        let first = bodies.count(Body::from("123456"));
+        let (first, kept) = {
+            let mut first = first;
+            let frame = first.frame().await.unwrap().unwrap();
+            (first, frame)
+        };
+        assert_eq!(kept.data_ref().map(|d| d.len()), Some(6));
+        assert_eq!(bodies.held.load(Ordering::Acquire), 6, "held while the first body lives");
+        let err = bodies.count(Body::from("12345")).collect().await.unwrap_err();
+        assert!(err.to_string().contains("10 bytes one connection may hold"), "{err}");
+        assert_eq!(bodies.held.load(Ordering::Acquire), 6, "the refused body gave its bytes back");
+        drop(first);
+        assert_eq!(bodies.count(Body::from("1234567890")).collect().await.unwrap().to_bytes(), "1234567890");
+        assert_eq!(bodies.held.load(Ordering::Acquire), 0);
     }
 }

@@ -8,8 +8,10 @@
 //! * [`tls`]: a listener's rustls configuration from PEM files;
 //! * [`compression`]: the hop's [`Compression`] and its one mapping onto each
 //!   library's type;
-//! * [`api`]: the JSON error shape and body decoding of every HTTP API;
-//! * [`InFlightLimit`]: the bound on requests a tier works on at once;
+//! * [`api`]: the JSON error shape and body decoding of every HTTP API, and
+//!   [`json_errors`]: that shape on every error answer a listener sends;
+//! * [`InFlightLimit`]: the bound on requests a tier works on at once, and
+//!   [`WorkBudget`]: the bound on the records and uploads they hold;
 //! * the lifecycle: ready line, logging, signals, drain and exit code;
 //! * [`runtime_settings`]: the runtime a tier serves on (flavor, workers and
 //!   where their count came from);
@@ -22,6 +24,7 @@
 pub mod api;
 mod body;
 pub mod compression;
+mod errors;
 pub mod h2;
 pub mod huge_pages;
 mod lifecycle;
@@ -29,12 +32,15 @@ mod limit;
 mod runtime;
 mod serve;
 pub mod tls;
+mod work;
 
 pub use body::{hold_until_dropped, watch_frames};
 pub use compression::Compression;
+pub use errors::{MAX_HEADER_BYTES, json_errors};
 pub use lifecycle::{
     ReadyLine, Served, cancel_on_signal, exit_code, init_logging, parse_positive_duration, print_ready,
 };
 pub use limit::{InFlightLimit, MIN_DEFAULT_MAX_IN_FLIGHT, SHED};
 pub use runtime::{WORKERS_ENV, runtime_settings};
 pub use serve::{Protocols, ServerSettings, bind, serve, serve_tls};
+pub use work::{DEFAULT_MAX_WORK_BYTES, HeldUntilSent, Refused, WORK_BYTES_PER_RECORD, WorkBudget, WorkPermit};

@@ -17,6 +17,7 @@ use tokio::sync::Semaphore;
 use telemetry::Counters;
 
 use crate::body::hold_until_dropped;
+use crate::work::HeldUntilSent;
 
 /// The outcome label a shed request is counted under.
 pub const SHED: &str = "shed";
@@ -80,7 +81,13 @@ impl InFlightLimit {
             let (permits, counters) = (permits.clone(), counters.clone());
             async move {
                 match permits.try_acquire_owned() {
-                    Ok(permit) => next.run(req).await.map(|body| hold_until_dropped(body, permit)),
+                    Ok(permit) => {
+                        let mut resp = next.run(req).await;
+                        // What the handler holds until its answer is sent
+                        // (its work permit) is held by the body too.
+                        let held = resp.extensions_mut().remove::<HeldUntilSent>();
+                        resp.map(|body| hold_until_dropped(body, (permit, held)))
+                    }
                     Err(_) => {
                         counters.record(SHED);
                         shed(max)

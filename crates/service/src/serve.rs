@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
-use crate::body::hold_until_dropped;
+use crate::body::{ConnectionBodies, hold_until_dropped};
 use telemetry::{Counters, CountingStream};
 
 /// Which HTTP versions a listener speaks.
@@ -83,10 +83,17 @@ pub struct ServerSettings {
     pub http1_half_close: bool,
     /// Accept queue length asked of the kernel.
     pub listen_backlog: u32,
+    /// Request-body bytes one connection may hold at once, all its streams
+    /// together (read but not yet decoded and dropped); the request whose
+    /// body passes it fails (RESOURCE_EXHAUSTED / 400).
+    pub max_connection_body_bytes: usize,
 }
 
 impl ServerSettings {
     pub const DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS: u32 = 16_384;
+    /// Sixty-four of the largest default request bodies (1 MiB) in transit
+    /// on one connection at once.
+    pub const DEFAULT_MAX_CONNECTION_BODY_BYTES: usize = 64 * 1024 * 1024;
     /// Well under a minute: what one client's idle connections can pin is
     /// bounded by how fast it can open new ones.
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -104,6 +111,7 @@ impl ServerSettings {
             tcp_nodelay: true,
             http1_half_close: true,
             listen_backlog: LISTEN_BACKLOG,
+            max_connection_body_bytes: Self::DEFAULT_MAX_CONNECTION_BODY_BYTES,
         }
     }
 }
@@ -298,8 +306,11 @@ impl Conn {
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
         let activity = Arc::new(Activity::new());
+        let refused = self.counters.clone();
         let (app, tracked, started) = (self.app, activity.clone(), self.counters);
+        let bodies = ConnectionBodies::new(self.settings.max_connection_body_bytes);
         let service = TowerToHyperService::new(tower::service_fn(move |req: http::Request<Incoming>| {
+            let req = req.map(|body| bodies.count(body));
             if let Some(c) = &started {
                 c.request_started();
             }
@@ -312,7 +323,7 @@ impl Conn {
                 Ok::<_, Infallible>(resp.map(|body| hold_until_dropped(body, open)))
             }
         }));
-        let control = Control { activity, settings: self.settings, shutdown: self.shutdown };
+        let control = Control { activity, settings: self.settings, shutdown: self.shutdown, counters: refused };
         match self.settings.protocols {
             // The auto builder sniffs the protocol when upgrades are served,
             // whatever version it was told; only `serve_connection` honours
@@ -336,13 +347,14 @@ struct Control {
     activity: Arc<Activity>,
     settings: ServerSettings,
     shutdown: CancellationToken,
+    /// Where a request head hyper refused itself is counted.
+    counters: Option<Arc<Counters>>,
 }
 
 impl Control {
-    async fn drive<C, E>(self, conn: C, graceful_shutdown: fn(Pin<&mut C>))
+    async fn drive<C>(self, conn: C, graceful_shutdown: fn(Pin<&mut C>))
     where
-        C: Future<Output = Result<(), E>>,
-        E: std::fmt::Display,
+        C: Future<Output = Result<(), Box<dyn std::error::Error + Send + Sync>>>,
     {
         tokio::pin!(conn);
         // A connection must deliver its first complete request head within the
@@ -358,6 +370,9 @@ impl Control {
                 result = &mut conn => {
                     if let Err(e) = result {
                         tracing::debug!("connection ended with error: {e}");
+                        if let (Some(c), Some(label)) = (&self.counters, refused_head(&*e)) {
+                            c.record(label);
+                        }
                     }
                     return;
                 }
@@ -386,6 +401,21 @@ impl Control {
                 }
             }
         }
+    }
+}
+
+/// The outcome of a request head hyper refused before any service saw it
+/// (it answers 400 or 431 itself, with an empty body, and closes): a head
+/// with more than hyper's 100 header fields or larger than its read buffer,
+/// or one that does not parse. `None` for any other connection error.
+fn refused_head(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    let hyper = e.downcast_ref::<hyper::Error>()?;
+    if hyper.is_parse_too_large() {
+        Some("headers_too_large")
+    } else if hyper.is_parse() {
+        Some("bad_request")
+    } else {
+        None
     }
 }
 

@@ -12,6 +12,9 @@ use axum::routing::get;
 
 use crate::Registry;
 
+/// What the admin listener serves, for the reason of a 404 or 405.
+pub const ADMIN_API: &str = "GET /healthz, /metrics or /stats";
+
 pub fn admin_router(registry: Arc<Registry>) -> Router {
     let metrics_reg = registry.clone();
     Router::new()

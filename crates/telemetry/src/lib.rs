@@ -20,7 +20,7 @@ mod handshakes;
 mod process;
 mod registry;
 
-pub use admin::admin_router;
+pub use admin::{ADMIN_API, admin_router};
 pub use counters::{Counters, CountersSnapshot};
 pub use counting::CountingStream;
 pub use handshakes::{TlsSnapshot, TlsTally};

@@ -19,6 +19,7 @@ pub struct Registry {
     started: Instant,
     listeners: Vec<Arc<Counters>>,
     clients: Vec<Arc<Counters>>,
+    admin: Option<Arc<Counters>>,
     process: ProcessStats,
     settings: serde_json::Value,
 }
@@ -38,6 +39,10 @@ pub struct StatsSnapshot {
     pub listeners: BTreeMap<String, CountersSnapshot>,
     /// Outbound clients by name (`grpc`, `rest`).
     pub clients: BTreeMap<String, CountersSnapshot>,
+    /// The admin listener's answers by outcome (its refusals among them);
+    /// kept apart from the measured listeners, and its bytes not counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin: Option<CountersSnapshot>,
     /// Every setting that affects fairness (pools, stream limits, timeouts, delay).
     pub settings: serde_json::Value,
 }
@@ -50,6 +55,7 @@ impl Registry {
             started: Instant::now(),
             listeners: Vec::new(),
             clients: Vec::new(),
+            admin: None,
             process: ProcessStats::current(),
             settings: serde_json::Value::Null,
         }
@@ -81,6 +87,14 @@ impl Registry {
         c
     }
 
+    /// Registers the admin listener's counters (outcomes only: its bytes are
+    /// not the service's traffic) and returns them.
+    pub fn admin(&mut self, counters: Counters) -> Arc<Counters> {
+        let c = Arc::new(counters);
+        self.admin = Some(c.clone());
+        c
+    }
+
     pub fn snapshot(&self) -> StatsSnapshot {
         let collect = |v: &[Arc<Counters>]| v.iter().map(|c| (c.name().to_owned(), c.snapshot())).collect();
         // The CPU time (read last by the process snapshot) and the uptime are
@@ -94,6 +108,7 @@ impl Registry {
             process,
             listeners: collect(&self.listeners),
             clients: collect(&self.clients),
+            admin: self.admin.as_ref().map(|c| c.snapshot()),
             settings: self.settings.clone(),
         }
     }

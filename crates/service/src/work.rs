@@ -1,0 +1,162 @@
+//! A bound on the work a tier holds at once, weighed by what it costs in
+//! memory, not by how many requests carry it: a request for 10,000 records
+//! weighs as much as a thousand requests for ten. [`crate::InFlightLimit`]
+//! counts requests; this counts their records and uploads, so a few large
+//! requests cannot take a tier to gigabytes and make every other request
+//! wait behind them.
+//!
+//! A request is weighed once its size is known (decoded), admitted if its
+//! weight fits, and holds its weight until its answer has been sent or
+//! dropped ([`HeldUntilSent`]). One that does not fit is shed at once, as an
+//! over-limit request is (503 / RESOURCE_EXHAUSTED, counted `shed`). The last
+//! eighth of the budget is kept for small requests (at most 1/1024 of it
+//! each), so requests of the usual size are still served while large ones
+//! fill the rest.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Bytes of work one tier holds at once by default: a few hundred MiB of
+/// records and uploads in flight at most.
+pub const DEFAULT_MAX_WORK_BYTES: u64 = 256 * 1024 * 1024;
+
+/// What one record a tier holds in flight is weighed at: its decoded form and
+/// its encoding, both alive while the answer is built and sent (measured:
+/// `bench/README.md`, "Work in flight").
+pub const WORK_BYTES_PER_RECORD: u64 = 256;
+
+/// The work one tier holds at once, shared by its listeners.
+#[derive(Debug, Clone)]
+pub struct WorkBudget {
+    max: u64,
+    used: Arc<AtomicU64>,
+}
+
+/// A request's admitted weight, given back when dropped.
+#[derive(Debug)]
+pub struct WorkPermit {
+    used: Arc<AtomicU64>,
+    weight: u64,
+}
+
+impl Drop for WorkPermit {
+    fn drop(&mut self) {
+        self.used.fetch_sub(self.weight, Ordering::AcqRel);
+    }
+}
+
+/// Why a request was not admitted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// It does not fit now: the client may retry later.
+    #[error(
+        "this service holds {used} of its {max} bytes of work in flight and this request weighs {weight}; retry later"
+    )]
+    Busy { weight: u64, used: u64, max: u64 },
+    /// It would never fit: no retry helps.
+    #[error("this request weighs {weight} bytes of work, more than this service holds at once ({max})")]
+    TooLarge { weight: u64, max: u64 },
+}
+
+impl WorkBudget {
+    pub fn new(max_bytes: u64) -> Self {
+        WorkBudget { max: max_bytes.max(1), used: Arc::new(AtomicU64::new(0)) }
+    }
+
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// Bytes of work held now.
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Acquire)
+    }
+
+    /// The weight of a request for `records` records carrying `upload_bytes`.
+    pub fn weigh(records: u64, upload_bytes: u64) -> u64 {
+        records.saturating_mul(WORK_BYTES_PER_RECORD).saturating_add(upload_bytes)
+    }
+
+    /// Admits `weight` if it fits under the budget (a large request: under
+    /// seven eighths of it), without waiting.
+    pub fn try_admit(&self, weight: u64) -> Result<WorkPermit, Refused> {
+        let small = weight <= self.max / 1024;
+        let limit = if small { self.max } else { self.max - self.max / 8 };
+        if weight > limit {
+            return Err(Refused::TooLarge { weight, max: limit });
+        }
+        let mut used = self.used.load(Ordering::Acquire);
+        loop {
+            if used + weight > limit {
+                return Err(Refused::Busy { weight, used, max: self.max });
+            }
+            match self.used.compare_exchange_weak(used, used + weight, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Ok(WorkPermit { used: self.used.clone(), weight }),
+                Err(now) => used = now,
+            }
+        }
+    }
+
+    /// The budget as a tier's settings report it.
+    pub fn settings(&self) -> serde_json::Value {
+        serde_json::json!({
+            "max_work_bytes": self.max,
+            "work_bytes_per_record": WORK_BYTES_PER_RECORD,
+            "work_reserved_for_small_requests": "the last eighth, for requests of at most 1/1024 of the budget",
+        })
+    }
+}
+
+/// Something a response keeps alive until its body has been sent or
+/// dropped, put in the response's extensions by a handler (a
+/// [`WorkPermit`]); the in-flight layer ([`crate::InFlightLimit::apply`])
+/// moves it into the body.
+#[derive(Clone)]
+pub struct HeldUntilSent(#[allow(dead_code)] Arc<dyn std::any::Any + Send + Sync>);
+
+impl HeldUntilSent {
+    pub fn new<T: Send + Sync + 'static>(value: T) -> Self {
+        HeldUntilSent(Arc::new(value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weight_is_held_until_the_permit_drops() {
+        let budget = WorkBudget::new(1024 * 1024);
+        let a = budget.try_admit(500_000).unwrap();
+        let b = budget.try_admit(400_000).unwrap();
+        assert_eq!(budget.used(), 900_000);
+        assert!(matches!(budget.try_admit(100_000), Err(Refused::Busy { .. })), "a large one keeps the reserve free");
+        let small = budget.try_admit(1024).expect("a small one may use the reserve");
+        drop((a, small));
+        assert_eq!(budget.used(), 400_000);
+        assert!(budget.try_admit(400_000).is_ok());
+        drop(b);
+        assert_eq!(budget.used(), 0);
+        assert!(matches!(budget.try_admit(1024 * 1024), Err(Refused::TooLarge { .. })));
+    }
+
+    #[test]
+    fn many_threads_never_overshoot() {
+        let budget = WorkBudget::new(1_000_000);
+        let held = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for _ in 0..1000 {
+                        if let Ok(p) = budget.try_admit(10_000) {
+                            held.lock().unwrap().push(p);
+                        }
+                    }
+                });
+            }
+        });
+        let held = held.into_inner().unwrap();
+        assert_eq!(budget.used(), held.len() as u64 * 10_000);
+        assert_eq!(held.len(), 87, "seven eighths of a million in weights of ten thousand");
+    }
+}
