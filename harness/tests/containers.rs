@@ -8,10 +8,11 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{harness_cmd, load, out_dir, run_folder};
+use common::{entries, harness_cmd, load, out_dir, run_folder};
 use harness::result::TierName;
 
 fn docker_usable() -> bool {
@@ -28,6 +29,84 @@ fn left_by(pid: u32) -> Vec<String> {
         String::from_utf8_lossy(&o.stdout).lines().map(str::to_owned).collect::<Vec<_>>()
     };
     [list(&["ps", "-a"]), list(&["network", "ls"])].concat()
+}
+
+/// Removes, when dropped (a failed assertion included), whatever a harness
+/// with this pid left: a test never leaves containers behind, even when the
+/// harness did.
+struct Sweeper(u32);
+
+impl Drop for Sweeper {
+    fn drop(&mut self) {
+        let filter = format!("label=grpc-vs-rest.harness-pid={}", self.0);
+        for (list, rm) in [(&["ps", "-a"][..], &["rm", "-f"][..]), (&["network", "ls"][..], &["network", "rm"][..])] {
+            let o = Command::new("docker").args(list).args(["--filter", &filter, "-q"]).output().unwrap();
+            let ids: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(str::to_owned).collect();
+            if !ids.is_empty() {
+                let _ = Command::new("docker").args(rm).args(&ids).output();
+            }
+        }
+    }
+}
+
+/// A containers run in the background, both its tiers running.
+struct Running {
+    child: Child,
+    pid: u32,
+    /// When the harness said it samples the caller (shortly before the load).
+    sampled_at: Instant,
+    stderr: Arc<Mutex<String>>,
+    _sweeper: Sweeper,
+}
+
+impl Running {
+    /// Starts the harness with `args` and waits until both containers run.
+    fn start(args: &[&str]) -> Running {
+        let mut child = harness_cmd(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let pid = child.id();
+        let sweeper = Sweeper(pid);
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut seen = String::new();
+        while !seen.contains("caller (grpc): sampled through") {
+            assert!(Instant::now() < deadline, "no tiers named: {seen}");
+            let Some(Ok(line)) = lines.next() else { panic!("the harness ended early: {seen}") };
+            seen.push_str(&line);
+            seen.push('\n');
+        }
+        let stderr = Arc::new(Mutex::new(seen));
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let mut t = sink.lock().unwrap();
+                t.push_str(&line);
+                t.push('\n');
+            }
+        });
+        Running { child, pid, sampled_at: Instant::now(), stderr, _sweeper: sweeper }
+    }
+
+    fn sleep_until(&self, since_sampled: Duration) {
+        std::thread::sleep((self.sampled_at + since_sampled).saturating_duration_since(Instant::now()));
+    }
+
+    /// Its exit code, waiting at most `limit`, and its stderr.
+    fn wait(&mut self, limit: Duration) -> (Option<i32>, String) {
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("the harness did not exit within {limit:?}:\n{}", self.stderr.lock().unwrap());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // Let the reader take the last lines.
+        std::thread::sleep(Duration::from_millis(100));
+        (status.code(), self.stderr.lock().unwrap().clone())
+    }
 }
 
 /// CFS enforces `--cpus` per 100 ms period (Docker's default): a window of
@@ -212,4 +291,28 @@ fn gzip_in_containers_compresses_the_internal_hop() {
     // does not grow by more than gzip's framing.
     assert!(gzip.1 < plain.1 * 0.5, "response bytes/request: gzip {gzip:?}, none {plain:?}");
     eprintln!("internal hop wire bytes/request (request, response): none {plain:?}, gzip {gzip:?}");
+}
+
+#[test]
+fn a_third_ctrl_c_leaves_no_temporary_folder_and_no_container() {
+    if !docker_usable() {
+        eprintln!("skipped: needs root and a running Docker daemon");
+        return;
+    }
+    let out = out_dir("containers-third");
+    let args = ["--isolation", "containers", "--qps", "20", "--delay", "1ms", "--duration", "60s", "--warmup", "0s"];
+    let mut h = Running::start(&[&args[..], &["--out", out.to_str().unwrap()]].concat());
+    h.sleep_until(Duration::from_millis(500));
+    // The third arrives while the tiers are being stopped, before the
+    // folder is written.
+    for _ in 0..3 {
+        common::signal(h.pid as i32, nix::sys::signal::Signal::SIGINT);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (code, stderr) = h.wait(Duration::from_secs(60));
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(stderr.contains("again to exit at once"), "{stderr}");
+    assert!(!entries(&out).iter().any(|e| e.starts_with(".tmp-")), "left a temporary folder: {:?}", entries(&out));
+    assert_eq!(left_by(h.pid), Vec::<String>::new(), "containers or networks left after a third Ctrl-C");
+    let _ = std::fs::remove_dir_all(&out);
 }

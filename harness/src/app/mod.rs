@@ -232,7 +232,10 @@ fn interrupt_on_signals() -> std::io::Result<Interrupt> {
                     "harness: {name} again: cutting the drain short and writing what was finished (again to exit at once)"
                 ),
                 _ => {
-                    // Containers do not die with the harness as child processes do.
+                    // No destructor runs past `exit`: the unfinished run
+                    // folder goes first, then the containers (they do not
+                    // die with the harness as child processes do).
+                    crate::export::files::remove_unfinished();
                     crate::tiers::containers::remove_now();
                     std::process::exit(i32::from(EXIT_INTERRUPTED))
                 }
