@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{entries, harness_cmd, load, out_dir, run_folder};
-use harness::result::TierName;
+use harness::result::{RunStatus, TierName};
 
 fn docker_usable() -> bool {
     use std::os::unix::fs::MetadataExt;
@@ -88,6 +88,18 @@ impl Running {
 
     fn sleep_until(&self, since_sampled: Duration) {
         std::thread::sleep((self.sampled_at + since_sampled).saturating_duration_since(Instant::now()));
+    }
+
+    /// The container of `tier` (`downstream`, `caller`).
+    fn container(&self, tier: &str) -> String {
+        let filter = format!("label=grpc-vs-rest.harness-pid={}", self.pid);
+        let o = Command::new("docker").args(["ps", "--filter", &filter, "--format", "{{.Names}}"]).output().unwrap();
+        let names = String::from_utf8_lossy(&o.stdout).into_owned();
+        names
+            .lines()
+            .find(|n| n.ends_with(&format!("-{tier}")))
+            .unwrap_or_else(|| panic!("no {tier} in {names}"))
+            .into()
     }
 
     /// Its exit code, waiting at most `limit`, and its stderr.
@@ -291,6 +303,96 @@ fn gzip_in_containers_compresses_the_internal_hop() {
     // does not grow by more than gzip's framing.
     assert!(gzip.1 < plain.1 * 0.5, "response bytes/request: gzip {gzip:?}, none {plain:?}");
     eprintln!("internal hop wire bytes/request (request, response): none {plain:?}, gzip {gzip:?}");
+}
+
+#[test]
+fn a_killed_container_aborts_the_run_naming_the_tier_and_keeps_the_finished_round() {
+    if !docker_usable() {
+        eprintln!("skipped: needs root and a running Docker daemon");
+        return;
+    }
+    let out = out_dir("containers-killed");
+    let args = ["--isolation", "containers", "--qps", "20", "--delay", "1ms", "--duration", "2s", "--rounds", "2"];
+    let mut h =
+        Running::start(&[&args[..], &["--reuse-tiers", "--warmup", "0s", "--out", out.to_str().unwrap()]].concat());
+    // Round 1 runs from about 0.1 s to 2.1 s; kill the caller early in round 2.
+    h.sleep_until(Duration::from_millis(2500));
+    let killed = Command::new("docker").args(["kill", &h.container("caller")]).output().unwrap();
+    assert!(killed.status.success(), "{killed:?}");
+    let (code, stderr) = h.wait(Duration::from_secs(60));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(left_by(h.pid), Vec::<String>::new(), "containers or networks left after the abort");
+    let run = load(&run_folder(&out));
+    assert_eq!(run.status, RunStatus::Aborted);
+    let reason = run.status_reason.as_deref().unwrap();
+    assert!(reason.contains("the caller of the gRPC arm (container") && reason.contains("SIGKILL"), "{reason}");
+    assert!(reason.contains("not the OOM killer") && reason.contains(" at t="), "{reason}");
+    assert!(stderr.contains("run aborted: the caller"), "{stderr}");
+    assert!(run.rounds[0].complete && run.rounds[0].requests.ok >= 39, "{:?}", run.rounds[0].requests);
+    eprintln!("{}", reason.lines().next().unwrap());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_tier_the_oom_killer_takes_aborts_the_run_and_is_named() {
+    if !docker_usable() {
+        eprintln!("skipped: needs root and a running Docker daemon");
+        return;
+    }
+    let out = out_dir("containers-oom");
+    // 10,000 records per answer (the most), 50 a second, each held for a
+    // second: far more than 20 MiB of answers at once.
+    let mut h = Running::start(&[
+        "--isolation",
+        "containers",
+        "--tier-memory",
+        "downstream=20m",
+        "--items",
+        "10000",
+        "--qps",
+        "50",
+        "--delay",
+        "1s",
+        "--duration",
+        "4s",
+        "--warmup",
+        "0s",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let (code, stderr) = h.wait(Duration::from_secs(60));
+    assert_eq!(code, Some(1), "{stderr}");
+    let run = load(&run_folder(&out));
+    assert_eq!(run.status, RunStatus::Aborted);
+    let reason = run.status_reason.as_deref().unwrap();
+    assert!(reason.contains("the downstream of the gRPC arm (container"), "{reason}");
+    assert!(reason.contains("OOM killer at its memory limit (20 MiB; exit code 137)"), "{reason}");
+    assert!(stderr.contains("run aborted: the downstream"), "{stderr}");
+    eprintln!("{}", reason.lines().next().unwrap());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn sigkill_of_the_harness_leaves_no_container_or_network_for_long() {
+    if !docker_usable() {
+        eprintln!("skipped: needs root and a running Docker daemon");
+        return;
+    }
+    let out = out_dir("containers-sigkill");
+    let args = ["--isolation", "containers", "--qps", "20", "--delay", "1ms", "--duration", "60s", "--warmup", "0s"];
+    let mut h = Running::start(&[&args[..], &["--out", out.to_str().unwrap()]].concat());
+    assert!(!left_by(h.pid).is_empty(), "the run's containers are labelled with its pid");
+    h.sleep_until(Duration::from_millis(300));
+    common::signal(h.pid as i32, nix::sys::signal::Signal::SIGKILL);
+    let _ = h.child.wait();
+    let killed = Instant::now();
+    // Bounded: far longer than `docker rm -f` of two containers takes.
+    while !left_by(h.pid).is_empty() && killed.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(left_by(h.pid), Vec::<String>::new(), "containers or networks left after SIGKILL");
+    eprintln!("containers and network gone {:?} after the SIGKILL", killed.elapsed());
+    let _ = std::fs::remove_dir_all(&out);
 }
 
 #[test]

@@ -54,6 +54,9 @@ impl TierStatsReader {
                 .no_proxy()
                 .pool_max_idle_per_host(0)
                 .timeout(Duration::from_secs(5))
+                // An address with no host behind it (a container that died)
+                // would hold each read for the ARP timeout, the samples with it.
+                .connect_timeout(Duration::from_secs(1))
                 .tls_backend_preconfigured(caller::hop::plaintext_only())
                 .build()?,
             harness: ProcessStats::current(),

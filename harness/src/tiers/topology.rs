@@ -169,8 +169,12 @@ impl Topology {
     }
 
     /// The admin endpoint of a tier: a started one's, or the one given for
-    /// a tier elsewhere.
+    /// a tier elsewhere; none for a container that has stopped (its address
+    /// is gone: a read would wait for its timeout).
     pub fn admin_url(&self, name: TierName) -> Option<String> {
+        if self.dead_container().is_some_and(|(t, _)| t.tier == name) {
+            return None;
+        }
         let started = match name {
             TierName::Downstream => self.downstream.as_ref(),
             TierName::Caller => self.caller.as_ref(),
@@ -180,6 +184,11 @@ impl Topology {
             Some(tier) => Some(tier.admin_url()),
             None => self.remote.iter().find(|r| r.name == name).and_then(|r| r.admin_url.clone()),
         }
+    }
+
+    /// A container of this arm that has stopped, and how it ended.
+    pub fn dead_container(&self) -> Option<(&containers::Started, &containers::Death)> {
+        self.containers.as_ref()?.dead()
     }
 
     /// The tiers this arm started as child processes.
