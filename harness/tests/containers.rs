@@ -418,3 +418,57 @@ fn a_third_ctrl_c_leaves_no_temporary_folder_and_no_container() {
     assert_eq!(left_by(h.pid), Vec::<String>::new(), "containers or networks left after a third Ctrl-C");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn a_cpu_limit_that_binds_is_reported_in_run_json_validity_and_the_reports() {
+    if !docker_usable() {
+        eprintln!("skipped: needs root and a running Docker daemon");
+        return;
+    }
+    let out = out_dir("containers-throttled");
+    // Closed loop with no service delay: a caller held to a tenth of a core
+    // uses its quota in every period.
+    let child = harness_cmd(&[
+        "--isolation",
+        "containers",
+        "--tier-cpus",
+        "caller=0.1",
+        "--connections",
+        "8",
+        "--delay",
+        "0ms",
+        "--duration",
+        "2s",
+        "--warmup",
+        "0s",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let _sweeper = Sweeper(child.id());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let run = load(&run_folder(&out));
+    let t = &run.rounds[0].cpu_throttling[&TierName::Caller];
+    assert_eq!(t.cpus, 0.1);
+    // A 2 s round holds about 20 periods of 100 ms.
+    assert!(t.periods >= 10 && t.throttled_periods * 2 > t.periods && t.throttled_seconds > 0.0, "{t:?}");
+    assert!(!run.rounds[0].cpu_throttling.contains_key(&TierName::Downstream), "the downstream has no limit");
+    let note = format!(
+        "round 1: the caller's CPU limit (0.1 cores) bound in {} of {} periods",
+        t.throttled_periods, t.periods
+    );
+    assert!(run.validity.iter().any(|v| v.starts_with(&note) && v.contains("hop time")), "{:?}", run.validity);
+    let report = std::fs::read_to_string(run_folder(&out).join("report.md")).unwrap();
+    assert!(
+        report.contains("### CPU limits") && report.contains("measured inside the caller, whose CPU limit bound"),
+        "{report}"
+    );
+    let terminal = String::from_utf8_lossy(&o.stdout);
+    assert!(terminal.contains("measured inside a throttled caller"), "{terminal}");
+    eprintln!("{note}: {t:?}");
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -80,6 +80,9 @@ pub struct Started {
     pub ready: ReadyLine,
     /// What `run.json` records under the tier's `settings.container`.
     pub description: serde_json::Value,
+    /// Its cgroup's `cpu.stat` and its limit in cores, with `--tier-cpus`
+    /// (where the cgroup was found).
+    pub cpu_stat: Option<(PathBuf, f64)>,
     /// Set by the container's watcher once it has stopped.
     died: Arc<OnceLock<Death>>,
 }
@@ -221,7 +224,11 @@ impl Containers {
         });
         let died = Arc::new(OnceLock::new());
         self.watchers.push(tokio::spawn(watch(name.clone(), memory, died.clone())));
-        Ok(Started { tier, name, ip, ready, description, died })
+        let cpu_stat = match cpus {
+            Some(c) => cpu_stat_path(&name).await.map(|p| (p, c)),
+            None => None,
+        };
+        Ok(Started { tier, name, ip, ready, description, cpu_stat, died })
     }
 
     /// Removes the containers (at once: `docker rm -f` stops them with
@@ -467,6 +474,36 @@ fn ended(state: &str, memory_bytes: Option<u64>) -> Option<String> {
     Some(why)
 }
 
+/// The `cpu.stat` of the container's cgroup, as this host mounts it: its
+/// first process's CPU controller (cgroup v1: `/sys/fs/cgroup/cpu…/<path>`)
+/// or, without one, its unified group (v2: `/sys/fs/cgroup/<path>`); `None`
+/// if no such file counts quota periods.
+async fn cpu_stat_path(name: &str) -> Option<PathBuf> {
+    let pid = docker(&["inspect".into(), "-f".into(), "{{.State.Pid}}".into(), name.to_owned()]).await.ok()?;
+    let groups = std::fs::read_to_string(format!("/proc/{}/cgroup", pid.trim())).ok()?;
+    cgroup_candidates(&groups)
+        .into_iter()
+        .find(|p| std::fs::read_to_string(p).is_ok_and(|t| t.lines().any(|l| l.starts_with("nr_periods "))))
+}
+
+/// Where `cpu.stat` may be for a process whose `/proc/<pid>/cgroup` is `groups`.
+fn cgroup_candidates(groups: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for line in groups.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        let rel = path.trim_start_matches('/');
+        if controllers.split(',').any(|c| c == "cpu") {
+            for mount in ["cpu", "cpu,cpuacct", "cpuacct,cpu"] {
+                found.insert(0, Path::new("/sys/fs/cgroup").join(mount).join(rel).join("cpu.stat"));
+            }
+        } else if controllers.is_empty() {
+            found.push(Path::new("/sys/fs/cgroup").join(rel).join("cpu.stat"));
+        }
+    }
+    found
+}
+
 /// Reads the container's output until its ready line; a container that
 /// exits first, or takes too long, is an error carrying its last lines.
 async fn wait_ready(name: &str) -> Result<ReadyLine, String> {
@@ -598,6 +635,17 @@ mod tests {
             [PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"), PathBuf::from("/lib64/ld-linux-x86-64.so.2")]
         );
         assert!(parse_ldd("\tnot a dynamic executable\n").is_empty());
+    }
+
+    #[test]
+    fn a_cgroup_v1_cpu_controller_comes_before_the_unified_group() {
+        let v1 = "4:memory:/docker/abc\n1:cpu:/docker/abc\n0::/docker/abc\n";
+        let found = cgroup_candidates(v1);
+        assert_eq!(found[0], PathBuf::from("/sys/fs/cgroup/cpuacct,cpu/docker/abc/cpu.stat"));
+        assert!(found.contains(&PathBuf::from("/sys/fs/cgroup/cpu/docker/abc/cpu.stat")));
+        assert_eq!(found.last(), Some(&PathBuf::from("/sys/fs/cgroup/docker/abc/cpu.stat")));
+        let v2 = "0::/system.slice/docker-abc.scope\n";
+        assert_eq!(cgroup_candidates(v2), [PathBuf::from("/sys/fs/cgroup/system.slice/docker-abc.scope/cpu.stat")]);
     }
 
     #[test]
