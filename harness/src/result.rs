@@ -302,6 +302,33 @@ pub struct RoundResult {
     /// `config.fresh_tiers` is false). Older runs lack it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub pids: BTreeMap<TierName, u32>,
+    /// By tier with a CPU limit (`--tier-cpus`, containers): how its quota
+    /// acted in the round, from its cgroup's `cpu.stat`. Absent without a
+    /// limit, where it could not be read, and in older runs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cpu_throttling: BTreeMap<TierName, CpuThrottling>,
+}
+
+/// A CPU limit at work over one round: the kernel enforces the quota per
+/// period (100 ms by Docker's default) and throttles the tier for the rest of
+/// a period once it has used the quota.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuThrottling {
+    /// The limit, in cores.
+    pub cpus: f64,
+    /// Enforcement periods in which the tier ran.
+    pub periods: u64,
+    /// Of those, the periods in which it used its quota and waited.
+    pub throttled_periods: u64,
+    /// The time its threads waited for quota, summed.
+    pub throttled_seconds: f64,
+}
+
+impl CpuThrottling {
+    /// True if the limit held the tier back at least once.
+    pub fn bound(&self) -> bool {
+        self.throttled_periods > 0
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -8,11 +8,12 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{harness_cmd, load, out_dir, run_folder};
-use harness::result::TierName;
+use common::{entries, harness_cmd, load, out_dir, run_folder};
+use harness::result::{RunStatus, TierName};
 
 fn docker_usable() -> bool {
     use std::os::unix::fs::MetadataExt;
@@ -28,6 +29,96 @@ fn left_by(pid: u32) -> Vec<String> {
         String::from_utf8_lossy(&o.stdout).lines().map(str::to_owned).collect::<Vec<_>>()
     };
     [list(&["ps", "-a"]), list(&["network", "ls"])].concat()
+}
+
+/// Removes, when dropped (a failed assertion included), whatever a harness
+/// with this pid left: a test never leaves containers behind, even when the
+/// harness did.
+struct Sweeper(u32);
+
+impl Drop for Sweeper {
+    fn drop(&mut self) {
+        let filter = format!("label=grpc-vs-rest.harness-pid={}", self.0);
+        for (list, rm) in [(&["ps", "-a"][..], &["rm", "-f"][..]), (&["network", "ls"][..], &["network", "rm"][..])] {
+            let o = Command::new("docker").args(list).args(["--filter", &filter, "-q"]).output().unwrap();
+            let ids: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(str::to_owned).collect();
+            if !ids.is_empty() {
+                let _ = Command::new("docker").args(rm).args(&ids).output();
+            }
+        }
+    }
+}
+
+/// A containers run in the background, both its tiers running.
+struct Running {
+    child: Child,
+    pid: u32,
+    /// When the harness said it samples the caller (shortly before the load).
+    sampled_at: Instant,
+    stderr: Arc<Mutex<String>>,
+    _sweeper: Sweeper,
+}
+
+impl Running {
+    /// Starts the harness with `args` and waits until both containers run.
+    fn start(args: &[&str]) -> Running {
+        let mut child = harness_cmd(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let pid = child.id();
+        let sweeper = Sweeper(pid);
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut seen = String::new();
+        while !seen.contains("caller (grpc): sampled through") {
+            assert!(Instant::now() < deadline, "no tiers named: {seen}");
+            let Some(Ok(line)) = lines.next() else { panic!("the harness ended early: {seen}") };
+            seen.push_str(&line);
+            seen.push('\n');
+        }
+        let stderr = Arc::new(Mutex::new(seen));
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let mut t = sink.lock().unwrap();
+                t.push_str(&line);
+                t.push('\n');
+            }
+        });
+        Running { child, pid, sampled_at: Instant::now(), stderr, _sweeper: sweeper }
+    }
+
+    fn sleep_until(&self, since_sampled: Duration) {
+        std::thread::sleep((self.sampled_at + since_sampled).saturating_duration_since(Instant::now()));
+    }
+
+    /// The container of `tier` (`downstream`, `caller`).
+    fn container(&self, tier: &str) -> String {
+        let filter = format!("label=grpc-vs-rest.harness-pid={}", self.pid);
+        let o = Command::new("docker").args(["ps", "--filter", &filter, "--format", "{{.Names}}"]).output().unwrap();
+        let names = String::from_utf8_lossy(&o.stdout).into_owned();
+        names
+            .lines()
+            .find(|n| n.ends_with(&format!("-{tier}")))
+            .unwrap_or_else(|| panic!("no {tier} in {names}"))
+            .into()
+    }
+
+    /// Its exit code, waiting at most `limit`, and its stderr.
+    fn wait(&mut self, limit: Duration) -> (Option<i32>, String) {
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("the harness did not exit within {limit:?}:\n{}", self.stderr.lock().unwrap());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // Let the reader take the last lines.
+        std::thread::sleep(Duration::from_millis(100));
+        (status.code(), self.stderr.lock().unwrap().clone())
+    }
 }
 
 /// CFS enforces `--cpus` per 100 ms period (Docker's default): a window of
@@ -212,4 +303,172 @@ fn gzip_in_containers_compresses_the_internal_hop() {
     // does not grow by more than gzip's framing.
     assert!(gzip.1 < plain.1 * 0.5, "response bytes/request: gzip {gzip:?}, none {plain:?}");
     eprintln!("internal hop wire bytes/request (request, response): none {plain:?}, gzip {gzip:?}");
+}
+
+#[test]
+fn a_killed_container_aborts_the_run_naming_the_tier_and_keeps_the_finished_round() {
+    if !docker_usable() {
+        eprintln!("skipped: needs root and a running Docker daemon");
+        return;
+    }
+    let out = out_dir("containers-killed");
+    let args = ["--isolation", "containers", "--qps", "20", "--delay", "1ms", "--duration", "2s", "--rounds", "2"];
+    let mut h =
+        Running::start(&[&args[..], &["--reuse-tiers", "--warmup", "0s", "--out", out.to_str().unwrap()]].concat());
+    // Round 1 runs from about 0.1 s to 2.1 s; kill the caller early in round 2.
+    h.sleep_until(Duration::from_millis(2500));
+    let killed = Command::new("docker").args(["kill", &h.container("caller")]).output().unwrap();
+    assert!(killed.status.success(), "{killed:?}");
+    let (code, stderr) = h.wait(Duration::from_secs(60));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(left_by(h.pid), Vec::<String>::new(), "containers or networks left after the abort");
+    let run = load(&run_folder(&out));
+    assert_eq!(run.status, RunStatus::Aborted);
+    let reason = run.status_reason.as_deref().unwrap();
+    assert!(reason.contains("the caller of the gRPC arm (container") && reason.contains("SIGKILL"), "{reason}");
+    assert!(reason.contains("not the OOM killer") && reason.contains(" at t="), "{reason}");
+    assert!(stderr.contains("run aborted: the caller"), "{stderr}");
+    assert!(run.rounds[0].complete && run.rounds[0].requests.ok >= 39, "{:?}", run.rounds[0].requests);
+    eprintln!("{}", reason.lines().next().unwrap());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_tier_the_oom_killer_takes_aborts_the_run_and_is_named() {
+    if !docker_usable() {
+        eprintln!("skipped: needs root and a running Docker daemon");
+        return;
+    }
+    let out = out_dir("containers-oom");
+    // 10,000 records per answer (the most), 50 a second, each held for a
+    // second: far more than 20 MiB of answers at once.
+    let mut h = Running::start(&[
+        "--isolation",
+        "containers",
+        "--tier-memory",
+        "downstream=20m",
+        "--items",
+        "10000",
+        "--qps",
+        "50",
+        "--delay",
+        "1s",
+        "--duration",
+        "4s",
+        "--warmup",
+        "0s",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let (code, stderr) = h.wait(Duration::from_secs(60));
+    assert_eq!(code, Some(1), "{stderr}");
+    let run = load(&run_folder(&out));
+    assert_eq!(run.status, RunStatus::Aborted);
+    let reason = run.status_reason.as_deref().unwrap();
+    assert!(reason.contains("the downstream of the gRPC arm (container"), "{reason}");
+    assert!(reason.contains("OOM killer at its memory limit (20 MiB; exit code 137)"), "{reason}");
+    assert!(stderr.contains("run aborted: the downstream"), "{stderr}");
+    eprintln!("{}", reason.lines().next().unwrap());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn sigkill_of_the_harness_leaves_no_container_or_network_for_long() {
+    if !docker_usable() {
+        eprintln!("skipped: needs root and a running Docker daemon");
+        return;
+    }
+    let out = out_dir("containers-sigkill");
+    let args = ["--isolation", "containers", "--qps", "20", "--delay", "1ms", "--duration", "60s", "--warmup", "0s"];
+    let mut h = Running::start(&[&args[..], &["--out", out.to_str().unwrap()]].concat());
+    assert!(!left_by(h.pid).is_empty(), "the run's containers are labelled with its pid");
+    h.sleep_until(Duration::from_millis(300));
+    common::signal(h.pid as i32, nix::sys::signal::Signal::SIGKILL);
+    let _ = h.child.wait();
+    let killed = Instant::now();
+    // Bounded: far longer than `docker rm -f` of two containers takes.
+    while !left_by(h.pid).is_empty() && killed.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(left_by(h.pid), Vec::<String>::new(), "containers or networks left after SIGKILL");
+    eprintln!("containers and network gone {:?} after the SIGKILL", killed.elapsed());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_third_ctrl_c_leaves_no_temporary_folder_and_no_container() {
+    if !docker_usable() {
+        eprintln!("skipped: needs root and a running Docker daemon");
+        return;
+    }
+    let out = out_dir("containers-third");
+    let args = ["--isolation", "containers", "--qps", "20", "--delay", "1ms", "--duration", "60s", "--warmup", "0s"];
+    let mut h = Running::start(&[&args[..], &["--out", out.to_str().unwrap()]].concat());
+    h.sleep_until(Duration::from_millis(500));
+    // The third arrives while the tiers are being stopped, before the
+    // folder is written.
+    for _ in 0..3 {
+        common::signal(h.pid as i32, nix::sys::signal::Signal::SIGINT);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (code, stderr) = h.wait(Duration::from_secs(60));
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(stderr.contains("again to exit at once"), "{stderr}");
+    assert!(!entries(&out).iter().any(|e| e.starts_with(".tmp-")), "left a temporary folder: {:?}", entries(&out));
+    assert_eq!(left_by(h.pid), Vec::<String>::new(), "containers or networks left after a third Ctrl-C");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_cpu_limit_that_binds_is_reported_in_run_json_validity_and_the_reports() {
+    if !docker_usable() {
+        eprintln!("skipped: needs root and a running Docker daemon");
+        return;
+    }
+    let out = out_dir("containers-throttled");
+    // Closed loop with no service delay: a caller held to a tenth of a core
+    // uses its quota in every period.
+    let child = harness_cmd(&[
+        "--isolation",
+        "containers",
+        "--tier-cpus",
+        "caller=0.1",
+        "--connections",
+        "8",
+        "--delay",
+        "0ms",
+        "--duration",
+        "2s",
+        "--warmup",
+        "0s",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let _sweeper = Sweeper(child.id());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let run = load(&run_folder(&out));
+    let t = &run.rounds[0].cpu_throttling[&TierName::Caller];
+    assert_eq!(t.cpus, 0.1);
+    // A 2 s round holds about 20 periods of 100 ms.
+    assert!(t.periods >= 10 && t.throttled_periods * 2 > t.periods && t.throttled_seconds > 0.0, "{t:?}");
+    assert!(!run.rounds[0].cpu_throttling.contains_key(&TierName::Downstream), "the downstream has no limit");
+    let note = format!(
+        "round 1: the caller's CPU limit (0.1 cores) bound in {} of {} periods",
+        t.throttled_periods, t.periods
+    );
+    assert!(run.validity.iter().any(|v| v.starts_with(&note) && v.contains("hop time")), "{:?}", run.validity);
+    let report = std::fs::read_to_string(run_folder(&out).join("report.md")).unwrap();
+    assert!(
+        report.contains("### CPU limits") && report.contains("measured inside the caller, whose CPU limit bound"),
+        "{report}"
+    );
+    let terminal = String::from_utf8_lossy(&o.stdout);
+    assert!(terminal.contains("measured inside a throttled caller"), "{terminal}");
+    eprintln!("{note}: {t:?}");
+    let _ = std::fs::remove_dir_all(&out);
 }

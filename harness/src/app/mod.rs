@@ -7,7 +7,8 @@
 //! * [`compare`]: `harness compare` over saved folders;
 //! * [`adr`]: `harness adr`, the decision record of a saved comparison;
 //! * [`rerun`]: `harness rerun`, a saved run's configuration measured again;
-//! * [`tier`]: the hidden `__tier` role that runs a service in this process;
+//! * [`tier`]: the hidden `__tier` role that runs a service in this process
+//!   (and `__reaper`, the containers' reaper, `tiers::containers::reap`);
 //! * [`exit`]: the exit codes.
 
 pub mod adr;
@@ -72,6 +73,15 @@ pub fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|a| a == TIER_ROLE_ARG) {
         return tier::tier_main(&args[2..]);
+    }
+    if args.get(1).is_some_and(|a| a == crate::tiers::containers::REAPER_ROLE_ARG) {
+        // The containers' reaper (see `tiers::containers`): its one argument
+        // is the harness's pid.
+        match args.get(2).and_then(|a| a.to_str()?.parse().ok()) {
+            Some(pid) => crate::tiers::containers::reap(pid),
+            None => return ExitCode::from(EXIT_USAGE),
+        }
+        return ExitCode::SUCCESS;
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -232,7 +242,10 @@ fn interrupt_on_signals() -> std::io::Result<Interrupt> {
                     "harness: {name} again: cutting the drain short and writing what was finished (again to exit at once)"
                 ),
                 _ => {
-                    // Containers do not die with the harness as child processes do.
+                    // No destructor runs past `exit`: the unfinished run
+                    // folder goes first, then the containers (they do not
+                    // die with the harness as child processes do).
+                    crate::export::files::remove_unfinished();
                     crate::tiers::containers::remove_now();
                     std::process::exit(i32::from(EXIT_INTERRUPTED))
                 }

@@ -9,6 +9,7 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use super::comparison::{self, Arm};
 use super::{adr, arm_names, capacity, charts, folder_name, hgrm, markdown, payload, qps_part, timeseries};
@@ -22,9 +23,33 @@ use crate::result::ProxyInfo;
 use crate::result::{RunResult, TierName};
 use crate::tiers::tls::TlsMaterial;
 
+/// The temporary folders of this process's run folders not committed yet,
+/// for [`remove_unfinished`].
+static UNFINISHED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn unfinished() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    UNFINISHED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Removes every run folder still being written, at once: for a harness
+/// about to exit on the spot (a third Ctrl-C), where no destructor runs.
+/// A folder whose commit has begun is left to it (the two hold one lock).
+pub fn remove_unfinished() {
+    for tmp in std::mem::take(&mut *unfinished()) {
+        // Renamed away first: a write still under way then fails instead of
+        // putting files back into a folder being removed.
+        let mut doomed = tmp.clone().into_os_string();
+        doomed.push(".removing");
+        let doomed = PathBuf::from(doomed);
+        let gone = if std::fs::rename(&tmp, &doomed).is_ok() { doomed } else { tmp };
+        let _ = std::fs::remove_dir_all(gone);
+    }
+}
+
 /// A run folder being written: a hidden temporary folder until
 /// [`RunFolder::commit`] renames it into place. Dropped without a commit (a
-/// failed write, an early return, a panic) it removes itself, so no
+/// failed write, an early return, a panic) it removes itself, and a harness
+/// that exits on the spot removes it with [`remove_unfinished`], so no
 /// `.tmp-…` folder is ever left behind.
 #[derive(Debug)]
 pub struct RunFolder {
@@ -40,6 +65,7 @@ impl RunFolder {
         let tmp = out.join(format!(".tmp-{base}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir(&tmp)?;
+        unfinished().push(tmp.clone());
         Ok(RunFolder { out: out.to_owned(), base: base.to_owned(), tmp, committed: false })
     }
 
@@ -50,6 +76,16 @@ impl RunFolder {
 
     /// Renames the folder into place under a name not taken yet.
     pub fn commit(mut self) -> io::Result<PathBuf> {
+        let mut live = unfinished();
+        let Some(at) = live.iter().position(|p| *p == self.tmp) else {
+            return Err(io::Error::other("the run folder was removed (the harness is exiting)"));
+        };
+        let dest = self.rename()?;
+        live.remove(at);
+        Ok(dest)
+    }
+
+    fn rename(&mut self) -> io::Result<PathBuf> {
         let mut n = 1u32;
         loop {
             let dest = self.out.join(if n == 1 { self.base.clone() } else { format!("{}-{n}", self.base) });
@@ -76,6 +112,7 @@ impl RunFolder {
 impl Drop for RunFolder {
     fn drop(&mut self) {
         if !self.committed {
+            unfinished().retain(|p| *p != self.tmp);
             let _ = std::fs::remove_dir_all(&self.tmp);
         }
     }

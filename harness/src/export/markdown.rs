@@ -8,7 +8,7 @@ use super::setup;
 use crate::judge::metrics::metrics;
 use crate::judge::stats::mean;
 use crate::measure::histogram::{decode_histogram, resolution_us};
-use crate::result::{RunResult, RunStatus};
+use crate::result::{CpuThrottling, RunResult, RunStatus, TierName};
 
 /// A number with fixed decimals, or `n/a` where it was not measured.
 pub fn num(v: Option<f64>, decimals: usize) -> String {
@@ -82,6 +82,7 @@ pub fn render(run: &RunResult, charts: bool) -> String {
     let _ = writeln!(out, "# grpc-vs-rest: {}\n", title(run));
     out.push_str(&warnings(run));
     out.push_str(&rounds_table(run));
+    out.push_str(&cpu_limits_section(run));
     out.push_str(&super::generators::section(run));
     out.push_str(&error_reasons_section(run));
     out.push_str(&validity_section(run));
@@ -284,6 +285,50 @@ fn rounds_table(run: &RunResult) -> String {
         let _ = writeln!(out, "\nNo round was measured.");
     }
 
+    out
+}
+
+/// How each CPU-limited tier's quota acted, round by round (its cgroup's
+/// `cpu.stat`), and what a limit that bound means for the hop time.
+fn cpu_limits_section(run: &RunResult) -> String {
+    let mut out = String::new();
+    let limited: std::collections::BTreeSet<TierName> =
+        run.rounds.iter().flat_map(|r| r.cpu_throttling.keys().copied()).collect();
+    if limited.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "\n### CPU limits\n");
+    let _ =
+        writeln!(out, "From each limited tier's cgroup (`cpu.stat`): periods of the quota, and those it used up.\n");
+    let _ = writeln!(
+        out,
+        "| tier | limit (cores) | round | periods | throttled periods | throttled (s) |\n|---|---:|---:|---:|---:|---:|"
+    );
+    for tier in &limited {
+        for r in &run.rounds {
+            if let Some(t) = r.cpu_throttling.get(tier) {
+                let _ = writeln!(
+                    out,
+                    "| {tier} | {} | {} | {} | {} | {:.2} |",
+                    t.cpus, r.index, t.periods, t.throttled_periods, t.throttled_seconds
+                );
+            }
+        }
+    }
+    let bound: Vec<String> = run
+        .rounds
+        .iter()
+        .filter(|r| r.cpu_throttling.get(&TierName::Caller).is_some_and(CpuThrottling::bound))
+        .map(|r| r.index.to_string())
+        .collect();
+    if !bound.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nThe downstream hop time is measured inside the caller, whose CPU limit bound (round {}): it includes \
+             the caller's own waiting for quota, not only the downstream and the wire.",
+            bound.join(", ")
+        );
+    }
     out
 }
 

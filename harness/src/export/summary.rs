@@ -87,27 +87,36 @@ fn round_text(run: &RunResult, r: &RoundResult) -> String {
     );
     let _ = writeln!(
         out,
-        "  latency ms    min {} · p50 {} · p90 {} · p99 {} · p99.9 {} · max {}   (downstream hop p50 {})",
+        "  latency ms    min {} · p50 {} · p90 {} · p99 {} · p99.9 {} · max {}   (downstream hop p50 {}{})",
         g(|s| s.min_ms),
         g(|s| s.p50_ms),
         g(|s| s.p90_ms),
         g(|s| s.p99_ms),
         g(|s| s.p999_ms),
         g(|s| s.max_ms),
-        num(r.latency.downstream_hop.as_ref().map(|s| s.p50_ms), 1)
+        num(r.latency.downstream_hop.as_ref().map(|s| s.p50_ms), 1),
+        if r.cpu_throttling.get(&TierName::Caller).is_some_and(|t| t.bound()) {
+            ", measured inside a throttled caller"
+        } else {
+            ""
+        }
     );
     for tier in [TierName::Caller, TierName::Downstream, TierName::Proxy, TierName::Harness] {
         // A tier this run did not have (no caller with --target downstream) is left out.
         if let Some(res) = r.resources.get(&tier).filter(|res| res.samples > 0 || res.cpu_seconds.is_some()) {
             let _ = writeln!(
                 out,
-                "  {:<12}  RSS {} MiB mean / {} peak · CPU {} s, {}% mean · {} µs/request",
+                "  {:<12}  RSS {} MiB mean / {} peak · CPU {} s, {}% mean · {} µs/request{}",
                 tier.as_str(),
                 num(res.rss_mib_mean, 1),
                 num(res.rss_mib_peak, 1),
                 num(res.cpu_seconds, 2),
                 num(res.cpu_percent_mean, 1),
-                num(res.cpu_us_per_request, 0)
+                num(res.cpu_us_per_request, 0),
+                r.cpu_throttling.get(&tier).map_or_else(String::new, |t| format!(
+                    " · limit {} cores, throttled in {} of {} periods ({:.1} s)",
+                    t.cpus, t.throttled_periods, t.periods, t.throttled_seconds
+                ))
             );
         }
     }

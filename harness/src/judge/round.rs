@@ -66,6 +66,7 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
         ),
         // Which processes these were is known to the run, not to the figures.
         pids: BTreeMap::new(),
+        cpu_throttling: input.deltas.throttling.clone(),
     }
 }
 
@@ -460,6 +461,7 @@ mod tests {
             harness_cpu_seconds: Some(0.002),
             front: Some(counters(4, Some(400), Some(4000))),
             internal: Some(counters(4, Some(600), Some(9000))),
+            throttling: BTreeMap::new(),
         };
         let samples = [
             sample(10.5, TierName::Proxy, 5.0, 3, 2.0),

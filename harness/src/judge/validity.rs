@@ -68,6 +68,16 @@ pub fn validity(run: &RunResult) -> Vec<String> {
                 lag.p99_ms
             ));
         }
+        problems.extend(r.cpu_throttling.iter().filter(|(_, t)| t.bound()).map(|(tier, t)| {
+            format!(
+                "round {k}: the {tier}'s CPU limit ({} cores) bound in {} of {} periods (throttled {:.1} s): {}",
+                t.cpus,
+                t.throttled_periods,
+                t.periods,
+                t.throttled_seconds,
+                throttled_means(*tier)
+            )
+        }));
         if let Some(peak) =
             r.resources.get(&TierName::Harness).and_then(|h| h.cpu_percent_peak).filter(|p| *p > HARNESS_CPU_PEAK_LIMIT)
         {
@@ -77,6 +87,15 @@ pub fn validity(run: &RunResult) -> Vec<String> {
         }
     }
     problems
+}
+
+/// What a tier held back by its CPU limit does to the figures.
+pub fn throttled_means(tier: TierName) -> &'static str {
+    match tier {
+        TierName::Caller => "its latency and the downstream hop time include waiting for quota",
+        TierName::Downstream => "the latency and the downstream hop time include its waiting for quota",
+        _ => "the latency includes its waiting for quota",
+    }
 }
 
 /// Tiers sampled through an admin endpoint that could not be read (when the

@@ -9,10 +9,13 @@
 //!   harness (elsewhere, or in containers), read from their `/stats`;
 //! * [`tier_stats`]: the tiers' own counters (`/stats`: CPU seconds, wire and
 //!   message bytes, connections) read at round boundaries;
+//! * [`cgroup`]: a container's CPU quota at work (`cpu.stat`), read at
+//!   round boundaries;
 //! * [`environment`]: the machine and build a run was measured on;
 //! * [`calibrate`]: the instrument's precision and its own measured floor.
 
 pub mod calibrate;
+pub mod cgroup;
 pub mod environment;
 pub mod histogram;
 pub mod link;

@@ -1,13 +1,16 @@
 //! The tiers' own counters, read from their admin listeners (`/stats`) at the
 //! boundaries of every measured round: CPU seconds, wire and message bytes per
-//! listener, connections. The differences between two reads are what a round
+//! listener, connections; and the `cpu.stat` of every tier with a CPU limit
+//! (`super::cgroup`). The differences between two reads are what a round
 //! used ([`Deltas`]); a read that failed leaves its figures unmeasured.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use telemetry::{CountersSnapshot, ProcessSnapshot, ProcessStats, StatsSnapshot};
 
-use crate::result::TierName;
+use super::cgroup::CpuStat;
+use crate::result::{CpuThrottling, TierName};
 use crate::tiers::{Tier, Topology};
 
 /// The counters and process figures of one arm's tiers at one instant.
@@ -17,6 +20,8 @@ pub struct Snapshot {
     pub downstream: Option<StatsSnapshot>,
     pub caller: Option<StatsSnapshot>,
     pub harness: ProcessSnapshot,
+    /// Each CPU-limited tier's limit (cores) and `cpu.stat`.
+    pub cpu_stat: BTreeMap<TierName, (f64, CpuStat)>,
 }
 
 /// The largest `/stats` body read: a tier's is a few kilobytes; a body
@@ -54,6 +59,9 @@ impl TierStatsReader {
                 .no_proxy()
                 .pool_max_idle_per_host(0)
                 .timeout(Duration::from_secs(5))
+                // An address with no host behind it (a container that died)
+                // would hold each read for the ARP timeout, the samples with it.
+                .connect_timeout(Duration::from_secs(1))
                 .tls_backend_preconfigured(caller::hop::plaintext_only())
                 .build()?,
             harness: ProcessStats::current(),
@@ -93,7 +101,13 @@ impl TierStatsReader {
         let at = Instant::now();
         tokio::select! {
             snapshot = self.snapshot(topology) => snapshot,
-            _ = cut.cancelled() => Snapshot { at, downstream: None, caller: None, harness: self.harness.snapshot() },
+            _ = cut.cancelled() => Snapshot {
+                at,
+                downstream: None,
+                caller: None,
+                harness: self.harness.snapshot(),
+                cpu_stat: BTreeMap::new(),
+            },
         }
     }
 
@@ -101,7 +115,11 @@ impl TierStatsReader {
         let at = Instant::now();
         let (d, c) = (topology.admin_url(TierName::Downstream), topology.admin_url(TierName::Caller));
         let (downstream, caller) = tokio::join!(self.stats_at(d.as_deref()), self.stats_at(c.as_deref()));
-        Snapshot { at, downstream, caller, harness: self.harness.snapshot() }
+        let cpu_stat = topology
+            .cpu_limited()
+            .filter_map(|(tier, path, cpus)| Some((tier, (cpus, CpuStat::read(path)?))))
+            .collect();
+        Snapshot { at, downstream, caller, harness: self.harness.snapshot(), cpu_stat }
     }
 }
 
@@ -116,6 +134,8 @@ pub struct Deltas {
     pub front: Option<CountersSnapshot>,
     /// The downstream's listener for the transport.
     pub internal: Option<CountersSnapshot>,
+    /// Each CPU-limited tier's quota at work, where both reads were made.
+    pub throttling: BTreeMap<TierName, CpuThrottling>,
 }
 
 impl Deltas {
@@ -135,6 +155,11 @@ impl Deltas {
             harness_cpu_seconds: e.harness.cpu_seconds.zip(s.harness.cpu_seconds).map(|(b, a)| b - a),
             front: listener(s.caller.as_ref(), e.caller.as_ref(), "front"),
             internal: listener(s.downstream.as_ref(), e.downstream.as_ref(), internal_listener),
+            throttling: e
+                .cpu_stat
+                .iter()
+                .filter_map(|(tier, (cpus, b))| Some((*tier, b.since(&s.cpu_stat.get(tier)?.1, *cpus))))
+                .collect(),
         }
     }
 }

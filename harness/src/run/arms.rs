@@ -90,7 +90,7 @@ pub(super) fn watched(arms: &[Arm]) -> Vec<Watched> {
 }
 
 /// The first tier of any arm found dead, described for the report.
-fn dead_tier(arms: &mut [Arm], origin: Instant) -> Option<Stop> {
+pub(super) fn dead_tier(arms: &mut [Arm], origin: Instant) -> Option<Stop> {
     for arm in arms.iter_mut() {
         let title = arm.config.transport.title();
         for tier in arm.topology.tiers_mut() {
@@ -103,6 +103,13 @@ fn dead_tier(arms: &mut [Arm], origin: Instant) -> Option<Stop> {
                     tier.stderr_tail()
                 )));
             }
+        }
+        if let Some((tier, death)) = arm.topology.dead_container() {
+            let when = death.at.saturating_duration_since(origin).as_secs_f64();
+            return Some(Stop::TierDied(format!(
+                "the {} of the {title} arm (container {}) {} at t={when:.1}s; its last stderr lines:\n{}",
+                tier.tier, tier.name, death.why, death.stderr
+            )));
         }
     }
     None

@@ -32,7 +32,7 @@ use crate::result::{
     Environment, ErrorReason, Generator, Instrument, LinkReport, LoadSample, RoundResult, RunResult, RunStatus, SCHEMA,
     TierInfo, TierName,
 };
-use arms::{Stop, describe, start_arms, watched};
+use arms::{Stop, dead_tier, describe, start_arms, watched};
 use interrupt::Interrupt;
 use progress::{Progress, Status};
 use sampling::{SampleSink, Sampling};
@@ -103,8 +103,12 @@ pub async fn run(
     // stop only a short grace. An interrupt during the drain shortens it to
     // that grace (and marks the run interrupted); a second one ends it.
     drain(&status.live, if stopped.is_some() { STOP_GRACE } else { cfg.load.timeout + STOP_GRACE }, interrupt).await;
+    // A tier that died in the last moments of the load or in the drain (a
+    // container's watcher takes a moment to say how it ended) ends the run
+    // as one that died while it was measured.
     let stopped = match stopped {
         None if interrupt.is_stopped() => Some(Stop::Interrupted),
+        None => dead_tier(&mut arms, origin),
         other => other,
     };
     progress.finish().await;

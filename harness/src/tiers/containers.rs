@@ -9,19 +9,27 @@
 //! builds on a machine with no registry; it is reused while the executable
 //! is unchanged. Every container and network carries the [`LABEL`] label and
 //! the harness's pid, is removed when the arm stops, on a failed start, when
-//! dropped (a panic) and on a third Ctrl-C ([`remove_now`]); one left behind
-//! by a killed harness is removed by the next containers run.
+//! dropped (a panic) and on a third Ctrl-C ([`remove_now`]). A harness
+//! killed outright (SIGKILL, the OOM killer) runs none of that: its reaper
+//! ([`reap`]), a process of its own session started before the first
+//! container, sees the harness's end of a pipe close and removes them within
+//! seconds; anything still left is removed by the next containers run.
+//!
+//! Every container is watched while it runs (`docker wait`, then its state):
+//! a tier that dies, by the OOM killer or `docker kill`, is noticed as a
+//! dead child process is ([`Started::death`]).
 //!
 //! Measures nothing: the tiers are sampled through their admin endpoints.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use service::ReadyLine;
 use tokio::process::Command;
+use tokio::task::JoinHandle;
 
 use crate::config::{Config, TierRole};
 use crate::result::TierName;
@@ -43,12 +51,17 @@ pub const GRPC_PORT: u16 = 50051;
 pub const REST_PORT: u16 = 8080;
 pub const FRONT_PORT: u16 = 8000;
 pub const ADMIN_PORT: u16 = 9090;
+/// The argument that puts the harness executable in the reaper's role.
+pub const REAPER_ROLE_ARG: &str = "__reaper";
 /// How long a container may take to print its ready line.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Names of every container and network this process made and has not
 /// removed yet, for [`remove_now`].
 static LIVE: Mutex<Vec<(Kind, String)>> = Mutex::new(Vec::new());
+/// The write end of the reaper's pipe: held, never written to, until this
+/// process ends, however it ends.
+static REAPER: Mutex<Option<std::process::ChildStdin>> = Mutex::new(None);
 /// Numbers the networks of one harness process.
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
@@ -67,11 +80,32 @@ pub struct Started {
     pub ready: ReadyLine,
     /// What `run.json` records under the tier's `settings.container`.
     pub description: serde_json::Value,
+    /// Its cgroup's `cpu.stat` and its limit in cores, with `--tier-cpus`
+    /// (where the cgroup was found).
+    pub cpu_stat: Option<(PathBuf, f64)>,
+    /// Set by the container's watcher once it has stopped.
+    died: Arc<OnceLock<Death>>,
+}
+
+/// How a watched container ended.
+#[derive(Debug, Clone)]
+pub struct Death {
+    /// When its watcher saw it stopped.
+    pub at: Instant,
+    /// Docker's account: exit code, OOM killer, the engine's own error.
+    pub why: String,
+    /// The last lines it wrote to stderr.
+    pub stderr: String,
 }
 
 impl Started {
     pub fn url(&self, port: u16) -> String {
         format!("http://{}", std::net::SocketAddr::new(self.ip, port))
+    }
+
+    /// How the container ended, once its watcher has seen it stop.
+    pub fn death(&self) -> Option<&Death> {
+        self.died.get()
     }
 }
 
@@ -101,6 +135,9 @@ pub(crate) fn tier_args(cfg: &Config, role: TierRole, downstream: Option<IpAddr>
 pub struct Containers {
     network: String,
     pub tiers: Vec<Started>,
+    /// One watcher per started container (each a `docker wait`, killed
+    /// when the task is aborted).
+    watchers: Vec<JoinHandle<()>>,
     removed: bool,
 }
 
@@ -109,6 +146,7 @@ impl Containers {
     /// A failure removes whatever was made.
     pub async fn start(cfg: &Config) -> Result<Containers, TierError> {
         remove_stale().await;
+        start_reaper().map_err(|reason| TierError::Spawn { tier: TierName::Downstream, reason })?;
         let image = ensure_image().await.map_err(|reason| TierError::Spawn { tier: TierName::Downstream, reason })?;
         let network = format!("{NAME_PREFIX}{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let labels = labels();
@@ -117,7 +155,7 @@ impl Containers {
         args.push(network.clone());
         docker(&args).await.map_err(|reason| TierError::Spawn { tier: TierName::Downstream, reason })?;
         remember(Kind::Network, &network);
-        let mut set = Containers { network, tiers: Vec::new(), removed: false };
+        let mut set = Containers { network, tiers: Vec::new(), watchers: Vec::new(), removed: false };
         match set.start_tiers(cfg, &image).await {
             Ok(()) => Ok(set),
             Err(e) => {
@@ -184,12 +222,19 @@ impl Containers {
             "cpus": cpus,
             "memory_bytes": memory,
         });
-        Ok(Started { tier, name, ip, ready, description })
+        let died = Arc::new(OnceLock::new());
+        self.watchers.push(tokio::spawn(watch(name.clone(), memory, died.clone())));
+        let cpu_stat = match cpus {
+            Some(c) => cpu_stat_path(&name).await.map(|p| (p, c)),
+            None => None,
+        };
+        Ok(Started { tier, name, ip, ready, description, cpu_stat, died })
     }
 
     /// Removes the containers (at once: `docker rm -f` stops them with
     /// SIGKILL after no grace) and the network.
     pub async fn remove(mut self) {
+        self.unwatch();
         self.removed = true;
         let names: Vec<String> = self.names();
         let _ = docker(&[vec!["rm".into(), "-f".into()], names.clone()].concat()).await;
@@ -200,12 +245,25 @@ impl Containers {
 
     /// Stops the caller, then the downstream, each with SIGTERM and `grace`
     /// for its drain, then removes everything.
-    pub async fn stop(self, grace: Duration) {
+    pub async fn stop(mut self, grace: Duration) {
+        // Stopped on purpose: not a death.
+        self.unwatch();
         for t in self.tiers.iter().rev() {
             let secs = grace.as_secs().max(1).to_string();
             let _ = docker(&["stop".into(), "-t".into(), secs, t.name.clone()]).await;
         }
         self.remove().await;
+    }
+
+    /// The first tier found stopped, with how it ended.
+    pub fn dead(&self) -> Option<(&Started, &Death)> {
+        self.tiers.iter().find_map(|t| t.death().map(|d| (t, d)))
+    }
+
+    fn unwatch(&mut self) {
+        for w in self.watchers.drain(..) {
+            w.abort();
+        }
     }
 
     fn names(&self) -> Vec<String> {
@@ -216,6 +274,7 @@ impl Containers {
 
 impl Drop for Containers {
     fn drop(&mut self) {
+        self.unwatch();
         if !self.removed {
             let names = self.names();
             remove_blocking(&names, &self.network);
@@ -257,6 +316,73 @@ fn remove_blocking(containers: &[String], network: &str) {
     quiet(std::process::Command::new("docker").args(["network", "rm", network]));
 }
 
+/// Starts this process's reaper, once: the harness executable in its
+/// [`REAPER_ROLE_ARG`] role, in a session of its own (no Ctrl-C or hang-up
+/// of the terminal reaches it, nor a signal to the harness's process
+/// group), its stdin the read end of a pipe whose write end only this
+/// process holds (the standard library opens it close-on-exec, so no tier
+/// or `docker` child inherits it).
+fn start_reaper() -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    let mut held = REAPER.lock().unwrap_or_else(|e| e.into_inner());
+    if held.is_some() {
+        return Ok(());
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("finding the harness executable: {e}"))?;
+    // As for the tiers: this very build, even if the file was rebuilt.
+    let proc_exe = Path::new("/proc/self/exe");
+    let mut cmd = std::process::Command::new(if proc_exe.exists() { proc_exe } else { exe.as_path() });
+    cmd.arg0(&exe)
+        .arg(REAPER_ROLE_ARG)
+        .arg(std::process::id().to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: the closure runs in the forked child before exec and only
+    // calls setsid(2), which is async-signal-safe.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(|| nix::unistd::setsid().map(drop).map_err(std::io::Error::from));
+    }
+    let mut child = cmd.spawn().map_err(|e| format!("starting the containers' reaper: {e}"))?;
+    *held = child.stdin.take();
+    // Not waited for: it outlives this process by design.
+    drop(child);
+    Ok(())
+}
+
+/// The reaper of harness `pid`: waits until the harness's end of its stdin
+/// closes (the harness exited or was killed), then removes every container
+/// and network labelled with that pid; again a moment later, for one a
+/// `docker run` still under way made after the first pass.
+pub fn reap(pid: u32) {
+    let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+    remove_labelled(pid);
+    std::thread::sleep(Duration::from_secs(1));
+    remove_labelled(pid);
+}
+
+/// Removes every container, then every network, labelled with `pid`.
+fn remove_labelled(pid: u32) {
+    let filter = format!("label={PID_LABEL}={pid}");
+    let ids = |list: &[&str]| -> Vec<String> {
+        let out = std::process::Command::new("docker").args(list).args(["--filter", &filter, "-q"]).output();
+        out.map(|o| String::from_utf8_lossy(&o.stdout).split_whitespace().map(str::to_owned).collect())
+            .unwrap_or_default()
+    };
+    for (list, remove) in [(&["ps", "-a"][..], &["rm", "-f"][..]), (&["network", "ls"][..], &["network", "rm"][..])] {
+        let found = ids(list);
+        if !found.is_empty() {
+            let _ = std::process::Command::new("docker")
+                .args(remove)
+                .args(&found)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+}
+
 /// Removes containers and networks left by a harness that was killed
 /// (its pid label names a process that is gone).
 async fn remove_stale() {
@@ -282,6 +408,100 @@ async fn remove_stale() {
             let _ = docker(&["network".into(), "rm".into(), id]).await;
         }
     }
+}
+
+/// Watches one container until it stops: `docker wait` returns when it
+/// does, then its state says how (a `docker wait` that failed, or a container
+/// found running after all, is waited for again after a pause).
+async fn watch(name: String, memory_bytes: Option<u64>, died: Arc<OnceLock<Death>>) {
+    const STATE: &str = "{{.State.Running}} {{.State.OOMKilled}} {{.State.ExitCode}} {{.State.Error}}";
+    loop {
+        let _ = Command::new("docker")
+            .args(["wait", &name])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .status()
+            .await;
+        let at = Instant::now();
+        // Both at once: each `docker` call takes a while on a busy machine.
+        let inspect: [String; 4] = ["inspect".into(), "-f".into(), STATE.into(), name.clone()];
+        let mut logs = Command::new("docker");
+        logs.args(["logs", "--tail", "20", &name]);
+        let (state, logs) = tokio::join!(docker(&inspect), logs.output());
+        let why = match state {
+            Ok(state) => match ended(&state, memory_bytes) {
+                Some(why) => why,
+                None => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            },
+            Err(e) => format!("its container is gone ({e})"),
+        };
+        let stderr = logs.map(|o| String::from_utf8_lossy(&o.stderr).trim_end().to_owned()).unwrap_or_default();
+        let _ = died.set(Death { at, why, stderr: if stderr.is_empty() { "(nothing)".into() } else { stderr } });
+        return;
+    }
+}
+
+/// How a container ended, from `Running OOMKilled ExitCode Error`; `None`
+/// while it runs. `memory_bytes`: its limit.
+fn ended(state: &str, memory_bytes: Option<u64>) -> Option<String> {
+    let mut parts = state.trim().splitn(4, ' ');
+    let (running, oom, code) = (parts.next()?, parts.next()?, parts.next()?);
+    if running == "true" {
+        return None;
+    }
+    let error = parts.next().map(str::trim).filter(|e| !e.is_empty());
+    let mut why = if oom == "true" {
+        let limit = memory_bytes.map_or_else(|| "no limit set".to_owned(), |b| format!("{} MiB", b as f64 / 1048576.0));
+        format!("was killed by the kernel's OOM killer at its memory limit ({limit}; exit code {code})")
+    } else {
+        match code
+            .parse::<i32>()
+            .ok()
+            .filter(|c| *c > 128)
+            .and_then(|c| nix::sys::signal::Signal::try_from(c - 128).ok())
+        {
+            Some(signal) => format!("was killed by {signal} (exit code {code}; not the OOM killer)"),
+            None => format!("exited with code {code}"),
+        }
+    };
+    if let Some(e) = error {
+        why.push_str(&format!(" ({e})"));
+    }
+    Some(why)
+}
+
+/// The `cpu.stat` of the container's cgroup, as this host mounts it: its
+/// first process's CPU controller (cgroup v1: `/sys/fs/cgroup/cpu…/<path>`)
+/// or, without one, its unified group (v2: `/sys/fs/cgroup/<path>`); `None`
+/// if no such file counts quota periods.
+async fn cpu_stat_path(name: &str) -> Option<PathBuf> {
+    let pid = docker(&["inspect".into(), "-f".into(), "{{.State.Pid}}".into(), name.to_owned()]).await.ok()?;
+    let groups = std::fs::read_to_string(format!("/proc/{}/cgroup", pid.trim())).ok()?;
+    cgroup_candidates(&groups)
+        .into_iter()
+        .find(|p| std::fs::read_to_string(p).is_ok_and(|t| t.lines().any(|l| l.starts_with("nr_periods "))))
+}
+
+/// Where `cpu.stat` may be for a process whose `/proc/<pid>/cgroup` is `groups`.
+fn cgroup_candidates(groups: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for line in groups.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        let rel = path.trim_start_matches('/');
+        if controllers.split(',').any(|c| c == "cpu") {
+            for mount in ["cpu", "cpu,cpuacct", "cpuacct,cpu"] {
+                found.insert(0, Path::new("/sys/fs/cgroup").join(mount).join(rel).join("cpu.stat"));
+            }
+        } else if controllers.is_empty() {
+            found.push(Path::new("/sys/fs/cgroup").join(rel).join("cpu.stat"));
+        }
+    }
+    found
 }
 
 /// Reads the container's output until its ready line; a container that
@@ -415,5 +635,28 @@ mod tests {
             [PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"), PathBuf::from("/lib64/ld-linux-x86-64.so.2")]
         );
         assert!(parse_ldd("\tnot a dynamic executable\n").is_empty());
+    }
+
+    #[test]
+    fn a_cgroup_v1_cpu_controller_comes_before_the_unified_group() {
+        let v1 = "4:memory:/docker/abc\n1:cpu:/docker/abc\n0::/docker/abc\n";
+        let found = cgroup_candidates(v1);
+        assert_eq!(found[0], PathBuf::from("/sys/fs/cgroup/cpuacct,cpu/docker/abc/cpu.stat"));
+        assert!(found.contains(&PathBuf::from("/sys/fs/cgroup/cpu/docker/abc/cpu.stat")));
+        assert_eq!(found.last(), Some(&PathBuf::from("/sys/fs/cgroup/docker/abc/cpu.stat")));
+        let v2 = "0::/system.slice/docker-abc.scope\n";
+        assert_eq!(cgroup_candidates(v2), [PathBuf::from("/sys/fs/cgroup/system.slice/docker-abc.scope/cpu.stat")]);
+    }
+
+    #[test]
+    fn a_stopped_container_says_how_it_ended() {
+        assert_eq!(ended("true false 0 ", None), None);
+        assert_eq!(
+            ended("false true 137 ", Some(20 << 20)).as_deref(),
+            Some("was killed by the kernel's OOM killer at its memory limit (20 MiB; exit code 137)")
+        );
+        let killed = ended("false false 137 ", None);
+        assert_eq!(killed.as_deref(), Some("was killed by SIGKILL (exit code 137; not the OOM killer)"));
+        assert_eq!(ended("false false 1 oops", None).as_deref(), Some("exited with code 1 (oops)"));
     }
 }

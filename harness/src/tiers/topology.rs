@@ -4,6 +4,7 @@
 //! as a team would see them in production.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -53,6 +54,9 @@ pub struct RemoteTier {
     /// The container it runs in, when the harness started one
     /// (`settings.container` in `run.json`).
     pub container: Option<serde_json::Value>,
+    /// Its cgroup's `cpu.stat` and its limit in cores, for a container
+    /// with `--tier-cpus`.
+    pub cpu_stat: Option<(PathBuf, f64)>,
 }
 
 fn url_of(tier: &Tier, listener: &str, tls: Option<&TlsFiles>) -> String {
@@ -85,6 +89,7 @@ impl Topology {
             name,
             admin_url: admin_url.map(str::to_owned),
             container: None,
+            cpu_stat: None,
         };
         if let Some(url) = &cfg.deploy.downstream_url {
             topology.target_url = url.clone();
@@ -107,6 +112,7 @@ impl Topology {
                     name: t.tier,
                     admin_url: admin,
                     container: Some(t.description.clone()),
+                    cpu_stat: t.cpu_stat.clone(),
                 });
                 if t.tier == TierName::Caller {
                     topology.target_url = format!("{}/v1/call", t.url(containers::FRONT_PORT));
@@ -169,8 +175,12 @@ impl Topology {
     }
 
     /// The admin endpoint of a tier: a started one's, or the one given for
-    /// a tier elsewhere.
+    /// a tier elsewhere; none for a container that has stopped (its address
+    /// is gone: a read would wait for its timeout).
     pub fn admin_url(&self, name: TierName) -> Option<String> {
+        if self.dead_container().is_some_and(|(t, _)| t.tier == name) {
+            return None;
+        }
         let started = match name {
             TierName::Downstream => self.downstream.as_ref(),
             TierName::Caller => self.caller.as_ref(),
@@ -180,6 +190,17 @@ impl Topology {
             Some(tier) => Some(tier.admin_url()),
             None => self.remote.iter().find(|r| r.name == name).and_then(|r| r.admin_url.clone()),
         }
+    }
+
+    /// A container of this arm that has stopped, and how it ended.
+    pub fn dead_container(&self) -> Option<(&containers::Started, &containers::Death)> {
+        self.containers.as_ref()?.dead()
+    }
+
+    /// Each tier with a CPU limit whose cgroup was found: its `cpu.stat`
+    /// and its limit in cores.
+    pub fn cpu_limited(&self) -> impl Iterator<Item = (TierName, &Path, f64)> {
+        self.remote.iter().filter_map(|r| r.cpu_stat.as_ref().map(|(p, cpus)| (r.name, p.as_path(), *cpus)))
     }
 
     /// The tiers this arm started as child processes.
