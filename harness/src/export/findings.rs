@@ -7,7 +7,9 @@ use std::fmt::Write;
 
 use super::markdown::num;
 use crate::judge::difference::{FINDING_THRESHOLD_PERCENT, Row, Verdict, findings, no_difference};
-use crate::judge::inference::{MIN_ROUNDS, RESAMPLES};
+use crate::judge::inference::{
+    AA_SIMULATED_COMPARISONS, AA_SIMULATED_P50_SPREAD_PERCENT, AA_SIMULATED_WORST_PERCENT, MIN_ROUNDS,
+};
 use crate::judge::projection::Projection;
 
 /// A row's label split into what it measures and its unit:
@@ -137,34 +139,38 @@ pub fn verdict_cell(row: &Row, a: &str, b: &str) -> String {
     }
 }
 
-/// The methods, two sentences each.
+/// The methods: one interval for every row, how wide three rounds leave it,
+/// and its A/A false-call rate.
 pub fn method_note(rounds: &str, paired: bool) -> String {
-    let pairing = if paired {
-        "Per-round figures (memory, CPU, bytes, throughput, errors, latency min, mean and max) are compared with \
-         Student's t interval of the mean difference over round pairs, round k of each arm run side by side in \
-         counterbalanced order (A B, B A, …) so that drift on the machine falls on both arms. The t quantile is \
-         computed exactly for the few pairs a run has, so three pairs give a wide interval rather than a false \
-         certainty."
+    let interval = if paired {
+        "Student's t interval of the mean difference over round pairs, round k of each arm run side by side in \
+         counterbalanced order (A B, B A, …) so that drift on the machine falls on both arms"
     } else {
-        "Per-round figures (memory, CPU, bytes, throughput, errors, latency min, mean and max) come from separate \
-         runs here and are compared with Welch's t interval, which assumes neither pairs nor equal variances. The t \
-         quantile and its Welch–Satterthwaite degrees of freedom are computed exactly for the few rounds a run has."
+        "Welch's t interval of the difference of the arms' means over rounds (the arms come from separate runs), \
+         which assumes neither pairs nor equal variances"
     };
+    let comparisons = format!("{},{:03}", AA_SIMULATED_COMPARISONS / 1000, AA_SIMULATED_COMPARISONS % 1000);
     format!(
-        "\n**Methods** (rounds: {rounds}). {pairing} Latency percentiles are compared with a two-level bootstrap \
-         that resamples the rounds{}, then the requests within each chosen round from its stored histogram \
-         ({RESAMPLES} resamples, fixed seed), so round-to-round drift widens the interval instead of being ignored. \
-         The interval is Hesterberg's expanded percentile interval, which corrects the bootstrap's narrowness with \
-         few rounds; counting request noise at both levels makes it conservative, so a latency difference it calls \
-         is there, and one it misses may show with more rounds. A row is *better* on one side when its 95% interval of B − A excludes zero, *no detectable \
-         difference* when it includes zero, and *not judged* with fewer than {MIN_ROUNDS} rounds per arm. \
+        "\n**Methods** (rounds: {rounds}). Every row is judged from its rounds' own figures: a round's memory, CPU, \
+         bytes, throughput or errors, and each latency percentile read from that round's own histogram, is one \
+         observation, and the interval is {interval}. The spread from one round's tier processes to the next and \
+         the request noise within a round both show in the round figures, so both widen the interval. The t \
+         quantile is exact for the few rounds a run has (n − 1 degrees of freedom), so with 3 rounds per arm a \
+         difference is called only when it exceeds about 2.5 times the standard deviation of the round \
+         differences (1.2 times with 5 rounds, 0.7 with 10): 3 rounds can call a large latency difference, and a \
+         small one needs more rounds. Calibrated by A/A (one arm against itself, every call a false one): in \
+         {comparisons} simulated A/A comparisons of 3 rounds, a round's median moving \
+         {AA_SIMULATED_P50_SPREAD_PERCENT}% from one set of tier processes to the next, every row type (latency \
+         percentiles, latency min, mean and max, throughput, errors, CPU, memory, bytes) was called in at most \
+         {AA_SIMULATED_WORST_PERCENT}% of them, the nominal 5% within the simulation's error. A row is *better* on one \
+         side when its 95% interval of B − A excludes zero, *no detectable difference* when it includes zero, and \
+         *not judged* with fewer than {MIN_ROUNDS} rounds per arm. \
          Memory belongs to a process, so its rows are judged only when every round ran on tier processes of its own \
          (started and warmed up for that round, the default); with tiers reused across rounds they say *not \
          judged (one process per arm)*. \
          Differences are relative to the first arm's mean; findings are the detectable differences of at least \
          {FINDING_THRESHOLD_PERCENT}% on the headline rows (memory, latency p50 and p99, throughput, errors, CPU \
-         per request, internal-hop bytes), largest first.\n",
-        if paired { " in pairs" } else { "" }
+         per request, internal-hop bytes), largest first.\n"
     )
 }
 

@@ -200,7 +200,6 @@ fn json_comparisons(runs: &[RunResult]) -> Vec<JsonComparison> {
                     method: match r.method {
                         Method::PairedT => "paired_t",
                         Method::WelchT => "welch_t",
-                        Method::Bootstrap => "bootstrap",
                     },
                     rounds: r.rounds,
                     verdict: match r.verdict {

@@ -1,18 +1,15 @@
 //! Every report row of two arms judged: each side's mean over rounds, the
 //! difference B − A with its 95% confidence interval ([`inference`]), and a
 //! verdict; then the findings worth a sentence. Pure: the same run.json
-//! files always give the same rows (the bootstrap has a fixed seed).
+//! files always give the same rows.
 //!
 //! Rounds are paired by index when both arms come from one counterbalanced
 //! run (a `--transport both` folder: the same `started_at`); arms from
 //! separate runs are compared as independent samples.
 
-use std::collections::BTreeMap;
-
-use super::inference::{self, Distribution, Interval, MIN_ROUNDS, RESAMPLES, Rounds, SEED};
+use super::inference::{self, Interval, MIN_ROUNDS};
 use super::metrics::{Better, Metric, metrics};
 use super::stats::mean;
-use crate::measure::histogram::decode_histogram;
 use crate::result::RunResult;
 
 /// A difference this large (relative to A, in percent) and detectable makes a finding.
@@ -35,15 +32,14 @@ pub const FINDING_KEYS: &[&str] = &[
     "internal.response_wire_bytes",
 ];
 
-/// How a row's interval was computed.
+/// How a row's interval was computed: every row, latency percentiles
+/// included, from its rounds' own figures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
     /// t interval of the paired round differences.
     PairedT,
     /// Welch's t interval (arms from separate runs).
     WelchT,
-    /// The two-level bootstrap of a latency percentile.
-    Bootstrap,
 }
 
 /// What a row's interval says.
@@ -116,11 +112,13 @@ pub fn paired(a: &RunResult, b: &RunResult) -> bool {
 /// Every row of [`metrics`] for B against A.
 pub fn compare(a: &RunResult, b: &RunResult) -> Vec<Row> {
     let is_paired = paired(a, b);
-    let mut dists = Histograms::default();
-    metrics().iter().map(|m| row(m, a, b, is_paired, &mut dists)).collect()
+    metrics().iter().map(|m| row(m, a, b, is_paired)).collect()
 }
 
-fn row(m: &'static Metric, a: &RunResult, b: &RunResult, is_paired: bool, dists: &mut Histograms) -> Row {
+/// One row: a latency percentile is judged like every other figure, one
+/// value per round (the round's own percentile), so the interval rests on
+/// how much whole rounds differ ([`inference`]).
+fn row(m: &'static Metric, a: &RunResult, b: &RunResult, is_paired: bool) -> Row {
     let values = |run: &RunResult| -> Vec<(u32, f64)> {
         run.rounds.iter().filter_map(|r| Some((r.index, (m.get)(r)?))).collect()
     };
@@ -132,21 +130,10 @@ fn row(m: &'static Metric, a: &RunResult, b: &RunResult, is_paired: bool, dists:
         (va.iter().map(|v| v.1).collect(), vb.iter().map(|v| v.1).collect())
     };
     let rounds = xa.len().min(xb.len());
-    let mut method = if is_paired { Method::PairedT } else { Method::WelchT };
-    let bootstrap = m.quantile().and_then(|(key, q)| {
-        dists.load(a, key, 0);
-        dists.load(b, key, 1);
-        let (da, db) = (dists.get(key, 0)?, dists.get(key, 1)?);
-        inference::bootstrap_quantile(Rounds { a: da, b: db, paired: is_paired }, q, RESAMPLES, SEED)
-    });
-    let diff = match bootstrap {
-        Some(i) => {
-            method = Method::Bootstrap;
-            // The point estimate is the table's: the difference of the means of the rounds' figures.
-            Some(Interval { estimate: mb.unwrap_or(0.0) - ma.unwrap_or(0.0), ..i })
-        }
-        None if is_paired => inference::paired_t(&xa, &xb),
-        None => inference::welch_t(&xa, &xb),
+    let (method, diff) = if is_paired {
+        (Method::PairedT, inference::paired_t(&xa, &xb))
+    } else {
+        (Method::WelchT, inference::welch_t(&xa, &xb))
     };
     let verdict = match verdict(m.better, diff, rounds) {
         _ if ma.is_none() || mb.is_none() => Verdict::NotMeasured,
@@ -183,26 +170,6 @@ pub fn verdict(better: Better, diff: Option<Interval>, rounds: usize) -> Verdict
         (Better::Lower, false) | (Better::Higher, true) => Verdict::BBetter,
         (Better::Neither, true) => Verdict::BHigher,
         (Better::Neither, false) => Verdict::BLower,
-    }
-}
-
-/// Each run's rounds as distributions, decoded once per histogram key. A key
-/// any round lacks (or cannot decode) gives `None`: the row falls back to t.
-#[derive(Default)]
-struct Histograms(BTreeMap<(usize, &'static str), Option<Vec<Distribution>>>);
-
-impl Histograms {
-    fn load(&mut self, run: &RunResult, key: &'static str, side: usize) {
-        self.0.entry((side, key)).or_insert_with(|| {
-            run.rounds
-                .iter()
-                .map(|r| Distribution::from_histogram(&decode_histogram(r.histograms.get(key)?)?))
-                .collect()
-        });
-    }
-
-    fn get(&self, key: &'static str, side: usize) -> Option<&[Distribution]> {
-        self.0.get(&(side, key))?.as_deref()
     }
 }
 
@@ -276,7 +243,7 @@ mod tests {
         assert_eq!(f.first().map(|r| r.metric.key), Some("cpu_us_per_request.caller"));
         // Reversed, B is the better side.
         assert_eq!(by_key(&compare(&b, &a), "cpu_us_per_request.caller").verdict, Verdict::BBetter);
-        assert_eq!(by_key(&rows, "p99").method, Method::Bootstrap);
+        assert_eq!(by_key(&rows, "p99").method, Method::PairedT);
     }
 
     #[test]

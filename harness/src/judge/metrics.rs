@@ -27,27 +27,6 @@ pub struct Metric {
 }
 
 impl Metric {
-    /// The latency histogram (its key in a round's `histograms`) and quantile
-    /// this row reads, for the rows the latency bootstrap judges.
-    pub fn quantile(&self) -> Option<(&'static str, f64)> {
-        let q = |name: &str| match name {
-            "p50" => Some(0.5),
-            "p90" => Some(0.9),
-            "p95" => Some(0.95),
-            "p99" => Some(0.99),
-            "p999" => Some(0.999),
-            _ => None,
-        };
-        let (histogram, p) = match self.key.split_once('_') {
-            Some(("service", p)) => ("service", p),
-            Some(("hop", p)) => ("downstream_hop", p),
-            Some(("overhead", p)) => ("caller_overhead", p),
-            Some(("send", "lag_p99")) => ("send_lag", "p99"),
-            _ => ("corrected", self.key),
-        };
-        Some((histogram, q(p)?))
-    }
-
     /// For a row about one process's memory, the tier (`caller` of
     /// `rss_mib_mean.caller`): its rounds are independent samples only when
     /// each ran on a process of its own.
@@ -226,16 +205,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keys_are_unique_and_percentile_rows_name_their_histogram() {
+    fn keys_are_unique() {
         let mut keys: Vec<&str> = METRICS.iter().map(|m| m.key).collect();
         keys.sort_unstable();
         keys.dedup();
         assert_eq!(keys.len(), METRICS.len());
-        assert_eq!(by_key("p99").unwrap().quantile(), Some(("corrected", 0.99)));
-        assert_eq!(by_key("hop_p50").unwrap().quantile(), Some(("downstream_hop", 0.5)));
-        assert_eq!(by_key("send_lag_p99").unwrap().quantile(), Some(("send_lag", 0.99)));
-        assert_eq!(by_key("max").unwrap().quantile(), None);
-        assert_eq!(by_key("cpu_us_per_request.caller").unwrap().quantile(), None);
         assert!(by_key("p99").unwrap().is_latency() && !by_key("throughput").unwrap().is_latency());
     }
 }

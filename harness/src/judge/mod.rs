@@ -4,8 +4,9 @@
 //! * [`round`]: one round's records, samples and counter differences → its
 //!   figures (rates, latency summaries, CPU and bytes per request);
 //! * [`stats`]: summaries and means;
-//! * [`inference`]: confidence intervals of differences (paired t, Welch, the
-//!   two-level latency bootstrap);
+//! * [`inference`]: confidence intervals of differences (paired t, Welch),
+//!   one method for every row, latency percentiles included, calibrated by
+//!   A/A simulation (`aa_simulation.rs`, a test);
 //! * [`metrics`]: the rows a report shows and which direction is better;
 //! * [`difference`]: two arms row by row: intervals, verdicts, findings;
 //! * [`attribution`]: the 2×2 of encoding × transport: how much of REST − gRPC each explains;
@@ -15,6 +16,7 @@
 //! * [`payload`]: payload sweep steps: a capacity step and the hop's bytes per request;
 //! * [`gate`]: the `--fail-if` grammar and the CI gates' breaches.
 
+mod aa_simulation;
 pub mod attribution;
 pub mod capacity;
 pub mod difference;
