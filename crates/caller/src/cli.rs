@@ -65,7 +65,7 @@ pub struct Args {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_in_flight: Option<u64>,
     /// Most bytes of work held at once: each front request weighs its
-    /// records (items × fan-out, 256 bytes each) and its uploads, from
+    /// records (items × fan-out, 512 bytes each) and its uploads, from
     /// admission until its answer is sent; more is answered 503.
     #[arg(long, default_value_t = service::DEFAULT_MAX_WORK_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_work_bytes: u64,

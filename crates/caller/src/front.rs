@@ -48,6 +48,13 @@ pub struct Front {
 /// calls at the default `--max-items`.
 pub const DEFAULT_MAX_RECORDS: u64 = 100_000;
 
+/// What one record a caller holds in flight weighs: its decoded answer and
+/// its part of the front answer built from them. Measured: 40 front
+/// requests for 10 × 10,000 records took a caller to 1,263 MiB with no
+/// bound, to 493 MiB with records weighed at 256 bytes (nine admitted),
+/// and to 299 MiB at 512 (four admitted) under the default budget.
+pub const WORK_BYTES_PER_RECORD: u64 = 2 * service::WORK_BYTES_PER_RECORD;
+
 /// What the front door serves, for the reason of a 404 or 405.
 pub const API: &str = "POST /v1/call";
 
@@ -112,7 +119,7 @@ impl Front {
 
         // Every downstream answer, and the one built from them, is held
         // until the front answer has been sent.
-        let weight = WorkBudget::weigh(asked, u64::from(call.request_bytes) * u64::from(self.fanout));
+        let weight = self.budget.weigh(asked, u64::from(call.request_bytes) * u64::from(self.fanout));
         let permit = self.budget.try_admit(weight).map_err(|r| {
             let status = match r {
                 Refused::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,

@@ -154,7 +154,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         "client": client.settings(),
         "front_server": front_settings,
     }));
-    let budget = service::WorkBudget::new(config.max_work_bytes);
+    let budget = service::WorkBudget::new(config.max_work_bytes).per_record(front::WORK_BYTES_PER_RECORD);
     registry.extend_settings(budget.settings());
     registry.extend_settings(service::runtime_settings());
     registry.extend_settings(service::huge_pages::settings());

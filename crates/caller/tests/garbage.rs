@@ -218,8 +218,8 @@ async fn front_and_admin_refusals_carry_the_json_error_and_are_counted() {
 
 #[tokio::test]
 async fn a_caller_sheds_front_requests_over_its_work_budget() {
-    // Fan-out 2 × 10,000 records weighs 5.12 MB: one fits in 8 MiB of work
-    // (seven eighths of it for large requests), a second does not.
+    // Fan-out 2 × 10,000 records at 512 bytes weighs 10.24 MB: one fits in
+    // 16 MiB of work (seven eighths of it for large requests), a second not.
     let ds = downstream::start(
         downstream::Config { delay: Duration::from_secs(1), ..downstream::Config::default() },
         CancellationToken::new(),
@@ -230,7 +230,7 @@ async fn a_caller_sheds_front_requests_over_its_work_budget() {
         caller::Config {
             downstream_grpc: Some(format!("http://{}", ds.grpc_addr)),
             fanout: 2,
-            max_work_bytes: 8 * 1024 * 1024,
+            max_work_bytes: 16 * 1024 * 1024,
             ..caller::Config::default()
         },
         CancellationToken::new(),
@@ -254,7 +254,8 @@ async fn a_caller_sheds_front_requests_over_its_work_budget() {
     assert_eq!(small, 200, "a small request is served while a large one holds the budget");
     let stats = caller.registry.snapshot();
     assert_eq!(stats.listeners["front"].requests["shed"], shed as u64);
-    assert_eq!(stats.settings["max_work_bytes"], 8 * 1024 * 1024);
+    assert_eq!(stats.settings["max_work_bytes"], 16 * 1024 * 1024);
+    assert_eq!(stats.settings["work_bytes_per_record"], 512);
     caller.stop().await;
     ds.stop().await;
 }

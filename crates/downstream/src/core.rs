@@ -48,7 +48,7 @@ impl Core {
         payload::validate(&req, &self.limits)?;
         // Weighed before the wait: what a request will build is held from
         // the moment it is accepted.
-        let permit = self.budget.try_admit(WorkBudget::weigh(u64::from(req.items), req.body.len() as u64))?;
+        let permit = self.budget.try_admit(self.budget.weigh(u64::from(req.items), req.body.len() as u64))?;
         // The wait parks this request without holding a thread, so a 500 ms
         // service time never starves the runtime (the failure mode of blocking
         // sleeps in published comparisons); it ends within about 0.1 ms of the
@@ -102,7 +102,7 @@ mod tests {
     async fn work_is_held_from_admission_until_the_answer_is_dropped() {
         let c = Core { budget: WorkBudget::new(6 * 1024 * 1024), ..core(0) };
         let big = FetchRequest { request_id: "big".into(), items: 10_000, ..FetchRequest::default() };
-        let weight = WorkBudget::weigh(10_000, 0);
+        let weight = c.budget.weigh(10_000, 0);
         let (first, second) = tokio::join!(c.fetch(big.clone()), c.fetch(big.clone()));
         let held: Vec<_> = [first, second].into_iter().filter_map(Result::ok).collect();
         assert_eq!(held.len(), 2, "two fit under seven eighths of 6 MiB, three do not");

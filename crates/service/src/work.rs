@@ -20,15 +20,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// records and uploads in flight at most.
 pub const DEFAULT_MAX_WORK_BYTES: u64 = 256 * 1024 * 1024;
 
-/// What one record a tier holds in flight is weighed at: its decoded form and
-/// its encoding, both alive while the answer is built and sent (measured:
-/// `bench/README.md`, "Work in flight").
+/// What one record the downstream holds in flight is weighed at by default:
+/// its built form and its encoding, both alive while the answer is sent. A
+/// caller holds more of each record (the decoded answers and the front
+/// answer built from them) and weighs it at twice this (`caller::front`).
 pub const WORK_BYTES_PER_RECORD: u64 = 256;
 
 /// The work one tier holds at once, shared by its listeners.
 #[derive(Debug, Clone)]
 pub struct WorkBudget {
     max: u64,
+    per_record: u64,
     used: Arc<AtomicU64>,
 }
 
@@ -60,7 +62,12 @@ pub enum Refused {
 
 impl WorkBudget {
     pub fn new(max_bytes: u64) -> Self {
-        WorkBudget { max: max_bytes.max(1), used: Arc::new(AtomicU64::new(0)) }
+        WorkBudget { max: max_bytes.max(1), per_record: WORK_BYTES_PER_RECORD, used: Arc::new(AtomicU64::new(0)) }
+    }
+
+    /// Weighs each record at `bytes` instead of [`WORK_BYTES_PER_RECORD`].
+    pub fn per_record(self, bytes: u64) -> Self {
+        WorkBudget { per_record: bytes, ..self }
     }
 
     pub fn max(&self) -> u64 {
@@ -73,8 +80,8 @@ impl WorkBudget {
     }
 
     /// The weight of a request for `records` records carrying `upload_bytes`.
-    pub fn weigh(records: u64, upload_bytes: u64) -> u64 {
-        records.saturating_mul(WORK_BYTES_PER_RECORD).saturating_add(upload_bytes)
+    pub fn weigh(&self, records: u64, upload_bytes: u64) -> u64 {
+        records.saturating_mul(self.per_record).saturating_add(upload_bytes)
     }
 
     /// Admits `weight` if it fits under the budget (a large request: under
@@ -101,7 +108,7 @@ impl WorkBudget {
     pub fn settings(&self) -> serde_json::Value {
         serde_json::json!({
             "max_work_bytes": self.max,
-            "work_bytes_per_record": WORK_BYTES_PER_RECORD,
+            "work_bytes_per_record": self.per_record,
             "work_reserved_for_small_requests": "the last eighth, for requests of at most 1/1024 of the budget",
         })
     }
