@@ -21,6 +21,41 @@ fn docker_usable() -> bool {
     root && Command::new("docker").arg("info").output().is_ok_and(|o| o.status.success())
 }
 
+/// True (after saying so) when the test cannot run: it needs root and a
+/// running Docker daemon.
+fn skipped() -> bool {
+    let skip = !docker_usable();
+    if skip {
+        eprintln!("skipped: needs root and a running Docker daemon");
+    }
+    skip
+}
+
+/// A light load for a minute: a run the test stops.
+const UNTIL_STOPPED: [&str; 8] = ["--qps", "20", "--delay", "1ms", "--duration", "60s", "--warmup", "0s"];
+
+/// A containers run of `args` writing to the test's folder `name`, both
+/// tiers running; `None` when the test is [`skipped`].
+fn containers_run(name: &str, args: &[&str]) -> Option<(std::path::PathBuf, Running)> {
+    if skipped() {
+        return None;
+    }
+    let out = out_dir(name);
+    let run = Running::start(&[&["--isolation", "containers"][..], args, &["--out", out.to_str().unwrap()]].concat());
+    Some((out, run))
+}
+
+/// A closed-loop containers run of 2 s with no service delay (a tier would
+/// take whole cores if it could) and `args`, to its end: a sweeper of what
+/// it left (removed when the test drops it, after it checked) and its output.
+fn busy_containers_run(out: &std::path::Path, args: &[&str]) -> (Sweeper, std::process::Output) {
+    let fixed = ["--isolation", "containers", "--connections", "8", "--delay", "0ms", "--duration", "2s"];
+    let all = [&fixed[..], &["--warmup", "0s"], args, &["--out", out.to_str().unwrap()]].concat();
+    let child = harness_cmd(&all).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let sweeper = Sweeper(child.id());
+    (sweeper, child.wait_with_output().unwrap())
+}
+
 /// Containers and networks labelled with this harness pid.
 fn left_by(pid: u32) -> Vec<String> {
     let filter = format!("label=grpc-vs-rest.harness-pid={pid}");
@@ -134,40 +169,16 @@ fn ceiling_percent(cpus: f64, window_seconds: f64) -> f64 {
 
 #[test]
 fn a_cpu_limited_caller_never_samples_above_its_quota_and_nothing_is_left() {
-    if !docker_usable() {
-        eprintln!("skipped: needs root and a running Docker daemon");
+    if skipped() {
         return;
     }
     let out = out_dir("containers");
     let cpus = 0.1;
-    // Closed loop with no service delay: the caller would take whole cores
-    // if it could.
-    let child = harness_cmd(&[
-        "--isolation",
-        "containers",
-        "--tier-cpus",
-        &format!("caller={cpus},downstream=0.5"),
-        "--tier-memory",
-        "caller=128m,downstream=128m",
-        "--connections",
-        "8",
-        "--delay",
-        "0ms",
-        "--duration",
-        "2s",
-        "--warmup",
-        "0s",
-        "--sample-interval",
-        "1s",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let pid = child.id();
-    let o = child.wait_with_output().unwrap();
+    let limits = format!("caller={cpus},downstream=0.5");
+    let args =
+        ["--tier-cpus", &limits, "--tier-memory", "caller=128m,downstream=128m", "--sample-interval", "1s", "--quiet"];
+    let (harness, o) = busy_containers_run(&out, &args);
+    let pid = harness.0;
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{stderr}");
     assert_eq!(left_by(pid), Vec::<String>::new(), "containers or networks left after the run");
@@ -204,47 +215,13 @@ fn a_cpu_limited_caller_never_samples_above_its_quota_and_nothing_is_left() {
 
 #[test]
 fn sigterm_removes_the_containers() {
-    if !docker_usable() {
-        eprintln!("skipped: needs root and a running Docker daemon");
-        return;
-    }
-    let out = out_dir("containers-term");
-    let mut child = harness_cmd(&[
-        "--isolation",
-        "containers",
-        "--qps",
-        "20",
-        "--delay",
-        "1ms",
-        "--duration",
-        "60s",
-        "--warmup",
-        "0s",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let pid = child.id();
-    // Wait until the caller is sampled, i.e. both containers run.
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut seen = String::new();
-    while !seen.contains("caller (grpc): sampled through") {
-        assert!(Instant::now() < deadline, "no tiers named: {seen}");
-        let Some(Ok(line)) = lines.next() else { panic!("the harness ended early: {seen}") };
-        seen.push_str(&line);
-        seen.push('\n');
-    }
-    assert!(!left_by(pid).is_empty(), "the run's containers are labelled with its pid");
-    std::thread::sleep(Duration::from_millis(500));
-    common::signal(pid as i32, nix::sys::signal::Signal::SIGTERM);
-    std::thread::spawn(move || for _ in lines {});
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130));
-    assert_eq!(left_by(pid), Vec::<String>::new(), "containers or networks left after SIGTERM");
+    let Some((out, mut h)) = containers_run("containers-term", &UNTIL_STOPPED) else { return };
+    assert!(!left_by(h.pid).is_empty(), "the run's containers are labelled with its pid");
+    h.sleep_until(Duration::from_millis(500));
+    common::signal(h.pid as i32, nix::sys::signal::Signal::SIGTERM);
+    let (code, stderr) = h.wait(Duration::from_secs(60));
+    assert_eq!(code, Some(130), "{stderr}");
+    assert_eq!(left_by(h.pid), Vec::<String>::new(), "containers or networks left after SIGTERM");
     let run = load(&run_folder(&out));
     assert_eq!(run.status, harness::result::RunStatus::Interrupted);
     let _ = std::fs::remove_dir_all(&out);
@@ -288,8 +265,7 @@ fn containerised_hop(compression: &str) -> ((f64, f64), serde_json::Value) {
 
 #[test]
 fn gzip_in_containers_compresses_the_internal_hop() {
-    if !docker_usable() {
-        eprintln!("skipped: needs root and a running Docker daemon");
+    if skipped() {
         return;
     }
     let (plain, plain_settings) = containerised_hop("none");
@@ -307,14 +283,9 @@ fn gzip_in_containers_compresses_the_internal_hop() {
 
 #[test]
 fn a_killed_container_aborts_the_run_naming_the_tier_and_keeps_the_finished_round() {
-    if !docker_usable() {
-        eprintln!("skipped: needs root and a running Docker daemon");
-        return;
-    }
-    let out = out_dir("containers-killed");
-    let args = ["--isolation", "containers", "--qps", "20", "--delay", "1ms", "--duration", "2s", "--rounds", "2"];
-    let mut h =
-        Running::start(&[&args[..], &["--reuse-tiers", "--warmup", "0s", "--out", out.to_str().unwrap()]].concat());
+    let args =
+        ["--qps", "20", "--delay", "1ms", "--duration", "2s", "--rounds", "2", "--reuse-tiers", "--warmup", "0s"];
+    let Some((out, mut h)) = containers_run("containers-killed", &args) else { return };
     // Round 1 runs from about 0.1 s to 2.1 s; kill the caller early in round 2.
     h.sleep_until(Duration::from_millis(2500));
     let killed = Command::new("docker").args(["kill", &h.container("caller")]).output().unwrap();
@@ -335,31 +306,26 @@ fn a_killed_container_aborts_the_run_naming_the_tier_and_keeps_the_finished_roun
 
 #[test]
 fn a_tier_the_oom_killer_takes_aborts_the_run_and_is_named() {
-    if !docker_usable() {
-        eprintln!("skipped: needs root and a running Docker daemon");
-        return;
-    }
-    let out = out_dir("containers-oom");
     // 10,000 records per answer (the most), 50 a second, each held for a
     // second: far more than 20 MiB of answers at once.
-    let mut h = Running::start(&[
-        "--isolation",
-        "containers",
-        "--tier-memory",
-        "downstream=20m",
-        "--items",
-        "10000",
-        "--qps",
-        "50",
-        "--delay",
-        "1s",
-        "--duration",
-        "4s",
-        "--warmup",
-        "0s",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let run = containers_run(
+        "containers-oom",
+        &[
+            "--tier-memory",
+            "downstream=20m",
+            "--items",
+            "10000",
+            "--qps",
+            "50",
+            "--delay",
+            "1s",
+            "--duration",
+            "4s",
+            "--warmup",
+            "0s",
+        ],
+    );
+    let Some((out, mut h)) = run else { return };
     let (code, stderr) = h.wait(Duration::from_secs(60));
     assert_eq!(code, Some(1), "{stderr}");
     let run = load(&run_folder(&out));
@@ -374,13 +340,7 @@ fn a_tier_the_oom_killer_takes_aborts_the_run_and_is_named() {
 
 #[test]
 fn sigkill_of_the_harness_leaves_no_container_or_network_for_long() {
-    if !docker_usable() {
-        eprintln!("skipped: needs root and a running Docker daemon");
-        return;
-    }
-    let out = out_dir("containers-sigkill");
-    let args = ["--isolation", "containers", "--qps", "20", "--delay", "1ms", "--duration", "60s", "--warmup", "0s"];
-    let mut h = Running::start(&[&args[..], &["--out", out.to_str().unwrap()]].concat());
+    let Some((out, mut h)) = containers_run("containers-sigkill", &UNTIL_STOPPED) else { return };
     assert!(!left_by(h.pid).is_empty(), "the run's containers are labelled with its pid");
     h.sleep_until(Duration::from_millis(300));
     common::signal(h.pid as i32, nix::sys::signal::Signal::SIGKILL);
@@ -397,13 +357,7 @@ fn sigkill_of_the_harness_leaves_no_container_or_network_for_long() {
 
 #[test]
 fn a_third_ctrl_c_leaves_no_temporary_folder_and_no_container() {
-    if !docker_usable() {
-        eprintln!("skipped: needs root and a running Docker daemon");
-        return;
-    }
-    let out = out_dir("containers-third");
-    let args = ["--isolation", "containers", "--qps", "20", "--delay", "1ms", "--duration", "60s", "--warmup", "0s"];
-    let mut h = Running::start(&[&args[..], &["--out", out.to_str().unwrap()]].concat());
+    let Some((out, mut h)) = containers_run("containers-third", &UNTIL_STOPPED) else { return };
     h.sleep_until(Duration::from_millis(500));
     // The third arrives while the tiers are being stopped, before the
     // folder is written.
@@ -421,35 +375,12 @@ fn a_third_ctrl_c_leaves_no_temporary_folder_and_no_container() {
 
 #[test]
 fn a_cpu_limit_that_binds_is_reported_in_run_json_validity_and_the_reports() {
-    if !docker_usable() {
-        eprintln!("skipped: needs root and a running Docker daemon");
+    if skipped() {
         return;
     }
     let out = out_dir("containers-throttled");
-    // Closed loop with no service delay: a caller held to a tenth of a core
-    // uses its quota in every period.
-    let child = harness_cmd(&[
-        "--isolation",
-        "containers",
-        "--tier-cpus",
-        "caller=0.1",
-        "--connections",
-        "8",
-        "--delay",
-        "0ms",
-        "--duration",
-        "2s",
-        "--warmup",
-        "0s",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let _sweeper = Sweeper(child.id());
-    let o = child.wait_with_output().unwrap();
+    // A caller held to a tenth of a core uses its quota in every period.
+    let (_harness, o) = busy_containers_run(&out, &["--tier-cpus", "caller=0.1"]);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let run = load(&run_folder(&out));
     let t = &run.rounds[0].cpu_throttling[&TierName::Caller];

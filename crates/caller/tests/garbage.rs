@@ -21,26 +21,22 @@ struct Services {
 }
 
 async fn services() -> Services {
-    let ds = downstream::start(
+    services_with(
         downstream::Config {
             delay: Duration::from_millis(5),
             header_read_timeout: HEADER_TIMEOUT,
             ..downstream::Config::default()
         },
-        CancellationToken::new(),
+        caller::Config { header_read_timeout: HEADER_TIMEOUT, ..caller::Config::default() },
     )
     .await
-    .unwrap();
-    let caller = caller::start(
-        caller::Config {
-            downstream_grpc: Some(format!("http://{}", ds.grpc_addr)),
-            header_read_timeout: HEADER_TIMEOUT,
-            ..caller::Config::default()
-        },
-        CancellationToken::new(),
-    )
-    .await
-    .unwrap();
+}
+
+/// A downstream and a gRPC caller pointed at it.
+async fn services_with(ds: downstream::Config, caller: caller::Config) -> Services {
+    let ds = downstream::start(ds, CancellationToken::new()).await.unwrap();
+    let caller = caller::Config { downstream_grpc: Some(format!("http://{}", ds.grpc_addr)), ..caller };
+    let caller = caller::start(caller, CancellationToken::new()).await.unwrap();
     Services { ds, caller }
 }
 
@@ -220,23 +216,11 @@ async fn front_and_admin_refusals_carry_the_json_error_and_are_counted() {
 async fn a_caller_sheds_front_requests_over_its_work_budget() {
     // Fan-out 2 × 10,000 records at 512 bytes weighs 10.24 MB: one fits in
     // 16 MiB of work (seven eighths of it for large requests), a second not.
-    let ds = downstream::start(
+    let Services { ds, caller } = services_with(
         downstream::Config { delay: Duration::from_secs(1), ..downstream::Config::default() },
-        CancellationToken::new(),
+        caller::Config { fanout: 2, max_work_bytes: 16 * 1024 * 1024, ..caller::Config::default() },
     )
-    .await
-    .unwrap();
-    let caller = caller::start(
-        caller::Config {
-            downstream_grpc: Some(format!("http://{}", ds.grpc_addr)),
-            fanout: 2,
-            max_work_bytes: 16 * 1024 * 1024,
-            ..caller::Config::default()
-        },
-        CancellationToken::new(),
-    )
-    .await
-    .unwrap();
+    .await;
     let http = reqwest::Client::new();
     let front = format!("http://{}/v1/call", caller.front_addr);
     let call = |id: String, items: u32| {
