@@ -49,10 +49,8 @@ pub struct Front {
 pub const DEFAULT_MAX_RECORDS: u64 = 100_000;
 
 /// What one record a caller holds in flight weighs: its decoded answer and
-/// its part of the front answer built from them. Measured: 40 front
-/// requests for 10 × 10,000 records took a caller to 1,263 MiB with no
-/// bound, to 493 MiB with records weighed at 256 bytes (nine admitted),
-/// and to 299 MiB at 512 (four admitted) under the default budget.
+/// its part of the front answer built from them, about twice what the
+/// downstream holds of it (`bench/amplification.sh` measures the peak).
 pub const WORK_BYTES_PER_RECORD: u64 = 2 * service::WORK_BYTES_PER_RECORD;
 
 /// What the front door serves, for the reason of a 404 or 405.

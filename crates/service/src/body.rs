@@ -76,22 +76,23 @@ impl ConnectionBodies {
     }
 
     /// `body`, counted against this connection's limit.
-    pub(crate) fn count<B>(&self, body: B) -> Body
-    where
-        B: http_body::Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<axum::BoxError>,
-    {
-        Body::new(Counted { inner: Body::new(body), bodies: self.clone(), mine: 0 })
+    pub(crate) fn count<B>(&self, body: B) -> Counted<B> {
+        Counted { inner: body, bodies: self.clone(), mine: 0 }
     }
 }
 
-struct Counted {
-    inner: Body,
+/// A request body counted against its connection's limit.
+pub(crate) struct Counted<B> {
+    inner: B,
     bodies: ConnectionBodies,
     mine: usize,
 }
 
-impl http_body::Body for Counted {
+impl<B> http_body::Body for Counted<B>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: Into<axum::BoxError>,
+{
     type Data = Bytes;
     type Error = axum::BoxError;
 
@@ -121,7 +122,7 @@ impl http_body::Body for Counted {
     }
 }
 
-impl Drop for Counted {
+impl<B> Drop for Counted<B> {
     fn drop(&mut self) {
         self.bodies.held.fetch_sub(self.mine, Ordering::AcqRel);
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::Request;
-use axum::http::{Method, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::IntoResponse;
 use telemetry::Counters;
@@ -60,34 +60,35 @@ pub fn json_errors(router: Router, counters: Option<Arc<Counters>>, api: &'stati
 /// 400 KiB) or with more than 100 fields before this layer sees it.
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
 
-/// What the request asked for, kept to explain a refusal.
+/// What the request asked for, kept to explain a refusal: reference-counted
+/// clones, so a request that is answered costs no copy of them.
 struct Asked {
     method: Method,
-    path: String,
-    content_encoding: Option<String>,
+    uri: Uri,
+    content_encoding: Option<HeaderValue>,
 }
 
 impl Asked {
     fn of(req: &Request) -> Self {
         Asked {
             method: req.method().clone(),
-            // Only the path: a query may carry what should not be echoed.
-            path: req.uri().path().chars().take(200).collect(),
-            content_encoding: req
-                .headers()
-                .get(header::CONTENT_ENCODING)
-                .and_then(|v| v.to_str().ok())
-                .map(|v| v.chars().take(40).collect()),
+            uri: req.uri().clone(),
+            content_encoding: req.headers().get(header::CONTENT_ENCODING).cloned(),
         }
     }
 
     fn reason(&self, status: StatusCode, api: &str) -> String {
-        let Asked { method, path, .. } = self;
+        let method = &self.method;
+        // Only the path: a query may carry what should not be echoed.
+        let path: String = self.uri.path().chars().take(200).collect();
         match status {
             StatusCode::NOT_FOUND => format!("no such route {path}; the API is {api}"),
             StatusCode::METHOD_NOT_ALLOWED => format!("{method} is not allowed on {path}; the API is {api}"),
-            StatusCode::UNSUPPORTED_MEDIA_TYPE => match &self.content_encoding {
-                Some(coding) => format!("Content-Encoding {coding:?} is not accepted by this listener"),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => match self.content_encoding.as_ref().and_then(|v| v.to_str().ok()) {
+                Some(coding) => {
+                    let coding: String = coding.chars().take(40).collect();
+                    format!("Content-Encoding {coding:?} is not accepted by this listener")
+                }
                 None => "the request's media type is not accepted by this listener".to_owned(),
             },
             StatusCode::PAYLOAD_TOO_LARGE => "the request body is larger than this listener accepts".to_owned(),

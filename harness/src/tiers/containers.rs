@@ -384,29 +384,28 @@ fn remove_labelled(pid: u32) {
 }
 
 /// Removes containers and networks left by a harness that was killed
-/// (its pid label names a process that is gone).
+/// (its pid label names a process that is gone): each such pid's, as its
+/// reaper would have.
 async fn remove_stale() {
     let filter = format!("label={PID_LABEL}");
-    let format = format!("{{{{.ID}}}} {{{{.Label \"{PID_LABEL}\"}}}}");
-    let gone = |text: String| -> Vec<String> {
-        text.lines()
-            .filter_map(|l| l.split_once(' '))
-            .filter(|(_, pid)| pid.parse::<i32>().is_ok_and(|p| !Path::new(&format!("/proc/{p}")).exists()))
-            .map(|(id, _)| id.to_owned())
-            .collect()
-    };
-    let ps = ["ps".into(), "-a".into(), "--filter".into(), filter.clone(), "--format".into(), format.clone()];
-    if let Ok(text) = docker(&ps).await {
-        let ids = gone(text);
-        if !ids.is_empty() {
-            let _ = docker(&[vec!["rm".into(), "-f".into()], ids].concat()).await;
+    let format = format!("{{{{.Label \"{PID_LABEL}\"}}}}");
+    let mut gone = std::collections::BTreeSet::new();
+    for list in [&["ps", "-a"][..], &["network", "ls"][..]] {
+        let args: Vec<String> = list
+            .iter()
+            .map(|a| (*a).to_owned())
+            .chain(["--filter".into(), filter.clone(), "--format".into(), format.clone()])
+            .collect();
+        if let Ok(text) = docker(&args).await {
+            gone.extend(
+                text.lines()
+                    .filter_map(|pid| pid.trim().parse::<u32>().ok())
+                    .filter(|pid| !Path::new(&format!("/proc/{pid}")).exists()),
+            );
         }
     }
-    let ls = ["network".into(), "ls".into(), "--filter".into(), filter, "--format".into(), format];
-    if let Ok(text) = docker(&ls).await {
-        for id in gone(text) {
-            let _ = docker(&["network".into(), "rm".into(), id]).await;
-        }
+    for pid in gone {
+        let _ = tokio::task::spawn_blocking(move || remove_labelled(pid)).await;
     }
 }
 
