@@ -32,6 +32,8 @@ pub enum TierName {
     LinkFront,
     /// A reverse proxy (nginx or caddy) on one hop.
     Proxy,
+    /// The balancer in front of the downstream's replicas (`--balance l4|l7`).
+    Balancer,
 }
 
 impl TierName {
@@ -43,6 +45,7 @@ impl TierName {
             TierName::Link => "link",
             TierName::LinkFront => "link_front",
             TierName::Proxy => "proxy",
+            TierName::Balancer => "balancer",
         }
     }
 }
@@ -307,6 +310,45 @@ pub struct RoundResult {
     /// limit, where it could not be read, and in older runs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cpu_throttling: BTreeMap<TierName, CpuThrottling>,
+    /// The downstream's replicas (`--downstream-replicas`, `--balance`),
+    /// `downstream#0` first, each from its own `/stats`. Absent for one
+    /// replica reached directly and in older runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<ReplicaSet>,
+}
+
+/// How the internal hop's calls fell on the downstream's replicas in one round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplicaSet {
+    /// The largest replica's share of the calls ÷ the fair share (1 / replicas):
+    /// 1 is even, `replicas` is every call on one. `None` when no replica's
+    /// counters could be read or none served a call.
+    pub imbalance: Option<f64>,
+    pub each: Vec<ReplicaRound>,
+}
+
+/// One replica's round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplicaRound {
+    /// 0-based: `downstream#0`, …
+    pub index: u32,
+    pub pid: Option<u32>,
+    /// Calls its listener for the transport answered, by outcome.
+    pub requests: BTreeMap<String, u64>,
+    /// Its part of all the replicas' answered calls (0 to 1).
+    pub share: Option<f64>,
+    pub cpu_seconds: Option<f64>,
+    /// CPU µs per call it answered OK.
+    pub cpu_us_per_request: Option<f64>,
+    /// RSS at the round's end.
+    pub rss_bytes: Option<u64>,
+    /// Connections it accepted in the round, and those open at its end.
+    pub connections: Option<u64>,
+    pub connections_open: Option<u64>,
+    /// Connections it ended at their age (`--grpc-max-connection-age`).
+    pub connections_aged: Option<u64>,
+    /// The most calls it held at once since it started (its warm-up included).
+    pub in_flight_peak: Option<u64>,
 }
 
 /// A CPU limit at work over one round: the kernel enforces the quota per

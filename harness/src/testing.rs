@@ -66,6 +66,7 @@ pub fn config(transport: Transport) -> Config {
         },
         output: Output { out: PathBuf::from("results"), label: None, quiet: true, json: false, plan_qps: None },
         generators: crate::config::Generators::default(),
+        replicas: crate::config::Replicas::default(),
     }
 }
 
@@ -162,6 +163,7 @@ pub fn round(index: u32, base_ms: f64, scale: f64) -> RoundResult {
         // Fresh tiers: every round on processes of its own.
         pids: [(TierName::Caller, 1000 + index), (TierName::Downstream, 2000 + index)].into_iter().collect(),
         cpu_throttling: BTreeMap::new(),
+        replicas: None,
     }
 }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use telemetry::Counters;
 
+use crate::balanced::{RoundRobin, addresses};
 use crate::grpc::{GrpcClient, GrpcJsonClient};
 use crate::hop::HopOptions;
 use crate::outbound::{Outbound, Transport};
@@ -38,8 +39,22 @@ pub struct BuildError {
     pub reason: String,
 }
 
-/// The client for `settings.transport`, counting on `counters`.
+/// The client for `settings.transport`, counting on `counters`: with several
+/// addresses in the target (comma-separated), one client per address taken
+/// in turn ([`RoundRobin`]).
 pub fn build(settings: &ClientSettings, counters: Arc<Counters>) -> Result<Arc<dyn Outbound>, BuildError> {
+    let each = addresses(&settings.target);
+    if each.len() < 2 {
+        return build_one(settings, counters);
+    }
+    let clients = each
+        .iter()
+        .map(|a| build_one(&ClientSettings { target: (*a).to_owned(), ..settings.clone() }, counters.clone()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Arc::new(RoundRobin::new(&settings.target, clients)))
+}
+
+fn build_one(settings: &ClientSettings, counters: Arc<Counters>) -> Result<Arc<dyn Outbound>, BuildError> {
     let fail =
         |reason: String| BuildError { transport: settings.transport.title(), target: settings.target.clone(), reason };
     Ok(match settings.transport {
@@ -76,5 +91,9 @@ mod tests {
         };
         let err = build(&settings, Arc::new(Transport::Grpc.client_counters("grpc"))).err().unwrap().to_string();
         assert!(err.starts_with("building the gRPC client for not a uri"), "{err}");
+        // Of several addresses, the one that failed is named.
+        let several = ClientSettings { target: "http://127.0.0.1:1,bad uri".into(), ..settings };
+        let err = build(&several, Arc::new(Transport::Grpc.client_counters("grpc"))).err().unwrap().to_string();
+        assert!(err.starts_with("building the gRPC client for bad uri"), "{err}");
     }
 }

@@ -7,11 +7,13 @@
 //!   trait in front of the two clients and the error categories both map
 //!   onto;
 //! * [`clients`]: the one factory that builds any arm's client from one
-//!   settings struct;
+//!   settings struct, and [`balanced`]: one client per address in turn,
+//!   when the downstream is several replicas balanced by the caller;
 //! * [`grpc`] and [`rest`]: the two clients, every fairness-relevant setting
 //!   explicit and reported, and [`hop`]: their TLS and compression options;
 //! * [`server`] and [`cli`]: start-up, listeners and flags.
 
+pub mod balanced;
 pub mod cli;
 pub mod clients;
 pub mod front;

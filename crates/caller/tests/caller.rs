@@ -511,3 +511,35 @@ fn zero_limits_are_refused_naming_the_flag() {
         assert!(String::from_utf8_lossy(&out.stderr).contains(bad[0]), "{bad:?}");
     }
 }
+
+#[tokio::test]
+async fn several_downstream_addresses_get_the_calls_in_turn_on_every_arm() {
+    let replicas = [downstream(5).await, downstream(5).await, downstream(5).await];
+    for arm in ARMS {
+        let list = |addr: fn(&DsHandle) -> SocketAddr| {
+            replicas.iter().map(|d| format!("http://{}", addr(d))).collect::<Vec<_>>().join(",")
+        };
+        let config = CallerConfig {
+            downstream_grpc: Some(list(|d| d.grpc_addr)),
+            downstream_rest: Some(list(|d| d.rest_addr)),
+            ..caller_config(arm, replicas[0].grpc_addr, replicas[0].rest_addr)
+        };
+        let before: Vec<StatsSnapshot> = futures::future::join_all(replicas.iter().map(|d| stats(d.admin_addr))).await;
+        let c = caller(config).await;
+        for i in 0..12 {
+            assert_eq!(call(c.front_addr, &format!("rr-{i}"), 2).await.status, 200, "{arm:?}");
+        }
+        let listener = if matches!(arm, Arm::Grpc) { "grpc" } else { "rest" };
+        for (d, before) in replicas.iter().zip(before) {
+            let after = stats(d.admin_addr).await;
+            let served = after.listeners[listener].since(&before.listeners[listener]).requests["ok"];
+            assert_eq!(served, 4, "{arm:?}: each of 3 replicas serves a third of 12 calls");
+        }
+        let settings = stats(c.admin_addr).await.settings;
+        assert_eq!(settings["client"]["addresses"].as_array().map(Vec::len), Some(3), "{arm:?}: {settings}");
+        c.stop().await;
+    }
+    for d in replicas {
+        d.stop().await;
+    }
+}

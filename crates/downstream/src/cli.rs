@@ -57,6 +57,12 @@ pub struct Args {
     /// sent; more is shed (503 / RESOURCE_EXHAUSTED).
     #[arg(long, default_value_t = service::DEFAULT_MAX_WORK_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_work_bytes: u64,
+    /// End gRPC connections older than this (±10%) with a GOAWAY, letting
+    /// their calls finish; the client reconnects, and a balancer in front
+    /// may send the new connection elsewhere (grpc-go's MaxConnectionAge).
+    /// Default: connections live as long as they are used.
+    #[arg(long, value_parser = service::parse_positive_duration)]
+    pub grpc_max_connection_age: Option<Duration>,
     /// How long shutdown waits for in-flight requests.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
@@ -96,6 +102,7 @@ impl Args {
             }),
             compression: self.compression,
             max_work_bytes: self.max_work_bytes,
+            grpc_max_connection_age: self.grpc_max_connection_age,
             ..Config::default()
         }
     }

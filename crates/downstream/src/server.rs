@@ -47,6 +47,9 @@ pub struct Config {
     pub max_work_bytes: u64,
     /// Request-body bytes one connection may hold at once.
     pub max_connection_body_bytes: usize,
+    /// gRPC connections older than this are ended with a GOAWAY
+    /// (`--grpc-max-connection-age`).
+    pub grpc_max_connection_age: Option<Duration>,
 }
 
 impl Default for Config {
@@ -69,6 +72,7 @@ impl Default for Config {
             compression: Compression::None,
             max_work_bytes: service::DEFAULT_MAX_WORK_BYTES,
             max_connection_body_bytes: ServerSettings::DEFAULT_MAX_CONNECTION_BODY_BYTES,
+            grpc_max_connection_age: None,
         }
     }
 }
@@ -118,8 +122,9 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         ..ServerSettings::new(protocols)
     };
     let limit = InFlightLimit::from_flag(config.max_in_flight);
-    let (grpc_settings, rest_settings, admin_settings) =
-        (server(Protocols::Http2Only), server(Protocols::Auto), server(Protocols::Auto));
+    let grpc_settings =
+        ServerSettings { max_connection_age: config.grpc_max_connection_age, ..server(Protocols::Http2Only) };
+    let (rest_settings, admin_settings) = (server(Protocols::Auto), server(Protocols::Auto));
 
     let mut registry = Registry::new("downstream");
     let max_request_bytes = config.limits.max_encoded_request_bytes();

@@ -279,3 +279,49 @@ async fn shutdown_drains_in_flight_requests() {
     assert_eq!(in_flight_rest.await.unwrap().unwrap().status(), 200, "in-flight REST request was cut off");
     assert!(TcpStream::connect(rest).await.is_err(), "listener still accepting after shutdown");
 }
+
+#[tokio::test]
+async fn an_aged_grpc_connection_gets_a_goaway_and_the_client_reconnects_without_errors() {
+    // Calls of 20 ms overlap the age limit of 150 ms: the GOAWAY lets the
+    // ones in flight finish, the client opens a new connection for the next.
+    let age = Duration::from_millis(150);
+    let config = Config { delay: Duration::from_millis(20), grpc_max_connection_age: Some(age), ..Config::default() };
+    let ds = start(config, CancellationToken::new()).await.unwrap();
+    let client = grpc(ds.grpc_addr).await;
+    let until = Instant::now() + age * 8;
+    let mut calls = tokio::task::JoinSet::new();
+    for worker in 0..4 {
+        let mut client = client.clone();
+        calls.spawn(async move {
+            let mut n = 0u32;
+            while Instant::now() < until {
+                let r = req(&format!("aged-{worker}-{n}"), 2);
+                client.fetch(proto::FetchRequest::from(r)).await.expect("no call fails at a GOAWAY");
+                n += 1;
+            }
+            n
+        });
+    }
+    let mut made = 0;
+    while let Some(n) = calls.join_next().await {
+        made += n.unwrap();
+    }
+    let counted = stats(ds.admin_addr).await.listeners["grpc"].clone();
+    // Eight ages of calls: the first connection and one after every ending
+    // (±10% each), fewer only if the machine stalled the calls.
+    assert!(counted.connections_aged >= 2, "{counted:?}");
+    // One new connection per aged one (the last may have aged after the calls).
+    assert!((counted.connections_aged..=counted.connections_aged + 1).contains(&counted.connections), "{counted:?}");
+    assert_eq!(counted.requests["ok"], u64::from(made), "{counted:?}");
+    ds.stop().await;
+
+    // Without an age the same calls keep their one connection.
+    let ds = start_with(20, Limits::default()).await;
+    let mut client = grpc(ds.grpc_addr).await;
+    for n in 0..10 {
+        client.fetch(proto::FetchRequest::from(req(&format!("kept-{n}"), 2))).await.unwrap();
+    }
+    let counted = stats(ds.admin_addr).await.listeners["grpc"].clone();
+    assert_eq!((counted.connections, counted.connections_aged), (1, 0), "{counted:?}");
+    ds.stop().await;
+}

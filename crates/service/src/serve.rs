@@ -87,6 +87,12 @@ pub struct ServerSettings {
     /// together (read but not yet decoded and dropped); the request whose
     /// body passes it fails (RESOURCE_EXHAUSTED / 400).
     pub max_connection_body_bytes: usize,
+    /// A connection older than this (within ±10%, so connections opened
+    /// together do not all end together) is ended gracefully: HTTP/2 gets a
+    /// GOAWAY and its open streams finish; the client reconnects (grpc-go's
+    /// `MaxConnectionAge`). `None`: connections live as long as they are used.
+    #[serde(with = "millis_opt")]
+    pub max_connection_age: Option<Duration>,
 }
 
 impl ServerSettings {
@@ -112,8 +118,21 @@ impl ServerSettings {
             http1_half_close: true,
             listen_backlog: LISTEN_BACKLOG,
             max_connection_body_bytes: Self::DEFAULT_MAX_CONNECTION_BODY_BYTES,
+            max_connection_age: None,
         }
     }
+}
+
+/// `age` spread by up to ±10%, from `seed` (a connection's own number), as
+/// grpc-go spreads `MaxConnectionAge`.
+fn jittered(age: Duration, seed: u64) -> Duration {
+    // SplitMix64: an even spread from consecutive seeds.
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    let unit = (z >> 11) as f64 / (1u64 << 53) as f64;
+    age.mul_f64(0.9 + 0.2 * unit)
 }
 
 mod millis {
@@ -206,6 +225,7 @@ pub async fn serve_tls(
     // Every connection task is tracked so shutdown can wait for them to drain.
     let connections = TaskTracker::new();
     let mut accept_errors = LogLimiter::new(Duration::from_secs(1));
+    let mut accepted_count = 0u64;
 
     loop {
         let accepted = tokio::select! {
@@ -233,10 +253,12 @@ pub async fn serve_tls(
         if settings.tcp_nodelay {
             let _ = tcp.set_nodelay(true);
         }
+        accepted_count += 1;
         let conn = Conn {
             builder: builder.clone(),
             app: app.clone(),
             settings,
+            max_age: settings.max_connection_age.map(|age| jittered(age, accepted_count)),
             shutdown: shutdown.clone(),
             counters: counters.clone(),
         };
@@ -260,6 +282,9 @@ pub async fn serve_tls(
     }
 }
 
+/// A timer that does not fire while anything runs (a year).
+const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// How long the accept loop waits after a failed accept before trying again.
 const ACCEPT_RETRY: Duration = Duration::from_millis(20);
 
@@ -268,6 +293,8 @@ struct Conn {
     builder: auto::Builder<TokioExecutor>,
     app: Router,
     settings: ServerSettings,
+    /// This connection's age limit: [`ServerSettings::max_connection_age`], jittered.
+    max_age: Option<Duration>,
     shutdown: CancellationToken,
     /// Where each request is counted as it starts (a measured listener).
     counters: Option<Arc<Counters>>,
@@ -323,7 +350,13 @@ impl Conn {
                 Ok::<_, Infallible>(resp.map(|body| hold_until_dropped(body, open)))
             }
         }));
-        let control = Control { activity, settings: self.settings, shutdown: self.shutdown, counters: refused };
+        let control = Control {
+            activity,
+            settings: self.settings,
+            max_age: self.max_age,
+            shutdown: self.shutdown,
+            counters: refused,
+        };
         match self.settings.protocols {
             // The auto builder sniffs the protocol when upgrades are served,
             // whatever version it was told; only `serve_connection` honours
@@ -346,6 +379,7 @@ impl Conn {
 struct Control {
     activity: Arc<Activity>,
     settings: ServerSettings,
+    max_age: Option<Duration>,
     shutdown: CancellationToken,
     /// Where a request head hyper refused itself is counted.
     counters: Option<Arc<Counters>>,
@@ -364,6 +398,9 @@ impl Control {
         tokio::pin!(first_request);
         let idle = self.activity.idle_for(self.settings.idle_timeout);
         tokio::pin!(idle);
+        // `None` never fires: the sleep is as long as any duration flag allows.
+        let aged = tokio::time::sleep(self.max_age.unwrap_or(NEVER));
+        tokio::pin!(aged);
         let (mut first_request_pending, mut closing) = (true, false);
         loop {
             tokio::select! {
@@ -397,6 +434,16 @@ impl Control {
                 _ = &mut idle, if !closing => {
                     closing = true;
                     tracing::debug!("no request for {:?}; closing the connection", self.settings.idle_timeout);
+                    graceful_shutdown(conn.as_mut());
+                }
+                // Old enough: GOAWAY, let open streams finish, close; the
+                // client opens a new connection (and a balancer in front may
+                // send it to another replica).
+                _ = &mut aged, if !closing && self.max_age.is_some() => {
+                    closing = true;
+                    if let Some(c) = &self.counters {
+                        c.connection_aged();
+                    }
                     graceful_shutdown(conn.as_mut());
                 }
             }

@@ -25,6 +25,12 @@ pub struct Counters {
     /// Requests whose head has arrived (counted as they start, where
     /// `outcomes` count them as they end).
     requests_started: AtomicU64,
+    /// Requests counted by outcome (every label together).
+    requests_ended: AtomicU64,
+    /// The most requests started and not yet ended at once, since start.
+    in_flight_peak: AtomicU64,
+    /// Connections this end closed because they reached their age limit.
+    connections_aged: AtomicU64,
     /// False for clients whose sockets we cannot wrap (reqwest): their wire
     /// bytes and open connections are reported as unknown, never as zero.
     sees_sockets: bool,
@@ -45,6 +51,9 @@ impl Counters {
             connections: AtomicU64::new(0),
             connections_closed: AtomicU64::new(0),
             requests_started: AtomicU64::new(0),
+            requests_ended: AtomicU64::new(0),
+            in_flight_peak: AtomicU64::new(0),
+            connections_aged: AtomicU64::new(0),
             sees_sockets: true,
             outcomes: outcomes.iter().map(|o| (*o, AtomicU64::new(0))).collect(),
             tls: OnceLock::new(),
@@ -86,12 +95,20 @@ impl Counters {
 
     /// Counts one request whose head has arrived.
     pub fn request_started(&self) {
-        self.requests_started.fetch_add(1, Relaxed);
+        let started = self.requests_started.fetch_add(1, Relaxed) + 1;
+        let open = started.saturating_sub(self.requests_ended.load(Relaxed));
+        self.in_flight_peak.fetch_max(open, Relaxed);
+    }
+
+    /// Counts one connection this end closed at its age limit.
+    pub fn connection_aged(&self) {
+        self.connections_aged.fetch_add(1, Relaxed);
     }
 
     /// Counts one request with outcome `label`. A label that was not declared
     /// counts as `other`, so a typo shows up in the stats instead of vanishing.
     pub fn record(&self, label: &str) {
+        self.requests_ended.fetch_add(1, Relaxed);
         match self.outcomes.iter().find(|(l, _)| *l == label) {
             Some((_, c)) => c.fetch_add(1, Relaxed),
             None => self.outcomes.iter().find(|(l, _)| *l == "other").map_or(0, |(_, c)| c.fetch_add(1, Relaxed)),
@@ -115,6 +132,8 @@ impl Counters {
             connections,
             connections_open: seen(connections.saturating_sub(self.connections_closed.load(Relaxed))),
             requests_started: self.requests_started.load(Relaxed),
+            in_flight_peak: self.in_flight_peak.load(Relaxed),
+            connections_aged: self.connections_aged.load(Relaxed),
             requests: self.outcomes.iter().map(|(l, c)| ((*l).to_owned(), c.load(Relaxed))).collect(),
             tls: self.tls.get().map(TlsTally::snapshot),
         }
@@ -143,6 +162,13 @@ pub struct CountersSnapshot {
     /// figures in that direction divide by this, not by the requests ended.
     #[serde(default)]
     pub requests_started: u64,
+    /// The most requests in flight at once since the process started (a
+    /// high-water mark: not a difference between two reads).
+    #[serde(default)]
+    pub in_flight_peak: u64,
+    /// Connections this end closed at their age limit (`--grpc-max-connection-age`).
+    #[serde(default)]
+    pub connections_aged: u64,
     /// TLS handshakes on a listener that serves TLS; absent on plaintext ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSnapshot>,
@@ -165,6 +191,8 @@ impl CountersSnapshot {
             connections: self.connections.saturating_sub(earlier.connections),
             connections_open: self.connections_open,
             requests_started: self.requests_started.saturating_sub(earlier.requests_started),
+            in_flight_peak: self.in_flight_peak,
+            connections_aged: self.connections_aged.saturating_sub(earlier.connections_aged),
             requests: self
                 .requests
                 .iter()
@@ -174,6 +202,37 @@ impl CountersSnapshot {
                 (Some(now), Some(then)) => Some(now.since(then)),
                 (Some(now), None) => Some(now.clone()),
                 (None, _) => None,
+            },
+        }
+    }
+}
+
+impl std::ops::Add for &CountersSnapshot {
+    type Output = CountersSnapshot;
+
+    /// Two endpoints' counters as one (the replicas of a tier): every count
+    /// summed, a figure unknown in either unknown in the sum, the high-water
+    /// marks summed (an upper bound on the sum's own).
+    fn add(self, other: &CountersSnapshot) -> CountersSnapshot {
+        let both = |a: Option<u64>, b: Option<u64>| Some(a? + b?);
+        let mut requests = self.requests.clone();
+        for (k, v) in &other.requests {
+            *requests.entry(k.clone()).or_default() += v;
+        }
+        CountersSnapshot {
+            bytes_in: both(self.bytes_in, other.bytes_in),
+            bytes_out: both(self.bytes_out, other.bytes_out),
+            message_bytes_in: self.message_bytes_in + other.message_bytes_in,
+            message_bytes_out: self.message_bytes_out + other.message_bytes_out,
+            connections: self.connections + other.connections,
+            connections_open: both(self.connections_open, other.connections_open),
+            requests,
+            requests_started: self.requests_started + other.requests_started,
+            in_flight_peak: self.in_flight_peak + other.in_flight_peak,
+            connections_aged: self.connections_aged + other.connections_aged,
+            tls: match (&self.tls, &other.tls) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, b) => a.clone().or_else(|| b.clone()),
             },
         }
     }
@@ -208,6 +267,28 @@ mod tests {
         assert_eq!(d.requests["ok"], 2);
         assert_eq!(d.requests["other"], 1);
         assert_eq!(d.requests_total(), 3);
+        // Two replicas' counters add up; a figure one cannot see stays unknown.
+        let sum = &d + &d;
+        assert_eq!((sum.bytes_in, sum.connections, sum.requests["ok"], sum.message_bytes_out), (Some(20), 4, 4, 8));
+        let blind = &d + &Counters::connections_only("rest", &["ok"]).snapshot();
+        assert_eq!((blind.bytes_in, blind.connections), (None, 2));
+    }
+
+    #[test]
+    fn the_in_flight_peak_is_the_most_requests_open_at_once() {
+        let c = Counters::new("grpc", &["ok", "other"]);
+        for _ in 0..3 {
+            c.request_started();
+        }
+        c.record("ok");
+        c.record("ok");
+        c.request_started();
+        c.record("ok");
+        assert_eq!(c.snapshot().in_flight_peak, 3);
+        for _ in 0..4 {
+            c.request_started();
+        }
+        assert_eq!(c.snapshot().in_flight_peak, 5);
     }
 
     #[test]

@@ -83,3 +83,21 @@ impl TlsSnapshot {
         self.handshakes_full + self.handshakes_resumed
     }
 }
+
+impl std::ops::Add for &TlsSnapshot {
+    type Output = TlsSnapshot;
+
+    /// Two listeners' tallies as one, field by field.
+    fn add(self, other: &TlsSnapshot) -> TlsSnapshot {
+        let mut negotiated = self.negotiated.clone();
+        for (k, v) in &other.negotiated {
+            *negotiated.entry(k.clone()).or_default() += v;
+        }
+        TlsSnapshot {
+            handshakes_full: self.handshakes_full + other.handshakes_full,
+            handshakes_resumed: self.handshakes_resumed + other.handshakes_resumed,
+            handshakes_failed: self.handshakes_failed + other.handshakes_failed,
+            negotiated,
+        }
+    }
+}

@@ -11,8 +11,11 @@ use super::generators::GeneratorArgs;
 use super::hop::HopArgs;
 use super::link::{self, LinkArgs};
 use super::load::{LoadArgs, LoadContext};
+use super::replicas::ReplicaArgs;
 use super::work::WorkArgs;
-use super::{Config, ConfigError, Deploy, Flags, Generators, Hop, Load, Output, OutputArgs, Plan, TransportArg, Work};
+use super::{
+    Config, ConfigError, Deploy, Flags, Generators, Hop, Load, Output, OutputArgs, Plan, Replicas, TransportArg, Work,
+};
 
 /// Flags of a measured run.
 #[derive(Debug, Clone, Args)]
@@ -33,6 +36,8 @@ pub struct RunArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub generators: GeneratorArgs,
+    #[command(flatten)]
+    pub replicas: ReplicaArgs,
 }
 
 impl Plan {
@@ -54,7 +59,9 @@ impl Plan {
         let link = a.link.check(&deploy)?;
         let hop = Hop::from_args(&a.hop, &deploy)?;
         let output = Output::from_args(&a.output)?;
-        let config = Config { transport: arms[0], baseline, load, work, deploy, link, hop, output, generators };
+        let replicas = Replicas::from_args(&a.replicas, &deploy, link.as_ref(), &hop)?;
+        let config =
+            Config { transport: arms[0], baseline, load, work, deploy, link, hop, output, generators, replicas };
         Ok(Plan { config, arms, rates, payload })
     }
 }
@@ -73,5 +80,6 @@ pub fn command_line(config: &Config, transport: TransportArg) -> Vec<String> {
     config.hop.replay(&mut flags);
     config.output.replay(&mut flags);
     config.generators.replay(&mut flags);
+    config.replicas.replay(&mut flags);
     flags.0
 }

@@ -18,6 +18,7 @@
 //! | `hop.rs` | the internal hop's TLS, compression, connections, h2c |
 //! | `output.rs` | `--out`, `--label`, `--quiet`, `--json`, `--plan-qps`, gates |
 //! | `generators.rs` | `--segment`, `--start-at`, `--sample-tiers` |
+//! | `replicas.rs` | `--downstream-replicas`, `--balance`, the connection age, each replica's capacity |
 //!
 //! `args.rs` puts them together. This module depends on nothing else in the
 //! harness.
@@ -32,6 +33,7 @@ mod load;
 mod output;
 mod plan;
 mod rates;
+mod replicas;
 #[cfg(test)]
 mod tests;
 mod work;
@@ -51,6 +53,7 @@ pub use load::{DEFAULT_LOAD_THREADS, Load};
 pub use output::{GateArgs, Output, OutputArgs};
 pub use plan::{Plan, arm_dirs, compared_order, recorded_baseline};
 pub use rates::parse_rates;
+pub use replicas::{Balance, MAX_REPLICAS, Replicas};
 pub use service::Compression;
 pub use work::{PayloadAxis, PayloadSweep, Work};
 
@@ -95,6 +98,10 @@ pub struct Config {
     /// was to start (`--segment`, `--start-at`).
     #[serde(flatten)]
     pub generators: Generators,
+    /// The downstream's replicas and how calls reach them; absent from
+    /// run.json for one replica reached directly.
+    #[serde(flatten)]
+    pub replicas: Replicas,
 }
 
 /// A tier the harness starts, as the configuration gives it flags.
@@ -185,6 +192,7 @@ impl Config {
         self.work.tier_flags(role, &mut flags);
         self.load.tier_flags(role, &mut flags);
         self.hop.tier_flags(role, tls, &mut flags);
+        self.replicas.tier_flags(role, &mut flags);
         flags
     }
 }

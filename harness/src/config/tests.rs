@@ -161,6 +161,9 @@ fn the_command_line_of_a_config_gives_it_back() {
         &["--connections", "8", "--load-threads", "3"],
         &["--caller-url", "http://a:1", "--caller-admin", "http://a:2", "--segment", "1/3", "--start-at", "+1m"],
         &["--caller-url", "http://a:1", "--segment", "2/3", "--sample-tiers", "--start-at", "2026-12-03T10:00:00Z"],
+        &["--transport", "both", "--downstream-replicas", "3", "--balance", "l4", "--grpc-max-connection-age", "5s"],
+        &["--downstream-replicas", "2", "--balance", "client", "--replica-capacity", "40", "--tls"],
+        &["--balance", "l7", "--grpc-max-connection-age", "1500ms"],
     ] {
         let p = plan(args).unwrap();
         let t = TransportArg::from_arms(&p.arms).unwrap();
@@ -177,6 +180,24 @@ fn the_command_line_of_a_config_gives_it_back() {
         let from_saved = exact(&command_line(&saved, t));
         assert_eq!(serde_json::to_string(&from_saved.config).unwrap(), serde_json::to_string(&p.config).unwrap());
     }
+}
+
+#[test]
+fn replicas_reach_the_downstream_as_its_flags_and_one_replica_is_todays_run() {
+    let p = parse(&["--downstream-replicas", "3", "--balance", "l4", "--grpc-max-connection-age", "5s"]).unwrap();
+    assert_eq!((p.replicas.downstream_replicas, p.replicas.balance), (3, Balance::L4));
+    let flags = p.tier_flags(TierRole::Downstream, None).0;
+    assert!(flags.windows(2).any(|w| w == ["--grpc-max-connection-age", "5000ms"]), "{flags:?}");
+    let capped = parse(&["--replica-capacity", "40"]).unwrap();
+    let flags = capped.tier_flags(TierRole::Downstream, None).0;
+    assert!(flags.windows(2).any(|w| w == ["--max-in-flight", "40"]), "{flags:?}");
+    assert!(!capped.tier_flags(TierRole::Caller, None).0.contains(&"--max-in-flight".to_owned()));
+    // One replica reached directly leaves run.json as it was.
+    let json = serde_json::to_value(parse(&[]).unwrap()).unwrap();
+    for key in ["downstream_replicas", "balance", "grpc_max_connection_age", "replica_capacity"] {
+        assert!(json.get(key).is_none(), "{key} in {json}");
+    }
+    assert_eq!(serde_json::to_value(&p).unwrap()["balance"], "l4");
 }
 
 #[test]
@@ -278,6 +299,18 @@ fn bad_values_name_the_flag() {
         (&["--segment", "0/2", "--qps", "10,20", "--caller-url", "http://x:1"], "--segment"),
         (&["--sample-tiers"], "--sample-tiers"),
         (&["--start-at", "noon"], "--start-at"),
+        (&["--downstream-replicas", "0"], "--downstream-replicas"),
+        (&["--downstream-replicas", "33", "--balance", "l4"], "--downstream-replicas"),
+        (&["--downstream-replicas", "3"], "--balance"),
+        (&["--downstream-replicas", "3", "--balance", "none"], "--balance"),
+        (&["--downstream-replicas", "2", "--balance", "l7", "--tls"], "--balance"),
+        (&["--downstream-replicas", "2", "--balance", "l4", "--proxy", "nginx"], "--proxy"),
+        (&["--downstream-replicas", "2", "--balance", "l4", "--target", "downstream"], "--target"),
+        (&["--downstream-replicas", "2", "--balance", "l4", "--link", "lan"], "--link"),
+        (&["--balance", "client", "--isolation", "containers"], "--isolation"),
+        (&["--replica-capacity", "0"], "--replica-capacity"),
+        (&["--grpc-max-connection-age", "0s"], "--grpc-max-connection-age"),
+        (&["--grpc-max-connection-age", "soon"], "--grpc-max-connection-age"),
     ] {
         let err = parse(args).unwrap_err();
         assert_eq!(err.flag, flag, "{args:?}: {err}");

@@ -11,9 +11,10 @@ use crate::config::Config;
 use crate::judge::stats::{mean, mean_peak, summarize};
 use crate::measure::histogram::encode_histogram;
 use crate::measure::record::RoundRecord;
-use crate::measure::tier_stats::Deltas;
+use crate::measure::tier_stats::{Deltas, ReplicaDelta};
 use crate::result::{
-    HopBytes, Hops, Latency, LoadSample, Requests, ResourceSample, Resources, RoundResult, Throughput, TierName,
+    HopBytes, Hops, Latency, LoadSample, ReplicaRound, ReplicaSet, Requests, ResourceSample, Resources, RoundResult,
+    Throughput, TierName,
 };
 
 /// Everything one measured round produced, before any arithmetic.
@@ -67,7 +68,49 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
         // Which processes these were is known to the run, not to the figures.
         pids: BTreeMap::new(),
         cpu_throttling: input.deltas.throttling.clone(),
+        replicas: replica_set(&input.deltas.replicas),
     }
+}
+
+/// The replicas' round: each one's calls, share, CPU and memory, and the
+/// imbalance. `None` for one replica reached directly.
+pub fn replica_set(deltas: &[ReplicaDelta]) -> Option<ReplicaSet> {
+    if deltas.is_empty() {
+        return None;
+    }
+    let answered = |d: &ReplicaDelta| d.internal.as_ref().map(CountersSnapshot::requests_total);
+    let total: Option<u64> = deltas.iter().map(answered).sum();
+    let each: Vec<ReplicaRound> = deltas
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let c = d.internal.as_ref();
+            let ok = c.map(|c| c.requests.get("ok").copied().unwrap_or(0));
+            ReplicaRound {
+                index: i as u32,
+                pid: d.pid,
+                requests: c
+                    .map(|c| c.requests.iter().filter(|(_, n)| **n > 0).map(|(k, n)| (k.clone(), *n)).collect())
+                    .unwrap_or_default(),
+                share: answered(d).zip(total.filter(|t| *t > 0)).map(|(n, t)| n as f64 / t as f64),
+                cpu_seconds: d.cpu_seconds,
+                cpu_us_per_request: d.cpu_seconds.zip(ok.filter(|n| *n > 0)).map(|(s, n)| s * 1e6 / n as f64),
+                rss_bytes: d.rss_bytes,
+                connections: c.map(|c| c.connections),
+                connections_open: c.and_then(|c| c.connections_open),
+                connections_aged: c.map(|c| c.connections_aged),
+                in_flight_peak: c.map(|c| c.in_flight_peak),
+            }
+        })
+        .collect();
+    let largest =
+        each.iter().map(|r| r.share).collect::<Option<Vec<f64>>>().and_then(|s| s.into_iter().reduce(f64::max));
+    Some(ReplicaSet { imbalance: largest.map(|l| imbalance(l, each.len())), each })
+}
+
+/// The largest share ÷ the fair share of `replicas`.
+pub fn imbalance(largest_share: f64, replicas: usize) -> f64 {
+    largest_share * replicas as f64
 }
 
 /// Rates over the round. An open loop's round is its schedule: the
@@ -151,8 +194,8 @@ fn all_resources(
     for (tier, cpu, per) in tiers {
         all.insert(tier, resources(tier, in_window, window, cpu, per));
     }
-    // The proxy and the link emulators: sampled only, from /proc.
-    for tier in [TierName::Proxy, TierName::Link, TierName::LinkFront] {
+    // The proxy, the balancer and the link emulators: sampled only, from /proc.
+    for tier in [TierName::Proxy, TierName::Balancer, TierName::Link, TierName::LinkFront] {
         let cpu_seconds: Vec<f64> = in_window.iter().filter(|s| s.tier == tier).filter_map(|s| s.cpu_seconds).collect();
         if !cpu_seconds.is_empty() {
             let cpu = (cpu_seconds.len() > 1).then(|| cpu_seconds[cpu_seconds.len() - 1] - cpu_seconds[0]);
@@ -269,6 +312,30 @@ mod tests {
     use super::*;
     use crate::load::{Outcome, Shot};
 
+    #[test]
+    fn replica_shares_and_the_imbalance_come_from_each_replicas_calls() {
+        let replica = |ok: u64, cpu: f64| ReplicaDelta {
+            pid: Some(7),
+            cpu_seconds: Some(cpu),
+            rss_bytes: Some(1 << 20),
+            internal: Some(counters(ok, Some(ok * 100), Some(ok * 1000))),
+        };
+        // Every call on one of three: the imbalance is 3, the others' shares 0.
+        let pinned = replica_set(&[replica(300, 0.03), replica(0, 0.001), replica(0, 0.001)]).unwrap();
+        assert_eq!(pinned.imbalance, Some(3.0));
+        assert_eq!(pinned.each.iter().map(|r| r.share).collect::<Vec<_>>(), [Some(1.0), Some(0.0), Some(0.0)]);
+        assert_eq!(pinned.each[0].cpu_us_per_request.map(|u| u.round()), Some(100.0));
+        assert_eq!(pinned.each[1].cpu_us_per_request, None, "no call answered: no CPU per call");
+        // Spread 100/100/100: even.
+        let even = replica_set(&[replica(100, 0.01), replica(100, 0.01), replica(100, 0.01)]).unwrap();
+        assert!(even.imbalance.is_some_and(|i| (i - 1.0).abs() < 1e-12), "{:?}", even.imbalance);
+        // A replica whose counters could not be read leaves the shares unmeasured.
+        let blind = ReplicaDelta { internal: None, ..replica(1, 0.0) };
+        let unread = replica_set(&[replica(100, 0.01), blind]).unwrap();
+        assert_eq!((unread.imbalance, unread.each[0].share), (None, None));
+        assert_eq!(replica_set(&[]), None, "one replica reached directly has no replica figures");
+    }
+
     fn counters(requests: u64, bytes_in: Option<u64>, bytes_out: Option<u64>) -> CountersSnapshot {
         CountersSnapshot {
             bytes_in,
@@ -280,6 +347,7 @@ mod tests {
             requests: [("ok".to_owned(), requests)].into(),
             requests_started: requests,
             tls: None,
+            ..CountersSnapshot::default()
         }
     }
 
@@ -462,6 +530,7 @@ mod tests {
             front: Some(counters(4, Some(400), Some(4000))),
             internal: Some(counters(4, Some(600), Some(9000))),
             throttling: BTreeMap::new(),
+            replicas: Vec::new(),
         };
         let samples = [
             sample(10.5, TierName::Proxy, 5.0, 3, 2.0),

@@ -24,7 +24,9 @@ pub struct ArmSample {
 }
 
 /// Reads CPU time, CPU % of one core and RSS (never virtual size) of a fixed
-/// set of processes.
+/// set of processes. The processes of one arm's tier (the downstream's
+/// replicas) are summed into one sample: the tier's figures are theirs
+/// together; each replica's own come from its `/stats`.
 ///
 /// CPU % is the CPU seconds a process used since the previous sample divided
 /// by the wall time between the two samples, so a summary's "CPU s" and
@@ -33,39 +35,69 @@ pub struct ArmSample {
 /// drifts from wall time by tens of percent.)
 pub struct Sampler {
     system: Option<System>,
-    watched: Vec<Watched>,
-    /// Each watched process's last readings.
-    windows: Vec<CpuWindow>,
+    /// One per arm and tier, in the order first watched.
+    groups: Vec<Group>,
     /// What the readings' clock counts from.
     epoch: Instant,
     /// The shortest window a CPU % is measured over.
     min_window_seconds: f64,
-    /// Tiers sampled as a whole process tree (a proxy's master and workers).
+    /// Tiers sampled as a whole process tree (a proxy's or a balancer's
+    /// master and workers).
     trees: Vec<Pid>,
     /// Cores the rest of the machine kept busy over the last interval.
     other_cores: Option<f64>,
 }
 
+/// The processes of one arm's tier and their last CPU readings.
+struct Group {
+    arm: Option<usize>,
+    tier: TierName,
+    pids: Vec<u32>,
+    window: CpuWindow,
+}
+
+/// `watched` gathered by arm and tier, in the order first seen.
+fn groups(watched: &[Watched]) -> Vec<Group> {
+    let mut groups: Vec<Group> = Vec::new();
+    for w in watched {
+        match groups.iter_mut().find(|g| g.arm == w.arm && g.tier == w.tier) {
+            Some(g) => g.pids.push(w.pid),
+            None => groups.push(Group { arm: w.arm, tier: w.tier, pids: vec![w.pid], window: CpuWindow::default() }),
+        }
+    }
+    groups
+}
+
 impl Sampler {
-    /// Samples `watched`; a proxy is summed over its process and its children.
+    /// Samples `watched`; a proxy or balancer is summed over its process
+    /// and its children, the processes of one arm's tier over all of them.
     pub fn new(watched: &[Watched]) -> Self {
         let mut s = Sampler {
             system: System::new().ok(),
-            watched: watched.to_vec(),
-            windows: vec![CpuWindow::default(); watched.len()],
+            groups: groups(watched),
             epoch: Instant::now(),
             min_window_seconds: 0.0,
-            trees: watched.iter().filter(|w| w.tier == TierName::Proxy).map(|w| Pid::from_u32(w.pid)).collect(),
+            trees: Vec::new(),
             other_cores: None,
         };
+        s.find_trees();
         // This first reading is the baseline the first sample's CPU % is measured from.
         s.refresh();
         let now = s.epoch.elapsed().as_secs_f64();
-        for i in 0..s.watched.len() {
-            let reading = s.cpu_seconds(Pid::from_u32(s.watched[i].pid)).map(|c| (now, c));
-            s.windows[i].next(reading, 0.0);
+        for i in 0..s.groups.len() {
+            let reading = s.group_cpu_seconds(i).map(|c| (now, c));
+            s.groups[i].window.next(reading, 0.0);
         }
         s
+    }
+
+    fn find_trees(&mut self) {
+        self.trees = self
+            .groups
+            .iter()
+            .filter(|g| matches!(g.tier, TierName::Proxy | TierName::Balancer))
+            .flat_map(|g| g.pids.iter().map(|p| Pid::from_u32(*p)))
+            .collect();
     }
 
     /// Measures CPU % over windows of at least `d` (see [`CpuWindow`]).
@@ -74,16 +106,24 @@ impl Sampler {
         self
     }
 
-    /// From now on samples `w.pid` as `w.arm`'s `w.tier` (a tier restarted for
-    /// a fresh round). Its first sample has no CPU % (no previous reading of
-    /// the new process).
-    pub fn rewatch(&mut self, w: Watched) {
-        let Some(i) = self.watched.iter().position(|o| o.arm == w.arm && o.tier == w.tier) else { return };
-        let old = Pid::from_u32(std::mem::replace(&mut self.watched[i], w).pid);
-        if let Some(t) = self.trees.iter_mut().find(|t| **t == old) {
-            *t = Pid::from_u32(w.pid);
+    /// From now on samples `watched` as their arms' tiers (the tiers of an
+    /// arm restarted for a fresh round): each arm and tier named there is
+    /// sampled as exactly the processes given for it. Their first sample has
+    /// no CPU % (no previous reading of the new processes).
+    pub fn rewatch(&mut self, watched: &[Watched]) {
+        for fresh in groups(watched) {
+            match self.groups.iter_mut().find(|g| g.arm == fresh.arm && g.tier == fresh.tier) {
+                Some(g) => *g = fresh,
+                None => self.groups.push(fresh),
+            }
         }
-        self.windows[i] = CpuWindow::default();
+        self.find_trees();
+    }
+
+    /// CPU seconds group `i`'s processes have used so far, together; `None`
+    /// if any of them cannot be read.
+    fn group_cpu_seconds(&self, i: usize) -> Option<f64> {
+        self.groups[i].pids.iter().map(|p| self.cpu_seconds(Pid::from_u32(*p))).sum()
     }
 
     /// CPU seconds a process (or process tree) has used so far: each
@@ -100,7 +140,7 @@ impl Sampler {
     }
 
     fn refresh(&mut self) {
-        let pids: Vec<Pid> = self.watched.iter().map(|w| Pid::from_u32(w.pid)).collect();
+        let pids: Vec<Pid> = self.groups.iter().flat_map(|g| g.pids.iter().map(|p| Pid::from_u32(*p))).collect();
         let which = if self.trees.is_empty() { ProcessesToUpdate::Some(&pids) } else { ProcessesToUpdate::All };
         if let Some(system) = self.system.as_mut() {
             system.refresh_processes_specifics(which, true, ProcessRefreshKind::nothing().with_cpu().with_memory());
@@ -131,7 +171,7 @@ impl Sampler {
             .collect()
     }
 
-    /// One sample per watched process, `t_seconds` after `origin`. A process
+    /// One sample per arm's tier (its processes summed), `t_seconds` after `origin`. A process
     /// that is gone (or a figure sysinfo cannot read) yields `None` fields,
     /// not zeros.
     pub fn sample(&mut self, origin: Instant) -> Vec<ArmSample> {
@@ -142,23 +182,30 @@ impl Sampler {
         } else {
             -origin.duration_since(now).as_secs_f64()
         };
-        let mut out = Vec::with_capacity(self.watched.len());
-        for (i, w) in self.watched.clone().into_iter().enumerate() {
-            let pid = Pid::from_u32(w.pid);
-            let procs = self.members(pid);
-            let rss_bytes = (!procs.is_empty()).then(|| procs.iter().map(|p| p.memory()).sum());
-            let cpu_seconds = self.cpu_seconds(pid);
-            let at = now.saturating_duration_since(self.epoch).as_secs_f64();
-            let cpu = self.windows[i].next(cpu_seconds.map(|c| (at, c)), self.min_window_seconds);
+        let mut out = Vec::with_capacity(self.groups.len());
+        let at = now.saturating_duration_since(self.epoch).as_secs_f64();
+        for i in 0..self.groups.len() {
+            let rss_bytes = self.groups[i]
+                .pids
+                .iter()
+                .map(|p| {
+                    let procs = self.members(Pid::from_u32(*p));
+                    (!procs.is_empty()).then(|| procs.iter().map(|p| p.memory()).sum::<u64>())
+                })
+                .sum::<Option<u64>>();
+            let cpu_seconds = self.group_cpu_seconds(i);
+            let min_window = self.min_window_seconds;
+            let g = &mut self.groups[i];
+            let cpu = g.window.next(cpu_seconds.map(|c| (at, c)), min_window);
             let sample = ResourceSample {
                 t_seconds,
-                tier: w.tier,
+                tier: g.tier,
                 cpu_percent: cpu.map(|(p, _)| p),
                 cpu_window_seconds: cpu.map(|(_, w)| w),
                 rss_bytes,
                 cpu_seconds,
             };
-            out.push(ArmSample { arm: w.arm, sample });
+            out.push(ArmSample { arm: g.arm, sample });
         }
         let ours: Option<f64> = out.iter().map(|s| s.sample.cpu_percent.map(|p| p / 100.0)).sum();
         self.other_cores = self.system.as_ref().filter(|s| !s.cpus().is_empty()).and_then(|system| {

@@ -17,7 +17,12 @@ use crate::tiers::{Tier, Topology};
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     pub at: Instant,
+    /// The downstream's counters: with replicas, all of them summed (unread
+    /// if any could not be read).
     pub downstream: Option<StatsSnapshot>,
+    /// Each replica's own, `downstream#0` first; empty for one replica
+    /// reached directly.
+    pub replicas: Vec<Option<StatsSnapshot>>,
     pub caller: Option<StatsSnapshot>,
     pub harness: ProcessSnapshot,
     /// Each CPU-limited tier's limit (cores) and `cpu.stat`.
@@ -104,6 +109,7 @@ impl TierStatsReader {
             _ = cut.cancelled() => Snapshot {
                 at,
                 downstream: None,
+                replicas: Vec::new(),
                 caller: None,
                 harness: self.harness.snapshot(),
                 cpu_stat: BTreeMap::new(),
@@ -114,13 +120,49 @@ impl TierStatsReader {
     pub async fn snapshot(&self, topology: &Topology) -> Snapshot {
         let at = Instant::now();
         let (d, c) = (topology.admin_url(TierName::Downstream), topology.admin_url(TierName::Caller));
-        let (downstream, caller) = tokio::join!(self.stats_at(d.as_deref()), self.stats_at(c.as_deref()));
+        let replica_urls = topology.replica_admin_urls();
+        let (mut downstream, caller, replicas) = tokio::join!(
+            self.stats_at(d.as_deref()),
+            self.stats_at(c.as_deref()),
+            futures::future::join_all(replica_urls.iter().map(|u| self.stats_at(Some(u))))
+        );
+        if !replicas.is_empty() {
+            downstream = replicas.iter().cloned().collect::<Option<Vec<_>>>().map(|all| summed(&all));
+        }
         let cpu_stat = topology
             .cpu_limited()
             .filter_map(|(tier, path, cpus)| Some((tier, (cpus, CpuStat::read(path)?))))
             .collect();
-        Snapshot { at, downstream, caller, harness: self.harness.snapshot(), cpu_stat }
+        Snapshot { at, downstream, replicas, caller, harness: self.harness.snapshot(), cpu_stat }
     }
+}
+
+/// Several processes' `/stats` as one tier's: CPU seconds, RSS and every
+/// listener's counters summed; the first one's name and settings.
+fn summed(all: &[StatsSnapshot]) -> StatsSnapshot {
+    let mut sum = all[0].clone();
+    let plus = |a: Option<f64>, b: Option<f64>| Some(a? + b?);
+    for s in &all[1..] {
+        sum.process.cpu_seconds = plus(sum.process.cpu_seconds, s.process.cpu_seconds);
+        sum.process.rss_bytes = sum.process.rss_bytes.zip(s.process.rss_bytes).map(|(a, b)| a + b);
+        for (name, counters) in &s.listeners {
+            let entry = sum.listeners.entry(name.clone()).or_default();
+            *entry = &*entry + counters;
+        }
+    }
+    sum
+}
+
+/// What one replica did between two snapshots.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplicaDelta {
+    /// Its pid, as it reported it.
+    pub pid: Option<u32>,
+    pub cpu_seconds: Option<f64>,
+    /// Its RSS at the end read.
+    pub rss_bytes: Option<u64>,
+    /// Its listener for the transport.
+    pub internal: Option<CountersSnapshot>,
 }
 
 /// What the counters moved by between two snapshots. `None` wherever either
@@ -136,6 +178,9 @@ pub struct Deltas {
     pub internal: Option<CountersSnapshot>,
     /// Each CPU-limited tier's quota at work, where both reads were made.
     pub throttling: BTreeMap<TierName, CpuThrottling>,
+    /// Each of the downstream's replicas, `downstream#0` first; empty for
+    /// one replica reached directly.
+    pub replicas: Vec<ReplicaDelta>,
 }
 
 impl Deltas {
@@ -159,6 +204,20 @@ impl Deltas {
                 .cpu_stat
                 .iter()
                 .filter_map(|(tier, (cpus, b))| Some((*tier, b.since(&s.cpu_stat.get(tier)?.1, *cpus))))
+                .collect(),
+            replicas: e
+                .replicas
+                .iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    let a = s.replicas.get(i).and_then(Option::as_ref);
+                    ReplicaDelta {
+                        pid: b.as_ref().map(|b| b.process.pid),
+                        cpu_seconds: cpu(a, b.as_ref()),
+                        rss_bytes: b.as_ref().and_then(|b| b.process.rss_bytes),
+                        internal: listener(a, b.as_ref(), internal_listener),
+                    }
+                })
                 .collect(),
         }
     }

@@ -70,9 +70,15 @@ pub(super) async fn describe(arms: &mut [Arm], reader: &TierStatsReader, plan: &
         }
         for tier in arm.topology.tiers() {
             let link = arm.topology.links.iter().find(|(t, _)| t.name == tier.name).map(|(_, s)| s.clone());
-            let settings = match (tier.name, &arm.topology.proxy) {
-                (TierName::Proxy, Some((_, info))) => info.to_settings(),
-                (TierName::Link | TierName::LinkFront, _) => link.unwrap_or(serde_json::Value::Null),
+            if arm.tiers.contains_key(&tier.name) {
+                // The downstream's other replicas: the first one's settings
+                // stand for all (they are started alike); their pids are in
+                // each round's replica figures.
+                continue;
+            }
+            let settings = match (tier.name, &arm.topology.proxy, &arm.topology.balancer) {
+                (TierName::Proxy, Some((_, info)), _) | (TierName::Balancer, _, Some((_, info))) => info.to_settings(),
+                (TierName::Link | TierName::LinkFront, _, _) => link.unwrap_or(serde_json::Value::Null),
                 _ => reader.stats(Some(tier)).await.map(|s| s.settings).unwrap_or(serde_json::Value::Null),
             };
             arm.tiers.insert(tier.name, TierInfo::local(tier.pid(), settings));

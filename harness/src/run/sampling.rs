@@ -32,8 +32,9 @@ pub type SampleSink = Box<dyn FnMut(&SampleBatch<'_>) + Send>;
 pub(super) struct Sampling {
     stop: CancellationToken,
     task: JoinHandle<(Vec<ArmSample>, Vec<LoadSample>)>,
-    /// Processes to sample in place of the ones of the same arm and tier.
-    rewatch: Arc<Mutex<Vec<Watched>>>,
+    /// Sets of processes to sample in place of the ones of the same arm and
+    /// tier, one set per restart, in order.
+    rewatch: Arc<Mutex<Vec<Vec<Watched>>>>,
 }
 
 impl Sampling {
@@ -59,9 +60,10 @@ impl Sampling {
         Sampling { stop, task, rewatch }
     }
 
-    /// From the next sample on, `w.pid` is sampled as `w.arm`'s `w.tier`.
-    pub fn rewatch(&self, w: Watched) {
-        self.rewatch.lock().unwrap_or_else(|e| e.into_inner()).push(w);
+    /// From the next sample on, each arm's tier named in `watched` is
+    /// sampled as the processes given for it there.
+    pub fn rewatch(&self, watched: Vec<Watched>) {
+        self.rewatch.lock().unwrap_or_else(|e| e.into_inner()).push(watched);
     }
 
     /// Stops sampling and returns every sample taken.
@@ -78,7 +80,7 @@ async fn sample_loop(
     live: Arc<Live>,
     stop: CancellationToken,
     mut sink: Option<SampleSink>,
-    rewatch: Arc<Mutex<Vec<Watched>>>,
+    rewatch: Arc<Mutex<Vec<Vec<Watched>>>>,
 ) -> (Vec<ArmSample>, Vec<LoadSample>) {
     let (mut samples, mut load) = (Vec::new(), Vec::<LoadSample>::new());
     let mut ticker = tokio::time::interval(interval);
@@ -92,7 +94,7 @@ async fn sample_loop(
             _ = ticker.tick() => false,
         };
         for w in std::mem::take(&mut *rewatch.lock().unwrap_or_else(|e| e.into_inner())) {
-            sampler.rewatch(w);
+            sampler.rewatch(&w);
         }
         let mut batch = sampler.sample(origin);
         if let Some(remote) = remote.as_mut().filter(|r| !r.is_empty()) {

@@ -180,9 +180,8 @@ impl Driver<'_> {
         arm.topology = topology;
         arm.target =
             Target::for_arm(&arm.config, &arm.topology.target_url, self.tls).map_err(|e| failed(e.to_string()))?;
-        for t in arm.topology.tiers() {
-            self.sampling.rewatch(Watched { arm: Some(a), tier: t.name, pid: t.pid() });
-        }
+        self.sampling
+            .rewatch(arm.topology.tiers().map(|t| Watched { arm: Some(a), tier: t.name, pid: t.pid() }).collect());
         Ok(())
     }
 
@@ -283,7 +282,12 @@ impl Driver<'_> {
             round,
             start,
             end,
-            pids: self.arms[a].topology.tiers().map(|t| (t.name, t.pid())).collect(),
+            // The downstream's first replica stands for it; every replica's
+            // pid is in the round's replica figures.
+            pids: self.arms[a].topology.tiers().fold(BTreeMap::new(), |mut pids, t| {
+                pids.entry(t.name).or_insert(t.pid());
+                pids
+            }),
             complete: stopped.is_none(),
             scheduled: load.scheduled,
             collector: load.collector,

@@ -23,7 +23,7 @@ use crate::tiers::process::{Tier, TierError, exited, launch};
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
 
 impl ProxyKind {
-    fn config_file(self) -> &'static str {
+    pub(crate) fn config_file(self) -> &'static str {
         match self {
             ProxyKind::Nginx => "nginx.conf",
             ProxyKind::Caddy => "Caddyfile",
@@ -138,7 +138,7 @@ fn locate(kind: ProxyKind, dirs: &[PathBuf]) -> Result<PathBuf, TierError> {
 }
 
 /// The proxy's version line, e.g. `nginx/1.22.1` or `2.6.2`.
-fn version(kind: ProxyKind, bin: &Path) -> Option<String> {
+pub(crate) fn version(kind: ProxyKind, bin: &Path) -> Option<String> {
     let args: &[&str] = match kind {
         ProxyKind::Nginx => &["-v"],
         ProxyKind::Caddy => &["version"],
@@ -201,34 +201,52 @@ fn stale_owner(name: &str) -> Option<u32> {
     pid.parse().ok()
 }
 
-/// Starts `kind` in front of `upstream` and waits until it accepts connections.
-pub async fn start(
-    kind: ProxyKind,
-    hop: ProxyHop,
-    ip: std::net::IpAddr,
-    upstream: SocketAddr,
-    h2c: bool,
-) -> Result<(Tier, ProxyInfo), TierError> {
-    let fail = |reason: String| TierError::Spawn { tier: TierName::Proxy, reason };
-    let bin = locate(kind, &search_dirs())?;
+/// A proxy's binary, its own temporary folder and the address it will
+/// listen on: what a configuration is written for.
+pub(crate) struct Prepared {
+    pub bin: PathBuf,
+    pub work: PathBuf,
+    pub listen: SocketAddr,
+}
+
+/// Finds `kind`'s binary and makes its folder (named for the harness's pid and
+/// `tag`) and a free port on `ip`, for the `tier` it will be.
+pub(crate) fn prepare(kind: ProxyKind, tier: TierName, ip: std::net::IpAddr, tag: u16) -> Result<Prepared, TierError> {
+    let fail = |reason: String| TierError::Spawn { tier, reason };
+    let bin = locate(kind, &search_dirs()).map_err(|e| match e {
+        TierError::Spawn { reason, .. } => fail(reason),
+        other => other,
+    })?;
     clear_stale_work_dirs(&std::env::temp_dir());
-    let work = std::env::temp_dir().join(format!("{}{}", work_dir_prefix(kind, std::process::id()), upstream.port()));
+    let work = std::env::temp_dir().join(format!("{}{tag}", work_dir_prefix(kind, std::process::id())));
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).map_err(|e| fail(format!("creating {}: {e}", work.display())))?;
     let listen = free_port(ip).map_err(|e| fail(format!("finding a free port: {e}")))?;
-    let text = config(kind, listen, upstream, h2c, &work);
-    let conf = work.join(kind.config_file());
-    std::fs::write(&conf, &text).map_err(|e| fail(format!("writing {}: {e}", conf.display())))?;
+    Ok(Prepared { bin, work, listen })
+}
 
-    let mut cmd = Command::new(&bin);
+/// Starts `kind` as `tier` with the configuration `text` written into its
+/// folder, and waits until it accepts connections at `prepared.listen`.
+/// Returns the tier and how many worker processes it runs.
+pub(crate) async fn launch_configured(
+    kind: ProxyKind,
+    tier: TierName,
+    prepared: &Prepared,
+    text: &str,
+) -> Result<(Tier, Option<usize>), TierError> {
+    let fail = |reason: String| TierError::Spawn { tier, reason };
+    let (work, listen) = (&prepared.work, prepared.listen);
+    let conf = work.join(kind.config_file());
+    std::fs::write(&conf, text).map_err(|e| fail(format!("writing {}: {e}", conf.display())))?;
+    let mut cmd = Command::new(&prepared.bin);
     match kind {
         ProxyKind::Nginx => {
-            cmd.arg("-p").arg(&work).arg("-e").arg(work.join("error.log")).arg("-c").arg(&conf);
+            cmd.arg("-p").arg(work).arg("-e").arg(work.join("error.log")).arg("-c").arg(&conf);
         }
         ProxyKind::Caddy => {
             cmd.args(["run", "--adapter", "caddyfile", "--config"]).arg(&conf);
             // Caddy keeps state under $HOME and the XDG folders: keep it in the work folder.
-            cmd.env("HOME", &work).env("XDG_DATA_HOME", &work).env("XDG_CONFIG_HOME", &work);
+            cmd.env("HOME", work).env("XDG_DATA_HOME", work).env("XDG_CONFIG_HOME", work);
         }
     }
     // nginx's master stops its workers when it gets SIGTERM; SIGKILL would
@@ -237,41 +255,59 @@ pub async fn start(
         ProxyKind::Nginx => Signal::SIGTERM,
         ProxyKind::Caddy => Signal::SIGKILL,
     };
-    let (mut child, tail) = launch(TierName::Proxy, cmd, on_harness_death)?;
+    let (mut child, tail) = launch(tier, cmd, on_harness_death)?;
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         if child.try_wait().ok().flatten().is_some() {
-            return Err(exited(TierName::Proxy, &mut child, &tail).await);
+            return Err(exited(tier, &mut child, &tail).await);
         }
         if tokio::net::TcpStream::connect(listen).await.is_ok() {
             break;
         }
         if Instant::now() > deadline {
             let _ = child.start_kill();
-            return Err(TierError::NotReady { tier: TierName::Proxy, timeout: READY_TIMEOUT, stderr: String::new() });
+            return Err(TierError::NotReady { tier, timeout: READY_TIMEOUT, stderr: String::new() });
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let pid = child.id().unwrap_or_default();
     let workers = worker_processes(kind, pid).await;
-    let ready = ReadyLine { service: kind.as_str().to_owned(), pid, listeners: [("proxy".to_owned(), listen)].into() };
+    let ready =
+        ReadyLine { service: kind.as_str().to_owned(), pid, listeners: [(tier.as_str().to_owned(), listen)].into() };
+    Ok((Tier::from_process(tier, ready, child, tail), workers))
+}
+
+/// Starts `kind` in front of `upstream` and waits until it accepts connections.
+pub async fn start(
+    kind: ProxyKind,
+    hop: ProxyHop,
+    ip: std::net::IpAddr,
+    upstream: SocketAddr,
+    h2c: bool,
+) -> Result<(Tier, ProxyInfo), TierError> {
+    let prepared = prepare(kind, TierName::Proxy, ip, upstream.port())?;
+    let text = config(kind, prepared.listen, upstream, h2c, &prepared.work);
+    let (tier, workers) = launch_configured(kind, TierName::Proxy, &prepared, &text).await?;
     let info = ProxyInfo {
         kind,
-        version: version(kind, &bin),
-        binary: bin,
+        version: version(kind, &prepared.bin),
+        binary: prepared.bin,
         hop,
-        listen,
+        listen: prepared.listen,
         upstream,
         protocol: if h2c { "HTTP/2 cleartext on both sides" } else { "HTTP/1.1 with an upstream keep-alive pool" }
             .to_owned(),
         worker_processes: workers,
-        sampled: "CPU and RSS summed over the proxy's process and its child processes".to_owned(),
+        sampled: SAMPLED_AS_TREE.to_owned(),
         config_file: kind.config_file().to_owned(),
-        work_dir: work,
+        work_dir: prepared.work,
         config: text,
     };
-    Ok((Tier::from_process(TierName::Proxy, ready, child, tail), info))
+    Ok((tier, info))
 }
+
+/// How a proxy's CPU and RSS are sampled.
+pub(crate) const SAMPLED_AS_TREE: &str = "CPU and RSS summed over the proxy's process and its child processes";
 
 #[cfg(test)]
 mod tests {

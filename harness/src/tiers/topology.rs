@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, Isolation, ProxyHop, TargetTier, TlsFiles};
+use crate::config::{Balance, Config, Isolation, ProxyHop, TargetTier, TlsFiles};
 use crate::result::ProxyInfo;
 use crate::result::TierName;
 use crate::tiers::command::{Placement, tier_args};
 use crate::tiers::containers::{self, Containers};
 use crate::tiers::process::{Tier, TierError, spawn};
-use crate::tiers::proxy;
+use crate::tiers::{balancer, proxy};
 
 /// How long a tier that failed a later start-up step gets to stop.
 const ABANDON_GRACE: Duration = Duration::from_secs(2);
@@ -27,7 +27,14 @@ const STOP_GRACE: Duration = Duration::from_secs(6);
 /// containers`, the tiers run in containers.
 #[derive(Debug)]
 pub struct Topology {
+    /// The downstream, or its first replica (`downstream#0`).
     pub downstream: Option<Tier>,
+    /// The downstream's other replicas (`downstream#1`, …), with
+    /// `--downstream-replicas`.
+    pub replicas: Vec<Tier>,
+    /// The balancer in front of the replicas (`--balance l4|l7`), and what
+    /// the report says about it.
+    pub balancer: Option<(Tier, ProxyInfo)>,
     pub caller: Option<Tier>,
     /// A reverse proxy on one hop, and what the report says about it.
     pub proxy: Option<(Tier, ProxyInfo)>,
@@ -70,6 +77,8 @@ impl Topology {
     pub fn empty() -> Topology {
         Topology {
             downstream: None,
+            replicas: Vec::new(),
+            balancer: None,
             caller: None,
             proxy: None,
             links: Vec::new(),
@@ -137,9 +146,15 @@ impl Topology {
             return Ok(());
         }
         let (mut grpc_url, mut rest_url) = (url_of(downstream, "grpc", tls), url_of(downstream, "rest", tls));
+        let downstream_addr = |name| listener(downstream, name);
+        let internal_upstream = downstream_addr(cfg.transport.listener());
+        let link_upstream = downstream_addr(cfg.transport.as_str());
+        if cfg.replicas.downstream_replicas > 1 || cfg.replicas.balance != Balance::None {
+            (grpc_url, rest_url) = self.start_replicas(cfg, tls).await?;
+        }
         if let (Some(kind), ProxyHop::Internal) = (cfg.deploy.proxy, cfg.deploy.proxy_hop) {
             // Between the caller and the downstream's listener for the transport.
-            let upstream = listener(downstream, cfg.transport.listener())?;
+            let upstream = internal_upstream?;
             let h2c = cfg.transport.is_grpc() || cfg.hop.rest_http2;
             let (tier, info) = proxy::start(kind, ProxyHop::Internal, cfg.deploy.bind, upstream, h2c).await?;
             grpc_url = format!("http://{}", info.listen);
@@ -149,7 +164,7 @@ impl Topology {
         let link = cfg.link.as_ref();
         if let Some(link) = link.filter(|l| l.hop.internal()) {
             // Between the caller and the downstream's listener for the transport.
-            let upstream = listener(downstream, cfg.transport.as_str())?;
+            let upstream = link_upstream?;
             let (tier, settings) = crate::tiers::link::start(TierName::Link, link, upstream).await?;
             let scheme = if tls.is_some() { "https" } else { "http" };
             grpc_url = format!("{scheme}://{}", listener(&tier, "link")?);
@@ -172,6 +187,37 @@ impl Topology {
             self.proxy = Some((tier, info));
         }
         Ok(())
+    }
+
+    /// Starts the other replicas, then the balancer in front of all of them
+    /// (or none, for client-side balancing); returns the gRPC and REST URLs
+    /// the caller is given.
+    async fn start_replicas(&mut self, cfg: &Config, tls: Option<&TlsFiles>) -> Result<(String, String), TierError> {
+        for _ in 1..cfg.replicas.downstream_replicas {
+            self.replicas.push(spawn(TierName::Downstream, downstream_args(cfg, tls)).await?);
+        }
+        let all: Vec<&Tier> = self.downstream.iter().chain(&self.replicas).collect();
+        let urls = |listener: &str| all.iter().map(|t| url_of(t, listener, tls)).collect::<Vec<_>>().join(",");
+        let mode = cfg.replicas.balance;
+        if !mode.has_balancer() {
+            return Ok((urls("grpc"), urls("rest")));
+        }
+        let upstreams = all.iter().map(|t| listener(t, cfg.transport.listener())).collect::<Result<Vec<_>, _>>()?;
+        let h2c = cfg.transport.is_grpc() || cfg.hop.rest_http2;
+        let (tier, info) = balancer::start(mode, cfg.deploy.bind, &upstreams, h2c).await?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://{}", info.listen);
+        self.balancer = Some((tier, info));
+        Ok((url.clone(), url))
+    }
+
+    /// The admin endpoints of the downstream's replicas, in order
+    /// (`downstream#0` first); empty for one replica reached directly.
+    pub fn replica_admin_urls(&self) -> Vec<String> {
+        if self.replicas.is_empty() && self.balancer.is_none() {
+            return Vec::new();
+        }
+        self.downstream.iter().chain(&self.replicas).map(Tier::admin_url).collect()
     }
 
     /// The admin endpoint of a tier: a started one's, or the one given for
@@ -207,6 +253,8 @@ impl Topology {
     pub fn tiers(&self) -> impl Iterator<Item = &Tier> {
         self.downstream
             .iter()
+            .chain(self.replicas.iter())
+            .chain(self.balancer.iter().map(|(t, _)| t))
             .chain(self.caller.iter())
             .chain(self.proxy.iter().map(|(t, _)| t))
             .chain(self.links.iter().map(|(t, _)| t))
@@ -215,13 +263,16 @@ impl Topology {
     pub fn tiers_mut(&mut self) -> impl Iterator<Item = &mut Tier> {
         self.downstream
             .iter_mut()
+            .chain(self.replicas.iter_mut())
+            .chain(self.balancer.iter_mut().map(|(t, _)| t))
             .chain(self.caller.iter_mut())
             .chain(self.proxy.iter_mut().map(|(t, _)| t))
             .chain(self.links.iter_mut().map(|(t, _)| t))
     }
 
     /// Stops the caller first (so the downstream sees no new calls), then the
-    /// proxy and the link emulators, then the downstream; once `cut`, without
+    /// link emulators, the proxy and the balancer, then the downstream's
+    /// replicas; once `cut`, without
     /// waiting for their drain.
     pub async fn stop(self, cut: &CancellationToken) {
         self.stop_within(STOP_GRACE, cut).await;
@@ -237,14 +288,13 @@ impl Topology {
         for (link, _) in self.links {
             link.stop(grace, cut).await;
         }
-        if let Some((p, info)) = self.proxy {
+        for (p, info) in self.proxy.into_iter().chain(self.balancer) {
             p.stop(grace, cut).await;
             // Its temporary and log files: the configuration is in the report.
             let _ = std::fs::remove_dir_all(&info.work_dir);
         }
-        if let Some(d) = self.downstream {
-            d.stop(grace, cut).await;
-        }
+        // The replicas drain together.
+        futures::future::join_all(self.downstream.into_iter().chain(self.replicas).map(|d| d.stop(grace, cut))).await;
     }
 }
 

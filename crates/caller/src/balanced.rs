@@ -1,0 +1,71 @@
+//! Client-side balancing: one client per downstream address, calls taken in
+//! turn (gRPC's `round_robin` policy over a headless Service's addresses,
+//! and the same for REST). Each address gets the arm's own client, so its
+//! connections, pools and settings are those of one replica's.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures::future::BoxFuture;
+use payload::{FetchRequest, FetchResponse};
+
+use crate::hop::merged;
+use crate::outbound::{CallError, Outbound};
+
+/// The separator of several addresses in `--downstream-grpc` and `--downstream-rest`.
+pub const ADDRESS_SEPARATOR: char = ',';
+
+/// The addresses in a target: one, or several separated by commas.
+pub fn addresses(target: &str) -> Vec<&str> {
+    target.split(ADDRESS_SEPARATOR).map(str::trim).filter(|a| !a.is_empty()).collect()
+}
+
+/// Calls spread in turn over one client per address.
+pub struct RoundRobin {
+    target: String,
+    clients: Vec<Arc<dyn Outbound>>,
+    next: AtomicUsize,
+}
+
+impl RoundRobin {
+    /// `clients` in the order of the addresses in `target`; at least one.
+    pub fn new(target: &str, clients: Vec<Arc<dyn Outbound>>) -> Self {
+        assert!(!clients.is_empty(), "a balanced client needs an address");
+        RoundRobin { target: target.to_owned(), clients, next: AtomicUsize::new(0) }
+    }
+}
+
+impl Outbound for RoundRobin {
+    fn fetch(&self, req: FetchRequest) -> BoxFuture<'static, Result<FetchResponse, CallError>> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
+        self.clients[i].fetch(req)
+    }
+
+    fn target(&self) -> &str {
+        &self.target
+    }
+
+    fn settings(&self) -> serde_json::Value {
+        merged(
+            self.clients[0].settings(),
+            serde_json::json!({
+                "addresses": self.clients.iter().map(|c| c.target()).collect::<Vec<_>>(),
+                "client_balancing": format!(
+                    "round robin over {} addresses, one client each (its connections and pool its own)",
+                    self.clients.len()
+                ),
+            }),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_split_at_commas_and_trimmed() {
+        assert_eq!(addresses("http://a:1"), ["http://a:1"]);
+        assert_eq!(addresses("http://a:1, http://b:2,"), ["http://a:1", "http://b:2"]);
+    }
+}

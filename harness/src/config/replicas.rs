@@ -1,0 +1,230 @@
+//! The downstream as several replicas behind a balancer: how many
+//! (`--downstream-replicas`), how the caller's calls reach them
+//! (`--balance`), how long a gRPC connection may live
+//! (`--grpc-max-connection-age`) and how many requests each replica takes
+//! at once (`--replica-capacity`). The downstream is given the age and the
+//! capacity; the caller, with client-side balancing, every replica's
+//! address (the launcher's to say).
+
+use std::time::Duration;
+
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use super::{ConfigError, Deploy, Flags, Hop, Isolation, Link, TargetTier, TierRole, bad, duration};
+
+/// The most replicas one arm may run (each is a process with its own runtime).
+pub const MAX_REPLICAS: u32 = 32;
+
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Downstream replicas and balancing")]
+pub struct ReplicaArgs {
+    /// Downstream processes behind the internal hop, each measured as its
+    /// own tier (downstream#0, downstream#1, …); the downstream's figures
+    /// are their sum.
+    #[arg(long, default_value_t = 1)]
+    pub downstream_replicas: u32,
+    /// How the caller's calls reach the replicas: `l4` (nginx's stream
+    /// module, round robin per TCP connection, as a Kubernetes Service or a
+    /// network load balancer), `l7` (nginx's http module, round robin per
+    /// call: grpc_pass or proxy_pass), `client` (the caller takes the
+    /// replicas' addresses in turn, as over a headless Service), `none` (one
+    /// replica, reached directly).
+    #[arg(long, value_enum)]
+    pub balance: Option<Balance>,
+    /// The downstream ends gRPC connections older than this (±10%) with a
+    /// GOAWAY; the caller reconnects (grpc-go's MaxConnectionAge, the usual
+    /// fix for gRPC pinned behind an L4 balancer).
+    #[arg(long, value_parser = duration)]
+    pub grpc_max_connection_age: Option<Duration>,
+    /// Most requests each replica works on at once; more are shed (503 /
+    /// RESOURCE_EXHAUSTED), so a pinned replica shows in errors, not only in
+    /// counts. Default: the downstream's own limit.
+    #[arg(long)]
+    pub replica_capacity: Option<u64>,
+}
+
+/// How calls reach the replicas.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Balance {
+    /// One replica, reached directly.
+    #[default]
+    None,
+    /// A TCP balancer: each connection to one replica.
+    L4,
+    /// A request-level balancer: each call to a replica.
+    L7,
+    /// The caller balances over the replicas' addresses.
+    Client,
+}
+
+impl Balance {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Balance::None => "none",
+            Balance::L4 => "l4",
+            Balance::L7 => "l7",
+            Balance::Client => "client",
+        }
+    }
+
+    /// The mode in words, for reports.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Balance::None => "one replica, reached directly",
+            Balance::L4 => "an L4 balancer (nginx stream, round robin per TCP connection)",
+            Balance::L7 => "an L7 balancer (nginx http, round robin per call)",
+            Balance::Client => "client-side balancing (the caller round-robins over the replicas' addresses)",
+        }
+    }
+
+    /// A balancer process between the caller and the replicas.
+    pub fn has_balancer(self) -> bool {
+        matches!(self, Balance::L4 | Balance::L7)
+    }
+}
+
+/// The replicas section of [`super::Config`]; absent from run.json for one
+/// replica reached directly (and in runs made before it existed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replicas {
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub downstream_replicas: u32,
+    #[serde(default, skip_serializing_if = "is_none")]
+    pub balance: Balance,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "secs_opt")]
+    pub grpc_max_connection_age: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_capacity: Option<u64>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+fn is_none(b: &Balance) -> bool {
+    *b == Balance::None
+}
+
+impl Default for Replicas {
+    fn default() -> Self {
+        Replicas {
+            downstream_replicas: 1,
+            balance: Balance::None,
+            grpc_max_connection_age: None,
+            replica_capacity: None,
+        }
+    }
+}
+
+impl Replicas {
+    /// Validates the flags against where the tiers run, the link and the hop.
+    pub fn from_args(
+        a: &ReplicaArgs,
+        deploy: &Deploy,
+        link: Option<&Link>,
+        hop: &Hop,
+    ) -> Result<Replicas, ConfigError> {
+        let n = a.downstream_replicas;
+        if !(1..=MAX_REPLICAS).contains(&n) {
+            return Err(bad("--downstream-replicas", format!("must be between 1 and {MAX_REPLICAS}")));
+        }
+        let balance = match (a.balance, n) {
+            (None, 1) => Balance::None,
+            (None | Some(Balance::None), _) => {
+                return Err(bad(
+                    "--balance",
+                    format!("{n} replicas need a way to reach them: --balance l4, l7 or client"),
+                ));
+            }
+            (Some(b), _) => b,
+        };
+        if a.replica_capacity == Some(0) {
+            return Err(bad("--replica-capacity", "must be at least 1"));
+        }
+        if a.grpc_max_connection_age.is_some_and(|d| d.is_zero()) {
+            return Err(bad("--grpc-max-connection-age", "must be longer than zero"));
+        }
+        let several = n > 1 || balance != Balance::None;
+        let conflicts = [
+            ("--caller-url", !deploy.remote.caller_url.is_empty()),
+            ("--downstream-url", deploy.downstream_url.is_some()),
+            ("--target", deploy.target != TargetTier::Caller),
+            ("--isolation", deploy.isolation == Isolation::Containers),
+            ("--proxy", deploy.proxy.is_some()),
+            ("--link", link.is_some()),
+        ];
+        if several && let Some((flag, _)) = conflicts.iter().find(|(_, given)| *given) {
+            return Err(bad(
+                flag,
+                "does not go with --downstream-replicas or --balance yet: replicas are local processes the harness \
+                 starts behind the caller it starts, with nothing else on the internal hop; leave out one of them",
+            ));
+        }
+        if balance == Balance::L7 && hop.tls.is_on() {
+            return Err(bad(
+                "--balance",
+                "l7 does not go with --tls: the balancer would end the caller's TLS and open its own; use l4 \
+                 (TLS passes through) or client",
+            ));
+        }
+        Ok(Replicas {
+            downstream_replicas: n,
+            balance,
+            grpc_max_connection_age: a.grpc_max_connection_age,
+            replica_capacity: a.replica_capacity,
+        })
+    }
+
+    /// The section's part of the command line `harness rerun` replays.
+    pub fn replay(&self, flags: &mut Flags) {
+        flags.flag("--downstream-replicas", self.downstream_replicas.to_string());
+        if self.balance != Balance::None {
+            flags.flag("--balance", self.balance.as_str());
+        }
+        if let Some(age) = self.grpc_max_connection_age {
+            flags.duration("--grpc-max-connection-age", age);
+        }
+        if let Some(n) = self.replica_capacity {
+            flags.flag("--replica-capacity", n.to_string());
+        }
+    }
+
+    /// The downstream gets the connection age and its capacity.
+    pub fn tier_flags(&self, role: TierRole, flags: &mut Flags) {
+        if role != TierRole::Downstream {
+            return;
+        }
+        if let Some(age) = self.grpc_max_connection_age {
+            flags.duration("--grpc-max-connection-age", age);
+        }
+        if let Some(n) = self.replica_capacity {
+            flags.flag("--max-in-flight", n.to_string());
+        }
+    }
+}
+
+/// An optional duration as fractional seconds in JSON.
+mod secs_opt {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&d.as_secs_f64()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Option::<f64>::deserialize(d)?
+            .map(|v| Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
