@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::{ConfigError, Deploy, Flags, Hop, Isolation, Link, TargetTier, TierRole, bad, duration};
 
 /// The most replicas one arm may run (each is a process with its own runtime).
-pub const MAX_REPLICAS: u32 = 32;
+pub const MAX_REPLICAS: u32 = 16;
 
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Downstream replicas and balancing")]

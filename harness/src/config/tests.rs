@@ -300,7 +300,7 @@ fn bad_values_name_the_flag() {
         (&["--sample-tiers"], "--sample-tiers"),
         (&["--start-at", "noon"], "--start-at"),
         (&["--downstream-replicas", "0"], "--downstream-replicas"),
-        (&["--downstream-replicas", "33", "--balance", "l4"], "--downstream-replicas"),
+        (&["--downstream-replicas", "17", "--balance", "l4"], "--downstream-replicas"),
         (&["--downstream-replicas", "3"], "--balance"),
         (&["--downstream-replicas", "3", "--balance", "none"], "--balance"),
         (&["--downstream-replicas", "2", "--balance", "l7", "--tls"], "--balance"),

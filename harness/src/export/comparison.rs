@@ -74,6 +74,8 @@ pub fn render(arms: &[Arm<'_>], charts: bool) -> String {
     out.push_str(validity_section(arms).trim_start_matches('\n'));
     let rows = judged(arms);
     out.push_str(&findings_section(arms, &rows));
+    let named: Vec<(&str, &RunResult)> = arms.iter().map(|a| (a.name, a.run)).collect();
+    out.push_str(&super::replicas::section(&named));
     let runs: Vec<&RunResult> = arms.iter().map(|a| a.run).collect();
     out.push_str(&attribution_section(&attribute(&runs)));
     out.push_str(&projection_section(&names, &project_all(&runs)));
@@ -98,6 +100,8 @@ pub fn findings_section(arms: &[Arm<'_>], rows: &[Vec<Row>]) -> String {
         }
         out.push_str(&findings_list(r, arms[0].name, b.name));
     }
+    let named: Vec<(&str, &RunResult)> = arms.iter().map(|a| (a.name, a.run)).collect();
+    out.push_str(&super::replicas::findings(&named));
     if is_a_a(arms)
         && let Some(r) = rows.first()
         && let (called, judged @ 1..) = called_share(r)

@@ -83,6 +83,7 @@ pub fn render(run: &RunResult, charts: bool) -> String {
     out.push_str(&warnings(run));
     out.push_str(&rounds_table(run));
     out.push_str(&cpu_limits_section(run));
+    out.push_str(&super::replicas::section(&[(run.config.transport.title(), run)]));
     out.push_str(&super::generators::section(run));
     out.push_str(&error_reasons_section(run));
     out.push_str(&validity_section(run));

@@ -10,6 +10,7 @@
 //!   payload sweep's `payload.md` / `payload.json`; [`charts`]: SVGs;
 //!   [`hgrm`]: HdrHistogram percentile text; [`timeseries`]: CSV rows;
 //!   [`wire`]: the TLS and compression sentences of both reports;
+//!   [`replicas`]: the downstream's replicas, their shares and the imbalance;
 //! * [`files`]: run folders (whole or absent), every file in them, and
 //!   reading saved runs back for `harness compare`.
 //!
@@ -30,6 +31,7 @@ pub mod hgrm;
 pub mod link;
 pub mod markdown;
 pub mod payload;
+pub mod replicas;
 pub mod setup;
 pub mod summary;
 pub mod timeseries;

@@ -61,6 +61,13 @@ pub fn shape(run: &RunResult) -> String {
     if c.work.fanout > 1 {
         let _ = write!(t, ", fan-out {}", c.work.fanout);
     }
+    let r = &c.replicas;
+    if r.downstream_replicas > 1 || r.balance != crate::config::Balance::None {
+        let _ = write!(t, ", {} downstream replicas ({} balancing)", r.downstream_replicas, r.balance.as_str());
+    }
+    if let Some(age) = r.grpc_max_connection_age {
+        let _ = write!(t, ", gRPC connections aged at {}", hd(age));
+    }
     if let Some(label) = &c.output.label {
         let _ = write!(t, " ({label})");
     }
@@ -113,6 +120,16 @@ pub fn shared_rows(c: &Config) -> Vec<Row> {
             (c.work.request_bytes > 0)
                 .then(|| ("request body bytes per downstream call", c.work.request_bytes.to_string())),
             c.load.load_threads.map(|n| ("harness runtime worker threads (--load-threads)", n.to_string())),
+            (c.replicas.downstream_replicas > 1 || c.replicas.balance != crate::config::Balance::None).then(|| {
+                (
+                    "downstream replicas",
+                    format!("{}, reached by {}", c.replicas.downstream_replicas, c.replicas.balance.describe()),
+                )
+            }),
+            c.replicas
+                .grpc_max_connection_age
+                .map(|d| ("gRPC max connection age (downstream)", format!("{} (±10%)", hd(d)))),
+            c.replicas.replica_capacity.map(|n| ("replica capacity (requests in flight each)", n.to_string())),
         ]
         .into_iter()
         .flatten(),

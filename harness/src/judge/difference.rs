@@ -28,6 +28,9 @@ pub const FINDING_KEYS: &[&str] = &[
     "cpu_us_per_request.caller",
     "cpu_us_per_request.downstream",
     "cpu_us_per_request.proxy",
+    "cpu_us_per_request.balancer",
+    "imbalance",
+    "replica_shed",
     "internal.request_wire_bytes",
     "internal.response_wire_bytes",
 ];

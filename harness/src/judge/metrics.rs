@@ -67,6 +67,19 @@ macro_rules! row {
     };
 }
 
+/// The row of replica `$i`'s share of the calls, shown where a run has it.
+macro_rules! share {
+    ($i:literal) => {
+        row!(optional concat!("replica_share.", $i), concat!("downstream#", $i, " share of calls (%)"), Neither, 1, |r| r
+            .replicas
+            .as_ref()?
+            .each
+            .get($i)?
+            .share
+            .map(|s| s * 100.0))
+    };
+}
+
 fn res(r: &RoundResult, tier: TierName) -> Option<&Resources> {
     r.resources.get(&tier)
 }
@@ -148,6 +161,31 @@ static METRICS: &[Metric] = &[
     row!(optional "cpu_seconds.proxy", "proxy CPU (s)", Lower, 2, |r| res(r, TierName::Proxy)?.cpu_seconds),
     row!(optional "cpu_percent_mean.proxy", "proxy CPU mean (% of a core)", Lower, 1, |r| res(r, TierName::Proxy)?.cpu_percent_mean),
     row!(optional "cpu_us_per_request.proxy", "proxy CPU per request (µs)", Lower, 1, |r| res(r, TierName::Proxy)?.cpu_us_per_request),
+    row!(optional "rss_mib_mean.balancer", "balancer memory mean (MiB)", Lower, 1, |r| res(r, TierName::Balancer)?.rss_mib_mean),
+    row!(optional "rss_mib_peak.balancer", "balancer memory peak (MiB)", Lower, 1, |r| res(r, TierName::Balancer)?.rss_mib_peak),
+    row!(optional "cpu_seconds.balancer", "balancer CPU (s)", Lower, 2, |r| res(r, TierName::Balancer)?.cpu_seconds),
+    row!(optional "cpu_percent_mean.balancer", "balancer CPU mean (% of a core)", Lower, 1, |r| res(r, TierName::Balancer)?.cpu_percent_mean),
+    row!(optional "cpu_us_per_request.balancer", "balancer CPU per request (µs)", Lower, 1, |r| res(r, TierName::Balancer)?.cpu_us_per_request),
+    row!(optional "imbalance", "replica imbalance (× fair share)", Lower, 2, |r| r.replicas.as_ref()?.imbalance),
+    row!(optional "replica_shed", "calls shed by the replicas", Lower, 0, |r| Some(
+        r.replicas.as_ref()?.each.iter().map(|e| e.share.map(|_| e.requests.get("shed").copied().unwrap_or(0))).sum::<Option<u64>>()? as f64
+    )),
+    share!(0),
+    share!(1),
+    share!(2),
+    share!(3),
+    share!(4),
+    share!(5),
+    share!(6),
+    share!(7),
+    share!(8),
+    share!(9),
+    share!(10),
+    share!(11),
+    share!(12),
+    share!(13),
+    share!(14),
+    share!(15),
     row!("cpu_seconds.harness", "harness CPU (s)", Neither, 2, |r| res(r, TierName::Harness)?.cpu_seconds),
     row!("cpu_percent_peak.harness", "harness CPU peak (% of a core)", Neither, 1, |r| res(r, TierName::Harness)?
         .cpu_percent_peak),
@@ -211,5 +249,8 @@ mod tests {
         keys.dedup();
         assert_eq!(keys.len(), METRICS.len());
         assert!(by_key("p99").unwrap().is_latency() && !by_key("throughput").unwrap().is_latency());
+        // A share row for every replica a run may have.
+        let last = format!("replica_share.{}", crate::config::MAX_REPLICAS - 1);
+        assert!(by_key(&last).is_some() && by_key(&format!("replica_share.{}", crate::config::MAX_REPLICAS)).is_none());
     }
 }

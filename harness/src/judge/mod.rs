@@ -11,6 +11,7 @@
 //! * [`difference`]: two arms row by row: intervals, verdicts, findings;
 //! * [`attribution`]: the 2×2 of encoding × transport: how much of REST − gRPC each explains;
 //! * [`projection`]: what an arm needs at a planned rate (`--plan-qps`);
+//! * [`replicas`]: how an arm's calls fell on the downstream's replicas, and the imbalance;
 //! * [`validity`]: whether a run was a fair measurement;
 //! * [`capacity`]: sweep steps, whether each was sustained, and the knee;
 //! * [`payload`]: payload sweep steps: a capacity step and the hop's bytes per request;
@@ -26,6 +27,7 @@ pub mod merge;
 pub mod metrics;
 pub mod payload;
 pub mod projection;
+pub mod replicas;
 pub mod round;
 pub mod stats;
 pub mod validity;

@@ -1,0 +1,66 @@
+//! The downstream's replicas in words and tables: how calls reached them,
+//! each arm's imbalance with its interval, and each replica's share, calls,
+//! CPU and memory (means over the rounds). Shared by `report.md` and
+//! `comparison.md`; the arithmetic is `judge::replicas`'s.
+
+use std::fmt::Write;
+
+use super::markdown::num;
+use crate::judge::replicas::{ArmReplicas, summarize};
+use crate::result::RunResult;
+
+/// Each arm's replica sentence, as findings list items (empty without replicas).
+pub fn findings(arms: &[(&str, &RunResult)]) -> String {
+    let mut out = String::new();
+    for (name, run) in arms {
+        if let Some(s) = summarize(run) {
+            let _ = writeln!(out, "- {}", s.sentence(name));
+        }
+    }
+    out
+}
+
+/// `## Replicas`: how calls reached them, then per arm its sentence and a
+/// table of its replicas. Empty for one replica reached directly.
+pub fn section(arms: &[(&str, &RunResult)]) -> String {
+    let summaries: Vec<(&str, ArmReplicas)> =
+        arms.iter().filter_map(|(name, run)| Some((*name, summarize(run)?))).collect();
+    let Some((_, first)) = summaries.first() else { return String::new() };
+    let mut out = String::from("\n## Replicas\n\n");
+    let _ = writeln!(
+        out,
+        "The downstream ran as {} replicas, reached by {}. Each replica's figures come from its own `/stats`, read \
+         at each round's start and end; its share is its part of the calls all replicas answered, and the \
+         imbalance is the largest share ÷ the fair share (1 = even; {} = every call on one), with its 95% t \
+         interval over the rounds. Means over the rounds; the in-flight peak is since the replica started (its \
+         warm-up included).\n",
+        first.replicas,
+        first.mode.describe(),
+        first.replicas
+    );
+    for (name, s) in &summaries {
+        let _ = writeln!(out, "{}\n", s.sentence(name));
+        let _ = writeln!(
+            out,
+            "| {name} replica | share of calls (%) | OK calls | shed | CPU per call (µs) | RSS (MiB) | connections \
+             opened | aged out | in-flight peak |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+        );
+        for r in &s.each {
+            let _ = writeln!(
+                out,
+                "| downstream#{} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                r.index,
+                num(r.share.map(|s| s * 100.0), 1),
+                num(r.ok, 0),
+                num(r.shed, 0),
+                num(r.cpu_us_per_request, 1),
+                num(r.rss_mib, 1),
+                num(r.connections, 1),
+                num(r.connections_aged, 1),
+                num(r.in_flight_peak, 0),
+            );
+        }
+        out.push('\n');
+    }
+    out
+}
