@@ -197,9 +197,13 @@ pub fn write_arm(dir: &Path, run: &RunResult) -> io::Result<()> {
             std::fs::write(dir.join(format!("latency-round-{}.hgrm", r.index)), hgrm::render(&h))?;
         }
     }
-    // The proxy's configuration, so a reviewer can read exactly what was measured.
+    // The proxy's and the balancer's configurations, so a reviewer can read
+    // exactly what was measured.
     if let Some(proxy) = run.tiers.get(&TierName::Proxy).and_then(|t| ProxyInfo::from_settings(&t.settings)) {
         std::fs::write(dir.join(&proxy.config_file), &proxy.config)?;
+    }
+    if let Some(balancer) = run.tiers.get(&TierName::Balancer).and_then(|t| ProxyInfo::from_settings(&t.settings)) {
+        std::fs::write(dir.join(format!("balancer-{}", balancer.config_file)), &balancer.config)?;
     }
     let name = arm_names(&[run]).remove(0);
     for (file, svg) in charts::all(&[(name, run)]) {

@@ -40,6 +40,15 @@ pub fn section(arms: &[(&str, &RunResult)]) -> String {
     );
     for (name, s) in &summaries {
         let _ = writeln!(out, "{}\n", s.sentence(name));
+        let aged: f64 = s.each.iter().filter_map(|r| r.connections_aged).sum();
+        let run = arms.iter().find(|(n, _)| n == name).map(|(_, r)| *r);
+        let errors: u64 = run.map_or(0, |r| r.rounds.iter().map(|r| r.requests.error_total()).sum());
+        if aged > 0.0 && errors > 0 {
+            let _ = writeln!(
+                out,
+                "The replicas ended {aged:.1} connections a round at their age, and {name} had {errors} errors in                  its rounds: a client that does not retry them fails the calls it sent on a connection as its                  GOAWAY arrived (see Errors by reason).\n"
+            );
+        }
         let _ = writeln!(
             out,
             "| {name} replica | share of calls (%) | OK calls | shed | CPU per call (µs) | RSS (MiB) | connections \

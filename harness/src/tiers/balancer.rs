@@ -75,9 +75,15 @@ events {{
         n = replicas.len(),
         mode = mode.as_str(),
     );
-    let body = if mode == Balance::L4 {
-        format!(
-            r#"
+    let body =
+        if mode == Balance::L4 { stream_block(listen, &servers) } else { http_block(listen, &servers, h2c, work) };
+    head + &body
+}
+
+/// nginx's `stream` block: one TCP upstream of the replicas.
+fn stream_block(listen: SocketAddr, servers: &str) -> String {
+    format!(
+        r#"
 stream {{
     upstream replicas {{
         zone replicas 64k;
@@ -89,19 +95,23 @@ stream {{
     }}
 }}
 "#
-        )
+    )
+}
+
+/// nginx's `http` block: an upstream of the replicas, each call balanced.
+fn http_block(listen: SocketAddr, servers: &str, h2c: bool, work: &Path) -> String {
+    let w = work.display();
+    let (listen_opts, location) = if h2c {
+        (" http2", "grpc_pass grpc://replicas;".to_owned())
     } else {
-        let (listen_opts, location) = if h2c {
-            (" http2", "grpc_pass grpc://replicas;".to_owned())
-        } else {
-            (
+        (
                 "",
                 "proxy_pass http://replicas;\n            proxy_http_version 1.1;\n            proxy_set_header Connection \"\";"
                     .to_owned(),
             )
-        };
-        format!(
-            r#"
+    };
+    format!(
+        r#"
 http {{
     access_log off;
     client_body_temp_path {w}/client_body;
@@ -127,9 +137,7 @@ http {{
     }}
 }}
 "#
-        )
-    };
-    head + &body
+    )
 }
 
 /// Starts nginx balancing `replicas` as `mode` says, on `ip`.

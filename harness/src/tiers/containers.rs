@@ -322,7 +322,7 @@ fn remove_blocking(containers: &[String], network: &str) {
 /// group), its stdin the read end of a pipe whose write end only this
 /// process holds (the standard library opens it close-on-exec, so no tier
 /// or `docker` child inherits it).
-fn start_reaper() -> Result<(), String> {
+pub(crate) fn start_reaper() -> Result<(), String> {
     use std::os::unix::process::CommandExt;
     let mut held = REAPER.lock().unwrap_or_else(|e| e.into_inner());
     if held.is_some() {
@@ -354,12 +354,14 @@ fn start_reaper() -> Result<(), String> {
 /// The reaper of harness `pid`: waits until the harness's end of its stdin
 /// closes (the harness exited or was killed), then removes every container
 /// and network labelled with that pid; again a moment later, for one a
-/// `docker run` still under way made after the first pass.
+/// `docker run` still under way made after the first pass; then the
+/// temporary folders of the pid's proxies and balancers (which died with it).
 pub fn reap(pid: u32) {
     let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
     remove_labelled(pid);
     std::thread::sleep(Duration::from_secs(1));
     remove_labelled(pid);
+    crate::tiers::proxy::remove_work_dirs_of(pid, &std::env::temp_dir());
 }
 
 /// Removes every container, then every network, labelled with `pid`.

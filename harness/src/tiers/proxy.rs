@@ -193,6 +193,17 @@ fn clear_stale_work_dirs(temp: &Path) {
     }
 }
 
+/// Removes the temporary folders of harness `pid`'s proxies and balancers
+/// (its reaper's last step, once the harness and they are gone).
+pub(crate) fn remove_work_dirs_of(pid: u32, temp: &Path) {
+    let Ok(entries) = std::fs::read_dir(temp) else { return };
+    for entry in entries.flatten() {
+        if stale_owner(&entry.file_name().to_string_lossy()) == Some(pid) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// The harness pid in a proxy folder's name, `None` for any other name.
 fn stale_owner(name: &str) -> Option<u32> {
     let rest = ["nginx", "caddy"].iter().find_map(|k| name.strip_prefix(&format!("grpc-vs-rest-{k}-")))?;
@@ -218,6 +229,8 @@ pub(crate) fn prepare(kind: ProxyKind, tier: TierName, ip: std::net::IpAddr, tag
         other => other,
     })?;
     clear_stale_work_dirs(&std::env::temp_dir());
+    // If the harness is killed outright, its reaper removes this folder.
+    crate::tiers::containers::start_reaper().map_err(fail)?;
     let work = std::env::temp_dir().join(format!("{}{tag}", work_dir_prefix(kind, std::process::id())));
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).map_err(|e| fail(format!("creating {}: {e}", work.display())))?;
@@ -333,6 +346,9 @@ mod tests {
         }
         clear_stale_work_dirs(&temp);
         assert!(!dead.exists() && live.exists() && unrelated.exists());
+        // The reaper of this pid removes its folders, and only those.
+        remove_work_dirs_of(std::process::id(), &temp);
+        assert!(!live.exists() && unrelated.exists());
         std::fs::remove_dir_all(&temp).unwrap();
     }
 
