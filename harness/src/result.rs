@@ -325,6 +325,33 @@ pub struct ReplicaSet {
     /// counters could be read or none served a call.
     pub imbalance: Option<f64>,
     pub each: Vec<ReplicaRound>,
+    /// Replicas added or removed during the round (`--scale-at`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scaling: Vec<ScaleEvent>,
+}
+
+/// One change to the replicas during a round, and how the calls followed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScaleEvent {
+    /// When the balancer was reloaded with the new set, seconds after the
+    /// round's first due time.
+    pub at_seconds: f64,
+    /// Replicas added (positive) or removed (negative).
+    pub change: i32,
+    /// The indexes of the replicas added, or taken out.
+    pub added: Vec<u32>,
+    pub removed: Vec<u32>,
+    /// Replicas running after the change.
+    pub replicas: u32,
+    /// Seconds from the reload until a replica added answered its first
+    /// call (read every 250 ms); `None` if none had by the round's end.
+    pub first_call_seconds: Option<f64>,
+    /// Seconds from the reload until the replicas added together answered
+    /// at least half their fair share of the calls over a window of at
+    /// least a second; `None` if they had not by the round's end.
+    pub time_to_share_seconds: Option<f64>,
+    /// How long after the reload they were watched (to the round's end).
+    pub watched_seconds: f64,
 }
 
 /// One replica's round.

@@ -17,12 +17,16 @@ use common::*;
 fn run(case: &str, args: &[&str]) -> Vec<(String, RunResult)> {
     let out = out_dir(&format!("replicas-{case}"));
     let mark = format!("replicas-{case}-{}", std::process::id());
-    let mut full = vec!["--warmup", "1s", "--duration", "2s", "--quiet", "--out", out.to_str().unwrap()];
+    let mut full = vec!["--warmup", "1s", "--quiet", "--out", out.to_str().unwrap()];
+    if !args.contains(&"--duration") {
+        full.extend(["--duration", "2s"]);
+    }
     full.extend_from_slice(args);
     let o = harness_cmd(&full).env(MARK_VAR, &mark).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!err.contains("is not installed") && !err.contains("no stream module"), "{case}: {err}");
     assert_none_left(&mark, Duration::from_secs(5));
+    assert!(out.exists(), "{case}: no run folder: {err}");
     let folder = run_folder(&out);
     let arms: Vec<(String, RunResult)> = if folder.join("run.json").exists() {
         vec![("one".to_owned(), load(&folder))]
@@ -189,4 +193,45 @@ fn replicas_and_the_balancer_are_gone_after_ctrl_c_and_after_a_kill() {
         }
         let _ = std::fs::remove_dir_all(&out);
     }
+}
+
+#[test]
+fn a_replica_added_mid_round_gets_grpc_calls_behind_l4_only_with_a_connection_age() {
+    let base = [
+        "--transport",
+        "grpc",
+        "--qps",
+        "200",
+        "--delay",
+        "50ms",
+        "--duration",
+        "4s",
+        "--downstream-replicas",
+        "2",
+        "--balance",
+        "l4",
+        "--scale-at",
+        "1s:+1",
+    ];
+    let step = |runs: &[(String, RunResult)]| {
+        let set = runs[0].1.rounds[0].replicas.clone().unwrap();
+        assert_eq!(set.scaling.len(), 1, "{:?}", set.scaling);
+        assert_eq!((set.scaling[0].added.clone(), set.scaling[0].replicas), (vec![2], 3));
+        (set.scaling[0].clone(), set.each)
+    };
+    // Without an age the one connection stays where it is: the new replica
+    // gets nothing, however long the round runs on.
+    let pinned = run("scale-pinned", &base);
+    let (event, each) = step(&pinned);
+    assert_eq!((event.first_call_seconds, event.time_to_share_seconds), (None, None), "{event:?}");
+    assert!(each.iter().any(|r| r.index == 2 && r.requests.is_empty()), "{each:?}");
+    assert!(event.watched_seconds > 2.0, "{event:?}");
+    // With connections aged at 300 ms, the balancer sends a new one to it
+    // within a turn of its round robin (three ages), and it takes its share.
+    let aged = run("scale-aged", &[&base[..], &["--grpc-max-connection-age", "300ms"]].concat());
+    let (event, each) = step(&aged);
+    let first = event.first_call_seconds.expect("the new replica answered calls");
+    assert!(first <= 3.0 * 0.33 + 0.5, "first call after {first} s: {event:?}");
+    assert!(event.time_to_share_seconds.is_some(), "{event:?}");
+    assert!(each.iter().any(|r| r.index == 2 && r.share.is_some_and(|s| s > 0.05)), "{each:?}");
 }

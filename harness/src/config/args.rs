@@ -59,7 +59,7 @@ impl Plan {
         let link = a.link.check(&deploy)?;
         let hop = Hop::from_args(&a.hop, &deploy)?;
         let output = Output::from_args(&a.output)?;
-        let replicas = Replicas::from_args(&a.replicas, &deploy, link.as_ref(), &hop)?;
+        let replicas = Replicas::from_args(&a.replicas, &deploy, &load, link.as_ref(), &hop)?;
         let config =
             Config { transport: arms[0], baseline, load, work, deploy, link, hop, output, generators, replicas };
         Ok(Plan { config, arms, rates, payload })

@@ -53,7 +53,7 @@ pub use load::{DEFAULT_LOAD_THREADS, Load};
 pub use output::{GateArgs, Output, OutputArgs};
 pub use plan::{Plan, arm_dirs, compared_order, recorded_baseline};
 pub use rates::parse_rates;
-pub use replicas::{Balance, MAX_REPLICAS, Replicas};
+pub use replicas::{Balance, MAX_REPLICAS, Replicas, ScaleStep};
 pub use service::Compression;
 pub use work::{PayloadAxis, PayloadSweep, Work};
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, Deploy, Flags, Hop, Isolation, Link, TargetTier, TierRole, bad, duration};
+use super::{ConfigError, Deploy, Flags, Hop, Isolation, Link, Load, TargetTier, TierRole, bad, duration};
 
 /// The most replicas one arm may run (each is a process with its own runtime).
 pub const MAX_REPLICAS: u32 = 16;
@@ -42,6 +42,69 @@ pub struct ReplicaArgs {
     /// counts. Default: the downstream's own limit.
     #[arg(long)]
     pub replica_capacity: Option<u64>,
+    /// Add or remove replicas during every measured round: T:+K adds K
+    /// replicas T after the round starts, T:-K removes the newest K (e.g.
+    /// 10s:+1, or 10s:+1,30s:-1); the balancer is reloaded with the new set,
+    /// and the report says how long each new replica took to receive its
+    /// share. With --balance l4 or l7.
+    #[arg(long)]
+    pub scale_at: Option<String>,
+}
+
+/// One change to the replicas during a round (`--scale-at`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScaleStep {
+    /// After the round's start.
+    #[serde(with = "super::secs")]
+    pub at: Duration,
+    /// Replicas added (positive) or removed (negative).
+    pub change: i32,
+}
+
+impl ScaleStep {
+    /// `10s:+1` (durations as [`Flags::duration`] writes them).
+    fn text(&self) -> String {
+        let mut f = Flags::default();
+        f.duration("", self.at);
+        format!("{}:{:+}", f.0[1], self.change)
+    }
+}
+
+/// `--scale-at`: steps in time order, each within the round, the replicas
+/// between 1 and [`MAX_REPLICAS`] after every one.
+fn scale_steps(text: &str, replicas: u32, duration: Duration) -> Result<Vec<ScaleStep>, ConfigError> {
+    let flag = "--scale-at";
+    let mut steps = Vec::new();
+    let mut count = i64::from(replicas);
+    for part in text.split(',').map(str::trim) {
+        let parsed = part.rsplit_once(':').and_then(|(t, k)| {
+            let change: i32 = k.strip_prefix('+').unwrap_or(k).parse().ok().filter(|c| *c != 0)?;
+            (k.starts_with('+') || k.starts_with('-')).then_some(())?;
+            Some((duration_of(t).ok()?, change))
+        });
+        let Some((at, change)) = parsed else {
+            return Err(bad(flag, format!("{part:?} is not T:+K or T:-K; e.g. --scale-at 10s:+1 or 10s:+1,30s:-1")));
+        };
+        if at >= duration || at.is_zero() {
+            return Err(bad(
+                flag,
+                format!("{part}: the time must fall inside the round (after 0 and before --duration)"),
+            ));
+        }
+        if steps.last().is_some_and(|s: &ScaleStep| s.at >= at) {
+            return Err(bad(flag, "list the steps in time order"));
+        }
+        count += i64::from(change);
+        if !(1..=i64::from(MAX_REPLICAS)).contains(&count) {
+            return Err(bad(flag, format!("{part} leaves {count} replicas; keep between 1 and {MAX_REPLICAS}")));
+        }
+        steps.push(ScaleStep { at, change });
+    }
+    Ok(steps)
+}
+
+fn duration_of(text: &str) -> Result<Duration, String> {
+    duration(text)
 }
 
 /// How calls reach the replicas.
@@ -87,7 +150,7 @@ impl Balance {
 
 /// The replicas section of [`super::Config`]; absent from run.json for one
 /// replica reached directly (and in runs made before it existed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Replicas {
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub downstream_replicas: u32,
@@ -97,6 +160,9 @@ pub struct Replicas {
     pub grpc_max_connection_age: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica_capacity: Option<u64>,
+    /// Changes to the replicas during every measured round (`--scale-at`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scale_at: Vec<ScaleStep>,
 }
 
 fn one() -> u32 {
@@ -118,15 +184,18 @@ impl Default for Replicas {
             balance: Balance::None,
             grpc_max_connection_age: None,
             replica_capacity: None,
+            scale_at: Vec::new(),
         }
     }
 }
 
 impl Replicas {
-    /// Validates the flags against where the tiers run, the link and the hop.
+    /// Validates the flags against where the tiers run, the rounds, the
+    /// link and the hop.
     pub fn from_args(
         a: &ReplicaArgs,
         deploy: &Deploy,
+        load: &Load,
         link: Option<&Link>,
         hop: &Hop,
     ) -> Result<Replicas, ConfigError> {
@@ -173,11 +242,32 @@ impl Replicas {
                  (TLS passes through) or client",
             ));
         }
+        let scale_at = match a.scale_at.as_deref() {
+            None => Vec::new(),
+            Some(text) => {
+                if !balance.has_balancer() {
+                    return Err(bad(
+                        "--scale-at",
+                        "goes with --balance l4 or l7: the harness reloads the balancer with the new replicas (a \
+                         caller balancing by itself is given the replicas' addresses when it starts)",
+                    ));
+                }
+                if !load.fresh_tiers || load.closed_loop {
+                    return Err(bad(
+                        "--scale-at",
+                        "needs fresh tiers for every round and an open loop (leave out --reuse-tiers and \
+                         --connections without --qps): every round starts from --downstream-replicas",
+                    ));
+                }
+                scale_steps(text, n, load.duration)?
+            }
+        };
         Ok(Replicas {
             downstream_replicas: n,
             balance,
             grpc_max_connection_age: a.grpc_max_connection_age,
             replica_capacity: a.replica_capacity,
+            scale_at,
         })
     }
 
@@ -193,6 +283,20 @@ impl Replicas {
         if let Some(n) = self.replica_capacity {
             flags.flag("--replica-capacity", n.to_string());
         }
+        if !self.scale_at.is_empty() {
+            flags.flag("--scale-at", self.scale_at.iter().map(ScaleStep::text).collect::<Vec<_>>().join(","));
+        }
+    }
+
+    /// The most replicas a round runs at once.
+    pub fn most_at_once(&self) -> u32 {
+        let mut n = i64::from(self.downstream_replicas);
+        let mut most = n;
+        for s in &self.scale_at {
+            n += i64::from(s.change);
+            most = most.max(n);
+        }
+        most as u32
     }
 
     /// The downstream gets the connection age and its capacity.

@@ -164,6 +164,7 @@ fn the_command_line_of_a_config_gives_it_back() {
         &["--transport", "both", "--downstream-replicas", "3", "--balance", "l4", "--grpc-max-connection-age", "5s"],
         &["--downstream-replicas", "2", "--balance", "client", "--replica-capacity", "40", "--tls"],
         &["--balance", "l7", "--grpc-max-connection-age", "1500ms"],
+        &["--downstream-replicas", "2", "--balance", "l4", "--scale-at", "10s:+1,40s:-2", "--duration", "60s"],
     ] {
         let p = plan(args).unwrap();
         let t = TransportArg::from_arms(&p.arms).unwrap();
@@ -311,6 +312,14 @@ fn bad_values_name_the_flag() {
         (&["--replica-capacity", "0"], "--replica-capacity"),
         (&["--grpc-max-connection-age", "0s"], "--grpc-max-connection-age"),
         (&["--grpc-max-connection-age", "soon"], "--grpc-max-connection-age"),
+        (&["--balance", "l4", "--scale-at", "70s:+1"], "--scale-at"),
+        (&["--balance", "client", "--scale-at", "10s:+1", "--duration", "60s"], "--scale-at"),
+        (&["--balance", "l4", "--scale-at", "10s:1", "--duration", "60s"], "--scale-at"),
+        (&["--balance", "l4", "--scale-at", "10s:+0", "--duration", "60s"], "--scale-at"),
+        (&["--balance", "l4", "--scale-at", "20s:+1,10s:+1", "--duration", "60s"], "--scale-at"),
+        (&["--balance", "l4", "--scale-at", "10s:-1", "--duration", "60s"], "--scale-at"),
+        (&["--balance", "l4", "--scale-at", "10s:+1", "--duration", "60s", "--reuse-tiers"], "--scale-at"),
+        (&["--balance", "l4", "--scale-at", "soon:+1", "--duration", "60s"], "--scale-at"),
     ] {
         let err = parse(args).unwrap_err();
         assert_eq!(err.flag, flag, "{args:?}: {err}");

@@ -15,6 +15,9 @@ pub fn findings(arms: &[(&str, &RunResult)]) -> String {
     for (name, run) in arms {
         if let Some(s) = summarize(run) {
             let _ = writeln!(out, "- {}", s.sentence(name));
+            for step in &s.steps {
+                let _ = writeln!(out, "- {}", step.sentence(name));
+            }
         }
     }
     out
@@ -29,15 +32,33 @@ pub fn section(arms: &[(&str, &RunResult)]) -> String {
     let mut out = String::from("\n## Replicas\n\n");
     let _ = writeln!(
         out,
-        "The downstream ran as {} replicas, reached by {}. Each replica's figures come from its own `/stats`, read \
+        "The downstream ran as {} replicas, reached by {}{}. Each replica's figures come from its own `/stats`, read \
          at each round's start and end; its share is its part of the calls all replicas answered, and the \
          imbalance is the largest share ÷ the fair share (1 = even; {} = every call on one), with its 95% t \
          interval over the rounds. Means over the rounds; the in-flight peak is since the replica started (its \
          warm-up included).\n",
-        first.replicas,
+        arms[0].1.config.replicas.downstream_replicas,
         first.mode.describe(),
+        if first.steps.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({} ran in a round as --scale-at added and took out replicas; the fair share is over all of them)",
+                first.replicas
+            )
+        },
         first.replicas
     );
+    if summaries.iter().any(|(_, s)| !s.steps.is_empty()) {
+        let _ = writeln!(
+            out,
+            "Replicas were added or taken out during every round (`--scale-at`), the balancer reloaded with the \
+             new set. The harness read the replicas' `/stats` every 250 ms after a step that added replicas: when \
+             one of them answered its first call, and when together they answered at least half their fair share \
+             of the calls over a window of at least 1 s. A replica taken out has its calls counted up to its last \
+             read, just before it was stopped.\n"
+        );
+    }
     for (name, s) in &summaries {
         let _ = writeln!(out, "{}\n", s.sentence(name));
         let aged: f64 = s.each.iter().filter_map(|r| r.connections_aged).sum();
@@ -70,6 +91,9 @@ pub fn section(arms: &[(&str, &RunResult)]) -> String {
             );
         }
         out.push('\n');
+        for step in &s.steps {
+            let _ = writeln!(out, "{}\n", step.sentence(name));
+        }
     }
     out
 }

@@ -39,15 +39,91 @@ pub struct ArmReplicas {
     /// The largest share's mean, for words.
     pub largest_share: Option<f64>,
     pub each: Vec<ReplicaMeans>,
+    /// Each `--scale-at` step over the rounds, in step order.
+    pub steps: Vec<StepOverRounds>,
+}
+
+/// One `--scale-at` step over an arm's rounds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepOverRounds {
+    pub change: i32,
+    /// Its mean time after the round's start.
+    pub at_seconds: f64,
+    pub rounds: usize,
+    /// Rounds in which a replica it added answered a call, and the mean time to that.
+    pub called: usize,
+    pub first_call_seconds: Option<f64>,
+    /// Rounds in which the replicas it added reached half their fair share, and the mean time to that.
+    pub reached: usize,
+    pub time_to_share_seconds: Option<f64>,
+    /// The shortest time any round watched it (to the round's end).
+    pub watched_seconds: f64,
+}
+
+/// Each step over the rounds that made it.
+fn steps(sets: &[&crate::result::ReplicaSet]) -> Vec<StepOverRounds> {
+    let most = sets.iter().map(|s| s.scaling.len()).max().unwrap_or(0);
+    (0..most)
+        .map(|k| {
+            let events: Vec<_> = sets.iter().filter_map(|s| s.scaling.get(k)).collect();
+            let firsts: Vec<f64> = events.iter().filter_map(|e| e.first_call_seconds).collect();
+            let shares: Vec<f64> = events.iter().filter_map(|e| e.time_to_share_seconds).collect();
+            StepOverRounds {
+                change: events[0].change,
+                at_seconds: mean(events.iter().map(|e| e.at_seconds)).unwrap_or(0.0),
+                rounds: events.len(),
+                called: firsts.len(),
+                first_call_seconds: mean(firsts),
+                reached: shares.len(),
+                time_to_share_seconds: mean(shares),
+                watched_seconds: events.iter().map(|e| e.watched_seconds).fold(f64::INFINITY, f64::min),
+            }
+        })
+        .collect()
+}
+
+impl StepOverRounds {
+    /// `At 2.0 s, +1 replica: a new replica answered its first call after
+    /// 0.8 s and half its fair share after 1.8 s (mean of 3 rounds).`
+    pub fn sentence(&self, arm: &str) -> String {
+        let n = self.change.unsigned_abs();
+        let what = if n == 1 { "replica" } else { "replicas" };
+        let head = format!("{arm}: at {:.1} s, {:+} {what}", self.at_seconds, self.change);
+        if self.change < 0 {
+            return format!("{head} taken out of the balancer (their calls so far still count).");
+        }
+        let of = |k: usize| {
+            if k == self.rounds { format!("in every round ({k})") } else { format!("in {k} of {} rounds", self.rounds) }
+        };
+        match (self.first_call_seconds, self.time_to_share_seconds) {
+            (None, _) => format!(
+                "{head}: no call reached the new {what} in the {:.1} s to the round's end, in any of {} round(s).",
+                self.watched_seconds, self.rounds
+            ),
+            (Some(first), None) => format!(
+                "{head}: the first call reached the new {what} after {first:.1} s ({}), but not half the fair share \
+                 by the round's end.",
+                of(self.called)
+            ),
+            (Some(first), Some(share)) => format!(
+                "{head}: the first call reached the new {what} after {first:.1} s ({}), half the fair share after \
+                 {share:.1} s ({}); means over those rounds.",
+                of(self.called),
+                of(self.reached)
+            ),
+        }
+    }
 }
 
 /// The replicas of `run`, `None` for one replica reached directly.
 pub fn summarize(run: &RunResult) -> Option<ArmReplicas> {
     let sets: Vec<_> = run.rounds.iter().filter_map(|r| r.replicas.as_ref()).collect();
-    let replicas = sets.iter().map(|s| s.each.len()).max()?;
+    let replicas = sets.iter().filter_map(|s| s.each.iter().map(|r| r.index as usize + 1).max()).max()?;
     let imbalances: Vec<f64> = sets.iter().filter_map(|s| s.imbalance).collect();
     let interval = (imbalances.len() >= MIN_ROUNDS).then(|| one_sample(&imbalances)).flatten();
-    let of = |i: usize, f: fn(&ReplicaRound) -> Option<f64>| mean(sets.iter().filter_map(|s| f(s.each.get(i)?)));
+    let of = |i: usize, f: fn(&ReplicaRound) -> Option<f64>| {
+        mean(sets.iter().filter_map(|s| f(s.each.iter().find(|r| r.index == i as u32)?)))
+    };
     let each = (0..replicas)
         .map(|i| ReplicaMeans {
             index: i as u32,
@@ -71,6 +147,7 @@ pub fn summarize(run: &RunResult) -> Option<ArmReplicas> {
         rounds: imbalances.len(),
         largest_share: mean(largest),
         each,
+        steps: steps(&sets),
     })
 }
 
@@ -150,7 +227,7 @@ mod tests {
             })
             .collect();
         let largest = shares.iter().copied().reduce(f64::max).unwrap();
-        ReplicaSet { imbalance: Some(largest * shares.len() as f64), each }
+        ReplicaSet { imbalance: Some(largest * shares.len() as f64), each, scaling: Vec::new() }
     }
 
     fn run(balance: Balance, sets: Vec<ReplicaSet>) -> RunResult {
@@ -177,6 +254,35 @@ mod tests {
              3.00 over 3 rounds)."
         );
         assert_eq!(s.each[0].in_flight_peak, Some(5.0));
+    }
+
+    #[test]
+    fn a_step_says_when_the_new_replica_was_first_called_and_took_its_share_or_that_it_never_was() {
+        let event = |first: Option<f64>, share: Option<f64>| crate::result::ScaleEvent {
+            at_seconds: 10.0,
+            change: 1,
+            added: vec![2],
+            removed: Vec::new(),
+            replicas: 3,
+            first_call_seconds: first,
+            time_to_share_seconds: share,
+            watched_seconds: 50.0,
+        };
+        let with = |events: Vec<crate::result::ScaleEvent>| {
+            let sets =
+                events.into_iter().map(|e| ReplicaSet { scaling: vec![e], ..set(&[0.5, 0.5, 0.0], 0) }).collect();
+            summarize(&run(Balance::L4, sets)).unwrap().steps.remove(0).sentence("gRPC")
+        };
+        assert_eq!(
+            with(vec![event(None, None); 3]),
+            "gRPC: at 10.0 s, +1 replica: no call reached the new replica in the 50.0 s to the round's end, in any of \
+             3 round(s)."
+        );
+        let text = with(vec![event(Some(1.0), Some(2.0)), event(Some(2.0), None), event(None, None)]);
+        assert!(
+            text.contains("after 1.5 s (in 2 of 3 rounds), half the fair share after 2.0 s (in 1 of 3 rounds)"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -82,12 +82,11 @@ pub fn replica_set(deltas: &[ReplicaDelta]) -> Option<ReplicaSet> {
     let total: Option<u64> = deltas.iter().map(answered).sum();
     let each: Vec<ReplicaRound> = deltas
         .iter()
-        .enumerate()
-        .map(|(i, d)| {
+        .map(|d| {
             let c = d.internal.as_ref();
             let ok = c.map(|c| c.requests.get("ok").copied().unwrap_or(0));
             ReplicaRound {
-                index: i as u32,
+                index: d.index,
                 pid: d.pid,
                 requests: c
                     .map(|c| c.requests.iter().filter(|(_, n)| **n > 0).map(|(k, n)| (k.clone(), *n)).collect())
@@ -105,7 +104,7 @@ pub fn replica_set(deltas: &[ReplicaDelta]) -> Option<ReplicaSet> {
         .collect();
     let largest =
         each.iter().map(|r| r.share).collect::<Option<Vec<f64>>>().and_then(|s| s.into_iter().reduce(f64::max));
-    Some(ReplicaSet { imbalance: largest.map(|l| imbalance(l, each.len())), each })
+    Some(ReplicaSet { imbalance: largest.map(|l| imbalance(l, each.len())), each, scaling: Vec::new() })
 }
 
 /// The largest share ÷ the fair share of `replicas`.
@@ -315,6 +314,7 @@ mod tests {
     #[test]
     fn replica_shares_and_the_imbalance_come_from_each_replicas_calls() {
         let replica = |ok: u64, cpu: f64| ReplicaDelta {
+            index: 0,
             pid: Some(7),
             cpu_seconds: Some(cpu),
             rss_bytes: Some(1 << 20),

@@ -20,9 +20,10 @@ pub struct Snapshot {
     /// The downstream's counters: with replicas, all of them summed (unread
     /// if any could not be read).
     pub downstream: Option<StatsSnapshot>,
-    /// Each replica's own, `downstream#0` first; empty for one replica
-    /// reached directly.
-    pub replicas: Vec<Option<StatsSnapshot>>,
+    /// Each replica's own by index (`downstream#0` first), those removed
+    /// during the round by their last read; empty for one replica reached
+    /// directly.
+    pub replicas: BTreeMap<u32, Option<StatsSnapshot>>,
     pub caller: Option<StatsSnapshot>,
     pub harness: ProcessSnapshot,
     /// Each CPU-limited tier's limit (cores) and `cpu.stat`.
@@ -109,7 +110,7 @@ impl TierStatsReader {
             _ = cut.cancelled() => Snapshot {
                 at,
                 downstream: None,
-                replicas: Vec::new(),
+                replicas: BTreeMap::new(),
                 caller: None,
                 harness: self.harness.snapshot(),
                 cpu_stat: BTreeMap::new(),
@@ -121,13 +122,16 @@ impl TierStatsReader {
         let at = Instant::now();
         let (d, c) = (topology.admin_url(TierName::Downstream), topology.admin_url(TierName::Caller));
         let replica_urls = topology.replica_admin_urls();
-        let (mut downstream, caller, replicas) = tokio::join!(
+        let (mut downstream, caller, live) = tokio::join!(
             self.stats_at(d.as_deref()),
             self.stats_at(c.as_deref()),
-            futures::future::join_all(replica_urls.iter().map(|u| self.stats_at(Some(u))))
+            futures::future::join_all(replica_urls.iter().map(|(_, u)| self.stats_at(Some(u))))
         );
+        let mut replicas: BTreeMap<u32, Option<StatsSnapshot>> =
+            topology.retired.iter().map(|(i, s)| (*i, Some(s.clone()))).collect();
+        replicas.extend(replica_urls.iter().map(|(i, _)| *i).zip(live));
         if !replicas.is_empty() {
-            downstream = replicas.iter().cloned().collect::<Option<Vec<_>>>().map(|all| summed(&all));
+            downstream = replicas.values().cloned().collect::<Option<Vec<_>>>().map(|all| summed(&all));
         }
         let cpu_stat = topology
             .cpu_limited()
@@ -153,9 +157,21 @@ fn summed(all: &[StatsSnapshot]) -> StatsSnapshot {
     sum
 }
 
+/// `s` as it was when its process started: no CPU, every counter at zero.
+fn zeroed(s: &StatsSnapshot) -> StatsSnapshot {
+    let mut z = s.clone();
+    z.process.cpu_seconds = Some(0.0);
+    for c in z.listeners.values_mut() {
+        *c = CountersSnapshot { tls: c.tls.as_ref().map(|_| Default::default()), ..CountersSnapshot::default() };
+    }
+    z
+}
+
 /// What one replica did between two snapshots.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ReplicaDelta {
+    /// Its index: `downstream#0`, …
+    pub index: u32,
     /// Its pid, as it reported it.
     pub pid: Option<u32>,
     pub cpu_seconds: Option<f64>,
@@ -208,10 +224,15 @@ impl Deltas {
             replicas: e
                 .replicas
                 .iter()
-                .enumerate()
                 .map(|(i, b)| {
-                    let a = s.replicas.get(i).and_then(Option::as_ref);
+                    // A replica started during the round began it at zero.
+                    let zero = b.as_ref().map(zeroed);
+                    let a = match s.replicas.get(i) {
+                        Some(read) => read.as_ref(),
+                        None => zero.as_ref(),
+                    };
                     ReplicaDelta {
+                        index: *i,
                         pid: b.as_ref().map(|b| b.process.pid),
                         cpu_seconds: cpu(a, b.as_ref()),
                         rss_bytes: b.as_ref().and_then(|b| b.process.rss_bytes),

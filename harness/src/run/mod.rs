@@ -15,6 +15,7 @@ pub mod interrupt;
 pub mod progress;
 mod remote;
 pub mod sampling;
+mod scaling;
 mod segments;
 
 use std::collections::BTreeMap;
@@ -209,6 +210,7 @@ async fn results(
         let (from_seconds, to_seconds) = (rel(p.start.at), rel(p.end.at));
         let deltas = Deltas::between(&p.start, &p.end, config.transport.listener());
         let (arm, round, complete, pids) = (p.arm, p.round, p.complete, p.pids.clone());
+        let scaling = p.scaling.clone();
         let (compact, scheduled) = p.settle(cut).await;
         let record = compact.expand();
         let input = RoundInput {
@@ -223,7 +225,11 @@ async fn results(
             samples: &arm_samples,
             load: &common.load_samples,
         };
-        rounds_by_arm[arm].push(RoundResult { pids, ..assemble(&input) });
+        let mut result = RoundResult { pids, ..assemble(&input) };
+        if let Some(set) = result.replicas.as_mut() {
+            set.scaling = scaling;
+        }
+        rounds_by_arm[arm].push(result);
     }
     finished
         .into_iter()

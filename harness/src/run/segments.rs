@@ -23,7 +23,7 @@ use crate::load::{Alarms, Live, Schedule, Share, Target, closed_loop, dispatch};
 use crate::measure::record::{CompactRecord, collect};
 use crate::measure::sampler::Watched;
 use crate::measure::tier_stats::{Snapshot, TierStatsReader};
-use crate::result::TierName;
+use crate::result::{ScaleEvent, TierName};
 use crate::tiers::Topology;
 
 /// Grace for in-flight requests after an interrupt or a tier failure.
@@ -40,6 +40,8 @@ pub(super) struct PendingRound {
     pub end: Snapshot,
     /// The tier processes the round measured.
     pub pids: BTreeMap<TierName, u32>,
+    /// The replicas added or removed during the round (`--scale-at`).
+    pub scaling: Vec<ScaleEvent>,
     pub complete: bool,
     pub scheduled: JoinHandle<u64>,
     pub collector: JoinHandle<CompactRecord>,
@@ -263,8 +265,16 @@ impl Driver<'_> {
             (Some(_), None) => Some(self.reader.snapshot(&self.arms[a].topology).await),
             (None, _) => None,
         };
+        let mut scaling = Vec::new();
         if stopped.is_none() {
-            stopped = wait_until(ahead(load.end_at), self.arms, self.interrupt, self.origin).await.err();
+            stopped = match measured {
+                Some(_) if !self.arms[a].config.replicas.scale_at.is_empty() => {
+                    let (events, waited) = self.wait_scaling(a, load.t0, ahead(load.end_at)).await;
+                    scaling = events;
+                    waited.err()
+                }
+                _ => wait_until(ahead(load.end_at), self.arms, self.interrupt, self.origin).await.err(),
+            };
         }
         if stopped.is_some() {
             self.stop_load.cancel();
@@ -288,6 +298,7 @@ impl Driver<'_> {
                 pids.entry(t.name).or_insert(t.pid());
                 pids
             }),
+            scaling,
             complete: stopped.is_none(),
             scheduled: load.scheduled,
             collector: load.collector,

@@ -186,6 +186,35 @@ pub async fn start(
     Ok((tier, info))
 }
 
+/// Rewrites the balancer's configuration for `replicas` and has nginx load
+/// it (SIGHUP): new connections (l4) or calls (l7) go to the new set; with
+/// l4 a connection already open stays on its replica until it closes.
+pub fn reload(
+    mode: Balance,
+    tier: &Tier,
+    info: &mut ProxyInfo,
+    replicas: &[SocketAddr],
+    h2c: bool,
+) -> Result<(), TierError> {
+    let fail = |reason: String| TierError::Spawn { tier: TierName::Balancer, reason };
+    let modules = if mode == Balance::L4 {
+        stream_module(&configure_text(&info.binary)).unwrap_or_default()
+    } else {
+        String::new()
+    };
+    let text = config(mode, info.listen, replicas, h2c, &modules, &info.work_dir);
+    let conf = info.work_dir.join(&info.config_file);
+    std::fs::write(&conf, &text).map_err(|e| fail(format!("writing {}: {e}", conf.display())))?;
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(tier.pid() as i32), nix::sys::signal::Signal::SIGHUP)
+        .map_err(|e| fail(format!("asking nginx to reload: {e}")))?;
+    info.protocol = info.protocol.replace(
+        &format!("over {} replicas", info.config.matches("        server ").count()),
+        &format!("over {} replicas", replicas.len()),
+    );
+    info.config = text;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,9 +29,15 @@ const STOP_GRACE: Duration = Duration::from_secs(6);
 pub struct Topology {
     /// The downstream, or its first replica (`downstream#0`).
     pub downstream: Option<Tier>,
-    /// The downstream's other replicas (`downstream#1`, …), with
-    /// `--downstream-replicas`.
-    pub replicas: Vec<Tier>,
+    /// The downstream's other replicas, each with its index
+    /// (`downstream#1`, …), with `--downstream-replicas`; an index is never
+    /// reused, so a replica added after one was removed gets a new one.
+    pub replicas: Vec<(u32, Tier)>,
+    /// The final `/stats` of replicas removed during the round
+    /// (`--scale-at`), by index: their counters still count.
+    pub retired: Vec<(u32, telemetry::StatsSnapshot)>,
+    /// The index the next replica gets.
+    next_replica: u32,
     /// The balancer in front of the replicas (`--balance l4|l7`), and what
     /// the report says about it.
     pub balancer: Option<(Tier, ProxyInfo)>,
@@ -78,6 +84,8 @@ impl Topology {
         Topology {
             downstream: None,
             replicas: Vec::new(),
+            retired: Vec::new(),
+            next_replica: 1,
             balancer: None,
             caller: None,
             proxy: None,
@@ -193,16 +201,14 @@ impl Topology {
     /// (or none, for client-side balancing); returns the gRPC and REST URLs
     /// the caller is given.
     async fn start_replicas(&mut self, cfg: &Config, tls: Option<&TlsFiles>) -> Result<(String, String), TierError> {
-        for _ in 1..cfg.replicas.downstream_replicas {
-            self.replicas.push(spawn(TierName::Downstream, downstream_args(cfg, tls)).await?);
-        }
-        let all: Vec<&Tier> = self.downstream.iter().chain(&self.replicas).collect();
+        self.add_replicas(cfg, tls, cfg.replicas.downstream_replicas.saturating_sub(1)).await?;
+        let all: Vec<&Tier> = self.live_replicas().map(|(_, t)| t).collect();
         let urls = |listener: &str| all.iter().map(|t| url_of(t, listener, tls)).collect::<Vec<_>>().join(",");
         let mode = cfg.replicas.balance;
         if !mode.has_balancer() {
             return Ok((urls("grpc"), urls("rest")));
         }
-        let upstreams = all.iter().map(|t| listener(t, cfg.transport.listener())).collect::<Result<Vec<_>, _>>()?;
+        let upstreams = self.upstreams(cfg)?;
         let h2c = cfg.transport.is_grpc() || cfg.hop.rest_http2;
         let (tier, info) = balancer::start(mode, cfg.deploy.bind, &upstreams, h2c).await?;
         let scheme = if tls.is_some() { "https" } else { "http" };
@@ -211,13 +217,60 @@ impl Topology {
         Ok((url.clone(), url))
     }
 
-    /// The admin endpoints of the downstream's replicas, in order
+    /// Starts `n` more replicas; returns their indexes.
+    async fn add_replicas(&mut self, cfg: &Config, tls: Option<&TlsFiles>, n: u32) -> Result<Vec<u32>, TierError> {
+        let mut added = Vec::new();
+        for _ in 0..n {
+            let tier = spawn(TierName::Downstream, downstream_args(cfg, tls)).await?;
+            let index = self.next_replica;
+            self.next_replica += 1;
+            self.replicas.push((index, tier));
+            added.push(index);
+        }
+        Ok(added)
+    }
+
+    /// The replicas running, each with its index: `downstream#0` first.
+    pub fn live_replicas(&self) -> impl Iterator<Item = (u32, &Tier)> {
+        self.downstream.iter().map(|t| (0, t)).chain(self.replicas.iter().map(|(i, t)| (*i, t)))
+    }
+
+    /// Each running replica's listener for the arm's transport.
+    fn upstreams(&self, cfg: &Config) -> Result<Vec<SocketAddr>, TierError> {
+        self.live_replicas().map(|(_, t)| listener(t, cfg.transport.listener())).collect()
+    }
+
+    /// Adds `change` replicas (or, negative, takes the newest out of the
+    /// balancer) and reloads the balancer with the replicas left. Returns
+    /// the indexes added and the replicas taken out, still running: the
+    /// caller reads their last figures and stops them.
+    pub async fn scale(
+        &mut self,
+        cfg: &Config,
+        tls: Option<&TlsFiles>,
+        change: i32,
+    ) -> Result<(Vec<u32>, Vec<(u32, Tier)>), TierError> {
+        let (added, removed) = if change > 0 {
+            (self.add_replicas(cfg, tls, change.unsigned_abs()).await?, Vec::new())
+        } else {
+            let keep = self.replicas.len().saturating_sub(change.unsigned_abs() as usize);
+            (Vec::new(), self.replicas.split_off(keep))
+        };
+        let upstreams = self.upstreams(cfg)?;
+        if let Some((tier, info)) = self.balancer.as_mut() {
+            let h2c = cfg.transport.is_grpc() || cfg.hop.rest_http2;
+            balancer::reload(cfg.replicas.balance, tier, info, &upstreams, h2c)?;
+        }
+        Ok((added, removed))
+    }
+
+    /// The admin endpoints of the downstream's running replicas, by index
     /// (`downstream#0` first); empty for one replica reached directly.
-    pub fn replica_admin_urls(&self) -> Vec<String> {
-        if self.replicas.is_empty() && self.balancer.is_none() {
+    pub fn replica_admin_urls(&self) -> Vec<(u32, String)> {
+        if self.replicas.is_empty() && self.balancer.is_none() && self.retired.is_empty() {
             return Vec::new();
         }
-        self.downstream.iter().chain(&self.replicas).map(Tier::admin_url).collect()
+        self.live_replicas().map(|(i, t)| (i, t.admin_url())).collect()
     }
 
     /// The admin endpoint of a tier: a started one's, or the one given for
@@ -253,7 +306,7 @@ impl Topology {
     pub fn tiers(&self) -> impl Iterator<Item = &Tier> {
         self.downstream
             .iter()
-            .chain(self.replicas.iter())
+            .chain(self.replicas.iter().map(|(_, t)| t))
             .chain(self.balancer.iter().map(|(t, _)| t))
             .chain(self.caller.iter())
             .chain(self.proxy.iter().map(|(t, _)| t))
@@ -263,7 +316,7 @@ impl Topology {
     pub fn tiers_mut(&mut self) -> impl Iterator<Item = &mut Tier> {
         self.downstream
             .iter_mut()
-            .chain(self.replicas.iter_mut())
+            .chain(self.replicas.iter_mut().map(|(_, t)| t))
             .chain(self.balancer.iter_mut().map(|(t, _)| t))
             .chain(self.caller.iter_mut())
             .chain(self.proxy.iter_mut().map(|(t, _)| t))
@@ -294,7 +347,8 @@ impl Topology {
             let _ = std::fs::remove_dir_all(&info.work_dir);
         }
         // The replicas drain together.
-        futures::future::join_all(self.downstream.into_iter().chain(self.replicas).map(|d| d.stop(grace, cut))).await;
+        let replicas = self.downstream.into_iter().chain(self.replicas.into_iter().map(|(_, t)| t));
+        futures::future::join_all(replicas.map(|d| d.stop(grace, cut))).await;
     }
 }
 
