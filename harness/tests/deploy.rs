@@ -26,14 +26,24 @@ fn deploy_dir() -> PathBuf {
 /// Every workload's pod spec by name, and every Service by name.
 struct Manifests {
     pods: BTreeMap<String, PodSpec>,
+    /// Each Deployment's replica count.
+    replicas: BTreeMap<String, i32>,
+    /// The workloads of the replicas manifest (`app.kubernetes.io/component: replicas`).
+    replica_workloads: std::collections::BTreeSet<String>,
     services: BTreeMap<String, Service>,
     jobs: BTreeMap<String, JobSpec>,
     claims: Vec<String>,
 }
 
 fn manifests() -> Manifests {
-    let mut m =
-        Manifests { pods: BTreeMap::new(), services: BTreeMap::new(), jobs: BTreeMap::new(), claims: Vec::new() };
+    let mut m = Manifests {
+        pods: BTreeMap::new(),
+        replicas: BTreeMap::new(),
+        replica_workloads: Default::default(),
+        services: BTreeMap::new(),
+        jobs: BTreeMap::new(),
+        claims: Vec::new(),
+    };
     let mut files: Vec<_> = std::fs::read_dir(deploy_dir().join("k8s")).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
     assert!(!files.is_empty());
@@ -44,6 +54,11 @@ fn manifests() -> Manifests {
             let kind = value["kind"].as_str().unwrap_or_else(|| panic!("{}: a document without kind", file.display()));
             let name = value["metadata"]["name"].as_str().unwrap().to_owned();
             let at = |e: serde_yaml::Error| format!("{} ({kind} {name}): {e}", file.display());
+            if value["metadata"]["labels"]["app.kubernetes.io/component"].as_str() == Some("replicas")
+                && kind != "Service"
+            {
+                m.replica_workloads.insert(name.clone());
+            }
             match kind {
                 "Deployment" => {
                     let d: Deployment = serde_yaml::from_value(value.clone()).unwrap_or_else(|e| panic!("{}", at(e)));
@@ -51,6 +66,7 @@ fn manifests() -> Manifests {
                     let labels = spec.template.metadata.as_ref().and_then(|m| m.labels.clone()).unwrap();
                     let selector = spec.selector.match_labels.clone().unwrap();
                     assert!(selector.iter().all(|(k, v)| labels.get(k) == Some(v)), "{name}: selector misses its pods");
+                    m.replicas.insert(name.clone(), spec.replicas.unwrap_or(1));
                     m.pods.insert(name, spec.template.spec.unwrap());
                 }
                 "Job" => {
@@ -164,7 +180,9 @@ fn kubernetes_manifests_agree_with_the_compose_file() {
     let services = c["services"].as_mapping().unwrap();
     let names: Vec<String> = services.keys().map(|k| k.as_str().unwrap().to_owned()).collect();
     let workloads: std::collections::BTreeSet<&str> = names.iter().map(|n| workload(n).0).collect();
-    assert!(workloads.iter().copied().eq(m.pods.keys().map(String::as_str)), "{names:?} vs {:?}", m.pods.keys());
+    // The replicas manifest has no Compose twin (its own test below).
+    let pods = m.pods.keys().filter(|p| !m.replica_workloads.contains(*p)).map(String::as_str);
+    assert!(workloads.iter().copied().eq(pods), "{names:?} vs {:?}", m.pods.keys());
     for name in &names {
         let svc = &c["services"][name.as_str()];
         let (pod_name, index) = workload(name);
@@ -196,16 +214,16 @@ fn kubernetes_manifests_agree_with_the_compose_file() {
             let spec = service.spec.as_ref().unwrap();
             let sp = spec.ports.as_ref().unwrap().iter().find(|p| p.port == port);
             let sp = sp.unwrap_or_else(|| panic!("{name}: Service {host} has no port {port}"));
-            let target = m.pods.get(&host).map(|p| only_container(&host, p)).unwrap();
+            // The pods the Service selects (a headless Service is named apart from them).
+            let selected = spec.selector.as_ref().unwrap()["app.kubernetes.io/name"].clone();
+            let target = m.pods.get(&selected).map(|p| only_container(&selected, p)).unwrap();
             let target_port = match sp.target_port.as_ref().unwrap() {
                 IntOrString::Int(n) => *n,
                 IntOrString::String(s) => {
                     target.ports.as_ref().unwrap().iter().find(|p| p.name.as_deref() == Some(s)).unwrap().container_port
                 }
             };
-            let selector = spec.selector.as_ref().unwrap();
-            let labels = m.pods.keys().find(|n| *n == &host).unwrap();
-            assert_eq!(selector.get("app.kubernetes.io/name"), Some(labels), "{host}: selector");
+            assert!(host == selected || host == format!("{selected}-headless"), "{host}: selects {selected}");
             let target_args = target.args.unwrap();
             assert!(
                 bound_ports(&target_args).contains(&target_port),
@@ -221,6 +239,36 @@ fn kubernetes_manifests_agree_with_the_compose_file() {
                 assert_eq!(admin, Some(&format!("0.0.0.0:{target_port}")), "{name}: admin URL #{i} is {host}'s admin");
             }
         }
+    }
+}
+
+#[test]
+fn the_replicas_sit_behind_a_cluster_ip_and_a_headless_service_each_with_its_caller() {
+    use clap::Parser;
+    let m = manifests();
+    assert!(m.replicas["downstream-replicas"] >= 2, "several replicas: {:?}", m.replicas);
+    let service = |name: &str| m.services[name].spec.clone().unwrap();
+    let (l4, headless) = (service("downstream-replicas"), service("downstream-replicas-headless"));
+    assert_eq!(l4.cluster_ip, None, "a ClusterIP Service: kube-proxy balances connections");
+    assert_eq!(headless.cluster_ip.as_deref(), Some("None"), "headless: DNS names every pod");
+    assert_eq!(l4.selector, headless.selector, "both reach the same pods");
+    assert_eq!(l4.selector.unwrap()["app.kubernetes.io/name"], "downstream-replicas");
+    // The replicas run the single downstream's flags, and the age on top.
+    let args = |name: &str| only_container(name, &m.pods[name]).args.unwrap();
+    let (one, each) = (args("downstream"), args("downstream-replicas"));
+    assert_eq!(each[..one.len()], one[..], "{each:?}");
+    assert_eq!(each[one.len()..], ["--grpc-max-connection-age", "30s"]);
+    downstream::cli::Args::try_parse_from(std::iter::once("downstream".to_owned()).chain(each)).unwrap();
+    // Each caller reaches the replicas its way, with flags the caller takes.
+    for (caller, url, all) in [
+        ("caller-grpc-l4", "http://downstream-replicas:50051", false),
+        ("caller-grpc-headless", "http://downstream-replicas-headless:50051", true),
+    ] {
+        let a = args(caller);
+        let at = a.iter().position(|x| x == "--downstream-grpc").unwrap();
+        assert_eq!((a[at + 1].as_str(), a.contains(&"--downstream-all-addresses".to_owned())), (url, all), "{caller}");
+        let parsed = caller::cli::Args::try_parse_from(std::iter::once("caller".to_owned()).chain(a)).unwrap();
+        assert_eq!(parsed.downstream_all_addresses, all);
     }
 }
 

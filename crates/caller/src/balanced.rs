@@ -20,6 +20,27 @@ pub fn addresses(target: &str) -> Vec<&str> {
     target.split(ADDRESS_SEPARATOR).map(str::trim).filter(|a| !a.is_empty()).collect()
 }
 
+/// `target` (`http://host:port`) as every address its host name resolves
+/// to, comma-separated (`http://10.0.0.7:50051,http://10.0.0.9:50051`): the
+/// pods behind a headless Service. An address that is already an IP
+/// resolves to itself.
+pub async fn every_address(target: &str) -> std::io::Result<String> {
+    let bad = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{target}: {why}"));
+    let uri: http::Uri = target.parse().map_err(|e| bad(format!("not a URL: {e}")))?;
+    let (scheme, host) = (uri.scheme_str().unwrap_or("http"), uri.host().ok_or_else(|| bad("no host".into()))?);
+    let port = uri.port_u16().unwrap_or(if scheme == "https" { 443 } else { 80 });
+    let mut found: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host.trim_matches(['[', ']']), port))
+        .await
+        .map_err(|e| bad(format!("resolving {host}: {e}")))?
+        .collect();
+    found.sort();
+    found.dedup();
+    if found.is_empty() {
+        return Err(bad(format!("{host} has no address")));
+    }
+    Ok(found.iter().map(|a| format!("{scheme}://{a}")).collect::<Vec<_>>().join(","))
+}
+
 /// Calls spread in turn over one client per address.
 pub struct RoundRobin {
     target: String,
@@ -62,6 +83,15 @@ impl Outbound for RoundRobin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn every_address_of_a_name_becomes_one_target_each() {
+        let both = every_address("http://localhost:50051").await.unwrap();
+        assert!(addresses(&both).iter().all(|a| a.starts_with("http://") && a.ends_with(":50051")), "{both}");
+        assert!(addresses(&both).contains(&"http://127.0.0.1:50051"), "{both}");
+        assert_eq!(every_address("http://127.0.0.2:8080").await.unwrap(), "http://127.0.0.2:8080");
+        assert!(every_address("not a url").await.is_err());
+    }
 
     #[test]
     fn addresses_are_split_at_commas_and_trimmed() {

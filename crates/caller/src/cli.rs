@@ -30,12 +30,22 @@ pub struct Args {
     /// REST listener) or grpc-json (JSON over the gRPC listener).
     #[arg(long, value_enum, default_value_t = Transport::Grpc)]
     pub transport: Transport,
-    /// The downstream's gRPC address, e.g. http://127.0.0.1:50051 (for --transport grpc and grpc-json).
+    /// The downstream's gRPC address, e.g. http://127.0.0.1:50051 (for
+    /// --transport grpc and grpc-json); several, comma-separated, are taken
+    /// in turn (client-side balancing over replicas).
     #[arg(long)]
     pub downstream_grpc: Option<String>,
-    /// The downstream's REST address, e.g. http://127.0.0.1:8080 (for --transport rest and rest-pb).
+    /// The downstream's REST address, e.g. http://127.0.0.1:8080 (for
+    /// --transport rest and rest-pb); several, comma-separated, are taken in
+    /// turn.
     #[arg(long)]
     pub downstream_rest: Option<String>,
+    /// Resolve the downstream's host name to every address it has, once at
+    /// start, and take them in turn: client-side balancing over the
+    /// replicas behind a headless Service (gRPC's dns resolver with
+    /// round_robin).
+    #[arg(long)]
+    pub downstream_all_addresses: bool,
     /// Spread gRPC calls over this many HTTP/2 connections.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub grpc_connections: u32,
@@ -104,6 +114,7 @@ impl Args {
             limits: Limits { max_items: self.max_items, ..Limits::default() },
             max_records: self.max_records,
             max_work_bytes: self.max_work_bytes,
+            all_addresses: self.downstream_all_addresses,
             idle_timeout: self.idle_timeout,
             max_in_flight: self.max_in_flight.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             drain_timeout: self.drain_timeout,

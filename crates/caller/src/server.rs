@@ -54,6 +54,10 @@ pub struct Config {
     pub hop: HopOptions,
     /// Bytes of records and uploads the caller holds at once (`--max-work-bytes`).
     pub max_work_bytes: u64,
+    /// Resolve the downstream's host name to every address it has, once at
+    /// start, and take them in turn (`--downstream-all-addresses`: the
+    /// replicas behind a headless Service).
+    pub all_addresses: bool,
 }
 
 impl Default for Config {
@@ -78,6 +82,7 @@ impl Default for Config {
             header_read_timeout: Duration::from_secs(10),
             hop: HopOptions::default(),
             max_work_bytes: service::DEFAULT_MAX_WORK_BYTES,
+            all_addresses: false,
         }
     }
 }
@@ -123,9 +128,13 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     } else {
         (&config.downstream_rest, "--downstream-rest")
     };
+    let mut target = need(url, flag)?;
+    if config.all_addresses {
+        target = crate::balanced::every_address(&target).await?;
+    }
     let settings = ClientSettings {
         transport: config.transport,
-        target: need(url, flag)?,
+        target,
         grpc_connections: config.grpc_connections,
         rest_http2: config.rest_http2,
         hop: config.hop.clone(),
