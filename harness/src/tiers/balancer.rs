@@ -57,27 +57,16 @@ pub fn config(
     modules: &str,
     work: &Path,
 ) -> String {
-    let w = work.display();
     let servers: String = replicas.iter().map(|r| format!("        server {r};\n")).collect();
-    let head = format!(
-        r#"# Written by grpc-vs-rest: nginx balancing {n} downstream replicas ({mode}), on loopback.
-{modules}daemon off;
-master_process on;
-worker_processes auto;
-worker_rlimit_nofile 65536;
-pid {w}/nginx.pid;
-error_log {w}/error.log warn;
-
-events {{
-    worker_connections 16384;
-}}
-"#,
-        n = replicas.len(),
-        mode = mode.as_str(),
-    );
-    let body =
-        if mode == Balance::L4 { stream_block(listen, &servers) } else { http_block(listen, &servers, h2c, work) };
-    head + &body
+    let comment = format!("nginx balancing {} downstream replicas ({}), on loopback.", replicas.len(), mode.as_str());
+    let main = proxy::nginx_main(&comment, modules, work);
+    // The round robin's place is shared by the workers.
+    let zone = "        zone backend 64k;\n";
+    if mode == Balance::L4 {
+        main + &stream_block(listen, &format!("{zone}{servers}"))
+    } else {
+        main + &proxy::nginx_http(listen, zone, &servers, h2c, work)
+    }
 }
 
 /// nginx's `stream` block: one TCP upstream of the replicas.
@@ -85,55 +74,12 @@ fn stream_block(listen: SocketAddr, servers: &str) -> String {
     format!(
         r#"
 stream {{
-    upstream replicas {{
-        zone replicas 64k;
+    upstream backend {{
 {servers}    }}
 
     server {{
         listen {listen};
-        proxy_pass replicas;
-    }}
-}}
-"#
-    )
-}
-
-/// nginx's `http` block: an upstream of the replicas, each call balanced.
-fn http_block(listen: SocketAddr, servers: &str, h2c: bool, work: &Path) -> String {
-    let w = work.display();
-    let (listen_opts, location) = if h2c {
-        (" http2", "grpc_pass grpc://replicas;".to_owned())
-    } else {
-        (
-                "",
-                "proxy_pass http://replicas;\n            proxy_http_version 1.1;\n            proxy_set_header Connection \"\";"
-                    .to_owned(),
-            )
-    };
-    format!(
-        r#"
-http {{
-    access_log off;
-    client_body_temp_path {w}/client_body;
-    proxy_temp_path {w}/proxy;
-    fastcgi_temp_path {w}/fastcgi;
-    uwsgi_temp_path {w}/uwsgi;
-    scgi_temp_path {w}/scgi;
-    keepalive_requests 1000000;
-    keepalive_timeout 75s;
-    http2_max_concurrent_streams 16384;
-
-    upstream replicas {{
-        zone replicas 64k;
-{servers}        keepalive 1024;
-        keepalive_requests 1000000;
-    }}
-
-    server {{
-        listen {listen}{listen_opts};
-        location / {{
-            {location}
-        }}
+        proxy_pass backend;
     }}
 }}
 "#
@@ -227,14 +173,15 @@ mod tests {
         let w = Path::new("/tmp/w");
         let l4 = config(Balance::L4, listen, &replicas, true, "load_module /m/ngx_stream_module.so;\n", w);
         assert!(l4.contains("load_module /m/ngx_stream_module.so;") && l4.contains("stream {"), "{l4}");
-        assert!(l4.contains("proxy_pass replicas;") && !l4.contains("http {"), "{l4}");
+        assert!(l4.contains("proxy_pass backend;") && !l4.contains("http {"), "{l4}");
         let l7 = config(Balance::L7, listen, &replicas, true, "", w);
-        assert!(l7.contains("listen 127.0.0.1:8000 http2;") && l7.contains("grpc_pass grpc://replicas;"), "{l7}");
+        assert!(l7.contains("listen 127.0.0.1:8000 http2;") && l7.contains("grpc_pass grpc://backend;"), "{l7}");
         let rest = config(Balance::L7, listen, &replicas, false, "", w);
-        assert!(rest.contains("proxy_pass http://replicas;") && rest.contains("keepalive 1024;"), "{rest}");
+        assert!(rest.contains("proxy_pass http://backend;") && rest.contains("keepalive 1024;"), "{rest}");
         for c in [&l4, &l7, &rest] {
             assert!(replicas.iter().all(|r| c.contains(&format!("server {r};"))), "{c}");
-            assert!(c.contains("zone replicas 64k;"), "round robin shared by the workers: {c}");
+            assert!(c.contains("zone backend 64k;"), "round robin shared by the workers: {c}");
+            assert!(c.starts_with("# Written by grpc-vs-rest: nginx balancing 3 downstream replicas"), "{c}");
         }
     }
 

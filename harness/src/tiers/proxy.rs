@@ -31,24 +31,14 @@ impl ProxyKind {
     }
 }
 
-/// The proxy's configuration: listen on `listen`, forward everything to
-/// `upstream`, over HTTP/2 cleartext on both sides when `h2c`.
-pub fn config(kind: ProxyKind, listen: SocketAddr, upstream: SocketAddr, h2c: bool, work: &Path) -> String {
+/// The top of every nginx configuration the harness writes: `comment`
+/// first, then `modules` (its `load_module` lines), one master with its
+/// workers in the foreground, every file of its own in `work`.
+pub(crate) fn nginx_main(comment: &str, modules: &str, work: &Path) -> String {
     let w = work.display();
-    match kind {
-        ProxyKind::Nginx => {
-            let (listen_opts, location) = if h2c {
-                (" http2", "grpc_pass grpc://backend;".to_owned())
-            } else {
-                (
-                    "",
-                    "proxy_pass http://backend;\n            proxy_http_version 1.1;\n            proxy_set_header Connection \"\";"
-                        .to_owned(),
-                )
-            };
-            format!(
-                r#"# Written by grpc-vs-rest: nginx between two tiers, on loopback.
-daemon off;
+    format!(
+        r#"# Written by grpc-vs-rest: {comment}
+{modules}daemon off;
 master_process on;
 worker_processes auto;
 worker_rlimit_nofile 65536;
@@ -58,7 +48,27 @@ error_log {w}/error.log warn;
 events {{
     worker_connections 16384;
 }}
+"#
+    )
+}
 
+/// nginx's `http` block: listen on `listen` and send every request to the
+/// upstream `backend` (its `server` lines, `servers`, and `extra` lines
+/// before them), over HTTP/2 cleartext on both sides when `h2c` (gRPC:
+/// `grpc_pass`), else HTTP/1.1 with an upstream keep-alive pool.
+pub(crate) fn nginx_http(listen: SocketAddr, extra: &str, servers: &str, h2c: bool, work: &Path) -> String {
+    let w = work.display();
+    let (listen_opts, location) = if h2c {
+        (" http2", "grpc_pass grpc://backend;".to_owned())
+    } else {
+        (
+            "",
+            "proxy_pass http://backend;\n            proxy_http_version 1.1;\n            proxy_set_header Connection \"\";"
+                .to_owned(),
+        )
+    };
+    format!(
+        r#"
 http {{
     access_log off;
     client_body_temp_path {w}/client_body;
@@ -71,8 +81,7 @@ http {{
     http2_max_concurrent_streams 16384;
 
     upstream backend {{
-        server {upstream};
-        keepalive 1024;
+{extra}{servers}        keepalive 1024;
         keepalive_requests 1000000;
     }}
 
@@ -84,7 +93,16 @@ http {{
     }}
 }}
 "#
-            )
+    )
+}
+
+/// The proxy's configuration: listen on `listen`, forward everything to
+/// `upstream`, over HTTP/2 cleartext on both sides when `h2c`.
+pub fn config(kind: ProxyKind, listen: SocketAddr, upstream: SocketAddr, h2c: bool, work: &Path) -> String {
+    match kind {
+        ProxyKind::Nginx => {
+            nginx_main("nginx between two tiers, on loopback.", "", work)
+                + &nginx_http(listen, "", &format!("        server {upstream};\n"), h2c, work)
         }
         ProxyKind::Caddy => {
             let scheme = if h2c { "h2c" } else { "http" };
