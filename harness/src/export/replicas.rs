@@ -67,7 +67,9 @@ pub fn section(arms: &[(&str, &RunResult)]) -> String {
         if aged > 0.0 && errors > 0 {
             let _ = writeln!(
                 out,
-                "The replicas ended {aged:.1} connections a round at their age, and {name} had {errors} errors in                  its rounds: a client that does not retry them fails the calls it sent on a connection as its                  GOAWAY arrived (see Errors by reason).\n"
+                "The replicas ended {aged:.1} connections a round at their age, and {name} had {errors} errors in \
+                 its rounds: a client that does not retry them fails the calls it sent on a connection as its \
+                 GOAWAY arrived (see Errors by reason).\n"
             );
         }
         let _ = writeln!(
