@@ -80,8 +80,10 @@ fn build_one(settings: &ClientSettings, counters: Arc<Counters>) -> Result<Arc<d
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_factory_names_what_it_could_not_build() {
+    // A runtime: the clients of the addresses that can be built spawn their
+    // connections' tasks.
+    #[tokio::test]
+    async fn the_factory_names_what_it_could_not_build() {
         let settings = ClientSettings {
             transport: Transport::Grpc,
             target: "not a uri".into(),
