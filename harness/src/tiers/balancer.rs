@@ -18,7 +18,7 @@ use std::path::Path;
 use crate::config::{Balance, ProxyHop, ProxyKind};
 use crate::result::{ProxyInfo, TierName};
 use crate::tiers::process::{Tier, TierError};
-use crate::tiers::proxy::{self, SAMPLED_AS_TREE};
+use crate::tiers::proxy;
 
 /// Where Debian's nginx keeps its dynamic modules when `nginx -V` names none.
 const DEBIAN_MODULES: &str = "/usr/lib/nginx/modules";
@@ -115,21 +115,7 @@ pub async fn start(
             format!("HTTP/1.1 with an upstream keep-alive pool, round robin per call over {} replicas", replicas.len())
         }
     };
-    let info = ProxyInfo {
-        kind,
-        version: proxy::version(kind, &prepared.bin),
-        binary: prepared.bin,
-        hop: ProxyHop::Internal,
-        listen: prepared.listen,
-        upstream: replicas[0],
-        protocol,
-        worker_processes: workers,
-        sampled: SAMPLED_AS_TREE.to_owned(),
-        config_file: kind.config_file().to_owned(),
-        work_dir: prepared.work,
-        config: text,
-    };
-    Ok((tier, info))
+    Ok((tier, prepared.info(kind, ProxyHop::Internal, replicas[0], protocol, workers, text)))
 }
 
 /// Rewrites the balancer's configuration for `replicas` and has nginx load

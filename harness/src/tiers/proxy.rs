@@ -156,7 +156,7 @@ fn locate(kind: ProxyKind, dirs: &[PathBuf]) -> Result<PathBuf, TierError> {
 }
 
 /// The proxy's version line, e.g. `nginx/1.22.1` or `2.6.2`.
-pub(crate) fn version(kind: ProxyKind, bin: &Path) -> Option<String> {
+fn version(kind: ProxyKind, bin: &Path) -> Option<String> {
     let args: &[&str] = match kind {
         ProxyKind::Nginx => &["-v"],
         ProxyKind::Caddy => &["version"],
@@ -319,26 +319,42 @@ pub async fn start(
     let prepared = prepare(kind, TierName::Proxy, ip, upstream.port())?;
     let text = config(kind, prepared.listen, upstream, h2c, &prepared.work);
     let (tier, workers) = launch_configured(kind, TierName::Proxy, &prepared, &text).await?;
-    let info = ProxyInfo {
-        kind,
-        version: version(kind, &prepared.bin),
-        binary: prepared.bin,
-        hop,
-        listen: prepared.listen,
-        upstream,
-        protocol: if h2c { "HTTP/2 cleartext on both sides" } else { "HTTP/1.1 with an upstream keep-alive pool" }
-            .to_owned(),
-        worker_processes: workers,
-        sampled: SAMPLED_AS_TREE.to_owned(),
-        config_file: kind.config_file().to_owned(),
-        work_dir: prepared.work,
-        config: text,
-    };
+    let protocol = if h2c { "HTTP/2 cleartext on both sides" } else { "HTTP/1.1 with an upstream keep-alive pool" };
+    let info = prepared.info(kind, hop, upstream, protocol.to_owned(), workers, text);
     Ok((tier, info))
 }
 
+impl Prepared {
+    /// What the report records of the `kind` started from this folder with
+    /// configuration `text`.
+    pub(crate) fn info(
+        self,
+        kind: ProxyKind,
+        hop: ProxyHop,
+        upstream: SocketAddr,
+        protocol: String,
+        worker_processes: Option<usize>,
+        text: String,
+    ) -> ProxyInfo {
+        ProxyInfo {
+            kind,
+            version: version(kind, &self.bin),
+            binary: self.bin,
+            hop,
+            listen: self.listen,
+            upstream,
+            protocol,
+            worker_processes,
+            sampled: SAMPLED_AS_TREE.to_owned(),
+            config_file: kind.config_file().to_owned(),
+            work_dir: self.work,
+            config: text,
+        }
+    }
+}
+
 /// How a proxy's CPU and RSS are sampled.
-pub(crate) const SAMPLED_AS_TREE: &str = "CPU and RSS summed over the proxy's process and its child processes";
+const SAMPLED_AS_TREE: &str = "CPU and RSS summed over the proxy's process and its child processes";
 
 #[cfg(test)]
 mod tests {
