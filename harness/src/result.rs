@@ -376,6 +376,10 @@ pub struct ReplicaRound {
     pub connections_aged: Option<u64>,
     /// The most calls it held at once since it started (its warm-up included).
     pub in_flight_peak: Option<u64>,
+    /// Its own CPU limit at work, for a replica in a container with
+    /// `--tier-cpus downstream=…` (each replica gets that limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttling: Option<CpuThrottling>,
 }
 
 /// A CPU limit at work over one round: the kernel enforces the quota per

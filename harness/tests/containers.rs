@@ -403,3 +403,54 @@ fn a_cpu_limit_that_binds_is_reported_in_run_json_validity_and_the_reports() {
     eprintln!("{note}: {t:?}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// The replicas' shares in round 1 of `run`, by index.
+fn replica_shares(run: &harness::result::RunResult) -> Vec<f64> {
+    let set = run.rounds[0].replicas.as_ref().expect("a round with replicas");
+    set.each.iter().map(|r| r.share.expect("each replica's share measured")).collect()
+}
+
+#[test]
+fn replicas_in_cpu_limited_containers_show_where_grpc_pins_and_the_limit_binds() {
+    if skipped() {
+        return;
+    }
+    // Three replicas, each in a container held to a fifth of a core, behind
+    // an L4 balancer: gRPC's one connection lands on one of them, which
+    // alone uses its quota; the others idle.
+    let out = out_dir("containers-replicas-l4");
+    let replicas = ["--downstream-replicas", "3", "--tier-cpus", "downstream=0.2"];
+    let (_harness, o) = busy_containers_run(&out, &[&replicas[..], &["--balance", "l4"]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let run = load(&run_folder(&out));
+    let shares = replica_shares(&run);
+    assert_eq!(shares.len(), 3, "{shares:?}");
+    let pinned = shares.iter().position(|s| *s == 1.0).unwrap_or_else(|| panic!("one replica took all: {shares:?}"));
+    let each = &run.rounds[0].replicas.as_ref().unwrap().each;
+    for r in each {
+        let t = r.throttling.as_ref().unwrap_or_else(|| panic!("replica {} has its own limit: {r:?}", r.index));
+        assert_eq!(t.cpus, 0.2);
+        if r.index as usize == pinned {
+            assert!(t.throttled_periods * 2 > t.periods, "the pinned replica is held back: {t:?}");
+        } else {
+            assert_eq!(t.throttled_periods, 0, "a replica with no calls is never throttled: {t:?}");
+        }
+    }
+    // The tier's limit is the replicas' together.
+    let tier = &run.rounds[0].cpu_throttling[&TierName::Downstream];
+    assert!((tier.cpus - 0.6).abs() < 1e-9, "{tier:?}");
+    assert_eq!(tier.throttled_periods, each[pinned].throttling.as_ref().unwrap().throttled_periods);
+    // The balancer runs on the host, sampled as a process of its own.
+    assert!(run.tiers.contains_key(&TierName::Balancer), "{:?}", run.tiers.keys());
+    let report = std::fs::read_to_string(run_folder(&out).join("report.md")).unwrap();
+    assert!(report.contains("CPU limit bound (% of periods)"), "{report}");
+    let _ = std::fs::remove_dir_all(&out);
+
+    // The same replicas balanced by the caller: every one gets calls.
+    let out = out_dir("containers-replicas-client");
+    let (_harness, o) = busy_containers_run(&out, &[&replicas[..], &["--balance", "client"]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let shares = replica_shares(&load(&run_folder(&out)));
+    assert!(shares.iter().all(|s| (0.2..=0.47).contains(s)), "{shares:?}");
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -224,15 +224,15 @@ impl Replicas {
             ("--caller-url", !deploy.remote.caller_url.is_empty()),
             ("--downstream-url", deploy.downstream_url.is_some()),
             ("--target", deploy.target != TargetTier::Caller),
-            ("--isolation", deploy.isolation == Isolation::Containers),
             ("--proxy", deploy.proxy.is_some()),
             ("--link", link.is_some()),
         ];
         if several && let Some((flag, _)) = conflicts.iter().find(|(_, given)| *given) {
             return Err(bad(
                 flag,
-                "does not go with --downstream-replicas or --balance yet: replicas are local processes the harness \
-                 starts behind the caller it starts, with nothing else on the internal hop; leave out one of them",
+                "does not go with --downstream-replicas or --balance yet: replicas are processes or containers the \
+                 harness starts behind the caller it starts, with nothing else on the internal hop; leave out one \
+                 of them",
             ));
         }
         if balance == Balance::L7 && hop.tls.is_on() {
@@ -244,23 +244,7 @@ impl Replicas {
         }
         let scale_at = match a.scale_at.as_deref() {
             None => Vec::new(),
-            Some(text) => {
-                if !balance.has_balancer() {
-                    return Err(bad(
-                        "--scale-at",
-                        "goes with --balance l4 or l7: the harness reloads the balancer with the new replicas (a \
-                         caller balancing by itself is given the replicas' addresses when it starts)",
-                    ));
-                }
-                if !load.fresh_tiers || load.closed_loop {
-                    return Err(bad(
-                        "--scale-at",
-                        "needs fresh tiers for every round and an open loop (leave out --reuse-tiers and \
-                         --connections without --qps): every round starts from --downstream-replicas",
-                    ));
-                }
-                scale_steps(text, n, load.duration)?
-            }
+            Some(text) => scale_at(text, n, balance, deploy, load)?,
         };
         Ok(Replicas {
             downstream_replicas: n,
@@ -331,4 +315,30 @@ mod secs_opt {
             .map(|v| Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom))
             .transpose()
     }
+}
+
+/// `--scale-at`'s steps, where the run can make them.
+fn scale_at(text: &str, n: u32, balance: Balance, deploy: &Deploy, load: &Load) -> Result<Vec<ScaleStep>, ConfigError> {
+    if !balance.has_balancer() {
+        return Err(bad(
+            "--scale-at",
+            "goes with --balance l4 or l7: the harness reloads the balancer with the new replicas (a \
+             caller balancing by itself is given the replicas' addresses when it starts)",
+        ));
+    }
+    if deploy.isolation == Isolation::Containers {
+        return Err(bad(
+            "--scale-at",
+            "does not go with --isolation containers yet: replicas added during a round are started as \
+             processes; leave out one of them",
+        ));
+    }
+    if !load.fresh_tiers || load.closed_loop {
+        return Err(bad(
+            "--scale-at",
+            "needs fresh tiers for every round and an open loop (leave out --reuse-tiers and \
+             --connections without --qps): every round starts from --downstream-replicas",
+        ));
+    }
+    scale_steps(text, n, load.duration)
 }

@@ -308,7 +308,7 @@ fn bad_values_name_the_flag() {
         (&["--downstream-replicas", "2", "--balance", "l4", "--proxy", "nginx"], "--proxy"),
         (&["--downstream-replicas", "2", "--balance", "l4", "--target", "downstream"], "--target"),
         (&["--downstream-replicas", "2", "--balance", "l4", "--link", "lan"], "--link"),
-        (&["--balance", "client", "--isolation", "containers"], "--isolation"),
+        (&["--balance", "l4", "--isolation", "containers", "--scale-at", "10s:+1", "--duration", "60s"], "--scale-at"),
         (&["--replica-capacity", "0"], "--replica-capacity"),
         (&["--grpc-max-connection-age", "0s"], "--grpc-max-connection-age"),
         (&["--grpc-max-connection-age", "soon"], "--grpc-max-connection-age"),

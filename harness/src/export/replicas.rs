@@ -25,14 +25,36 @@ pub fn findings(arms: &[(&str, &RunResult)]) -> String {
 
 /// `## Replicas`: how calls reached them, then per arm its sentence and a
 /// table of its replicas. Empty for one replica reached directly.
+/// Where the replicas ran, for the section's first sentence: `, each in a
+/// container of its own limited to 0.5 cores, the balancer on the host`;
+/// nothing for processes.
+fn placement(run: &RunResult) -> String {
+    let deploy = &run.config.deploy;
+    if deploy.isolation != crate::config::Isolation::Containers {
+        return String::new();
+    }
+    let limits = &deploy.tier_limits;
+    let mut each: Vec<String> = Vec::new();
+    if let Some(c) = limits.cpus.get("downstream") {
+        each.push(format!("{c} cores"));
+    }
+    if let Some(m) = limits.memory_bytes.get("downstream") {
+        each.push(format!("{:.0} MiB", *m as f64 / 1048576.0));
+    }
+    let limited = if each.is_empty() { String::new() } else { format!(" limited to {}", each.join(" and ")) };
+    let host = if run.config.replicas.balance.has_balancer() { ", the balancer on the host" } else { "" };
+    format!(", each in a container of its own{limited}{host}")
+}
+
 pub fn section(arms: &[(&str, &RunResult)]) -> String {
     let summaries: Vec<(&str, ArmReplicas)> =
         arms.iter().filter_map(|(name, run)| Some((*name, summarize(run)?))).collect();
     let Some((_, first)) = summaries.first() else { return String::new() };
     let mut out = String::from("\n## Replicas\n\n");
+    let placed = placement(arms[0].1);
     let _ = writeln!(
         out,
-        "The downstream ran as {} replicas, reached by {}{}. Each replica's figures come from its own `/stats`, read \
+        "The downstream ran as {} replicas{placed}, reached by {}{}. Each replica's figures come from its own `/stats`, read \
          at each round's start and end; its share is its part of the calls all replicas answered, and the \
          imbalance is the largest share ÷ the fair share (1 = even; {} = every call on one), with its 95% t \
          interval over the rounds. Means over the rounds; the in-flight peak is since the replica started (its \
@@ -72,15 +94,19 @@ pub fn section(arms: &[(&str, &RunResult)]) -> String {
                  GOAWAY arrived (see Errors by reason).\n"
             );
         }
+        // Containers with a CPU limit: how often each replica's limit held it back.
+        let limited = s.each.iter().any(|r| r.throttled.is_some());
         let _ = writeln!(
             out,
             "| {name} replica | share of calls (%) | OK calls | shed | CPU per call (µs) | RSS (MiB) | connections \
-             opened | aged out | in-flight peak |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+             opened | aged out | in-flight peak |{}\n|---|---:|---:|---:|---:|---:|---:|---:|---:|{}",
+            if limited { " CPU limit bound (% of periods) |" } else { "" },
+            if limited { "---:|" } else { "" }
         );
         for r in &s.each {
             let _ = writeln!(
                 out,
-                "| downstream#{} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| downstream#{} | {} | {} | {} | {} | {} | {} | {} | {} |{}",
                 r.index,
                 num(r.share.map(|s| s * 100.0), 1),
                 num(r.ok, 0),
@@ -90,6 +116,7 @@ pub fn section(arms: &[(&str, &RunResult)]) -> String {
                 num(r.connections, 1),
                 num(r.connections_aged, 1),
                 num(r.in_flight_peak, 0),
+                if limited { format!(" {} |", num(r.throttled.map(|t| t * 100.0), 1)) } else { String::new() },
             );
         }
         out.push('\n');

@@ -24,6 +24,9 @@ pub struct ReplicaMeans {
     pub connections: Option<f64>,
     pub connections_aged: Option<f64>,
     pub in_flight_peak: Option<f64>,
+    /// The part of its CPU limit's enforcement periods in which it was
+    /// throttled (0 to 1), for a replica in a CPU-limited container.
+    pub throttled: Option<f64>,
 }
 
 /// An arm's replicas over its rounds.
@@ -135,6 +138,10 @@ pub fn summarize(run: &RunResult) -> Option<ArmReplicas> {
             connections: of(i, |r| r.connections.map(|c| c as f64)),
             connections_aged: of(i, |r| r.connections_aged.map(|c| c as f64)),
             in_flight_peak: of(i, |r| r.in_flight_peak.map(|c| c as f64)),
+            throttled: of(i, |r| {
+                let t = r.throttling.as_ref()?;
+                Some(if t.periods == 0 { 0.0 } else { t.throttled_periods as f64 / t.periods as f64 })
+            }),
         })
         .collect();
     let largest =
@@ -224,6 +231,7 @@ mod tests {
                 connections_open: Some(1),
                 connections_aged: Some(0),
                 in_flight_peak: Some(5),
+                throttling: None,
             })
             .collect();
         let largest = shares.iter().copied().reduce(f64::max).unwrap();

@@ -99,6 +99,7 @@ pub fn replica_set(deltas: &[ReplicaDelta]) -> Option<ReplicaSet> {
                 connections_open: c.and_then(|c| c.connections_open),
                 connections_aged: c.map(|c| c.connections_aged),
                 in_flight_peak: c.map(|c| c.in_flight_peak),
+                throttling: d.throttling.clone(),
             }
         })
         .collect();
@@ -319,6 +320,7 @@ mod tests {
             cpu_seconds: Some(cpu),
             rss_bytes: Some(1 << 20),
             internal: Some(counters(ok, Some(ok * 100), Some(ok * 1000))),
+            throttling: None,
         };
         // Every call on one of three: the imbalance is 3, the others' shares 0.
         let pinned = replica_set(&[replica(300, 0.03), replica(0, 0.001), replica(0, 0.001)]).unwrap();

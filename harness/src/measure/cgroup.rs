@@ -10,11 +10,24 @@ use std::path::Path;
 use crate::result::CpuThrottling;
 
 /// One read of `cpu.stat`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CpuStat {
     pub periods: u64,
     pub throttled_periods: u64,
     pub throttled_ns: u64,
+}
+
+/// Two groups' counters as one tier's (the downstream's replicas): each
+/// group is throttled on its own, so a tier's periods are the sum of theirs.
+impl std::ops::Add for CpuStat {
+    type Output = CpuStat;
+    fn add(self, o: CpuStat) -> CpuStat {
+        CpuStat {
+            periods: self.periods + o.periods,
+            throttled_periods: self.throttled_periods + o.throttled_periods,
+            throttled_ns: self.throttled_ns + o.throttled_ns,
+        }
+    }
 }
 
 impl CpuStat {

@@ -60,7 +60,7 @@ impl RemoteSampler {
         };
         let reads = self.watched.iter().map(|w| self.reader.stats_at(Some(&w.admin_url)));
         let stats: Vec<Option<StatsSnapshot>> = futures::future::join_all(reads).await;
-        let mut out = Vec::with_capacity(stats.len());
+        let mut out: Vec<ArmSample> = Vec::with_capacity(stats.len());
         for (i, s) in stats.into_iter().enumerate() {
             let reading = s.as_ref().and_then(|s| Some((s.uptime_seconds, s.process.cpu_seconds?)));
             let cpu = self.windows[i].next(reading, self.min_window_seconds);
@@ -72,10 +72,26 @@ impl RemoteSampler {
                 rss_bytes: s.as_ref().and_then(|s| s.process.rss_bytes),
                 cpu_seconds: reading.map(|(_, c)| c),
             };
-            out.push(ArmSample { arm: Some(self.watched[i].arm), sample });
+            let arm = Some(self.watched[i].arm);
+            // The downstream's replicas (watched one after another) are one
+            // tier: their figures summed, unmeasured if any one is.
+            match out.last_mut().filter(|last| last.arm == arm && last.sample.tier == sample.tier) {
+                Some(last) => add_to(&mut last.sample, &sample),
+                None => out.push(ArmSample { arm, sample }),
+            }
         }
         out
     }
+}
+
+/// Adds `b`'s CPU and memory to `a`'s: two processes of one tier. The CPU
+/// window is the longer of the two.
+fn add_to(a: &mut ResourceSample, b: &ResourceSample) {
+    let sum = |x: Option<f64>, y: Option<f64>| Some(x? + y?);
+    a.cpu_percent = sum(a.cpu_percent, b.cpu_percent);
+    a.cpu_seconds = sum(a.cpu_seconds, b.cpu_seconds);
+    a.cpu_window_seconds = a.cpu_window_seconds.zip(b.cpu_window_seconds).map(|(x, y)| x.max(y));
+    a.rss_bytes = a.rss_bytes.zip(b.rss_bytes).map(|(x, y)| x + y);
 }
 
 #[cfg(test)]
@@ -91,5 +107,33 @@ mod tests {
         let got = s.sample(Instant::now()).await.remove(0);
         assert_eq!(got.arm, Some(0));
         assert_eq!((got.sample.cpu_percent, got.sample.rss_bytes, got.sample.cpu_seconds), (None, None, None));
+    }
+
+    #[tokio::test]
+    async fn an_arms_replicas_are_one_tier_their_figures_summed() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let w = |arm, tier| RemoteWatched { arm, tier, admin_url: format!("http://127.0.0.1:{port}") };
+        let watched = vec![w(0, TierName::Downstream), w(0, TierName::Downstream), w(0, TierName::Caller)];
+        let mut s = RemoteSampler::new([watched, vec![w(1, TierName::Downstream)]].concat()).unwrap();
+        let got: Vec<_> = s.sample(Instant::now()).await.into_iter().map(|a| (a.arm, a.sample.tier)).collect();
+        assert_eq!(
+            got,
+            [(Some(0), TierName::Downstream), (Some(0), TierName::Caller), (Some(1), TierName::Downstream)]
+        );
+
+        let sample = |cpu: Option<f64>, rss: u64, window: f64| ResourceSample {
+            t_seconds: 1.0,
+            tier: TierName::Downstream,
+            cpu_percent: cpu,
+            cpu_window_seconds: Some(window),
+            rss_bytes: Some(rss),
+            cpu_seconds: cpu.map(|c| c / 100.0),
+        };
+        let mut a = sample(Some(40.0), 10, 0.5);
+        add_to(&mut a, &sample(Some(20.0), 5, 0.6));
+        assert_eq!((a.cpu_percent, a.rss_bytes, a.cpu_window_seconds), (Some(60.0), Some(15), Some(0.6)));
+        // One replica unread: the tier's CPU is not measured, never a part of it.
+        add_to(&mut a, &sample(None, 5, 0.5));
+        assert_eq!((a.cpu_percent, a.cpu_seconds, a.rss_bytes), (None, None, Some(20)));
     }
 }

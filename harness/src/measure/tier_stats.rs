@@ -26,8 +26,11 @@ pub struct Snapshot {
     pub replicas: BTreeMap<u32, Option<StatsSnapshot>>,
     pub caller: Option<StatsSnapshot>,
     pub harness: ProcessSnapshot,
-    /// Each CPU-limited tier's limit (cores) and `cpu.stat`.
+    /// Each CPU-limited tier's limit (cores) and `cpu.stat`; a downstream
+    /// of several replicas, their limits and counters summed.
     pub cpu_stat: BTreeMap<TierName, (f64, CpuStat)>,
+    /// Each CPU-limited replica's own, by index.
+    pub replica_cpu_stat: BTreeMap<u32, (f64, CpuStat)>,
 }
 
 /// The largest `/stats` body read: a tier's is a few kilobytes; a body
@@ -114,6 +117,7 @@ impl TierStatsReader {
                 caller: None,
                 harness: self.harness.snapshot(),
                 cpu_stat: BTreeMap::new(),
+                replica_cpu_stat: BTreeMap::new(),
             },
         }
     }
@@ -133,11 +137,17 @@ impl TierStatsReader {
         if !replicas.is_empty() {
             downstream = replicas.values().cloned().collect::<Option<Vec<_>>>().map(|all| summed(&all));
         }
-        let cpu_stat = topology
-            .cpu_limited()
-            .filter_map(|(tier, path, cpus)| Some((tier, (cpus, CpuStat::read(path)?))))
-            .collect();
-        Snapshot { at, downstream, replicas, caller, harness: self.harness.snapshot(), cpu_stat }
+        let (mut cpu_stat, mut replica_cpu_stat) = (BTreeMap::new(), BTreeMap::new());
+        for (tier, replica, path, cpus) in topology.cpu_limited() {
+            let Some(read) = CpuStat::read(path) else { continue };
+            let sum: &mut (f64, CpuStat) = cpu_stat.entry(tier).or_insert((0.0, CpuStat::default()));
+            *sum = (sum.0 + cpus, sum.1 + read);
+            if let Some(i) = replica {
+                replica_cpu_stat.insert(i, (cpus, read));
+            }
+        }
+        let harness = self.harness.snapshot();
+        Snapshot { at, downstream, replicas, caller, harness, cpu_stat, replica_cpu_stat }
     }
 }
 
@@ -179,6 +189,8 @@ pub struct ReplicaDelta {
     pub rss_bytes: Option<u64>,
     /// Its listener for the transport.
     pub internal: Option<CountersSnapshot>,
+    /// Its CPU limit at work, for a replica in a CPU-limited container.
+    pub throttling: Option<CpuThrottling>,
 }
 
 /// What the counters moved by between two snapshots. `None` wherever either
@@ -237,6 +249,11 @@ impl Deltas {
                         cpu_seconds: cpu(a, b.as_ref()),
                         rss_bytes: b.as_ref().and_then(|b| b.process.rss_bytes),
                         internal: listener(a, b.as_ref(), internal_listener),
+                        throttling: e
+                            .replica_cpu_stat
+                            .get(i)
+                            .zip(s.replica_cpu_stat.get(i))
+                            .map(|((cpus, b), (_, a))| b.since(a, *cpus)),
                     }
                 })
                 .collect(),

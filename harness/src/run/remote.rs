@@ -43,7 +43,13 @@ pub(super) async fn describe(arms: &mut [Arm], reader: &TierStatsReader, quiet: 
                 let at = remote.admin_url.as_deref().unwrap_or("no admin endpoint given");
                 let host = stats.as_ref().and_then(|s| s.hostname.as_deref()).unwrap_or("host unknown");
                 let state = if stats.is_some() { host } else { "not reachable: its figures are not measured" };
-                eprintln!("{} ({}): sampled through {at} ({state})", remote.name, arm.config.transport);
+                let replica = remote.replica.map(|i| format!("#{i}")).unwrap_or_default();
+                eprintln!("{}{replica} ({}): sampled through {at} ({state})", remote.name, arm.config.transport);
+            }
+            if remote.replica.is_some_and(|i| i > 0) {
+                // As for replicas started as processes: the first one's
+                // settings stand for all; each round holds every replica's figures.
+                continue;
             }
             let info = TierInfo {
                 pid: stats.as_ref().map(|s| s.process.pid),

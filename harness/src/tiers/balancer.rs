@@ -58,7 +58,8 @@ pub fn config(
     work: &Path,
 ) -> String {
     let servers: String = replicas.iter().map(|r| format!("        server {r};\n")).collect();
-    let comment = format!("nginx balancing {} downstream replicas ({}), on loopback.", replicas.len(), mode.as_str());
+    let comment =
+        format!("nginx balancing {} downstream replicas ({}), listening on {listen}.", replicas.len(), mode.as_str());
     let main = proxy::nginx_main(&comment, modules, work);
     // The round robin's place is shared by the workers.
     let zone = "        zone backend 64k;\n";
@@ -108,14 +109,17 @@ pub async fn start(
     };
     let text = config(mode, prepared.listen, replicas, h2c, &modules, &prepared.work);
     let (tier, workers) = proxy::launch_configured(kind, TierName::Balancer, &prepared, &text).await?;
-    let protocol = match mode {
-        Balance::L4 => format!("TCP (nginx stream), round robin per connection over {} replicas", replicas.len()),
-        _ if h2c => format!("HTTP/2 cleartext on both sides, round robin per call over {} replicas", replicas.len()),
-        _ => {
-            format!("HTTP/1.1 with an upstream keep-alive pool, round robin per call over {} replicas", replicas.len())
-        }
-    };
+    let protocol = protocol(mode, h2c, replicas.len());
     Ok((tier, prepared.info(kind, ProxyHop::Internal, replicas[0], protocol, workers, text)))
+}
+
+/// What the report says the balancer speaks and how it spreads the calls.
+fn protocol(mode: Balance, h2c: bool, replicas: usize) -> String {
+    match mode {
+        Balance::L4 => format!("TCP (nginx stream), round robin per connection over {replicas} replicas"),
+        _ if h2c => format!("HTTP/2 cleartext on both sides, round robin per call over {replicas} replicas"),
+        _ => format!("HTTP/1.1 with an upstream keep-alive pool, round robin per call over {replicas} replicas"),
+    }
 }
 
 /// Rewrites the balancer's configuration for `replicas` and has nginx load
@@ -139,10 +143,7 @@ pub fn reload(
     std::fs::write(&conf, &text).map_err(|e| fail(format!("writing {}: {e}", conf.display())))?;
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(tier.pid() as i32), nix::sys::signal::Signal::SIGHUP)
         .map_err(|e| fail(format!("asking nginx to reload: {e}")))?;
-    info.protocol = info.protocol.replace(
-        &format!("over {} replicas", info.config.matches("        server ").count()),
-        &format!("over {} replicas", replicas.len()),
-    );
+    info.protocol = protocol(mode, h2c, replicas.len());
     info.config = text;
     Ok(())
 }

@@ -77,7 +77,7 @@ mod tests {
     use caller::Transport;
 
     use super::*;
-    use crate::config::{Compression, TierRole};
+    use crate::config::Compression;
     use crate::testing;
     use crate::tiers::{containers, topology};
 
@@ -101,15 +101,15 @@ mod tests {
 
     #[test]
     fn processes_and_containers_give_each_tier_the_same_settings() {
-        let ip = Some(std::net::IpAddr::from([172, 18, 0, 2]));
         for transport in [Transport::Grpc, Transport::Rest] {
             let cfg = unusual(transport);
             let process_downstream = topology::downstream_args(&cfg, None);
-            let container_downstream = containers::tier_args(&cfg, TierRole::Downstream, None);
+            let container_downstream = containers::downstream_args(&cfg);
             assert_eq!(settings_only(&process_downstream), settings_only(&container_downstream));
 
             let process_caller = topology::caller_args(&cfg, None, "http://a".into(), "http://b".into());
-            let container_caller = containers::tier_args(&cfg, TierRole::Caller, ip);
+            let container_caller =
+                containers::caller_args(&cfg, "http://172.18.0.2:50051".into(), "http://172.18.0.2:8080".into());
             assert_eq!(settings_only(&process_caller), settings_only(&container_caller));
 
             // The settings reach both tiers: a drift in either launcher, or

@@ -31,7 +31,7 @@ use service::ReadyLine;
 use tokio::process::Command;
 use tokio::task::JoinHandle;
 
-use crate::config::{Config, TierRole};
+use crate::config::Config;
 use crate::result::TierName;
 use crate::tiers::TierError;
 use crate::tiers::command::{self, Placement};
@@ -75,6 +75,8 @@ enum Kind {
 #[derive(Debug, Clone)]
 pub struct Started {
     pub tier: TierName,
+    /// The downstream's replica it is (`downstream#0`, …); 0 for the caller.
+    pub replica: u32,
     pub name: String,
     pub ip: IpAddr,
     pub ready: ReadyLine,
@@ -109,23 +111,22 @@ impl Started {
     }
 }
 
-/// A tier's arguments inside its container: every listener on the fixed
-/// port of its own network namespace, the caller pointed at the downstream's
-/// address (`downstream`). No TLS files: `--tls` is refused with containers.
-pub(crate) fn tier_args(cfg: &Config, role: TierRole, downstream: Option<IpAddr>) -> Vec<String> {
+/// The downstream's arguments inside its container: every listener on the
+/// fixed port of its own network namespace. No TLS files: `--tls` is
+/// refused with containers.
+pub(crate) fn downstream_args(cfg: &Config) -> Vec<String> {
     let any = |port: u16| format!("0.0.0.0:{port}");
-    let url = |port: u16| downstream.map(|ip| format!("http://{}", std::net::SocketAddr::new(ip, port)));
-    let placement = match role {
-        TierRole::Downstream => {
-            Placement::Downstream { grpc: any(GRPC_PORT), rest: any(REST_PORT), admin: any(ADMIN_PORT) }
-        }
-        TierRole::Caller => Placement::Caller {
-            front: any(FRONT_PORT),
-            admin: any(ADMIN_PORT),
-            downstream_grpc: url(GRPC_PORT).unwrap_or_default(),
-            downstream_rest: url(REST_PORT).unwrap_or_default(),
-        },
-    };
+    let placement = Placement::Downstream { grpc: any(GRPC_PORT), rest: any(REST_PORT), admin: any(ADMIN_PORT) };
+    command::tier_args(cfg, None, &placement)
+}
+
+/// The caller's arguments inside its container, pointed at the
+/// downstream's gRPC and REST URLs (a replica's, the replicas' comma-joined,
+/// or the balancer's).
+pub(crate) fn caller_args(cfg: &Config, downstream_grpc: String, downstream_rest: String) -> Vec<String> {
+    let any = |port: u16| format!("0.0.0.0:{port}");
+    let placement =
+        Placement::Caller { front: any(FRONT_PORT), admin: any(ADMIN_PORT), downstream_grpc, downstream_rest };
     command::tier_args(cfg, None, &placement)
 }
 
@@ -138,13 +139,19 @@ pub struct Containers {
     /// One watcher per started container (each a `docker wait`, killed
     /// when the task is aborted).
     watchers: Vec<JoinHandle<()>>,
+    /// How many of the downstream's replicas it was to start.
+    replicas: u32,
+    /// The tiers' image (this executable's).
+    image: String,
     removed: bool,
 }
 
 impl Containers {
-    /// Starts the downstream, then the caller pointed at it, on a new network.
+    /// Makes the arm's network and starts the downstream's replicas on it
+    /// (`--downstream-replicas`, one by default); the caller comes next
+    /// ([`Containers::start_caller`]), once it is known where its calls go.
     /// A failure removes whatever was made.
-    pub async fn start(cfg: &Config) -> Result<Containers, TierError> {
+    pub async fn start_downstream(cfg: &Config) -> Result<Containers, TierError> {
         remove_stale().await;
         start_reaper().map_err(|reason| TierError::Spawn { tier: TierName::Downstream, reason })?;
         let image = ensure_image().await.map_err(|reason| TierError::Spawn { tier: TierName::Downstream, reason })?;
@@ -155,39 +162,57 @@ impl Containers {
         args.push(network.clone());
         docker(&args).await.map_err(|reason| TierError::Spawn { tier: TierName::Downstream, reason })?;
         remember(Kind::Network, &network);
-        let mut set = Containers { network, tiers: Vec::new(), watchers: Vec::new(), removed: false };
-        match set.start_tiers(cfg, &image).await {
-            Ok(()) => Ok(set),
-            Err(e) => {
+        let replicas = cfg.replicas.downstream_replicas.max(1);
+        let mut set = Containers { network, tiers: Vec::new(), watchers: Vec::new(), replicas, removed: false, image };
+        for replica in 0..replicas {
+            if let Err(e) = set.run_tier(cfg, TierName::Downstream, replica, downstream_args(cfg)).await {
                 set.remove().await;
-                Err(e)
+                return Err(e);
             }
         }
+        Ok(set)
     }
 
-    async fn start_tiers(&mut self, cfg: &Config, image: &str) -> Result<(), TierError> {
-        let d = self.run_tier(cfg, image, TierName::Downstream, tier_args(cfg, TierRole::Downstream, None)).await?;
-        let caller = tier_args(cfg, TierRole::Caller, Some(d.ip));
-        self.tiers.push(d);
-        let c = self.run_tier(cfg, image, TierName::Caller, caller).await?;
-        self.tiers.push(c);
-        Ok(())
+    /// Starts the caller on the arm's network, pointed at `grpc` and `rest`.
+    pub async fn start_caller(&mut self, cfg: &Config, grpc: String, rest: String) -> Result<(), TierError> {
+        self.run_tier(cfg, TierName::Caller, 0, caller_args(cfg, grpc, rest)).await
     }
 
+    /// The downstream's replicas, `downstream#0` first.
+    pub fn replicas(&self) -> impl Iterator<Item = &Started> {
+        self.tiers.iter().filter(|t| t.tier == TierName::Downstream)
+    }
+
+    /// The host's address on the arm's network (its bridge's gateway): where
+    /// a process on the host (the balancer) listens for the containers.
+    pub async fn gateway(&self) -> Result<IpAddr, TierError> {
+        let fail = |reason: String| TierError::Spawn { tier: TierName::Balancer, reason };
+        let format = "{{range .IPAM.Config}}{{.Gateway}} {{end}}".to_owned();
+        let text = docker(&["network".into(), "inspect".into(), "-f".into(), format, self.network.clone()])
+            .await
+            .map_err(fail)?;
+        text.split_whitespace()
+            .find_map(|a| a.parse::<IpAddr>().ok().filter(IpAddr::is_ipv4))
+            .ok_or_else(|| fail(format!("network {} names no IPv4 gateway ({text:?})", self.network)))
+    }
+
+    /// Starts one tier's container and waits for its ready line; it joins
+    /// [`Containers::tiers`].
     async fn run_tier(
         &mut self,
         cfg: &Config,
-        image: &str,
         tier: TierName,
+        replica: u32,
         tier_args: Vec<String>,
-    ) -> Result<Started, TierError> {
+    ) -> Result<(), TierError> {
         let fail = |reason: String| TierError::Spawn { tier, reason };
-        let name = format!("{}-{}", self.network, tier.as_str());
-        let mut args: Vec<String> =
-            ["run", "-d", "--name", &name, "--hostname", tier.as_str(), "--network", &self.network]
-                .into_iter()
-                .map(String::from)
-                .collect();
+        let host = host_name(tier, replica);
+        let name = format!("{}-{host}", self.network);
+        let image = self.image.clone();
+        let mut args: Vec<String> = ["run", "-d", "--name", &name, "--hostname", &host, "--network", &self.network]
+            .into_iter()
+            .map(String::from)
+            .collect();
         args.extend(labels());
         let cpus = cfg.deploy.tier_limits.cpus.get(tier.as_str()).copied();
         let memory = cfg.deploy.tier_limits.memory_bytes.get(tier.as_str()).copied();
@@ -199,7 +224,7 @@ impl Containers {
             // past the limit, the OOM killer instead, as in a pod.
             args.extend(["--memory".into(), m.to_string(), "--memory-swap".into(), m.to_string()]);
         }
-        args.extend([image.to_owned(), super::TIER_ROLE_ARG.to_owned(), tier.as_str().to_owned()]);
+        args.extend([image.clone(), super::TIER_ROLE_ARG.to_owned(), tier.as_str().to_owned()]);
         args.extend(tier_args);
         docker(&args).await.map_err(fail)?;
         remember(Kind::Container, &name);
@@ -228,7 +253,8 @@ impl Containers {
             Some(c) => cpu_stat_path(&name).await.map(|p| (p, c)),
             None => None,
         };
-        Ok(Started { tier, name, ip, ready, description, cpu_stat, died })
+        self.tiers.push(Started { tier, replica, name, ip, ready, description, cpu_stat, died });
+        Ok(())
     }
 
     /// Removes the containers (at once: `docker rm -f` stops them with
@@ -268,8 +294,18 @@ impl Containers {
 
     fn names(&self) -> Vec<String> {
         // Every container of the network, started or not.
-        [TierName::Downstream, TierName::Caller].iter().map(|t| format!("{}-{}", self.network, t.as_str())).collect()
+        (0..self.replicas)
+            .map(|i| host_name(TierName::Downstream, i))
+            .chain([host_name(TierName::Caller, 0)])
+            .map(|host| format!("{}-{host}", self.network))
+            .collect()
     }
+}
+
+/// A tier's host name in its container, and the end of the container's name:
+/// `downstream`, `downstream-1`, …, `caller`.
+fn host_name(tier: TierName, replica: u32) -> String {
+    if replica == 0 { tier.as_str().to_owned() } else { format!("{}-{replica}", tier.as_str()) }
 }
 
 impl Drop for Containers {

@@ -62,6 +62,9 @@ pub struct Topology {
 #[derive(Debug, Clone)]
 pub struct RemoteTier {
     pub name: TierName,
+    /// Which of the downstream's replicas it is, for an arm with several
+    /// (or a balancer): `downstream#0`, …
+    pub replica: Option<u32>,
     /// Its admin endpoint (`http://host:port`), if known.
     pub admin_url: Option<String>,
     /// The container it runs in, when the harness started one
@@ -104,6 +107,7 @@ impl Topology {
         let mut topology = Topology::empty();
         let remote = |name, admin_url: Option<&str>| RemoteTier {
             name,
+            replica: None,
             admin_url: admin_url.map(str::to_owned),
             container: None,
             cpu_stat: None,
@@ -122,21 +126,16 @@ impl Topology {
             return Ok(topology);
         }
         if cfg.deploy.isolation == Isolation::Containers {
-            let set = Containers::start(cfg).await?;
-            for t in &set.tiers {
-                let admin = Some(t.url(containers::ADMIN_PORT));
-                topology.remote.push(RemoteTier {
-                    name: t.tier,
-                    admin_url: admin,
-                    container: Some(t.description.clone()),
-                    cpu_stat: t.cpu_stat.clone(),
-                });
-                if t.tier == TierName::Caller {
-                    topology.target_url = format!("{}/v1/call", t.url(containers::FRONT_PORT));
-                }
-            }
+            let mut set = Containers::start_downstream(cfg).await?;
+            let started = topology.start_in_containers(cfg, &mut set).await;
             topology.containers = Some(set);
-            return Ok(topology);
+            return match started {
+                Ok(()) => Ok(topology),
+                Err(e) => {
+                    topology.stop_within(ABANDON_GRACE, &CancellationToken::new()).await;
+                    Err(e)
+                }
+            };
         }
         match topology.start_tiers(cfg, tls).await {
             Ok(()) => Ok(topology),
@@ -145,6 +144,40 @@ impl Topology {
                 Err(e)
             }
         }
+    }
+
+    /// With the downstream's replicas running in `set`: the balancer on the
+    /// host, listening on the arm's network (`--balance l4|l7`), then the
+    /// caller's container pointed at it, or at every replica (`client`), or
+    /// at the one replica; each container becomes a remote tier.
+    async fn start_in_containers(&mut self, cfg: &Config, set: &mut Containers) -> Result<(), TierError> {
+        let several = cfg.replicas.downstream_replicas > 1 || cfg.replicas.balance != Balance::None;
+        let urls = |port: u16| set.replicas().map(|t| t.url(port)).collect::<Vec<_>>().join(",");
+        let (mut grpc, mut rest) = (urls(containers::GRPC_PORT), urls(containers::REST_PORT));
+        let mode = cfg.replicas.balance;
+        if mode.has_balancer() {
+            let port = if cfg.transport.is_grpc() { containers::GRPC_PORT } else { containers::REST_PORT };
+            let upstreams: Vec<SocketAddr> = set.replicas().map(|t| SocketAddr::new(t.ip, port)).collect();
+            let h2c = cfg.transport.is_grpc() || cfg.hop.rest_http2;
+            let (tier, info) = balancer::start(mode, set.gateway().await?, &upstreams, h2c).await?;
+            grpc = format!("http://{}", info.listen);
+            rest = grpc.clone();
+            self.balancer = Some((tier, info));
+        }
+        set.start_caller(cfg, grpc, rest).await?;
+        for t in &set.tiers {
+            self.remote.push(RemoteTier {
+                name: t.tier,
+                replica: (several && t.tier == TierName::Downstream).then_some(t.replica),
+                admin_url: Some(t.url(containers::ADMIN_PORT)),
+                container: Some(t.description.clone()),
+                cpu_stat: t.cpu_stat.clone(),
+            });
+            if t.tier == TierName::Caller {
+                self.target_url = format!("{}/v1/call", t.url(containers::FRONT_PORT));
+            }
+        }
+        Ok(())
     }
 
     async fn start_tiers(&mut self, cfg: &Config, tls: Option<&TlsFiles>) -> Result<(), TierError> {
@@ -267,6 +300,11 @@ impl Topology {
     /// The admin endpoints of the downstream's running replicas, by index
     /// (`downstream#0` first); empty for one replica reached directly.
     pub fn replica_admin_urls(&self) -> Vec<(u32, String)> {
+        let in_containers: Vec<(u32, String)> =
+            self.remote.iter().filter_map(|r| Some((r.replica?, r.admin_url.clone()?))).collect();
+        if !in_containers.is_empty() {
+            return in_containers;
+        }
         if self.replicas.is_empty() && self.balancer.is_none() && self.retired.is_empty() {
             return Vec::new();
         }
@@ -297,9 +335,9 @@ impl Topology {
     }
 
     /// Each tier with a CPU limit whose cgroup was found: its `cpu.stat`
-    /// and its limit in cores.
-    pub fn cpu_limited(&self) -> impl Iterator<Item = (TierName, &Path, f64)> {
-        self.remote.iter().filter_map(|r| r.cpu_stat.as_ref().map(|(p, cpus)| (r.name, p.as_path(), *cpus)))
+    /// and its limit in cores; each replica on its own, with its index.
+    pub fn cpu_limited(&self) -> impl Iterator<Item = (TierName, Option<u32>, &Path, f64)> {
+        self.remote.iter().filter_map(|r| r.cpu_stat.as_ref().map(|(p, cpus)| (r.name, r.replica, p.as_path(), *cpus)))
     }
 
     /// The tiers this arm started as child processes.
