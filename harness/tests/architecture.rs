@@ -6,7 +6,7 @@
 //! and the crate root's re-exports resolved to the module that defines the
 //! item) in each module's code outside its tests and comments.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

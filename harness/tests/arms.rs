@@ -4,7 +4,7 @@
 //! baseline with the attribution paragraph, and `harness compare` on the
 //! folder reproduces it byte for byte.
 
-mod common;
+use crate::common;
 
 use common::*;
 use harness::result::RunResult;

@@ -1,6 +1,6 @@
 //! `--transport both` end to end, and `harness compare` over its saved arms.
 
-mod common;
+use crate::common;
 
 use harness::result::TierName;
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! Rate sweeps, throughput mode and the direct target, as short real runs.
 
-mod common;
+use crate::common;
 
 use common::*;
 use harness::judge::capacity::Capacity;

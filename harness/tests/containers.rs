@@ -5,7 +5,7 @@
 //! ends, and when it is stopped by SIGTERM. Needs root and a Docker daemon;
 //! skipped with a message otherwise.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

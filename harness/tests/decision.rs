@@ -2,7 +2,7 @@
 //! order, options), and `harness adr` on a saved folder with and without
 //! `--prefer`.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

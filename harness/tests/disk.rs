@@ -3,7 +3,7 @@
 //! Each test mounts a small tmpfs, so it needs root (CI runs as root);
 //! elsewhere it says so and passes.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

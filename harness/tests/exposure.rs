@@ -1,7 +1,7 @@
 //! `--bind` beyond loopback: said on stderr, in run.json and report.md, and
 //! the admin listeners stay on loopback unless `--admin-bind` says otherwise.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Faults and bad input against the real binaries: nothing measured is lost,
 //! nothing is left running.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

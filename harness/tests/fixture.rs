@@ -6,7 +6,7 @@
 //! purpose, regenerate the expected files (UPDATE_SNAPSHOTS=1, as for the
 //! render snapshots), review the diff, and say so in the commit.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

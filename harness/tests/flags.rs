@@ -1,7 +1,7 @@
 //! Flags that cannot work are refused before anything starts: exit 2, one
 //! line naming the flag, no tier started, nothing written.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

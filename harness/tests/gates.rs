@@ -2,7 +2,7 @@
 //! one stderr line per breach, and bad gate text refused with exit 2 naming
 //! the token before anything starts.
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -4,7 +4,7 @@
 //! refused naming the flag. (The emulator's own accuracy over sockets is
 //! `crates/linkemu/tests/accuracy.rs`.)
 
-mod common;
+use crate::common;
 
 use common::*;
 use harness::result::{RunResult, TierName};

@@ -1,7 +1,7 @@
 //! Provenance: a run records the commit the harness binary was built from,
 //! wherever it is started.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! A real nginx and caddy between tiers: both transports, both hops. CI
 //! installs both from Debian's packages (`.ci/run`).
 
-mod common;
+use crate::common;
 
 use harness::result::TierName;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! the figures of both remote tiers and that the bytes on both sides of the
 //! internal hop agree.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

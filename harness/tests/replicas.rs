@@ -3,7 +3,7 @@
 //! balanced by the caller: where each arm's calls land, what a connection
 //! age and a capacity change, and that nothing is left behind.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

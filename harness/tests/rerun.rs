@@ -1,7 +1,7 @@
 //! `harness rerun`: a saved run's configuration measured again into a new
 //! folder, its `config` in run.json byte for byte the same.
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -1,7 +1,7 @@
 //! The real harness binary end to end: short runs of the whole topology with
 //! short delays, checked through the files it writes.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! its `fn` line to the first line after it that closes at the same
 //! indentation, as rustfmt lays code out.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

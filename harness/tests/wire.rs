@@ -3,7 +3,7 @@
 //! the internal hop, the settings in run.json and the reports, and `harness
 //! rerun` measuring the same configuration again. Bad combinations are exit 2.
 
-mod common;
+use crate::common;
 
 use common::*;
 use harness::result::{RunResult, TierName};

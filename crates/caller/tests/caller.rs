@@ -375,7 +375,7 @@ async fn admin_stats_show_front_bytes_outbound_outcomes_connections_and_settings
 }
 
 /// Internal-hop wire bytes per request, read from the downstream's counters.
-/// Run with `cargo test -p caller --test caller internal_hop -- --nocapture`.
+/// Run with `cargo test -p caller --test integration internal_hop -- --nocapture`.
 #[tokio::test]
 async fn internal_hop_wire_bytes_per_request() {
     let ds = downstream(1).await;

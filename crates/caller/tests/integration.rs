@@ -1,0 +1,8 @@
+//! The caller's integration tests, one module per file of this folder, built as
+//! one test binary (`cargo test -p caller --test integration [filter]`).
+
+mod arms;
+mod caller;
+mod garbage;
+mod hop;
+mod no_cert_store;

@@ -1,0 +1,29 @@
+//! The harness's integration tests, one module per file of this folder, built as
+//! one test binary (`cargo test -p harness --test integration [filter]`);
+//! `generators.rs` is a binary of its own (see Cargo.toml).
+
+mod architecture;
+mod arms;
+mod both;
+mod capacity;
+mod common;
+mod containers;
+mod decision;
+mod deploy;
+mod disk;
+mod export;
+mod exposure;
+mod faults;
+mod fixture;
+mod flags;
+mod gates;
+mod link;
+mod provenance;
+mod proxy;
+mod remote;
+mod render;
+mod replicas;
+mod rerun;
+mod run;
+mod sizes;
+mod wire;
