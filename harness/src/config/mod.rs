@@ -132,10 +132,14 @@ impl Flags {
     /// A duration as a value that parses back to the same figure (whole
     /// microseconds; `300ms`, `1500us`).
     pub fn duration(&mut self, name: &str, d: Duration) {
-        let us = (d.as_secs_f64() * 1e6).round() as u64;
-        let text = if us.is_multiple_of(1000) { format!("{}ms", us / 1000) } else { format!("{us}us") };
-        self.flag(name, text);
+        self.flag(name, duration_text(d));
     }
+}
+
+/// `d` as a flag's value: whole milliseconds (`1500ms`), else microseconds.
+pub fn duration_text(d: Duration) -> String {
+    let us = (d.as_secs_f64() * 1e6).round() as u64;
+    if us.is_multiple_of(1000) { format!("{}ms", us / 1000) } else { format!("{us}us") }
 }
 
 impl Config {

@@ -11,7 +11,9 @@ use std::time::Duration;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, Deploy, Flags, Hop, Isolation, Link, Load, TargetTier, TierRole, bad, duration};
+use super::{
+    ConfigError, Deploy, Flags, Hop, Isolation, Link, Load, TargetTier, TierRole, bad, duration, duration_text,
+};
 
 /// The most replicas one arm may run (each is a process with its own runtime).
 pub const MAX_REPLICAS: u32 = 16;
@@ -62,17 +64,15 @@ pub struct ScaleStep {
 }
 
 impl ScaleStep {
-    /// `10s:+1` (durations as [`Flags::duration`] writes them).
+    /// `10000ms:+1` (durations as [`Flags::duration`] writes them).
     fn text(&self) -> String {
-        let mut f = Flags::default();
-        f.duration("", self.at);
-        format!("{}:{:+}", f.0[1], self.change)
+        format!("{}:{:+}", duration_text(self.at), self.change)
     }
 }
 
 /// `--scale-at`: steps in time order, each within the round, the replicas
 /// between 1 and [`MAX_REPLICAS`] after every one.
-fn scale_steps(text: &str, replicas: u32, duration: Duration) -> Result<Vec<ScaleStep>, ConfigError> {
+fn scale_steps(text: &str, replicas: u32, round: Duration) -> Result<Vec<ScaleStep>, ConfigError> {
     let flag = "--scale-at";
     let mut steps = Vec::new();
     let mut count = i64::from(replicas);
@@ -80,12 +80,12 @@ fn scale_steps(text: &str, replicas: u32, duration: Duration) -> Result<Vec<Scal
         let parsed = part.rsplit_once(':').and_then(|(t, k)| {
             let change: i32 = k.strip_prefix('+').unwrap_or(k).parse().ok().filter(|c| *c != 0)?;
             (k.starts_with('+') || k.starts_with('-')).then_some(())?;
-            Some((duration_of(t).ok()?, change))
+            Some((duration(t).ok()?, change))
         });
         let Some((at, change)) = parsed else {
             return Err(bad(flag, format!("{part:?} is not T:+K or T:-K; e.g. --scale-at 10s:+1 or 10s:+1,30s:-1")));
         };
-        if at >= duration || at.is_zero() {
+        if at >= round || at.is_zero() {
             return Err(bad(
                 flag,
                 format!("{part}: the time must fall inside the round (after 0 and before --duration)"),
@@ -101,10 +101,6 @@ fn scale_steps(text: &str, replicas: u32, duration: Duration) -> Result<Vec<Scal
         steps.push(ScaleStep { at, change });
     }
     Ok(steps)
-}
-
-fn duration_of(text: &str) -> Result<Duration, String> {
-    duration(text)
 }
 
 /// How calls reach the replicas.

@@ -117,13 +117,14 @@ impl Driver<'_> {
     async fn replica_calls(&self, a: usize) -> BTreeMap<u32, u64> {
         let topology = &self.arms[a].topology;
         let listener = self.arms[a].config.transport.listener();
-        let mut calls = BTreeMap::new();
-        for (i, url) in topology.replica_admin_urls() {
-            if let Some(stats) = self.reader.stats_at(Some(&url)).await {
-                calls.insert(i, stats.listeners.get(listener).map_or(0, |c| c.requests_total()));
-            }
-        }
-        calls
+        let urls = topology.replica_admin_urls();
+        // Read together, as a round's snapshot reads them: one slow replica
+        // does not delay the others' reading.
+        let reads = futures::future::join_all(urls.iter().map(|(_, url)| self.reader.stats_at(Some(url)))).await;
+        urls.iter()
+            .zip(reads)
+            .filter_map(|((i, _), stats)| Some((*i, stats?.listeners.get(listener).map_or(0, |c| c.requests_total()))))
+            .collect()
     }
 
     /// One step: replicas started (or taken out, their last figures kept and
