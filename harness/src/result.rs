@@ -301,6 +301,11 @@ pub struct RoundResult {
     /// `LoadSample::other_cores`); absent where not measured and in older runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_cores: Option<f64>,
+    /// The hypervisor's steal over the round: the part of the machine's CPU
+    /// ticks (`/proc/stat`, every core) given to other guests while this one
+    /// had work. Absent where not measured and in older runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_percent: Option<f64>,
     /// The tier processes this round measured (fresh per round unless
     /// `config.fresh_tiers` is false). Older runs lack it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

@@ -160,6 +160,7 @@ pub fn round(index: u32, base_ms: f64, scale: f64) -> RoundResult {
             },
         },
         other_cores: None,
+        steal_percent: None,
         // Fresh tiers: every round on processes of its own.
         pids: [(TierName::Caller, 1000 + index), (TierName::Downstream, 2000 + index)].into_iter().collect(),
         cpu_throttling: BTreeMap::new(),

@@ -99,7 +99,7 @@ pub fn render(run: &RunResult, charts: bool) -> String {
     if let Some(note) = instrument_note(run) {
         let _ = writeln!(out, "\n{note}");
     }
-    if let Some(note) = other_load_note(run) {
+    for note in [other_load_note(run), steal_note(run)].into_iter().flatten() {
         let _ = writeln!(out, "\n{note}");
     }
     if charts {
@@ -119,6 +119,18 @@ pub fn other_load_note(run: &RunResult) -> Option<String> {
         "Other load: processes outside this run kept {mean:.2} cores{cores} busy on average during the rounds \
          (per round {lo:.2} to {hi:.2}; the machine's busy share from /proc/stat less the run's own processes). \
          CPU figures measured beside other work can read higher than on a quiet machine."
+    ))
+}
+
+/// The hypervisor's steal over the rounds, for runs that measured it.
+pub fn steal_note(run: &RunResult) -> Option<String> {
+    let steal: Vec<f64> = run.rounds.iter().filter_map(|r| r.steal_percent).collect();
+    let most = steal.iter().copied().reduce(f64::max)?;
+    Some(format!(
+        "Steal: the hypervisor's steal was {:.2}% of the machine's CPU ticks on average over the rounds, at most \
+         {most:.2}% in a round (/proc/stat; a round over {}% is not valid: its tiers ran on a slower machine).",
+        crate::judge::stats::mean(steal.iter().copied()).unwrap_or(most),
+        crate::judge::validity::STEAL_LIMIT_PERCENT
     ))
 }
 

@@ -230,6 +230,8 @@ pub fn merge_round(config: &crate::config::Config, sampler: &RoundResult, rounds
         histograms: histograms.iter().map(|(k, h)| (k.clone(), encode_histogram(h))).collect(),
         requests,
         resources,
+        // The worst of the generators' machines.
+        steal_percent: rounds.iter().filter_map(|r| r.steal_percent).reduce(f64::max),
         ..sampler.clone()
     }
 }

@@ -65,6 +65,7 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
                 .filter(|s| s.t_seconds > input.from_seconds && s.t_seconds <= input.to_seconds)
                 .filter_map(|s| s.other_cores),
         ),
+        steal_percent: input.deltas.steal_percent,
         // Which processes these were is known to the run, not to the figures.
         pids: BTreeMap::new(),
         cpu_throttling: input.deltas.throttling.clone(),
@@ -533,6 +534,7 @@ mod tests {
             internal: Some(counters(4, Some(600), Some(9000))),
             throttling: BTreeMap::new(),
             replicas: Vec::new(),
+            steal_percent: Some(0.5),
         };
         let samples = [
             sample(10.5, TierName::Proxy, 5.0, 3, 2.0),
@@ -560,6 +562,8 @@ mod tests {
         let r = assemble(&input);
         // Other load: the mean of the readings inside the window, unread ones left out.
         assert_eq!(r.other_cores, Some(0.75));
+        // The machine's steal over the round is the deltas' reading.
+        assert_eq!(r.steal_percent, Some(0.5));
         assert_eq!((r.index, r.window_seconds, r.started_seconds), (2, 2.0, 10.0));
         assert_eq!((r.requests.scheduled, r.requests.sent, r.requests.ok), (5, 4, 4));
         assert_eq!(r.throughput.ok_per_second, 2.0);

@@ -13,6 +13,9 @@ pub const FELL_BEHIND: &str = "the generator fell behind its schedule";
 pub const ACHIEVED_RATIO_MIN: f64 = 0.99;
 /// The harness above this CPU % of one core may itself be the bottleneck.
 pub const HARNESS_CPU_PEAK_LIMIT: f64 = 90.0;
+/// Steal above this share of the machine's CPU ticks in a round: the
+/// hypervisor gave this VM's cores away often enough to slow what it measured.
+pub const STEAL_LIMIT_PERCENT: f64 = 2.0;
 /// A generator that began this many seconds after `--start-at` or more did
 /// not start with the others.
 pub const LATE_START_LIMIT_SECONDS: f64 = 0.02;
@@ -51,6 +54,12 @@ pub fn validity(run: &RunResult) -> Vec<String> {
                 "round {k}: achieved {:.1}% of the target rate (below {:.0}%): the system did not keep up",
                 ratio * 100.0,
                 ACHIEVED_RATIO_MIN * 100.0
+            ));
+        }
+        if let Some(steal) = r.steal_percent.filter(|s| *s > STEAL_LIMIT_PERCENT) {
+            problems.push(format!(
+                "round {k}: the hypervisor took {steal:.1}% of the machine's CPU time (steal, over \
+                 {STEAL_LIMIT_PERCENT}%): its tiers ran on a slower machine than a quiet one"
             ));
         }
         if let Some(&dropped) = r.requests.errors.get("dropped").filter(|d| **d > 0) {
@@ -125,4 +134,28 @@ fn unread_admin(run: &RunResult) -> Vec<String> {
         }
     }
     problems
+}
+
+#[cfg(test)]
+mod tests {
+    use caller::Transport;
+
+    use super::*;
+    use crate::testing;
+
+    #[test]
+    fn a_round_with_steal_over_the_limit_is_not_valid_and_says_how_much() {
+        let mut run = testing::run(Transport::Grpc, 1.0);
+        run.rounds[0].steal_percent = Some(STEAL_LIMIT_PERCENT);
+        assert!(!validity(&run).iter().any(|v| v.contains("steal")), "at the limit: {:?}", validity(&run));
+        run.rounds[0].steal_percent = Some(3.3);
+        let notes = validity(&run);
+        assert!(
+            notes.iter().any(|v| v.starts_with("round 1: the hypervisor took 3.3% of the machine's CPU time")),
+            "{notes:?}"
+        );
+        // Not measured is not a problem, and never zero.
+        run.rounds[0].steal_percent = None;
+        assert!(!validity(&run).iter().any(|v| v.contains("steal")));
+    }
 }

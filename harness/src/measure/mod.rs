@@ -11,6 +11,8 @@
 //!   message bytes, connections) read at round boundaries;
 //! * [`cgroup`]: a container's CPU quota at work (`cpu.stat`), read at
 //!   round boundaries;
+//! * [`steal`]: the machine's CPU ticks and the hypervisor's steal, read at
+//!   round boundaries;
 //! * [`environment`]: the machine and build a run was measured on;
 //! * [`calibrate`]: the instrument's precision and its own measured floor.
 
@@ -22,4 +24,5 @@ pub mod link;
 pub mod record;
 pub mod remote;
 pub mod sampler;
+pub mod steal;
 pub mod tier_stats;

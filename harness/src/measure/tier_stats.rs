@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use telemetry::{CountersSnapshot, ProcessSnapshot, ProcessStats, StatsSnapshot};
 
 use super::cgroup::CpuStat;
+use super::steal::CpuTicks;
 use crate::result::{CpuThrottling, TierName};
 use crate::tiers::{Tier, Topology};
 
@@ -31,6 +32,8 @@ pub struct Snapshot {
     pub cpu_stat: BTreeMap<TierName, (f64, CpuStat)>,
     /// Each CPU-limited replica's own, by index.
     pub replica_cpu_stat: BTreeMap<u32, (f64, CpuStat)>,
+    /// The machine's CPU ticks (`/proc/stat`).
+    pub ticks: Option<CpuTicks>,
 }
 
 /// The largest `/stats` body read: a tier's is a few kilobytes; a body
@@ -118,6 +121,7 @@ impl TierStatsReader {
                 harness: self.harness.snapshot(),
                 cpu_stat: BTreeMap::new(),
                 replica_cpu_stat: BTreeMap::new(),
+                ticks: CpuTicks::read(),
             },
         }
     }
@@ -146,8 +150,8 @@ impl TierStatsReader {
                 replica_cpu_stat.insert(i, (cpus, read));
             }
         }
-        let harness = self.harness.snapshot();
-        Snapshot { at, downstream, replicas, caller, harness, cpu_stat, replica_cpu_stat }
+        let (harness, ticks) = (self.harness.snapshot(), CpuTicks::read());
+        Snapshot { at, downstream, replicas, caller, harness, cpu_stat, replica_cpu_stat, ticks }
     }
 }
 
@@ -209,6 +213,8 @@ pub struct Deltas {
     /// Each of the downstream's replicas, `downstream#0` first; empty for
     /// one replica reached directly.
     pub replicas: Vec<ReplicaDelta>,
+    /// The hypervisor's steal, % of the machine's CPU ticks between the reads.
+    pub steal_percent: Option<f64>,
 }
 
 impl Deltas {
@@ -233,6 +239,7 @@ impl Deltas {
                 .iter()
                 .filter_map(|(tier, (cpus, b))| Some((*tier, b.since(&s.cpu_stat.get(tier)?.1, *cpus))))
                 .collect(),
+            steal_percent: e.ticks.zip(s.ticks).and_then(|(b, a)| b.steal_percent_since(&a)),
             replicas: e
                 .replicas
                 .iter()
