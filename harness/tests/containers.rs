@@ -440,6 +440,18 @@ fn replicas_in_cpu_limited_containers_show_where_grpc_pins_and_the_limit_binds()
     let tier = &run.rounds[0].cpu_throttling[&TierName::Downstream];
     assert!((tier.cpus - 0.6).abs() < 1e-9, "{tier:?}");
     assert_eq!(tier.throttled_periods, each[pinned].throttling.as_ref().unwrap().throttled_periods);
+    // Each round names the host pids of the containers it measured: a
+    // tier's memory is judged only over rounds on processes of their own.
+    for tier in [TierName::Caller, TierName::Downstream] {
+        let pids: std::collections::BTreeSet<u32> =
+            run.rounds.iter().filter_map(|r| r.pids.get(&tier).copied()).collect();
+        assert_eq!(
+            pids.len(),
+            run.rounds.len(),
+            "{tier:?}: {:?}",
+            run.rounds.iter().map(|r| &r.pids).collect::<Vec<_>>()
+        );
+    }
     // The balancer runs on the host, sampled as a process of its own.
     assert!(run.tiers.contains_key(&TierName::Balancer), "{:?}", run.tiers.keys());
     let report = std::fs::read_to_string(run_folder(&out).join("report.md")).unwrap();

@@ -145,7 +145,9 @@ impl TierStatsReader {
         for (tier, replica, path, cpus) in topology.cpu_limited() {
             let Some(read) = CpuStat::read(path) else { continue };
             let sum: &mut (f64, CpuStat) = cpu_stat.entry(tier).or_insert((0.0, CpuStat::default()));
-            *sum = (sum.0 + cpus, sum.1 + read);
+            // Limits are given to the thousandth of a core: the sum in the
+            // same unit (0.1 three times is 0.3, not 0.30000000000000004).
+            *sum = (((sum.0 + cpus) * 1000.0).round() / 1000.0, sum.1 + read);
             if let Some(i) = replica {
                 replica_cpu_stat.insert(i, (cpus, read));
             }

@@ -294,10 +294,7 @@ impl Driver<'_> {
             end,
             // The downstream's first replica stands for it; every replica's
             // pid is in the round's replica figures.
-            pids: self.arms[a].topology.tiers().fold(BTreeMap::new(), |mut pids, t| {
-                pids.entry(t.name).or_insert(t.pid());
-                pids
-            }),
+            pids: round_pids(&self.arms[a].topology),
             scaling,
             complete: stopped.is_none(),
             scheduled: load.scheduled,
@@ -336,6 +333,22 @@ pub(super) async fn drain(live: &Live, limit: Duration, interrupt: &Interrupt) {
             _ = interrupt.cut_token().cancelled() => {}
         }
     }
+}
+
+/// The pid of each tier a round measured: the harness's child processes,
+/// and the containers it started (their host pids); the downstream's first
+/// replica stands for it.
+fn round_pids(topology: &crate::tiers::Topology) -> BTreeMap<TierName, u32> {
+    let mut pids = BTreeMap::new();
+    for t in topology.tiers() {
+        pids.entry(t.name).or_insert(t.pid());
+    }
+    for r in &topology.remote {
+        if let Some(pid) = r.host_pid {
+            pids.entry(r.name).or_insert(pid);
+        }
+    }
+    pids
 }
 
 #[cfg(test)]

@@ -85,6 +85,8 @@ pub struct Started {
     /// Its cgroup's `cpu.stat` and its limit in cores, with `--tier-cpus`
     /// (where the cgroup was found).
     pub cpu_stat: Option<(PathBuf, f64)>,
+    /// Its tier's pid as the host sees it: which process a round measured.
+    pub host_pid: Option<u32>,
     /// Set by the container's watcher once it has stopped.
     died: Arc<OnceLock<Death>>,
 }
@@ -249,11 +251,12 @@ impl Containers {
         });
         let died = Arc::new(OnceLock::new());
         self.watchers.push(tokio::spawn(watch(name.clone(), memory, died.clone())));
-        let cpu_stat = match cpus {
-            Some(c) => cpu_stat_path(&name).await.map(|p| (p, c)),
-            None => None,
+        let host_pid = host_pid(&name).await;
+        let cpu_stat = match (cpus, host_pid) {
+            (Some(c), Some(pid)) => cpu_stat_path(pid).await.map(|p| (p, c)),
+            _ => None,
         };
-        self.tiers.push(Started { tier, replica, name, ip, ready, description, cpu_stat, died });
+        self.tiers.push(Started { tier, replica, name, ip, ready, description, cpu_stat, host_pid, died });
         Ok(())
     }
 
@@ -511,13 +514,18 @@ fn ended(state: &str, memory_bytes: Option<u64>) -> Option<String> {
     Some(why)
 }
 
+/// The host's pid of a container's first process (its tier).
+async fn host_pid(name: &str) -> Option<u32> {
+    let pid = docker(&["inspect".into(), "-f".into(), "{{.State.Pid}}".into(), name.to_owned()]).await.ok()?;
+    pid.trim().parse().ok().filter(|p| *p > 0)
+}
+
 /// The `cpu.stat` of the container's cgroup, as this host mounts it: its
 /// first process's CPU controller (cgroup v1: `/sys/fs/cgroup/cpu…/<path>`)
 /// or, without one, its unified group (v2: `/sys/fs/cgroup/<path>`); `None`
 /// if no such file counts quota periods.
-async fn cpu_stat_path(name: &str) -> Option<PathBuf> {
-    let pid = docker(&["inspect".into(), "-f".into(), "{{.State.Pid}}".into(), name.to_owned()]).await.ok()?;
-    let groups = std::fs::read_to_string(format!("/proc/{}/cgroup", pid.trim())).ok()?;
+async fn cpu_stat_path(host_pid: u32) -> Option<PathBuf> {
+    let groups = std::fs::read_to_string(format!("/proc/{host_pid}/cgroup")).ok()?;
     cgroup_candidates(&groups)
         .into_iter()
         .find(|p| std::fs::read_to_string(p).is_ok_and(|t| t.lines().any(|l| l.starts_with("nr_periods "))))

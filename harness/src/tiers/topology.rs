@@ -73,6 +73,8 @@ pub struct RemoteTier {
     /// Its cgroup's `cpu.stat` and its limit in cores, for a container
     /// with `--tier-cpus`.
     pub cpu_stat: Option<(PathBuf, f64)>,
+    /// Its pid on this host, for a container the harness started.
+    pub host_pid: Option<u32>,
 }
 
 fn url_of(tier: &Tier, listener: &str, tls: Option<&TlsFiles>) -> String {
@@ -111,6 +113,7 @@ impl Topology {
             admin_url: admin_url.map(str::to_owned),
             container: None,
             cpu_stat: None,
+            host_pid: None,
         };
         if let Some(url) = &cfg.deploy.downstream_url {
             topology.target_url = url.clone();
@@ -172,6 +175,7 @@ impl Topology {
                 admin_url: Some(t.url(containers::ADMIN_PORT)),
                 container: Some(t.description.clone()),
                 cpu_stat: t.cpu_stat.clone(),
+                host_pid: t.host_pid,
             });
             if t.tier == TierName::Caller {
                 self.target_url = format!("{}/v1/call", t.url(containers::FRONT_PORT));
