@@ -4,3 +4,4 @@
 mod binary;
 mod downstream;
 mod hostile;
+mod plain;

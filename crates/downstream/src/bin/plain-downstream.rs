@@ -1,0 +1,82 @@
+//! The downstream's plain twin, for `bench/run.sh` (issue 36): the same gRPC
+//! method (`bench.v1.Downstream/Fetch`, a tonic service) and REST route
+//! (`POST /v1/fetch`, JSON through axum's `Json`), answering after the same
+//! delay with the same records (`payload::respond`), built the plainest way:
+//! tonic's and axum's defaults, a `tokio::time::sleep` for the service time,
+//! and nothing else. No byte counting, counters, limits, work budget,
+//! deadlines, admin listener or shutdown drain: what `downstream` adds on the
+//! measured path is what its CPU per request ÷ this one's shows. Not a tier
+//! the harness starts; a bench drives it as a remote downstream.
+//!
+//! Prints the same ready line as `downstream` (`{"service":
+//! "plain-downstream", "pid": …, "listeners": {"grpc": …, "rest": …}}`),
+//! then serves until killed.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use clap::Parser;
+use proto::downstream_server::{Downstream, DownstreamServer};
+use tonic::{Request, Response, Status};
+
+/// The same allocator as `downstream` (its default feature), so the two
+/// differ only in what they do per request.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Debug, Parser)]
+#[command(about = "The downstream built the plainest way (a bench's reference, not a tier)")]
+struct Args {
+    /// The gRPC listener.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    grpc_addr: SocketAddr,
+    /// The REST listener.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    rest_addr: SocketAddr,
+    /// The simulated service time before each answer.
+    #[arg(long, default_value = "500ms", value_parser = humantime::parse_duration)]
+    delay: Duration,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Plain {
+    delay: Duration,
+}
+
+#[tonic::async_trait]
+impl Downstream for Plain {
+    async fn fetch(&self, request: Request<proto::FetchRequest>) -> Result<Response<proto::FetchResponse>, Status> {
+        let req = payload::FetchRequest::try_from(request.into_inner())
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        tokio::time::sleep(self.delay).await;
+        Ok(Response::new(payload::respond(&req).into()))
+    }
+}
+
+async fn fetch(State(plain): State<Plain>, Json(req): Json<payload::FetchRequest>) -> Json<payload::FetchResponse> {
+    tokio::time::sleep(plain.delay).await;
+    Json(payload::respond(&req))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let plain = Plain { delay: args.delay };
+    let grpc = tokio::net::TcpListener::bind(args.grpc_addr).await?;
+    let rest = tokio::net::TcpListener::bind(args.rest_addr).await?;
+    let ready =
+        service::ReadyLine::new("plain-downstream", [("grpc", grpc.local_addr()?), ("rest", rest.local_addr()?)]);
+    let app = axum::Router::new().route("/v1/fetch", axum::routing::post(fetch)).with_state(plain);
+    let grpc_server = tonic::transport::Server::builder()
+        .add_service(DownstreamServer::new(plain))
+        .serve_with_incoming(tonic::transport::server::TcpIncoming::from(grpc));
+    println!("{}", serde_json::to_string(&ready)?);
+    tokio::select! {
+        served = axum::serve(rest, app) => served?,
+        served = grpc_server => served?,
+    }
+    Ok(())
+}
