@@ -6,3 +6,4 @@ mod caller;
 mod garbage;
 mod hop;
 mod no_cert_store;
+mod plain;

@@ -1,0 +1,103 @@
+//! The caller's plain twin, for `bench/run.sh` (issue 36): the same front
+//! door (`POST /v1/call`, JSON through axum's `Json`) making the same
+//! downstream call (`payload::fanout_requests` with a fan-out of one) over
+//! the same client, built the plainest way: one tonic channel for gRPC,
+//! reqwest's default client for REST, and the answer returned as JSON. No
+//! byte counting, counters, limits, work budget, timeout, shape check,
+//! `server-timing` header, admin listener or shutdown drain: what `caller`
+//! adds on the measured path is what its CPU per request ÷ this one's shows.
+//! `grpc` and `rest` arms only; no uploads, fan-out or TLS. Not a tier the
+//! harness starts; a bench drives it as a remote caller.
+//!
+//! Prints the same ready line as `caller` (`{"service": "plain-caller",
+//! "pid": …, "listeners": {"front": …}}`), then serves until killed.
+
+use std::net::SocketAddr;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use clap::Parser;
+use payload::{CallRequest, FetchResponse};
+use proto::downstream_client::DownstreamClient;
+use tonic::transport::Channel;
+
+/// The same allocator as `caller` (its default feature), so the two differ
+/// only in what they do per request.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Transport {
+    Grpc,
+    Rest,
+}
+
+#[derive(Debug, Parser)]
+#[command(about = "The caller built the plainest way (a bench's reference, not a tier)")]
+struct Args {
+    /// The front door (HTTP/1.1 JSON).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// The internal hop.
+    #[arg(long, value_enum, default_value_t = Transport::Grpc)]
+    transport: Transport,
+    /// The downstream's gRPC address (for --transport grpc).
+    #[arg(long)]
+    downstream_grpc: Option<String>,
+    /// The downstream's REST address (for --transport rest).
+    #[arg(long)]
+    downstream_rest: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+enum Outbound {
+    Grpc(DownstreamClient<Channel>),
+    Rest { client: reqwest::Client, url: String },
+}
+
+async fn call(
+    State(out): State<Outbound>,
+    Json(call): Json<CallRequest>,
+) -> Result<Json<FetchResponse>, (StatusCode, String)> {
+    let bad_gateway = |e: String| (StatusCode::BAD_GATEWAY, e);
+    let req = payload::fanout_requests(&call, 1).remove(0);
+    let answer: FetchResponse = match out {
+        Outbound::Grpc(mut client) => {
+            let resp = client.fetch(proto::FetchRequest::from(req)).await.map_err(|e| bad_gateway(e.to_string()))?;
+            FetchResponse::try_from(resp.into_inner()).map_err(|e| bad_gateway(e.to_string()))?
+        }
+        Outbound::Rest { client, url } => {
+            let resp = client.post(&url).json(&req).send().await.map_err(|e| bad_gateway(e.to_string()))?;
+            resp.error_for_status()
+                .map_err(|e| bad_gateway(e.to_string()))?
+                .json()
+                .await
+                .map_err(|e| bad_gateway(e.to_string()))?
+        }
+    };
+    Ok(Json(FetchResponse { request_id: call.request_id, ..answer }))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let out = match (args.transport, args.downstream_grpc, args.downstream_rest) {
+        (Transport::Grpc, Some(url), _) => {
+            Outbound::Grpc(DownstreamClient::new(Channel::from_shared(url)?.connect_lazy()))
+        }
+        (Transport::Rest, _, Some(url)) => {
+            Outbound::Rest { client: reqwest::Client::new(), url: format!("{}/v1/fetch", url.trim_end_matches('/')) }
+        }
+        (t, _, _) => {
+            anyhow::bail!("--transport {t:?} needs its downstream address (--downstream-grpc or --downstream-rest)")
+        }
+    };
+    let front = tokio::net::TcpListener::bind(args.listen).await?;
+    let ready = service::ReadyLine::new("plain-caller", [("front", front.local_addr()?)]);
+    let app = axum::Router::new().route("/v1/call", axum::routing::post(call)).with_state(out);
+    println!("{}", serde_json::to_string(&ready)?);
+    axum::serve(front, app).await?;
+    Ok(())
+}
