@@ -147,13 +147,22 @@ fn three_generators_merged_are_one_measurement_of_the_schedule() {
     assert!(report.contains("## Generators") && report.contains("| 2/3 |"), "{report}");
 
     // Latency: no difference of 5% or more is detectable between one
-    // generator and three at the same total rate.
+    // generator and three at the same total rate: the median always; the
+    // 99th percentile, the tail a shared VM's hiccups own, where neither run
+    // says the machine interfered (the hypervisor's steal over 2% of its
+    // ticks, or a generator behind its schedule), as the tool itself judges.
+    let disturbed = |r: &harness::result::RunResult| {
+        r.validity.iter().any(|v| v.contains("(steal, over") || v.ends_with(harness::judge::validity::FELL_BEHIND))
+    };
+    let judged: &[&str] = if disturbed(&single) || disturbed(&merged) {
+        eprintln!("p99 not compared: {:?} / {:?}", single.validity, merged.validity);
+        &["p50"]
+    } else {
+        &["p50", "p99"]
+    };
     let rows = compare(&single, &merged);
-    let latency: Vec<_> = findings(&rows)
-        .into_iter()
-        .filter(|r| ["p50", "p99"].contains(&r.metric.key))
-        .map(|r| r.metric.label)
-        .collect();
+    let latency: Vec<_> =
+        findings(&rows).into_iter().filter(|r| judged.contains(&r.metric.key)).map(|r| r.metric.label).collect();
     assert!(latency.is_empty(), "one generator and three differ in {latency:?}");
 
     refusals(&segments, &single_out, &out.join("refused"));
