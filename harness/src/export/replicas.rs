@@ -23,8 +23,6 @@ pub fn findings(arms: &[(&str, &RunResult)]) -> String {
     out
 }
 
-/// `## Replicas`: how calls reached them, then per arm its sentence and a
-/// table of its replicas. Empty for one replica reached directly.
 /// Where the replicas ran, for the section's first sentence: `, each in a
 /// container of its own limited to 0.5 cores, the balancer on the host`;
 /// nothing for processes.
@@ -46,6 +44,8 @@ fn placement(run: &RunResult) -> String {
     format!(", each in a container of its own{limited}{host}")
 }
 
+/// `## Replicas`: how calls reached them, then per arm its sentence and a
+/// table of its replicas. Empty for one replica reached directly.
 pub fn section(arms: &[(&str, &RunResult)]) -> String {
     let summaries: Vec<(&str, ArmReplicas)> =
         arms.iter().filter_map(|(name, run)| Some((*name, summarize(run)?))).collect();
