@@ -24,6 +24,12 @@ need python3 python3
 # Section 5 puts each in front of the caller (the run says "not measured" without it).
 need nginx nginx
 need caddy caddy
+# The ratio table's second peer (issue 36), from crates.io; --locked: its
+# newest dependencies may want a newer rustc than this machine's.
+if ! command -v oha >/dev/null 2>&1; then
+  echo "installing oha from crates.io..." >&2
+  cargo install --locked -q oha
+fi
 
 # PROFILE=dev builds the dev profile (optimised too, see Cargo.toml): faster
 # to build when a release build is not at hand; the report names the profile.
@@ -45,10 +51,19 @@ echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ 
 echo "- kernel: $(uname -r); $(rustc --version)"
 echo "- wrk: $(wrk --version 2>&1 | head -1)"
 echo "- h2load: $(h2load --version 2>&1 | head -1)"
+echo "- oha: $(oha --version 2>&1 | head -1)"
 echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$( [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && echo ' (uncommitted changes)')"
 echo "- build profile: $PROFILE"
 echo "- steps: ${D} rounds after ${W} warm-up (sweep: ${SWEEP_D} after ${SWEEP_W}); comparison runs ${CMP_D}s with ${CONNS} connections"
 echo
+
+echo "## Ratios: ours against a peer, in the same run"
+echo
+echo "Each row: the median of ${ALTS:-3} interleaved alternations, their range, and the machine's steal during them (bench/ratios.py says how each is measured)."
+echo
+python3 bench/ratios.py "$BIN"
+echo
+if [ -n "${RATIOS_ONLY:-}" ]; then exit 0; fi
 
 echo "## 0. The reference exchange (wrk → a minimal axum handler, HTTP/1.1, ${CONNS} connections)"
 echo

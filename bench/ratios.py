@@ -1,0 +1,470 @@
+#!/usr/bin/env python3
+"""Issue 36's table: this tool's speed as ratios measured in one run.
+
+    python3 bench/ratios.py BIN_DIR        (bench/run.sh calls it first)
+
+Each ratio is ours ÷ a peer measured in the same invocation, interleaved: ALTS
+alternations (default 3), the pair's order swapped every other one, so a drift
+of the machine falls on both sides. Each row gives the median of the
+alternations' ratios and their range, and beside it the machine's steal over
+the row's measurements (/proc/stat's aggregate line, as run.json's
+`steal_percent`): median and most.
+
+  1. the generator at the caller's front door, closed loop, one thread:
+     requests per second, ours ÷ wrk and ours ÷ oha, 2 and 64 connections;
+  2. the generator open loop at 1,000 and 5,000 req/s against the same front
+     door: its CPU per request ÷ oha's (`oha -q`, latency correction on);
+  3. each tier's CPU per request ÷ its plain twin's (`plain-caller`,
+     `plain-downstream`), per arm, at 1,000 and 5,000 req/s (the harness
+     driving, open loop, 500 ms delay) and at the busy end (wrk, closed loop,
+     64 connections, no delay);
+  4. the knee of the three tiers ÷ the knee of the plain twins, per arm, the
+     same sweep by the same generator.
+
+CPU is each process's own CPU-time clock (clock_getcpuclockid: every thread,
+nanoseconds), read at the ends of a window inside the measured part of the
+run (after the warm-up, a second short of the end); requests in the window
+are the rate times its length in the open-loop rows (a row whose generator
+fell short of its rate says so), wrk's own count in the closed-loop ones. The
+real tiers are started by this script with the settings the harness gives
+them (read from a short run's run.json), the twins with the same addresses
+and delay; the front door and its generator are the same for both.
+
+QUICK=1 shortens every measurement (a smoke test, not a result).
+"""
+
+import ctypes
+import json
+import os
+import re
+import select
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+BIN = sys.argv[1] if len(sys.argv) > 1 else "target/release"
+QUICK = bool(os.environ.get("QUICK"))
+ALTS = int(os.environ.get("ALTS", "3"))
+DUR = 4 if QUICK else 10  # measured seconds of an open-loop or closed-loop run
+WARM = 2 if QUICK else 3  # warm-up seconds before it
+SWEEP = "1000,2000,4000,6000,8000,10000,12000,14000"
+SWEEP_DUR, SWEEP_WARM = (3, 2) if QUICK else (6, 3)
+OUT = tempfile.mkdtemp(prefix="ratios-")
+STARTED = []  # every process this script started, stopped on any exit
+
+# ---------------------------------------------------------------- machine
+
+
+class Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def cpu_seconds(pid):
+    """The process's CPU time (every thread, dead ones included), in seconds."""
+    clock = ctypes.c_int()
+    err = LIBC.clock_getcpuclockid(pid, ctypes.byref(clock))
+    if err:
+        raise OSError(err, "clock_getcpuclockid(%d)" % pid)
+    ts = Timespec()
+    if LIBC.clock_gettime(clock.value, ctypes.byref(ts)):
+        raise OSError(ctypes.get_errno(), "clock_gettime(pid %d)" % pid)
+    return ts.tv_sec + ts.tv_nsec / 1e9
+
+
+def machine_ticks():
+    """(steal, total) from /proc/stat's aggregate line, as measure/steal.rs."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return v[7], sum(v[:8])
+
+
+class Steal:
+    """The machine's steal over a stretch of time, in % of its ticks."""
+
+    def __init__(self):
+        self.start = machine_ticks()
+
+    def percent(self):
+        s, t = machine_ticks()
+        dt = t - self.start[1]
+        return 100.0 * (s - self.start[0]) / dt if dt > 0 else float("nan")
+
+
+# -------------------------------------------------------------- processes
+
+
+def start(cmd, ready=True, env=None):
+    """Starts cmd; with ready, waits for its JSON ready line and returns it too."""
+    p = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE if ready else subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    STARTED.append(p)
+    if not ready:
+        return p, None
+    r, _, _ = select.select([p.stdout], [], [], 15)
+    line = p.stdout.readline() if r else ""
+    if not line:
+        stop(p)
+        raise RuntimeError("%s printed no ready line" % " ".join(cmd))
+    return p, json.loads(line)
+
+
+def stop(p):
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def stop_all(*_):
+    for p in STARTED:
+        stop(p)
+    subprocess.run(["rm", "-rf", OUT])
+
+
+def harness(*args):
+    """Runs the harness to its end; returns its --json summary."""
+    out = subprocess.run(
+        [BIN + "/harness", *args, "--quiet", "--json", "--out", OUT],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    if out.returncode != 0:
+        raise RuntimeError("harness %s exited %d: %s" % (" ".join(args), out.returncode, out.stderr[-400:]))
+    return json.loads(out.stdout)
+
+
+# Where the tiers listen, and what this script sets itself.
+SET_HERE = {"--grpc-addr", "--rest-addr", "--admin-addr", "--listen", "--downstream-grpc", "--downstream-rest",
+            "--transport", "--delay"}
+
+
+def without(args, flags):
+    """args less each of flags and its value."""
+    kept, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in flags:
+            skip = True
+        else:
+            kept.append(a)
+    return kept
+
+
+def tier_settings(arm):
+    """The arguments the harness starts each tier of arm with, less its
+    addresses: read off the command lines of a short run's tiers."""
+    p = subprocess.Popen(
+        [BIN + "/harness", "--transport", arm, "--qps", "10", "--duration", "3s", "--warmup", "1s",
+         "--delay", "1ms", "--quiet", "--out", OUT],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    STARTED.append(p)
+    found = {}
+    deadline = time.monotonic() + 10
+    while len(found) < 2 and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.2)
+        for task in os.listdir("/proc"):
+            try:
+                with open("/proc/%s/stat" % task) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                if ppid != p.pid:
+                    continue
+                with open("/proc/%s/cmdline" % task, "rb") as f:
+                    argv = [a.decode() for a in f.read().split(b"\0")[:-1]]
+            except (OSError, ValueError, IndexError):
+                continue
+            if "__tier" in argv:
+                found[argv[argv.index("__tier") + 1]] = without(argv[argv.index("__tier") + 2:], SET_HERE)
+    p.wait()
+    if set(found) != {"caller", "downstream"}:
+        raise RuntimeError("could not read the %s tiers' command lines off a harness run" % arm)
+    return found
+
+
+class Tiers:
+    """A downstream and a caller for arm: the real tiers (kind 'real'), run
+    as the harness runs them (`harness __tier ROLE` with its flags), or the
+    plain twins."""
+
+    def __init__(self, kind, arm, delay, settings):
+        real = kind == "real"
+        ds = [BIN + "/harness", "__tier", "downstream", *settings["downstream"]] if real else [BIN + "/plain-downstream"]
+        self.ds, ready = start([*ds, "--delay", delay])
+        down = "http://" + ready["listeners"][arm]
+        caller = [BIN + "/harness", "__tier", "caller", *settings["caller"]] if real else [BIN + "/plain-caller"]
+        self.caller, ready = start([*caller, "--transport", arm, "--downstream-" + arm, down])
+        self.front = "http://" + ready["listeners"]["front"]
+
+    def cpu(self):
+        return {"caller": cpu_seconds(self.caller.pid), "downstream": cpu_seconds(self.ds.pid)}
+
+    def close(self):
+        stop(self.caller)
+        stop(self.ds)
+
+
+# ---------------------------------------------------------------- drivers
+
+BODY = '{"requestId":"bench","items":10}'
+
+
+def wrk_script():
+    path = os.path.join(OUT, "call.lua")
+    with open(path, "w") as f:
+        f.write('wrk.method = "POST"\nwrk.body = \'%s\'\nwrk.headers["Content-Type"] = "application/json"\n' % BODY)
+    return path
+
+
+def wrk(front, conns, secs, on_window=None):
+    """wrk -t1 closed loop at front's /v1/call: (requests, requests per second)."""
+    p = subprocess.Popen(
+        ["wrk", "-t", "1", "-c", str(conns), "-d", "%ds" % secs, "-s", wrk_script(), front + "/v1/call"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    STARTED.append(p)
+    text = p.communicate()[0]
+    n = int(re.search(r"(\d+) requests in", text).group(1))
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    if bad:
+        raise RuntimeError("wrk saw %s failed answers" % bad.group(1))
+    return n, float(re.search(r"Requests/sec:\s+([0-9.]+)", text).group(1))
+
+
+def oha_cmd(front, secs, conns, qps=None):
+    cmd = ["oha", "--no-tui", "--output-format", "json", "-z", "%ds" % secs, "-c", str(conns),
+           "-m", "POST", "-T", "application/json", "-d", BODY]
+    if qps:
+        cmd += ["-q", str(qps), "--latency-correction"]
+    return cmd + [front + "/v1/call"]
+
+
+def oha_rps(text):
+    d = json.loads(text)
+    codes = d.get("statusCodeDistribution", {})
+    if set(codes) - {"200"}:
+        raise RuntimeError("oha saw answers %s" % codes)
+    return d["summary"]["requestsPerSec"]
+
+
+# One thread for oha too: its runtime is tokio's, which reads this.
+ONE_THREAD = dict(os.environ, TOKIO_WORKER_THREADS="1")
+
+
+def windowed(p, secs, pids, before=WARM + 1.0, after=1.0):
+    """CPU seconds of pids over [before, secs - after] of p's run, then waits for p."""
+    t0 = time.monotonic()
+    time.sleep(before)
+    a = {k: cpu_seconds(v) for k, v in pids.items()}
+    ta = time.monotonic()
+    time.sleep(max(0.0, t0 + secs - after - ta))
+    b = {k: cpu_seconds(v) for k, v in pids.items()}
+    window = time.monotonic() - ta
+    out, err = p.communicate()
+    return {k: b[k] - a[k] for k in pids}, window, out
+
+
+def harness_open(front, arm, qps, extra_pids):
+    """The harness open loop at qps: CPU seconds of it and extra_pids over a window, and the window."""
+    p = subprocess.Popen(
+        [BIN + "/harness", "--caller-url", front, "--transport", arm, "--qps", str(qps),
+         "--duration", "%ds" % DUR, "--warmup", "%ds" % WARM, "--quiet", "--json", "--out", OUT],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    STARTED.append(p)
+    pids = dict(extra_pids, harness=p.pid)
+    cpu, window, out = windowed(p, WARM + DUR, pids)
+    r = json.loads(out)["arms"][0]["rounds"][0]
+    return cpu, window, r["throughput"]["achieved_ratio"] or 0.0
+
+
+# ------------------------------------------------------------------ table
+
+ROWS = []
+
+
+def row(label, setting, target, ratios, steals, note=""):
+    ROWS.append((label, setting, target, ratios, steals, note))
+    med = statistics.median(ratios) if ratios else float("nan")
+    print("  %s, %s: %s (median %.3f)%s" % (label, setting, " ".join("%.3f" % r for r in ratios), med,
+                                            " — " + note if note else ""), file=sys.stderr, flush=True)
+
+
+def met(target, value):
+    op, bound = target.split()
+    return value >= float(bound) if op == "≥" else value <= float(bound)
+
+
+def print_table():
+    print("| ratio | setting | median | range | target | met | steal % (median, most) |")
+    print("|---|---|---:|---|---|---|---|")
+    for label, setting, target, ratios, steals, note in ROWS:
+        if not ratios:
+            print("| %s | %s | not measured | | %s | | |" % (label, setting, target))
+            continue
+        med = statistics.median(ratios)
+        s = [x for x in steals if x == x]
+        st = "%.1f, %.1f" % (statistics.median(s), max(s)) if s else "not read"
+        print("| %s | %s | %.3f | %.3f–%.3f | %s | %s%s | %s |" % (
+            label, setting, med, min(ratios), max(ratios), target, "yes" if met(target, med) else "**no**",
+            " (" + note + ")" if note else "", st))
+
+
+def alternate(a, b):
+    """The pair's order for each alternation: a first, then b first, …"""
+    return [(a, b) if i % 2 == 0 else (b, a) for i in range(ALTS)]
+
+
+# ------------------------------------------------------------------- rows
+
+
+def generator_rows(settings):
+    tiers = Tiers("real", "grpc", "0ms", settings["grpc"])
+    try:
+        for conns in (2, 64):
+            vs_wrk, vs_oha, steals = [], [], []
+            for i in range(ALTS):
+                order = ["harness", "wrk", "oha"]
+                order = order[i % 3:] + order[:i % 3]
+                got = {}
+                for tool in order:
+                    st = Steal()
+                    if tool == "harness":
+                        d = harness("--caller-url", tiers.front, "--transport", "grpc", "--connections", str(conns),
+                                    "--load-threads", "1", "--duration", "%ds" % DUR, "--warmup", "1s")
+                        got[tool] = d["arms"][0]["rounds"][0]["throughput"]["ok_per_second"]
+                    elif tool == "wrk":
+                        got[tool] = wrk(tiers.front, conns, DUR)[1]
+                    else:
+                        out = subprocess.run(oha_cmd(tiers.front, DUR, conns), stdout=subprocess.PIPE,
+                                             stderr=subprocess.DEVNULL, text=True, env=ONE_THREAD, check=True)
+                        got[tool] = oha_rps(out.stdout)
+                    steals.append(st.percent())
+                vs_wrk.append(got["harness"] / got["wrk"])
+                vs_oha.append(got["harness"] / got["oha"])
+            row("generator ÷ wrk, requests/s", "front door, closed loop, 1 thread, %d conns" % conns, "≥ 1.0",
+                vs_wrk, steals)
+            row("generator ÷ oha, requests/s", "front door, closed loop, 1 thread, %d conns" % conns, "≥ 1.2",
+                vs_oha, steals)
+        for qps in (1000, 5000):
+            ratios, steals, short = [], [], []
+            for first, second in alternate("harness", "oha"):
+                per = {}
+                for tool in (first, second):
+                    st = Steal()
+                    if tool == "harness":
+                        cpu, window, achieved = harness_open(tiers.front, "grpc", qps, {})
+                        if achieved < 0.99:
+                            short.append("harness reached %.3f of the rate" % achieved)
+                    else:
+                        p = subprocess.Popen(oha_cmd(tiers.front, WARM + DUR, 64, qps), stdout=subprocess.PIPE,
+                                             stderr=subprocess.DEVNULL, text=True, env=ONE_THREAD)
+                        STARTED.append(p)
+                        cpu, window, out = windowed(p, WARM + DUR, {"harness": p.pid})
+                        rps = oha_rps(out)
+                        if rps < 0.99 * qps:
+                            short.append("oha reached %.0f req/s" % rps)
+                    per[tool] = cpu["harness"] / (qps * window)
+                    steals.append(st.percent())
+                ratios.append(per["harness"] / per["oha"])
+            row("harness CPU/req ÷ oha's", "open loop, %d req/s" % qps, "≤ 0.8", ratios, steals, "; ".join(short))
+    finally:
+        tiers.close()
+
+
+def tier_rows(settings):
+    for arm in ("grpc", "rest"):
+        for rate in (1000, 5000, "busy"):
+            ratio = {"caller": [], "downstream": []}
+            steals, short = [], []
+            for first, second in alternate("real", "plain"):
+                per = {}
+                for kind in (first, second):
+                    st = Steal()
+                    tiers = Tiers(kind, arm, "0ms" if rate == "busy" else "500ms", settings[arm])
+                    try:
+                        pids = {"caller": tiers.caller.pid, "downstream": tiers.ds.pid}
+                        if rate == "busy":
+                            # wrk counts its requests over the whole run: the window is the run.
+                            wrk(tiers.front, 64, 2)  # warm-up
+                            a = tiers.cpu()
+                            n, _ = wrk(tiers.front, 64, DUR)
+                            b = tiers.cpu()
+                            per[kind] = {t: (b[t] - a[t]) / n for t in pids}
+                        else:
+                            cpu, window, achieved = harness_open(tiers.front, arm, rate, pids)
+                            if achieved < 0.99:
+                                short.append("%s reached %.3f of the rate" % (kind, achieved))
+                            per[kind] = {t: cpu[t] / (rate * window) for t in pids}
+                    finally:
+                        tiers.close()
+                    steals.append(st.percent())
+                for t in ratio:
+                    ratio[t].append(per["real"][t] / per["plain"][t])
+            setting = "%s, %s" % (arm, "busy (wrk, 64 conns, no delay)" if rate == "busy" else "%d req/s" % rate)
+            for t in ("caller", "downstream"):
+                row("%s CPU/req ÷ plain twin's" % t, setting, "≤ 1.10", ratio[t], steals, "; ".join(short))
+
+
+def knee_rows(settings):
+    for arm in ("grpc", "rest"):
+        ratios, steals, knees = [], [], {"real": [], "plain": []}
+        for first, second in alternate("real", "plain"):
+            got = {}
+            for kind in (first, second):
+                st = Steal()
+                tiers = Tiers(kind, arm, "500ms", settings[arm])
+                try:
+                    d = harness("--caller-url", tiers.front, "--transport", arm, "--qps", SWEEP,
+                                "--duration", "%ds" % SWEEP_DUR, "--warmup", "%ds" % SWEEP_WARM)
+                    got[kind] = d["capacity"]["arms"][0]["knee_qps"] or 0
+                finally:
+                    tiers.close()
+                steals.append(st.percent())
+                knees[kind].append(got[kind])
+            ratios.append(got["real"] / got["plain"] if got["plain"] else float("nan"))
+        note = "knees (req/s): tiers %s, twins %s" % (
+            "/".join("%.0f" % k for k in knees["real"]), "/".join("%.0f" % k for k in knees["plain"]))
+        row("three-tier knee ÷ plain twins'", "%s, sweep %s" % (arm, SWEEP), "≥ 0.9",
+            [r for r in ratios if r == r], steals, note)
+
+
+def main():
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        settings = {arm: tier_settings(arm) for arm in ("grpc", "rest")}
+        print("tiers' settings from the harness: %s" % json.dumps(settings), file=sys.stderr)
+        sections = os.environ.get("ROWS", "generator tiers knee").split()
+        if "generator" in sections:
+            generator_rows(settings)
+        if "tiers" in sections:
+            tier_rows(settings)
+        if "knee" in sections:
+            knee_rows(settings)
+    finally:
+        stop_all()
+    print_table()
+
+
+if __name__ == "__main__":
+    main()
