@@ -72,7 +72,10 @@ async fn main() -> anyhow::Result<()> {
     let app = axum::Router::new().route("/v1/fetch", axum::routing::post(fetch)).with_state(plain);
     let grpc_server = tonic::transport::Server::builder()
         .add_service(DownstreamServer::new(plain))
-        .serve_with_incoming(tonic::transport::server::TcpIncoming::from(grpc));
+        // What `serve(addr)` does by default (`Server::tcp_nodelay(true)`),
+        // which `serve_with_incoming` leaves to the incoming stream: without
+        // it h2's separate frame writes wait on Nagle and delayed ACKs.
+        .serve_with_incoming(tonic::transport::server::TcpIncoming::from(grpc).with_nodelay(Some(true)));
     println!("{}", serde_json::to_string(&ready)?);
     tokio::select! {
         served = axum::serve(rest, app) => served?,
