@@ -115,6 +115,29 @@ async fn byte_counters_match_a_raw_http1_exchange_to_the_byte() {
     ds.stop().await;
 }
 
+/// gRPC's message bytes are the protobuf encodings of the request and of the
+/// answer, each counted once per call (the answer's as the encoder writes it).
+#[tokio::test]
+async fn grpc_message_bytes_are_each_calls_protobuf_to_the_byte() {
+    use prost::Message;
+    let ds = start_with(1, Limits::default()).await;
+    let mut client = grpc(ds.grpc_addr).await;
+    let before = stats(ds.admin_addr).await.listeners["grpc"].clone();
+    let (mut sent, mut answered) = (0u64, 0u64);
+    for (i, items) in [1u32, 7, 40].into_iter().enumerate() {
+        let request = proto::FetchRequest::from(req(&format!("bytes-{i}"), items));
+        sent += request.encoded_len() as u64;
+        let answer = client.fetch(request).await.expect("answered").into_inner();
+        assert_eq!(answer.records.len(), items as usize);
+        answered += answer.encode_to_vec().len() as u64;
+    }
+    let d = stats(ds.admin_addr).await.listeners["grpc"].since(&before);
+    assert_eq!(d.requests["ok"], 3);
+    assert_eq!(d.message_bytes_in, sent);
+    assert_eq!(d.message_bytes_out, answered);
+    ds.stop().await;
+}
+
 #[tokio::test]
 async fn metrics_and_stats_show_counters_and_process_figures() {
     let ds = start_with(1, Limits::default()).await;
