@@ -30,7 +30,9 @@ real tiers are started by this script with the settings the harness gives
 them (read from a short run's run.json), the twins with the same addresses
 and delay; the front door and its generator are the same for both.
 
-QUICK=1 shortens every measurement (a smoke test, not a result).
+QUICK=1 shortens every measurement (a smoke test, not a result); ROWS
+("generator tiers knee"), ARMS ("grpc rest") and RATES ("1000 5000 busy")
+pick parts; ALTS sets the alternations.
 """
 
 import ctypes
@@ -52,6 +54,8 @@ DUR = 4 if QUICK else 10  # measured seconds of an open-loop or closed-loop run
 WARM = 2 if QUICK else 3  # warm-up seconds before it
 SWEEP = "1000,2000,4000,6000,8000,10000,12000,14000"
 SWEEP_DUR, SWEEP_WARM = (3, 2) if QUICK else (6, 3)
+ARMS = os.environ.get("ARMS", "grpc rest").split()
+RATES = [r if r == "busy" else int(r) for r in os.environ.get("RATES", "1000 5000 busy").split()]
 OUT = tempfile.mkdtemp(prefix="ratios-")
 STARTED = []  # every process this script started, stopped on any exit
 
@@ -303,8 +307,11 @@ def harness_open(front, arm, qps, extra_pids):
 ROWS = []
 
 
-def row(label, setting, target, ratios, steals, note=""):
-    ROWS.append((label, setting, target, ratios, steals, note))
+def row(label, setting, target, unit, pairs, steals, note=""):
+    """One row: pairs holds (ours, theirs) of each alternation, in unit."""
+    pairs = [(a, b) for a, b in pairs if b]
+    ROWS.append((label, setting, target, unit, pairs, steals, note))
+    ratios = [a / b for a, b in pairs]
     med = statistics.median(ratios) if ratios else float("nan")
     print("  %s, %s: %s (median %.3f)%s" % (label, setting, " ".join("%.3f" % r for r in ratios), med,
                                             " — " + note if note else ""), file=sys.stderr, flush=True)
@@ -316,18 +323,23 @@ def met(target, value):
 
 
 def print_table():
-    print("| ratio | setting | median | range | target | met | steal % (median, most) |")
-    print("|---|---|---:|---|---|---|---|")
-    for label, setting, target, ratios, steals, note in ROWS:
-        if not ratios:
-            print("| %s | %s | not measured | | %s | | |" % (label, setting, target))
+    print("| ratio | setting | ours (median) | theirs (median) | ratio: median | range | target | met "
+          "| steal % (median, most) |")
+    print("|---|---|---:|---:|---:|---|---|---|---|")
+    for label, setting, target, unit, pairs, steals, note in ROWS:
+        if not pairs:
+            print("| %s | %s | not measured | | | | %s | | |" % (label, setting, target))
             continue
+        ratios = [a / b for a, b in pairs]
         med = statistics.median(ratios)
+        fmt = "%.1f " + unit if unit.startswith("µs") else "{:,.0f} " + unit
+        show = lambda v: (fmt % v) if "%" in fmt else fmt.format(v)
         s = [x for x in steals if x == x]
         st = "%.1f, %.1f" % (statistics.median(s), max(s)) if s else "not read"
-        print("| %s | %s | %.3f | %.3f–%.3f | %s | %s%s | %s |" % (
-            label, setting, med, min(ratios), max(ratios), target, "yes" if met(target, med) else "**no**",
-            " (" + note + ")" if note else "", st))
+        print("| %s | %s | %s | %s | %.3f | %.3f–%.3f | %s | %s%s | %s |" % (
+            label, setting, show(statistics.median(a for a, _ in pairs)),
+            show(statistics.median(b for _, b in pairs)), med, min(ratios), max(ratios), target,
+            "yes" if met(target, med) else "**no**", " (" + note + ")" if note else "", st))
 
 
 def alternate(a, b):
@@ -360,14 +372,13 @@ def generator_rows(settings):
                                              stderr=subprocess.DEVNULL, text=True, env=ONE_THREAD, check=True)
                         got[tool] = oha_rps(out.stdout)
                     steals.append(st.percent())
-                vs_wrk.append(got["harness"] / got["wrk"])
-                vs_oha.append(got["harness"] / got["oha"])
-            row("generator ÷ wrk, requests/s", "front door, closed loop, 1 thread, %d conns" % conns, "≥ 1.0",
-                vs_wrk, steals)
-            row("generator ÷ oha, requests/s", "front door, closed loop, 1 thread, %d conns" % conns, "≥ 1.2",
-                vs_oha, steals)
+                vs_wrk.append((got["harness"], got["wrk"]))
+                vs_oha.append((got["harness"], got["oha"]))
+            setting = "front door, closed loop, 1 thread, %d conns" % conns
+            row("generator ÷ wrk, requests/s", setting, "≥ 1.0", "req/s", vs_wrk, steals)
+            row("generator ÷ oha, requests/s", setting, "≥ 1.2", "req/s", vs_oha, steals)
         for qps in (1000, 5000):
-            ratios, steals, short = [], [], []
+            pairs, steals, short = [], [], []
             for first, second in alternate("harness", "oha"):
                 per = {}
                 for tool in (first, second):
@@ -384,18 +395,19 @@ def generator_rows(settings):
                         rps = oha_rps(out)
                         if rps < 0.99 * qps:
                             short.append("oha reached %.0f req/s" % rps)
-                    per[tool] = cpu["harness"] / (qps * window)
+                    per[tool] = cpu["harness"] / (qps * window) * 1e6
                     steals.append(st.percent())
-                ratios.append(per["harness"] / per["oha"])
-            row("harness CPU/req ÷ oha's", "open loop, %d req/s" % qps, "≤ 0.8", ratios, steals, "; ".join(short))
+                pairs.append((per["harness"], per["oha"]))
+            row("harness CPU/req ÷ oha's", "open loop, %d req/s" % qps, "≤ 0.8", "µs/req", pairs, steals,
+                "; ".join(short))
     finally:
         tiers.close()
 
 
 def tier_rows(settings):
-    for arm in ("grpc", "rest"):
-        for rate in (1000, 5000, "busy"):
-            ratio = {"caller": [], "downstream": []}
+    for arm in ARMS:
+        for rate in RATES:
+            pairs = {"caller": [], "downstream": []}
             steals, short = [], []
             for first, second in alternate("real", "plain"):
                 per = {}
@@ -410,25 +422,26 @@ def tier_rows(settings):
                             a = tiers.cpu()
                             n, _ = wrk(tiers.front, 64, DUR)
                             b = tiers.cpu()
-                            per[kind] = {t: (b[t] - a[t]) / n for t in pids}
+                            per[kind] = {t: (b[t] - a[t]) / n * 1e6 for t in pids}
                         else:
                             cpu, window, achieved = harness_open(tiers.front, arm, rate, pids)
                             if achieved < 0.99:
                                 short.append("%s reached %.3f of the rate" % (kind, achieved))
-                            per[kind] = {t: cpu[t] / (rate * window) for t in pids}
+                            per[kind] = {t: cpu[t] / (rate * window) * 1e6 for t in pids}
                     finally:
                         tiers.close()
                     steals.append(st.percent())
-                for t in ratio:
-                    ratio[t].append(per["real"][t] / per["plain"][t])
+                for t in pairs:
+                    pairs[t].append((per["real"][t], per["plain"][t]))
             setting = "%s, %s" % (arm, "busy (wrk, 64 conns, no delay)" if rate == "busy" else "%d req/s" % rate)
             for t in ("caller", "downstream"):
-                row("%s CPU/req ÷ plain twin's" % t, setting, "≤ 1.10", ratio[t], steals, "; ".join(short))
+                row("%s CPU/req ÷ plain twin's" % t, setting, "≤ 1.10", "µs/req", pairs[t], steals,
+                    "; ".join(short))
 
 
 def knee_rows(settings):
-    for arm in ("grpc", "rest"):
-        ratios, steals, knees = [], [], {"real": [], "plain": []}
+    for arm in ARMS:
+        pairs, steals = [], []
         for first, second in alternate("real", "plain"):
             got = {}
             for kind in (first, second):
@@ -441,12 +454,10 @@ def knee_rows(settings):
                 finally:
                     tiers.close()
                 steals.append(st.percent())
-                knees[kind].append(got[kind])
-            ratios.append(got["real"] / got["plain"] if got["plain"] else float("nan"))
+            pairs.append((got["real"], got["plain"]))
         note = "knees (req/s): tiers %s, twins %s" % (
-            "/".join("%.0f" % k for k in knees["real"]), "/".join("%.0f" % k for k in knees["plain"]))
-        row("three-tier knee ÷ plain twins'", "%s, sweep %s" % (arm, SWEEP), "≥ 0.9",
-            [r for r in ratios if r == r], steals, note)
+            "/".join("%.0f" % a for a, _ in pairs), "/".join("%.0f" % b for _, b in pairs))
+        row("three-tier knee ÷ plain twins'", "%s, sweep %s" % (arm, SWEEP), "≥ 0.9", "req/s", pairs, steals, note)
 
 
 def main():

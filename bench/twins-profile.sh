@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Instructions per request of each tier and of its plain twin, with callgrind
+# (repeatable on a shared machine); see bench/README.md, "The tiers against
+# their plain twins". Not CI.
+#
+#   bash bench/twins-profile.sh [BIN_DIR] [LABEL]
+#
+# For each arm and tier, twice: the tier as the harness runs it (`harness
+# __tier ROLE` with the flags bench/ratios.py reads off a harness run), then
+# its plain twin (`plain-caller`, `plain-downstream`); the measured one under
+# callgrind, the other tier native, both driven by wrk through the front door
+# (one thread, CONNS connections, POST /v1/call, 10 items, --delay 0ms).
+# Instrumentation is on for exactly one wrk run of SECS seconds after a WARM
+# one: instructions per request = the window's ÷ wrk's count (the runtime's
+# idle work between the toggles and the run included).
+# ARMS=rest, TIERS=downstream, KINDS=plain narrow it.
+# Output: bench/profiles/LABEL-twin-<tier>-<kind>-<arm>.txt, a table on stdout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN="$(realpath "${1:-target/release}")"
+LABEL="${2:-now}"
+SECS="${SECS:-10}"
+WARM="${WARM:-3}"
+TOP="${TOP:-30}"
+CONNS="${CONNS:-2}"
+OUT=bench/profiles
+TMP="$(mktemp -d)"
+mkdir -p "$OUT"
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
+for c in valgrind callgrind_control callgrind_annotate wrk python3; do
+  command -v $c >/dev/null || { echo "needs $c (Debian packages valgrind, wrk, python3)" >&2; exit 2; }
+done
+CG="valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$TMP/cg.out"
+printf 'wrk.method="POST"\nwrk.body=[[{"requestId":"p","items":10}]]\nwrk.headers["Content-Type"]="application/json"\n' > "$TMP/post.lua"
+
+# The flags the harness gives each tier, as bench/ratios.py reads them.
+settings() { # arm → JSON {caller: [...], downstream: [...]}
+  python3 -c "
+import sys; sys.argv=['', '$BIN']; sys.path.insert(0, 'bench')
+import json, ratios
+try:
+    print(json.dumps(ratios.tier_settings('$1')))
+finally:
+    ratios.stop_all()"
+}
+
+start() { # name prefix cmd… → READY
+  local name="$1" prefix="$2"; shift 2
+  $prefix "$@" > "$TMP/$name.out" 2> "$TMP/$name.err" &
+  for _ in $(seq 600); do grep -q '{' "$TMP/$name.out" 2>/dev/null && break; sleep 0.1; done
+  READY="$(grep -m1 '{' "$TMP/$name.out")" || { echo "$name did not start: $(tail -3 "$TMP/$name.err")" >&2; exit 1; }
+}
+field() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(d$2)" "$1"; }
+flags() { python3 -c "import json,sys; print(' '.join(json.loads(sys.argv[1])['$2']))" "$1"; }
+wrk_count() { wrk -t1 -c"$CONNS" -d"$1s" -s "$TMP/post.lua" "$2/v1/call" | awk '/requests in/{print $1}'; }
+
+echo "| arm | tier | as the harness runs it (instructions/request) | plain twin | ratio |"
+echo "|---|---|---:|---:|---:|"
+for arm in ${ARMS:-grpc rest}; do
+  S="$(settings "$arm")"
+  for tier in ${TIERS:-downstream caller}; do
+    declare -A per=()
+    for kind in ${KINDS:-real plain}; do
+      rm -f "$TMP"/cg.out*
+      cgd=""; cgc=""; [ "$tier" = downstream ] && cgd="$CG"; [ "$tier" = caller ] && cgc="$CG"
+      if [ "$kind" = real ]; then
+        # shellcheck disable=SC2046
+        start ds "$cgd" "$BIN/harness" __tier downstream $(flags "$S" downstream) --delay 0ms
+      else
+        start ds "$cgd" "$BIN/plain-downstream" --delay 0ms
+      fi
+      dpid=$(field "$READY" "['pid']"); down="http://$(field "$READY" "['listeners']['$arm']")"
+      if [ "$kind" = real ]; then
+        # shellcheck disable=SC2046
+        start caller "$cgc" "$BIN/harness" __tier caller $(flags "$S" caller) --transport "$arm" "--downstream-$arm" "$down"
+      else
+        start caller "$cgc" "$BIN/plain-caller" --transport "$arm" "--downstream-$arm" "$down"
+      fi
+      cpid=$(field "$READY" "['pid']"); front="http://$(field "$READY" "['listeners']['front']")"
+      pid=$dpid; [ "$tier" = caller ] && pid=$cpid
+      wrk_count "$WARM" "$front" > /dev/null
+      callgrind_control -i on "$pid" > /dev/null 2>&1
+      n=$(wrk_count "$SECS" "$front")
+      callgrind_control -i off "$pid" > /dev/null 2>&1
+      kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true
+      f="$OUT/$LABEL-twin-$tier-$kind-$arm.txt"
+      callgrind_annotate --threshold=100 "$TMP"/cg.out* > "$TMP/ann.txt" 2>/dev/null || true
+      total=$(awk '/PROGRAM TOTALS/{gsub(",", "", $1); print $1; exit}' "$TMP/ann.txt")
+      per[$kind]=$(( ${total:-0} / (n > 0 ? n : 1) ))
+      {
+        echo "# $LABEL: $tier ($kind), $arm, wrk -c$CONNS for ${SECS}s, $(basename "$BIN")"
+        echo "# requests in the window: $n; instructions: ${total:-0}; per request: ${per[$kind]}"
+        awk -v n=$((TOP + 2)) '/file:function/{on=1} on && n-- > 0' "$TMP/ann.txt"
+      } > "$f"
+      echo "$f: $(sed -n 2p "$f")" >&2
+    done
+    if [ -n "${per[real]:-}" ] && [ -n "${per[plain]:-}" ]; then
+      python3 -c "print('| $arm | $tier | {:,} | {:,} | {:.3f} |'.format(${per[real]}, ${per[plain]}, ${per[real]} / ${per[plain]}))"
+    fi
+    unset per
+  done
+done
