@@ -412,13 +412,19 @@ pub fn body_deadline(router: Router, timeout: Duration) -> Router {
 struct DeadlineBody {
     inner: Body,
     timeout: Duration,
-    /// `None` once the body is complete.
+    /// When the deadline passes: `timeout` after the headers.
+    due: tokio::time::Instant,
+    /// The timer, made only once the body is waited for: a unary message
+    /// usually arrives with its headers and never needs one (a boxed sleep
+    /// and a timer registration saved per call).
     deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The body is complete (or failed): no deadline any more.
+    done: bool,
 }
 
 impl DeadlineBody {
     fn new(inner: Body, timeout: Duration) -> Self {
-        DeadlineBody { inner, timeout, deadline: Some(Box::pin(tokio::time::sleep(timeout))) }
+        DeadlineBody { inner, timeout, due: tokio::time::Instant::now() + timeout, deadline: None, done: false }
     }
 }
 
@@ -430,25 +436,30 @@ impl http_body::Body for DeadlineBody {
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(None) => {
-                this.deadline = None;
+                (this.done, this.deadline) = (true, None);
                 Poll::Ready(None)
             }
             Poll::Ready(Some(frame)) => {
                 if this.inner.is_end_stream() {
-                    this.deadline = None;
+                    (this.done, this.deadline) = (true, None);
                 }
                 Poll::Ready(Some(frame.map_err(|e| Status::from_error(e.into()))))
             }
-            Poll::Pending => match this.deadline.as_mut().map(|d| d.as_mut().poll(cx)) {
-                Some(Poll::Ready(())) => {
-                    this.deadline = None;
-                    Poll::Ready(Some(Err(Status::deadline_exceeded(format!(
-                        "the request message did not arrive within {:?}",
-                        this.timeout
-                    )))))
+            Poll::Pending if this.done => Poll::Pending,
+            Poll::Pending => {
+                let due = this.due;
+                let deadline = this.deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
+                match deadline.as_mut().poll(cx) {
+                    Poll::Ready(()) => {
+                        (this.done, this.deadline) = (true, None);
+                        Poll::Ready(Some(Err(Status::deadline_exceeded(format!(
+                            "the request message did not arrive within {:?}",
+                            this.timeout
+                        )))))
+                    }
+                    Poll::Pending => Poll::Pending,
                 }
-                _ => Poll::Pending,
-            },
+            }
         }
     }
 
