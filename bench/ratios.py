@@ -236,7 +236,7 @@ def wrk_script():
     return path
 
 
-def wrk(front, conns, secs, on_window=None):
+def wrk(front, conns, secs):
     """wrk -t1 closed loop at front's /v1/call: (requests, requests per second)."""
     p = subprocess.Popen(
         ["wrk", "-t", "1", "-c", str(conns), "-d", "%ds" % secs, "-s", wrk_script(), front + "/v1/call"],
@@ -282,7 +282,7 @@ def windowed(p, secs, pids, before=WARM + 1.0, after=1.0):
     time.sleep(max(0.0, t0 + secs - after - ta))
     b = {k: cpu_seconds(v) for k, v in pids.items()}
     window = time.monotonic() - ta
-    out, err = p.communicate()
+    out = p.communicate()[0]
     return {k: b[k] - a[k] for k in pids}, window, out
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions per request of each tier and of its plain twin, with callgrind
-# (repeatable on a shared machine); see bench/README.md, "The tiers against
-# their plain twins". Not CI.
+# (repeatable on a shared machine); see bench/README.md, "Ratios: the tool
+# against its peers, in one run". Not CI.
 #
 #   bash bench/twins-profile.sh [BIN_DIR] [LABEL]
 #

@@ -21,8 +21,7 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use bytes::BufMut;
-use bytes::Bytes;
+use bytes::{BufMut, Bytes};
 use http_body::Frame;
 use prost::Message;
 use proto::downstream_server::{Downstream, DownstreamServer};
@@ -305,7 +304,7 @@ impl Codec for FetchCodec {
 /// Prost's encoder, counting the message bytes it writes: prost measures the
 /// message once to encode it, and `encoded_len` beforehand would measure it
 /// again (4% of the downstream's instructions per request, 10 records;
-/// bench/README.md, "The tiers against their plain twins").
+/// bench/README.md, "Ratios: the tool against its peers, in one run").
 #[derive(Debug)]
 pub struct ResponseEncoder(ProstEncoder<proto::FetchResponse>, Arc<Counters>);
 
