@@ -19,7 +19,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::Request;
-use axum::middleware::{self, Next};
 use axum::response::Response;
 use bytes::{BufMut, Bytes};
 use http_body::Frame;
@@ -33,7 +32,8 @@ use tonic_prost::{ProstDecoder, ProstEncoder};
 
 use crate::core::{Core, FetchError};
 use payload::PayloadError;
-use service::{HeldUntilSent, Refused};
+use service::{HeldUntilSent, InFlightLimit, Refused};
+use tokio::sync::OwnedSemaphorePermit;
 
 /// Outcome labels counted on the gRPC listener: one per gRPC status code,
 /// `shed` for requests refused by the in-flight limit, and `other` for an
@@ -348,31 +348,142 @@ pub fn overloaded(max_in_flight: usize) -> Response {
     .into_http()
 }
 
-/// `router` with the status of every request counted on `counters` under
-/// [`outcome`]: from the headers of a trailers-only answer, from the trailers
-/// otherwise, and as `cancelled` if the request or its answer was dropped
-/// before a status was sent (the client reset the stream or went away).
-pub fn count_outcomes(router: Router, counters: Arc<Counters>) -> Router {
-    router.layer(middleware::from_fn(move |mut req: Request, next: Next| {
+/// `router` behind the gRPC listener's edge, one hand-written layer (not
+/// three `axum::middleware::from_fn`, each of which boxes a future and clones
+/// a boxed service per call; bench/README.md, "Ratios: the tool against its
+/// peers, in one run"). Outermost first, it
+/// * sheds a request over `limit` with [`overloaded`], counted `shed`; an
+///   admitted one holds its permit until its answer is sent or dropped;
+/// * counts the status of every answer on `counters` under [`outcome`]:
+///   from the headers of a trailers-only answer, from the trailers
+///   otherwise, and as `cancelled` if the request or its answer was dropped
+///   before a status was sent (the client reset the stream or went away);
+/// * bounds the request body in time: one not complete within
+///   `body_timeout` of its headers fails with DEADLINE_EXCEEDED, which ends
+///   the stream, frees what the decoder reserved for the message, and
+///   answers the client (REST's 408).
+pub fn edge(router: Router, limit: &InFlightLimit, counters: Arc<Counters>, body_timeout: Duration) -> Router {
+    router.layer(EdgeLayer(Arc::new(EdgeShared { limit: limit.clone(), counters, body_timeout })))
+}
+
+struct EdgeShared {
+    limit: InFlightLimit,
+    counters: Arc<Counters>,
+    body_timeout: Duration,
+}
+
+#[derive(Clone)]
+struct EdgeLayer(Arc<EdgeShared>);
+
+impl<S> tower::Layer<S> for EdgeLayer {
+    type Service = Edge<S>;
+
+    fn layer(&self, inner: S) -> Edge<S> {
+        Edge { inner, shared: self.0.clone() }
+    }
+}
+
+/// A service behind the gRPC listener's [`edge`].
+#[derive(Clone)]
+struct Edge<S> {
+    inner: S,
+    shared: Arc<EdgeShared>,
+}
+
+impl<S> tower::Service<Request> for Edge<S>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible>,
+    S::Future: Unpin,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = EdgeFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request) -> Self::Future {
+        let shared = &self.shared;
+        let Some(permit) = shared.limit.try_admit() else {
+            shared.counters.record(service::SHED);
+            return EdgeFuture::Shed(Some(overloaded(shared.limit.max())));
+        };
         let shed = ShedMark::default();
         req.extensions_mut().insert(shed.clone());
-        let pending = PendingOutcome(Some(counters.clone()), shed);
-        async move {
-            let mut pending = pending;
-            let resp = next.run(req).await;
-            if let Some(code) = status_in(resp.headers()) {
-                pending.record(outcome(code));
-                return resp;
-            }
-            resp.map(|body| {
-                service::watch_frames(body, move |frame| {
-                    if let Some(code) = frame.trailers_ref().and_then(status_in) {
+        let pending = PendingOutcome(Some(shared.counters.clone()), shed);
+        let timeout = shared.body_timeout;
+        let req = req.map(|body| Body::new(DeadlineBody::new(body, timeout)));
+        EdgeFuture::Serving { answer: self.inner.call(req), admitted: Some((pending, permit)) }
+    }
+}
+
+/// The answer of an [`Edge`]: the inner service's with its body watched for
+/// the status and holding the permit, or the shed answer.
+enum EdgeFuture<F> {
+    Serving { answer: F, admitted: Option<(PendingOutcome, OwnedSemaphorePermit)> },
+    Shed(Option<Response>),
+}
+
+impl<F> Future for EdgeFuture<F>
+where
+    F: Future<Output = Result<Response, Infallible>> + Unpin,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            EdgeFuture::Serving { answer, admitted } => {
+                let Ok(mut resp) = std::task::ready!(Pin::new(answer).poll(cx));
+                let (mut pending, permit) = admitted.take().expect("an answer is polled until it is ready, not after");
+                let watching = match status_in(resp.headers()) {
+                    Some(code) => {
                         pending.record(outcome(code));
+                        None
                     }
-                })
-            })
+                    None => Some(pending),
+                };
+                let held = resp.extensions_mut().remove::<HeldUntilSent>();
+                Poll::Ready(Ok(
+                    resp.map(|inner| Body::new(Answered { inner, pending: watching, _held: (permit, held) }))
+                ))
+            }
+            EdgeFuture::Shed(resp) => Poll::Ready(Ok(resp.take().expect("a shed answer is taken once"))),
         }
-    }))
+    }
+}
+
+/// An answer's body on its way out: its status counted from the trailers,
+/// and its permits held until it is sent or dropped.
+struct Answered {
+    inner: Body,
+    pending: Option<PendingOutcome>,
+    _held: (OwnedSemaphorePermit, Option<HeldUntilSent>),
+}
+
+impl http_body::Body for Answered {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if let (Poll::Ready(Some(Ok(frame))), Some(pending)) = (&polled, &mut this.pending)
+            && let Some(code) = frame.trailers_ref().and_then(status_in)
+        {
+            pending.record(outcome(code));
+            this.pending = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 fn status_in(headers: &http::HeaderMap) -> Option<Code> {
@@ -396,16 +507,6 @@ impl Drop for PendingOutcome {
     fn drop(&mut self) {
         self.record("cancelled");
     }
-}
-
-/// `router` with every request body bounded in time: one not complete within
-/// `timeout` of its headers fails with DEADLINE_EXCEEDED, which ends the
-/// stream, frees what the decoder reserved for the message, and answers the
-/// client (REST's 408).
-pub fn body_deadline(router: Router, timeout: Duration) -> Router {
-    router.layer(middleware::from_fn(move |req: Request, next: Next| {
-        next.run(req.map(|body| Body::new(DeadlineBody::new(body, timeout))))
-    }))
 }
 
 struct DeadlineBody {

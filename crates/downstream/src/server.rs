@@ -183,10 +183,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     .add_service(reflection().build_v1alpha().map_err(reflection_err)?)
     .prepare()
     .into_axum_router();
-    // Outermost first: shed, count the status, bound the body's arrival.
-    let grpc_app = grpc::body_deadline(grpc_app, config.header_read_timeout);
-    let grpc_app = grpc::count_outcomes(grpc_app, grpc_counters.clone());
-    let grpc_app = limit.apply(grpc_app, grpc_counters.clone(), grpc::overloaded);
+    let grpc_app = grpc::edge(grpc_app, &limit, grpc_counters.clone(), config.header_read_timeout);
     let rest_app = rest::router(core, rest_counters.clone(), config.header_read_timeout);
     let rest_app = config.compression.rest_layers(rest_app);
     let rest_app = service::json_errors(rest_app, Some(rest_counters.clone()), rest::API);

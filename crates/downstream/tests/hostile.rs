@@ -258,6 +258,47 @@ async fn requests_over_the_in_flight_limit_are_shed_and_counted() {
     ds.stop().await;
 }
 
+/// A call the client resets while it is worked on is counted `cancelled`,
+/// and its place under the in-flight limit is free again at once, not when
+/// its work would have ended.
+#[tokio::test]
+async fn a_grpc_call_the_client_resets_is_counted_cancelled_and_frees_its_place() {
+    const DELAY: Duration = Duration::from_secs(3);
+    let ds = downstream(Config { delay: DELAY, max_in_flight: Some(1), ..Config::default() }).await;
+    let addr = ds.grpc_addr;
+    let (send, _driver) = h2_connect(addr).await;
+    let sent = Instant::now();
+    let mut first = send.clone().ready().await.unwrap();
+    let (_first_answer, mut first_stream) = first.send_request(grpc_head(addr, FETCH), false).unwrap();
+    first_stream.send_data(fetch_message("held", 1), true).unwrap();
+    // Streams of one connection reach the service in order: the second
+    // finds the first holding the only place.
+    let (code, message) = grpc_call(&send, addr, FETCH, fetch_message("second", 1)).await;
+    assert_eq!(code, tonic::Code::ResourceExhausted as i32, "{message}");
+    first_stream.send_reset(h2::Reason::CANCEL);
+    // Admitted once the reset has reached the server (shed until then).
+    let mut shed = 1;
+    let answered = loop {
+        let (code, message) = grpc_call(&send, addr, FETCH, fetch_message("third", 1)).await;
+        if code == 0 {
+            break Instant::now();
+        }
+        assert_eq!(code, tonic::Code::ResourceExhausted as i32, "{message}");
+        assert!(sent.elapsed() < WITHIN, "the reset call's place was never freed");
+        shed += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // Its answer came DELAY after it was admitted, at the earliest.
+    assert!(answered - DELAY < sent + DELAY, "admitted only once the reset call's work would have ended");
+    let counted = stats(ds.admin_addr).await.listeners["grpc"].requests.clone();
+    let expected = [("cancelled", 1), ("shed", shed), ("ok", 1)];
+    for (label, n) in expected {
+        assert_eq!(counted.get(label), Some(&n), "{label}: {counted:?}");
+    }
+    assert_eq!(counted.values().sum::<u64>(), shed + 2, "{counted:?}");
+    ds.stop().await;
+}
+
 #[tokio::test]
 async fn the_default_in_flight_limit_is_derived_and_reported() {
     let ds = downstream(Config::default()).await;
