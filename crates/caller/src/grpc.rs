@@ -8,16 +8,17 @@ use proto::json::{FETCH_JSON_PATH, GRPC_JSON_CONTENT_TYPE, RawCodec};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use bytes::Bytes;
+use bytes::{Buf, BufMut, Bytes};
 use futures::future::BoxFuture;
 use hyper_util::rt::TokioIo;
 use payload::{FetchRequest, FetchResponse};
-use prost::Message;
-use proto::downstream_client::DownstreamClient;
 use telemetry::{Counters, CountingStream};
 use tokio::net::TcpStream;
+use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::{Channel, Endpoint, Uri};
+
+use tonic_prost::{ProstDecoder, ProstEncoder};
 
 use crate::hop::{HopOptions, merged};
 use crate::outbound::{CallError, Outbound};
@@ -39,11 +40,14 @@ pub const MAX_DECODING_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
 #[derive(Debug)]
 pub struct GrpcClient {
     target: String,
-    clients: Vec<DownstreamClient<Channel>>,
+    clients: Vec<tonic::client::Grpc<Channel>>,
     next: AtomicUsize,
     counters: Arc<Counters>,
     hop: HopOptions,
 }
+
+/// `bench.v1.Downstream/Fetch`, called as the generated client calls it.
+const FETCH_PATH: &str = "/bench.v1.Downstream/Fetch";
 
 impl GrpcClient {
     /// Prepares `connections` lazily-connected channels to `target`; each
@@ -69,7 +73,7 @@ impl GrpcClient {
         let clients = channels(target, connections, hop, &counters)?
             .into_iter()
             .map(|channel| {
-                let client = DownstreamClient::new(channel).max_decoding_message_size(MAX_DECODING_MESSAGE_BYTES);
+                let client = tonic::client::Grpc::new(channel).max_decoding_message_size(MAX_DECODING_MESSAGE_BYTES);
                 match encoding {
                     Some(e) => client.send_compressed(e).accept_compressed(e),
                     None => client,
@@ -133,10 +137,18 @@ impl Outbound for GrpcClient {
         let mut client = self.clients[i].clone();
         let (target, counters) = (self.target.clone(), self.counters.clone());
         Box::pin(async move {
-            let req = proto::FetchRequest::from(req);
-            let request_bytes = req.encoded_len() as u64;
-            let resp = client.fetch(req).await.map_err(|s| classify(&target, s))?.into_inner();
-            counters.add_message_bytes(request_bytes, resp.encoded_len() as u64);
+            client.ready().await.map_err(|e| CallError::Connect { target: target.clone(), reason: e.to_string() })?;
+            // What the generated `DownstreamClient::fetch` does, with a codec
+            // that counts the message bytes as prost writes and reads them:
+            // `encoded_len()` on each side would measure both messages again
+            // (bench/README.md, "Ratios: the tool against its peers").
+            let mut req = tonic::Request::new(proto::FetchRequest::from(req));
+            req.extensions_mut().insert(tonic::GrpcMethod::new(proto::downstream_server::SERVICE_NAME, "Fetch"));
+            let resp = client
+                .unary(req, PathAndQuery::from_static(FETCH_PATH), CountingCodec(counters))
+                .await
+                .map_err(|s| classify(&target, s))?
+                .into_inner();
             FetchResponse::try_from(resp).map_err(|e| CallError::BadResponse { target, reason: e.to_string() })
         })
     }
@@ -147,6 +159,62 @@ impl Outbound for GrpcClient {
 
     fn settings(&self) -> serde_json::Value {
         grpc_settings("grpc", self.clients.len(), &self.hop)
+    }
+}
+
+/// Prost's codec, counting message bytes on `counters` as they are encoded
+/// (the request, before any compression) and decoded (the answer, after).
+struct CountingCodec(Arc<Counters>);
+
+impl Codec for CountingCodec {
+    type Encode = proto::FetchRequest;
+    type Decode = proto::FetchResponse;
+    type Encoder = CountingEncoder;
+    type Decoder = CountingDecoder;
+
+    fn encoder(&mut self) -> CountingEncoder {
+        CountingEncoder(ProstEncoder::default(), self.0.clone())
+    }
+
+    fn decoder(&mut self) -> CountingDecoder {
+        CountingDecoder(ProstDecoder::default(), self.0.clone())
+    }
+}
+
+struct CountingEncoder(ProstEncoder<proto::FetchRequest>, Arc<Counters>);
+
+impl Encoder for CountingEncoder {
+    type Item = proto::FetchRequest;
+    type Error = tonic::Status;
+
+    fn encode(&mut self, item: Self::Item, buf: &mut EncodeBuf<'_>) -> Result<(), tonic::Status> {
+        let before = buf.remaining_mut();
+        self.0.encode(item, buf)?;
+        self.1.add_message_bytes((before - buf.remaining_mut()) as u64, 0);
+        Ok(())
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        self.0.buffer_settings()
+    }
+}
+
+struct CountingDecoder(ProstDecoder<proto::FetchResponse>, Arc<Counters>);
+
+impl Decoder for CountingDecoder {
+    type Item = proto::FetchResponse;
+    type Error = tonic::Status;
+
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, tonic::Status> {
+        // A decode buffer holds exactly one whole message.
+        let bytes = buf.remaining() as u64;
+        let decoded = self.0.decode(buf)?;
+        self.1.add_message_bytes(0, bytes);
+        Ok(decoded)
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        self.0.buffer_settings()
     }
 }
 

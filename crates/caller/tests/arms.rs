@@ -12,6 +12,7 @@ use caller::hop::HopOptions;
 use caller::{Config as CallerConfig, Transport};
 use downstream::{Config as DsConfig, Handle as DsHandle};
 use payload::{CallRequest, FetchRequest, FetchResponse, Shape};
+use prost::Message;
 use telemetry::CountersSnapshot;
 use tokio_util::sync::CancellationToken;
 
@@ -53,7 +54,8 @@ async fn every_arm_returns_the_same_records_and_is_counted_on_its_listener() {
     let mut counted = Vec::new();
     let mut answers: Vec<Vec<FetchResponse>> = Vec::new();
     for transport in Transport::ALL {
-        let client = build(&settings(&ds, transport), Arc::new(transport.client_counters("test"))).unwrap();
+        let client_counters = Arc::new(transport.client_counters("test"));
+        let client = build(&settings(&ds, transport), client_counters.clone()).unwrap();
         let (mine, other) = if transport.is_grpc() { ("grpc", "rest") } else { ("rest", "grpc") };
         assert_eq!(transport.listener(), mine);
         let (before, other_before) = (listener(&ds, mine), listener(&ds, other));
@@ -68,6 +70,14 @@ async fn every_arm_returns_the_same_records_and_is_counted_on_its_listener() {
         assert_eq!(listener(&ds, other).since(&other_before).requests_total(), 0, "{transport}: the other listener");
         assert!(d.message_bytes_in >= 5000 && d.bytes_in.unwrap() > d.message_bytes_in, "{transport}: {d:?}");
         assert!(d.bytes_out.unwrap() > d.message_bytes_out, "{transport}: {d:?}");
+        // The client counts the messages it sent and read as the server
+        // counted them, byte for byte, each side in its own codec.
+        let mine = client_counters.snapshot();
+        assert_eq!(
+            (mine.message_bytes_in, mine.message_bytes_out),
+            (d.message_bytes_in, d.message_bytes_out),
+            "{transport}: the client's (sent, read) against the server's (read, sent)"
+        );
         counted.push((transport, d.message_bytes_in, d.message_bytes_out));
         answers.push(got);
     }
@@ -79,6 +89,14 @@ async fn every_arm_returns_the_same_records_and_is_counted_on_its_listener() {
     assert_eq!(bytes(Transport::RestPb), bytes(Transport::Grpc), "{counted:?}");
     assert_eq!(bytes(Transport::GrpcJson), bytes(Transport::Rest), "{counted:?}");
     assert!(bytes(Transport::Rest).1 > bytes(Transport::Grpc).1, "{counted:?}");
+    // And protobuf's are the encodings of the calls, computed here apart
+    // from either tier's code path.
+    let protobuf = |f: fn(&FetchRequest, &FetchResponse) -> usize| -> u64 {
+        requests.iter().zip(&answers[0]).map(|(q, a)| f(q, a) as u64).sum()
+    };
+    let sent = protobuf(|q, _| proto::FetchRequest::from(q.clone()).encoded_len());
+    let read = protobuf(|_, a| proto::FetchResponse::from(a.clone()).encoded_len());
+    assert_eq!(bytes(Transport::Grpc), (sent, read), "{counted:?}");
     ds.stop().await;
 }
 
