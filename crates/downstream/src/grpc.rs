@@ -32,6 +32,7 @@ use tonic_prost::{ProstDecoder, ProstEncoder};
 
 use crate::core::{Core, FetchError};
 use payload::PayloadError;
+use service::around::{Around, Before, around};
 use service::{HeldUntilSent, InFlightLimit, Refused};
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -363,93 +364,40 @@ pub fn overloaded(max_in_flight: usize) -> Response {
 ///   the stream, frees what the decoder reserved for the message, and
 ///   answers the client (REST's 408).
 pub fn edge(router: Router, limit: &InFlightLimit, counters: Arc<Counters>, body_timeout: Duration) -> Router {
-    router.layer(EdgeLayer(Arc::new(EdgeShared { limit: limit.clone(), counters, body_timeout })))
+    around(router, Edge { limit: limit.clone(), counters, body_timeout })
 }
 
-struct EdgeShared {
+struct Edge {
     limit: InFlightLimit,
     counters: Arc<Counters>,
     body_timeout: Duration,
 }
 
-#[derive(Clone)]
-struct EdgeLayer(Arc<EdgeShared>);
+impl Around for Edge {
+    type Carry = (PendingOutcome, OwnedSemaphorePermit);
 
-impl<S> tower::Layer<S> for EdgeLayer {
-    type Service = Edge<S>;
-
-    fn layer(&self, inner: S) -> Edge<S> {
-        Edge { inner, shared: self.0.clone() }
-    }
-}
-
-/// A service behind the gRPC listener's [`edge`].
-#[derive(Clone)]
-struct Edge<S> {
-    inner: S,
-    shared: Arc<EdgeShared>,
-}
-
-impl<S> tower::Service<Request> for Edge<S>
-where
-    S: tower::Service<Request, Response = Response, Error = Infallible>,
-    S::Future: Unpin,
-{
-    type Response = Response;
-    type Error = Infallible;
-    type Future = EdgeFuture<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut req: Request) -> Self::Future {
-        let shared = &self.shared;
-        let Some(permit) = shared.limit.try_admit() else {
-            shared.counters.record(service::SHED);
-            return EdgeFuture::Shed(Some(overloaded(shared.limit.max())));
+    fn before(&self, mut req: Request) -> Before<Self::Carry> {
+        let Some(permit) = self.limit.try_admit() else {
+            self.counters.record(service::SHED);
+            return Before::Answer(overloaded(self.limit.max()));
         };
         let shed = ShedMark::default();
         req.extensions_mut().insert(shed.clone());
-        let pending = PendingOutcome(Some(shared.counters.clone()), shed);
-        let timeout = shared.body_timeout;
-        let req = req.map(|body| Body::new(DeadlineBody::new(body, timeout)));
-        EdgeFuture::Serving { answer: self.inner.call(req), admitted: Some((pending, permit)) }
+        let pending = PendingOutcome(Some(self.counters.clone()), shed);
+        let timeout = self.body_timeout;
+        Before::Pass(req.map(|body| Body::new(DeadlineBody::new(body, timeout))), (pending, permit))
     }
-}
 
-/// The answer of an [`Edge`]: the inner service's with its body watched for
-/// the status and holding the permit, or the shed answer.
-enum EdgeFuture<F> {
-    Serving { answer: F, admitted: Option<(PendingOutcome, OwnedSemaphorePermit)> },
-    Shed(Option<Response>),
-}
-
-impl<F> Future for EdgeFuture<F>
-where
-    F: Future<Output = Result<Response, Infallible>> + Unpin,
-{
-    type Output = Result<Response, Infallible>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.get_mut() {
-            EdgeFuture::Serving { answer, admitted } => {
-                let Ok(mut resp) = std::task::ready!(Pin::new(answer).poll(cx));
-                let (mut pending, permit) = admitted.take().expect("an answer is polled until it is ready, not after");
-                let watching = match status_in(resp.headers()) {
-                    Some(code) => {
-                        pending.record(outcome(code));
-                        None
-                    }
-                    None => Some(pending),
-                };
-                let held = resp.extensions_mut().remove::<HeldUntilSent>();
-                Poll::Ready(Ok(
-                    resp.map(|inner| Body::new(Answered { inner, pending: watching, _held: (permit, held) }))
-                ))
+    fn after(&self, mut resp: Response, (mut pending, permit): Self::Carry) -> Response {
+        let watching = match status_in(resp.headers()) {
+            Some(code) => {
+                pending.record(outcome(code));
+                None
             }
-            EdgeFuture::Shed(resp) => Poll::Ready(Ok(resp.take().expect("a shed answer is taken once"))),
-        }
+            None => Some(pending),
+        };
+        let held = resp.extensions_mut().remove::<HeldUntilSent>();
+        resp.map(|inner| Body::new(Answered { inner, pending: watching, _held: (permit, held) }))
     }
 }
 

@@ -6,20 +6,16 @@
 //! uncounted. [`json_errors`] gives those the `{"error": "..."}` body with a
 //! reason naming what was refused, and counts each under its outcome.
 
-use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
 
 use axum::Router;
 use axum::extract::Request;
 use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use telemetry::Counters;
-use tower::{Layer, Service};
 
 use crate::api::{ApiError, is_json};
+use crate::around::{Around, Before, around};
 
 /// `router` with every error answer (4xx, 5xx) that does not carry a JSON
 /// body replaced by an [`ApiError`] saying why, counted on `counters` under
@@ -27,10 +23,7 @@ use crate::api::{ApiError, is_json};
 /// the reason of a 404 or 405. A JSON error answer is left alone: its
 /// handler counted it.
 pub fn json_errors(router: Router, counters: Option<Arc<Counters>>, api: &'static str) -> Router {
-    // A hand-written layer, not `axum::middleware::from_fn`, which boxes a
-    // future and clones a boxed service on every call (bench/README.md,
-    // "Ratios: the tool against its peers, in one run").
-    router.layer(JsonErrorsLayer(Arc::new(Explainer { counters, api })))
+    around(router, Explainer { counters, api })
 }
 
 struct Explainer {
@@ -38,9 +31,20 @@ struct Explainer {
     api: &'static str,
 }
 
-impl Explainer {
+impl Around for Explainer {
+    type Carry = Asked;
+
+    fn before(&self, req: Request) -> Before<Asked> {
+        let asked = Asked::of(&req);
+        let head_bytes: usize = req.headers().iter().map(|(n, v)| n.as_str().len() + v.len() + 4).sum();
+        if head_bytes > MAX_HEADER_BYTES {
+            return Before::Answer(self.after(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE.into_response(), asked));
+        }
+        Before::Pass(req, asked)
+    }
+
     /// `resp`, or the [`ApiError`] that explains it if it is a bare refusal.
-    fn explain(&self, resp: Response, asked: &Asked) -> Response {
+    fn after(&self, resp: Response, asked: Asked) -> Response {
         let status = resp.status();
         if !(status.is_client_error() || status.is_server_error()) || is_json(resp.headers()) {
             return resp;
@@ -58,75 +62,6 @@ impl Explainer {
             }
         }
         answer
-    }
-}
-
-#[derive(Clone)]
-struct JsonErrorsLayer(Arc<Explainer>);
-
-impl<S> Layer<S> for JsonErrorsLayer {
-    type Service = JsonErrors<S>;
-
-    fn layer(&self, inner: S) -> JsonErrors<S> {
-        JsonErrors { inner, explainer: self.0.clone() }
-    }
-}
-
-#[derive(Clone)]
-struct JsonErrors<S> {
-    inner: S,
-    explainer: Arc<Explainer>,
-}
-
-impl<S> Service<Request> for JsonErrors<S>
-where
-    S: Service<Request, Response = Response, Error = Infallible>,
-    S::Future: Unpin,
-{
-    type Response = Response;
-    type Error = Infallible;
-    type Future = Explained<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request) -> Self::Future {
-        let asked = Asked::of(&req);
-        let head_bytes: usize = req.headers().iter().map(|(n, v)| n.as_str().len() + v.len() + 4).sum();
-        let answer = if head_bytes > MAX_HEADER_BYTES {
-            Err(Some(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE.into_response()))
-        } else {
-            Ok(self.inner.call(req))
-        };
-        Explained { answer, asked, explainer: self.explainer.clone() }
-    }
-}
-
-/// The answer of a [`JsonErrors`] service: the inner one's (or the 431 it
-/// was spared), explained if it is a bare refusal.
-struct Explained<F> {
-    answer: Result<F, Option<Response>>,
-    asked: Asked,
-    explainer: Arc<Explainer>,
-}
-
-impl<F> Future for Explained<F>
-where
-    F: Future<Output = Result<Response, Infallible>> + Unpin,
-{
-    type Output = Result<Response, Infallible>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        let resp = match &mut this.answer {
-            Ok(answer) => {
-                let Ok(resp) = ready!(Pin::new(answer).poll(cx));
-                resp
-            }
-            Err(refused) => refused.take().expect("an answer is taken once"),
-        };
-        Poll::Ready(Ok(this.explainer.explain(resp, &this.asked)))
     }
 }
 

@@ -22,6 +22,7 @@
 //! reverse. It does not know about the contract or the transports' messages.
 
 pub mod api;
+pub mod around;
 mod body;
 pub mod compression;
 mod errors;

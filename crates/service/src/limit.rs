@@ -6,20 +6,16 @@
 //! each counting what it shed under the outcome `shed`. What a shed answer
 //! looks like belongs to the transport, so the listener passes it in.
 
-use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
 
 use axum::Router;
 use axum::extract::Request;
 use axum::response::Response;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tower::{Layer, Service};
 
 use telemetry::Counters;
 
+use crate::around::{Around, Before, around};
 use crate::body::hold_until_dropped;
 use crate::work::HeldUntilSent;
 
@@ -84,94 +80,37 @@ impl InFlightLimit {
     /// fewer than the limit are in flight; a request counts until its response
     /// body has been sent or dropped. Refused ones get `shed(max)` and are
     /// counted on `counters` as [`SHED`].
-    ///
-    /// A hand-written layer, not `axum::middleware::from_fn`: that boxes a
-    /// future and clones a boxed service on every call, which a tier pays
-    /// for and an idiomatic service without a limit does not (bench/README.md,
-    /// "Ratios: the tool against its peers, in one run").
     pub fn apply(&self, router: Router, counters: Arc<Counters>, shed: fn(usize) -> Response) -> Router {
-        router.layer(LimitLayer(Arc::new(Shared { limit: self.clone(), counters, shed })))
+        around(router, Limited { limit: self.clone(), counters, shed })
     }
 }
 
-struct Shared {
+struct Limited {
     limit: InFlightLimit,
     counters: Arc<Counters>,
     shed: fn(usize) -> Response,
 }
 
-#[derive(Clone)]
-struct LimitLayer(Arc<Shared>);
+impl Around for Limited {
+    type Carry = OwnedSemaphorePermit;
 
-impl<S> Layer<S> for LimitLayer {
-    type Service = Limited<S>;
-
-    fn layer(&self, inner: S) -> Limited<S> {
-        Limited { inner, shared: self.0.clone() }
-    }
-}
-
-/// A service behind the in-flight limit ([`InFlightLimit::apply`]).
-#[derive(Clone)]
-struct Limited<S> {
-    inner: S,
-    shared: Arc<Shared>,
-}
-
-impl<S> Service<Request> for Limited<S>
-where
-    S: Service<Request, Response = Response, Error = Infallible>,
-    S::Future: Unpin,
-{
-    type Response = Response;
-    type Error = Infallible;
-    type Future = Admitted<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request) -> Self::Future {
-        match self.shared.limit.try_admit() {
-            Some(permit) => Admitted::Serving { answer: self.inner.call(req), permit: Some(permit) },
+    fn before(&self, req: Request) -> Before<OwnedSemaphorePermit> {
+        match self.limit.try_admit() {
+            Some(permit) => Before::Pass(req, permit),
             None => {
-                self.shared.counters.record(SHED);
-                Admitted::Shed(Some((self.shared.shed)(self.shared.limit.max)))
+                self.counters.record(SHED);
+                Before::Answer((self.shed)(self.limit.max))
             }
         }
     }
-}
 
-/// The answer of a [`Limited`] service: the inner one's, holding its permit
-/// until the body is sent or dropped, or the shed answer.
-enum Admitted<F> {
-    Serving { answer: F, permit: Option<OwnedSemaphorePermit> },
-    Shed(Option<Response>),
-}
-
-impl<F> Future for Admitted<F>
-where
-    F: Future<Output = Result<Response, Infallible>> + Unpin,
-{
-    type Output = Result<Response, Infallible>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.get_mut() {
-            Admitted::Serving { answer, permit } => {
-                let Ok(resp) = ready!(Pin::new(answer).poll(cx));
-                let permit = permit.take().expect("an answer is polled until it is ready, not after");
-                Poll::Ready(Ok(hold_answer(resp, permit)))
-            }
-            Admitted::Shed(resp) => Poll::Ready(Ok(resp.take().expect("a shed answer is taken once"))),
-        }
+    fn after(&self, resp: Response, permit: OwnedSemaphorePermit) -> Response {
+        // What the handler holds until its answer is sent (its work permit)
+        // is held by the body too.
+        let (mut parts, body) = resp.into_parts();
+        let held = parts.extensions.remove::<HeldUntilSent>();
+        Response::from_parts(parts, hold_until_dropped(body, (permit, held)))
     }
-}
-
-/// `resp` with `permit` and what its handler holds until it is sent
-/// ([`HeldUntilSent`]) moved into its body.
-fn hold_answer<T: Send + Unpin + 'static>(mut resp: Response, permit: T) -> Response {
-    let held = resp.extensions_mut().remove::<HeldUntilSent>();
-    resp.map(|body| hold_until_dropped(body, (permit, held)))
 }
 
 #[cfg(test)]

@@ -1,0 +1,166 @@
+//! The one shape of a tier's edge layers: something done before each call
+//! and something after, around whatever the router serves. Each layer is
+//! one [`Around`], a concrete future, no box: `axum::middleware::from_fn`
+//! boxes a future and clones a boxed service on every call, which a tier
+//! paid for and an idiomatic service without the layer does not
+//! (bench/README.md, "Ratios: the tool against its peers, in one run").
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use axum::Router;
+use axum::extract::Request;
+use axum::response::Response;
+use tower::{Layer, Service};
+
+/// What an edge layer does around each call.
+pub trait Around: Send + Sync + 'static {
+    /// What `before` hands to `after`.
+    type Carry: Send + 'static;
+
+    /// The request to pass on and what to carry to `after`, or the answer
+    /// to give instead (the inner service is not called, `after` is not).
+    fn before(&self, req: Request) -> Before<Self::Carry>;
+
+    /// The answer to give for the inner service's `resp`.
+    fn after(&self, resp: Response, carry: Self::Carry) -> Response;
+}
+
+/// What [`Around::before`] decided.
+pub enum Before<C> {
+    /// Call the inner service with this request; carry `C` to `after`.
+    Pass(Request, C),
+    /// Answer this, without calling the inner service.
+    Answer(Response),
+}
+
+/// `router` with `around` done around every call (fallbacks included).
+pub fn around<A: Around>(router: Router, around: A) -> Router {
+    router.layer(AroundLayer(Arc::new(around)))
+}
+
+struct AroundLayer<A>(Arc<A>);
+
+impl<A> Clone for AroundLayer<A> {
+    fn clone(&self) -> Self {
+        AroundLayer(self.0.clone())
+    }
+}
+
+impl<S, A> Layer<S> for AroundLayer<A> {
+    type Service = Wrapped<S, A>;
+
+    fn layer(&self, inner: S) -> Wrapped<S, A> {
+        Wrapped { inner, around: self.0.clone() }
+    }
+}
+
+struct Wrapped<S, A> {
+    inner: S,
+    around: Arc<A>,
+}
+
+impl<S: Clone, A> Clone for Wrapped<S, A> {
+    fn clone(&self) -> Self {
+        Wrapped { inner: self.inner.clone(), around: self.around.clone() }
+    }
+}
+
+impl<S, A> Service<Request> for Wrapped<S, A>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+    S::Future: Unpin,
+    A: Around,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Answer<S::Future, A>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        match self.around.before(req) {
+            Before::Pass(req, carry) => {
+                Answer::Inner { answer: self.inner.call(req), carry: Some(carry), around: self.around.clone() }
+            }
+            Before::Answer(resp) => Answer::Ready(Some(resp)),
+        }
+    }
+}
+
+enum Answer<F, A: Around> {
+    Inner { answer: F, carry: Option<A::Carry>, around: Arc<A> },
+    Ready(Option<Response>),
+}
+
+// Nothing here is pinned structurally: `F` is required to be Unpin, the
+// rest is moved out by value.
+impl<F: Unpin, A: Around> Unpin for Answer<F, A> {}
+
+impl<F, A> Future for Answer<F, A>
+where
+    F: Future<Output = Result<Response, Infallible>> + Unpin,
+    A: Around,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Answer::Inner { answer, carry, around } => {
+                let Ok(resp) = ready!(Pin::new(answer).poll(cx));
+                let carry = carry.take().expect("an answer is polled until it is ready, not after");
+                Poll::Ready(Ok(around.after(resp, carry)))
+            }
+            Answer::Ready(resp) => Poll::Ready(Ok(resp.take().expect("an answer is taken once"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::routing::get;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tower::ServiceExt;
+
+    /// Refuses `/no`, counts what it let through after the answer.
+    struct Gate(Arc<AtomicUsize>);
+
+    impl Around for Gate {
+        type Carry = &'static str;
+
+        fn before(&self, req: Request) -> Before<&'static str> {
+            if req.uri().path() == "/no" {
+                return Before::Answer(Response::builder().status(403).body(Body::empty()).unwrap());
+            }
+            Before::Pass(req, "through")
+        }
+
+        fn after(&self, mut resp: Response, carry: &'static str) -> Response {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            resp.headers_mut().insert("x-carry", carry.parse().unwrap());
+            resp
+        }
+    }
+
+    #[tokio::test]
+    async fn before_answers_or_passes_and_after_sees_what_was_carried() {
+        let after = Arc::new(AtomicUsize::new(0));
+        let app = around(Router::new().route("/yes", get(|| async { "yes" })), Gate(after.clone()));
+        let yes = app.clone().oneshot(Request::get("/yes").body(Body::empty()).unwrap()).await.unwrap();
+        assert_eq!((yes.status().as_u16(), yes.headers()["x-carry"].to_str().unwrap()), (200, "through"));
+        let missing = app.clone().oneshot(Request::get("/gone").body(Body::empty()).unwrap()).await.unwrap();
+        assert_eq!(missing.status(), 404, "the fallback is wrapped too");
+        assert!(missing.headers().contains_key("x-carry"));
+        let no = app.oneshot(Request::get("/no").body(Body::empty()).unwrap()).await.unwrap();
+        assert_eq!(no.status(), 403);
+        assert!(!no.headers().contains_key("x-carry"), "after is not called on before's answer");
+        assert_eq!(after.load(Ordering::Relaxed), 2);
+    }
+}
