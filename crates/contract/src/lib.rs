@@ -1,0 +1,279 @@
+//! A team's own contract, at run time: `.proto` files compiled with protox
+//! (no `protoc`), the one unary method a run calls, and the messages its
+//! calls carry, read from JSON Lines in the proto3 JSON mapping or generated
+//! from the schema alone.
+//!
+//! Every tier and the harness build the same [`Contract`] from the same
+//! files, and refuse to start on a mismatch: the descriptor set's SHA-256
+//! names what was compiled. A call's number picks its messages: call *n*
+//! sends request *n* mod R and is answered with answer *n* mod A
+//! ([`pick`]); the number travels as the request's [`CALL_HEADER`], the
+//! request id every production hop propagates, so the downstream answers
+//! without looking the request up.
+//!
+//! It knows no listener and no client; the tonic codec for dynamic messages
+//! is here ([`codec`]) so the caller and the downstream share it.
+
+pub mod codec;
+mod data;
+mod generate;
+
+use std::path::{Path, PathBuf};
+
+use prost::Message;
+use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, MethodDescriptor, ReflectMessage};
+
+pub use data::{DataError, Messages, Source, Spread, load_jsonl, sha256_hex};
+pub use generate::{GenerateSpec, generate};
+
+/// The request header that carries a call's number on the internal hop
+/// (gRPC metadata, an HTTP header): the request id a production hop
+/// propagates, here the number that picks the answer.
+pub const CALL_HEADER: &str = "x-request-id";
+
+/// The index of call `n`'s message in a list of `count` (`n` mod `count`).
+pub fn pick(n: u64, count: usize) -> usize {
+    (n % count.max(1) as u64) as usize
+}
+
+/// The call number a [`CALL_HEADER`] value carries; `0` for one that
+/// carries none (a client outside the harness still gets an answer).
+pub fn call_number(value: Option<&[u8]>) -> u64 {
+    value.and_then(|v| std::str::from_utf8(v).ok()).and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+}
+
+/// Why a contract could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ContractError {
+    #[error("compiling the .proto files: {0}")]
+    Compile(String),
+    #[error("--call {0:?}: expected package.Service/Method (or package.Service.Method)")]
+    CallName(String),
+    #[error("--call {call}: no such method in the .proto files; they define {available}")]
+    NoMethod { call: String, available: String },
+    #[error("--call {call}: a {kind} method; only unary methods can be measured")]
+    Streaming { call: String, kind: &'static str },
+}
+
+/// A compiled contract and the one method a run calls.
+#[derive(Debug, Clone)]
+pub struct Contract {
+    /// The `.proto` files as given.
+    pub files: Vec<PathBuf>,
+    /// Where imports were looked for: `--import-path`s, then each file's folder.
+    pub import_paths: Vec<PathBuf>,
+    pub method: MethodDescriptor,
+    /// The encoded `FileDescriptorSet` (imports included), for reflection.
+    pub descriptor_set: Vec<u8>,
+    /// SHA-256 of [`Contract::descriptor_set`], hex.
+    pub sha256: String,
+}
+
+impl Contract {
+    /// Compiles `files` (imports resolved in `import_paths`, then in each
+    /// file's own folder; the well-known types need none) and finds `call`.
+    pub fn compile(files: &[PathBuf], import_paths: &[PathBuf], call: &str) -> Result<Contract, ContractError> {
+        let mut includes: Vec<PathBuf> = import_paths.to_vec();
+        for f in files {
+            let folder = f.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+            if !includes.contains(&folder) {
+                includes.push(folder);
+            }
+        }
+        let mut compiler = protox::Compiler::new(&includes).map_err(|e| ContractError::Compile(e.to_string()))?;
+        compiler.include_imports(true).include_source_info(false);
+        compiler.open_files(files).map_err(|e| ContractError::Compile(format!("{e:?}").replace('\n', " ")))?;
+        let descriptor_set = compiler.file_descriptor_set().encode_to_vec();
+        let pool = compiler.descriptor_pool();
+        let method = find_method(&pool, call)?;
+        Ok(Contract {
+            files: files.to_vec(),
+            import_paths: includes,
+            method,
+            sha256: sha256_hex(&descriptor_set),
+            descriptor_set,
+        })
+    }
+
+    /// `package.Service/Method`.
+    pub fn name(&self) -> String {
+        format!("{}/{}", self.method.parent_service().full_name(), self.method.name())
+    }
+
+    /// The gRPC path: `/package.Service/Method`.
+    pub fn grpc_path(&self) -> String {
+        format!("/{}", self.name())
+    }
+
+    /// The REST route: `POST /v1/package.Service/Method`.
+    pub fn rest_path(&self) -> String {
+        format!("/v1/{}", self.name())
+    }
+
+    pub fn input(&self) -> MessageDescriptor {
+        self.method.input()
+    }
+
+    pub fn output(&self) -> MessageDescriptor {
+        self.method.output()
+    }
+
+    /// What `/stats` and run.json say of the contract.
+    pub fn settings(&self) -> serde_json::Value {
+        serde_json::json!({
+            "method": self.name(),
+            "request_message": self.input().full_name(),
+            "response_message": self.output().full_name(),
+            "files": self.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
+            "descriptor_sha256": self.sha256,
+            "grpc_path": self.grpc_path(),
+            "rest_route": format!("POST {}", self.rest_path()),
+            "call_header": CALL_HEADER,
+            "messages": "dynamic (prost-reflect), compiled at run time with protox",
+        })
+    }
+}
+
+fn find_method(pool: &DescriptorPool, call: &str) -> Result<MethodDescriptor, ContractError> {
+    let (service, method) = match call.rsplit_once('/') {
+        Some((s, m)) => (s.trim_start_matches('/'), m),
+        None => call.rsplit_once('.').ok_or_else(|| ContractError::CallName(call.to_owned()))?,
+    };
+    if service.is_empty() || method.is_empty() {
+        return Err(ContractError::CallName(call.to_owned()));
+    }
+    let found = pool.get_service_by_name(service).and_then(|s| s.methods().find(|m| m.name() == method));
+    let Some(m) = found else {
+        let mut all: Vec<String> = pool
+            .services()
+            .flat_map(|s| {
+                s.methods().map(|m| format!("{}/{}", m.parent_service().full_name(), m.name())).collect::<Vec<_>>()
+            })
+            .collect();
+        all.sort();
+        let available = if all.is_empty() { "no service".to_owned() } else { all.join(", ") };
+        return Err(ContractError::NoMethod { call: call.to_owned(), available });
+    };
+    let kind = match (m.is_client_streaming(), m.is_server_streaming()) {
+        (false, false) => return Ok(m),
+        (true, true) => "bidirectional streaming",
+        (true, false) => "client-streaming",
+        (false, true) => "server-streaming",
+    };
+    Err(ContractError::Streaming { call: call.to_owned(), kind })
+}
+
+/// A message in the proto3 JSON mapping (lowerCamelCase names, 64-bit
+/// integers as strings, default values left out): the REST arm's body.
+pub fn to_json(message: &DynamicMessage) -> Vec<u8> {
+    // Serialising a dynamic message into a Vec cannot fail: every value it
+    // holds was checked against its field when it was set or decoded.
+    serde_json::to_vec(message).unwrap_or_default()
+}
+
+/// `message` as its protobuf encoding decodes: fields set to their default
+/// where presence is implicit are dropped, so two messages that encode the
+/// same compare equal whichever encoding they were read from.
+pub fn canonical(message: &DynamicMessage) -> DynamicMessage {
+    // A message decodes from its own encoding.
+    DynamicMessage::decode(message.descriptor(), message.encode_to_vec().as_slice()).unwrap_or_else(|_| message.clone())
+}
+
+/// A message from its proto3 JSON mapping, unknown fields refused.
+pub fn from_json(desc: MessageDescriptor, bytes: &[u8]) -> Result<DynamicMessage, String> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let message = DynamicMessage::deserialize(desc, &mut de).map_err(|e| e.to_string())?;
+    de.end().map_err(|e| e.to_string())?;
+    Ok(message)
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A fresh folder under the system's temporary folder.
+    pub fn folder() -> PathBuf {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "contract-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    pub const SHOP: &str = r#"
+syntax = "proto3";
+package shop.v1;
+import "google/protobuf/timestamp.proto";
+service Orders {
+  rpc Get(GetRequest) returns (Order);
+  rpc Watch(GetRequest) returns (stream Order);
+}
+message GetRequest { int64 id = 1; }
+message Order {
+  int64 id = 1;
+  string name = 2;
+  repeated Line lines = 3;
+  map<string, int32> counts = 4;
+  google.protobuf.Timestamp at = 5;
+  Kind kind = 6;
+  bytes blob = 7;
+  oneof pay { string card = 8; uint64 account = 9; }
+}
+message Line { string sku = 1; uint32 qty = 2; double price = 3; }
+enum Kind { KIND_UNSPECIFIED = 0; KIND_RETAIL = 1; KIND_BULK = 2; }
+"#;
+
+    /// The shop contract written to a fresh folder.
+    pub fn shop() -> (PathBuf, PathBuf) {
+        let dir = folder();
+        let file = dir.join("shop.proto");
+        std::fs::write(&file, SHOP).unwrap();
+        (dir, file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_method_is_found_by_either_spelling_and_a_streaming_one_is_refused() {
+        let (_dir, file) = testing::shop();
+        let c = Contract::compile(std::slice::from_ref(&file), &[], "shop.v1.Orders/Get").unwrap();
+        assert_eq!(
+            (c.name(), c.grpc_path(), c.rest_path()),
+            ("shop.v1.Orders/Get".to_owned(), "/shop.v1.Orders/Get".to_owned(), "/v1/shop.v1.Orders/Get".to_owned())
+        );
+        assert_eq!(c.output().full_name(), "shop.v1.Order");
+        let dotted = Contract::compile(std::slice::from_ref(&file), &[], "shop.v1.Orders.Get").unwrap();
+        assert_eq!(dotted.sha256, c.sha256, "the same files compile to the same descriptor set");
+        assert_eq!(c.sha256.len(), 64);
+
+        let e = Contract::compile(std::slice::from_ref(&file), &[], "shop.v1.Orders/Watch").unwrap_err();
+        assert!(matches!(e, ContractError::Streaming { kind: "server-streaming", .. }), "{e}");
+        let e = Contract::compile(std::slice::from_ref(&file), &[], "shop.v1.Orders/Put").unwrap_err();
+        assert!(e.to_string().contains("shop.v1.Orders/Get, shop.v1.Orders/Watch"), "{e}");
+        let e = Contract::compile(std::slice::from_ref(&file), &[], "Get").unwrap_err();
+        assert!(matches!(e, ContractError::CallName(_)), "{e}");
+    }
+
+    #[test]
+    fn a_file_that_does_not_compile_is_named() {
+        let dir = testing::folder();
+        let file = dir.join("bad.proto");
+        std::fs::write(&file, "syntax = \"proto3\";\nmessage A { strin x = 1; }\n").unwrap();
+        let e = Contract::compile(&[file], &[], "a.B/C").unwrap_err();
+        assert!(matches!(e, ContractError::Compile(_)) && e.to_string().contains("bad.proto"), "{e}");
+    }
+
+    #[test]
+    fn call_numbers_pick_messages_round_robin() {
+        assert_eq!((pick(0, 3), pick(4, 3), pick(7, 1)), (0, 1, 0));
+        assert_eq!(call_number(Some(b"42")), 42);
+        assert_eq!((call_number(Some(b"x")), call_number(None)), (0, 0));
+    }
+}
