@@ -62,6 +62,16 @@ impl Outbound for RoundRobin {
         self.clients[i].fetch(req)
     }
 
+    fn call(
+        &self,
+        method: &std::sync::Arc<crate::outbound::Method>,
+        n: u64,
+        message: prost_reflect::DynamicMessage,
+    ) -> BoxFuture<'static, Result<prost_reflect::DynamicMessage, CallError>> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
+        self.clients[i].call(method, n, message)
+    }
+
     fn target(&self) -> &str {
         &self.target
     }

@@ -97,11 +97,17 @@ pub struct Args {
     /// or HTTP Content-Encoding, requests and responses.
     #[arg(long, value_enum, default_value_t = Compression::None)]
     pub compression: Compression,
+    /// A team's own method, called instead of `Fetch`.
+    #[command(flatten)]
+    pub contract: contract::ContractArgs,
 }
 
 impl Args {
-    pub fn into_config(self) -> Config {
-        Config {
+    /// The configuration, with a team's own contract compiled and its
+    /// requests loaded (a file or line that does not fit is an error here).
+    pub fn into_config(self) -> anyhow::Result<Config> {
+        let custom = self.contract.load()?;
+        Ok(Config {
             listen: self.listen,
             admin_addr: self.admin_addr,
             transport: self.transport,
@@ -122,8 +128,9 @@ impl Args {
                 tls: self.tls_ca.map(|ca| ClientTls { ca, identity: self.tls_client_cert.zip(self.tls_client_key) }),
                 compression: self.compression,
             },
+            custom,
             ..Config::default()
-        }
+        })
     }
 }
 
@@ -132,7 +139,7 @@ impl Args {
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     service::cancel_on_signal(shutdown.clone());
-    let handle = start(args.into_config(), shutdown).await.context("starting the caller")?;
+    let handle = start(args.into_config()?, shutdown).await.context("starting the caller")?;
     service::print_ready(&handle.ready_line()).context("writing the ready line to stdout")?;
     handle.wait().await;
     Ok(())

@@ -42,6 +42,34 @@ pub struct Front {
     pub body: BodyPolicy,
     /// The records and uploads the caller holds at once (`--max-work-bytes`).
     pub budget: WorkBudget,
+    /// A team's own method, called instead of `Fetch` (`--proto`).
+    pub custom: Option<Custom>,
+}
+
+/// A team's own method and the requests the caller sends on it.
+#[derive(Debug)]
+pub struct Custom {
+    pub method: Arc<crate::outbound::Method>,
+    pub requests: contract::Messages,
+    /// Each request's protobuf size: what holding it weighs.
+    request_bytes: Vec<u64>,
+}
+
+impl Custom {
+    pub fn new(loaded: &contract::Loaded) -> Custom {
+        use prost::Message;
+        let requests = loaded.requests.clone();
+        let request_bytes = requests.messages.iter().map(|m| m.encoded_len() as u64).collect();
+        Custom { method: crate::outbound::Method::of(&loaded.contract), requests, request_bytes }
+    }
+}
+
+/// A front request for a team's own method: `{"requestId": "17"}`, whose
+/// id is the call's number (it picks the request and the answer).
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CustomCall {
+    request_id: String,
 }
 
 /// Records one front request may ask for in total by default: ten downstream
@@ -72,6 +100,54 @@ impl From<CallError> for ApiError {
 }
 
 impl Front {
+    /// Call `n` of a team's own method, `fanout` times at once: each bounded
+    /// and counted as a `Fetch` is; the answers, as the proto3 JSON mapping,
+    /// in one JSON array.
+    async fn handle_custom(&self, call: CustomCall) -> Result<Response, ApiError> {
+        let Some(custom) = &self.custom else {
+            return Err(ApiError::new(StatusCode::NOT_FOUND, "this caller serves no contract of its own"));
+        };
+        let n: u64 = call.request_id.parse().map_err(|_| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("requestId {:?}: the call's number (a whole number) picks its request", call.request_id),
+            )
+        })?;
+        let i = contract::pick(n, custom.requests.messages.len());
+        let weight = self.budget.weigh(0, custom.request_bytes[i] * u64::from(self.fanout));
+        let permit = self.budget.try_admit(weight).map_err(|r| {
+            let status = match r {
+                Refused::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
+                Refused::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            };
+            ApiError::new(status, r.to_string())
+        })?;
+        let started = Instant::now();
+        let calls = (0..self.fanout).map(|_| async {
+            let message = custom.requests.messages[i].clone();
+            let result = match tokio::time::timeout(self.timeout, self.client.call(&custom.method, n, message)).await {
+                Err(_) => Err(CallError::Timeout {
+                    target: self.client.target().to_owned(),
+                    timeout_ms: self.timeout.as_millis(),
+                }),
+                Ok(r) => r,
+            };
+            self.client_counters.record(result.as_ref().map_or_else(CallError::outcome, |_| "ok"));
+            result
+        });
+        let results = futures::future::join_all(calls).await;
+        let downstream = started.elapsed();
+        let mut json = vec![b'['];
+        for (k, r) in results.into_iter().enumerate() {
+            if k > 0 {
+                json.push(b',');
+            }
+            json.extend(contract::to_json(&r?));
+        }
+        json.push(b']');
+        Ok(timed(json_response(json), permit, downstream))
+    }
+
     /// One downstream call: bounded, shape-checked and counted.
     async fn call_one(&self, req: FetchRequest) -> Result<FetchResponse, CallError> {
         // What the answer's shape is checked against: the request without its
@@ -139,21 +215,27 @@ impl Front {
         }
         let json =
             serde_json::to_vec(&answer).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-        let mut resp = json_response(json);
-        resp.extensions_mut().insert(HeldUntilSent::new(permit));
-        let timing = format!("{SERVER_TIMING_METRIC};dur={:.3}", downstream.as_secs_f64() * 1e3);
-        // Digits, letters, ';', '=' and '.' only: always a valid header value.
-        if let Ok(v) = HeaderValue::from_str(&timing) {
-            resp.headers_mut().insert("server-timing", v);
-        }
-        Ok(resp)
+        Ok(timed(json_response(json), permit, downstream))
     }
+}
+
+/// `resp` holding `permit` until it is sent, with the time spent on the
+/// downstream in `Server-Timing`.
+fn timed(mut resp: Response, permit: service::WorkPermit, downstream: std::time::Duration) -> Response {
+    resp.extensions_mut().insert(HeldUntilSent::new(permit));
+    let timing = format!("{SERVER_TIMING_METRIC};dur={:.3}", downstream.as_secs_f64() * 1e3);
+    // Digits, letters, ';', '=' and '.' only: always a valid header value.
+    if let Ok(v) = HeaderValue::from_str(&timing) {
+        resp.headers_mut().insert("server-timing", v);
+    }
+    resp
 }
 
 pub fn router(front: Arc<Front>) -> Router {
     let not_found = front.clone();
+    let call = if front.custom.is_some() { post(call_custom) } else { post(call) };
     Router::new()
-        .route("/v1/call", post(call))
+        .route("/v1/call", call)
         .fallback(move || {
             let front = not_found.clone();
             async move {
@@ -169,6 +251,19 @@ async fn call(State(front): State<Arc<Front>>, headers: HeaderMap, body: Body) -
         Ok((call, n)) => (front.handle(call).await, n as u64),
         Err(e) => (Err(e), 0),
     };
+    answered(&front, result, request_bytes)
+}
+
+async fn call_custom(State(front): State<Arc<Front>>, headers: HeaderMap, body: Body) -> Response {
+    let (result, request_bytes) = match read_json::<CustomCall>(&headers, body, &front.body).await {
+        Ok((call, n)) => (front.handle_custom(call).await, n as u64),
+        Err(e) => (Err(e), 0),
+    };
+    answered(&front, result, request_bytes)
+}
+
+/// Counts a front answer and its message bytes by outcome.
+fn answered(front: &Front, result: Result<Response, ApiError>, request_bytes: u64) -> Response {
     match result {
         Ok(resp) => {
             let response_bytes = axum::body::HttpBody::size_hint(resp.body()).exact().unwrap_or(0);

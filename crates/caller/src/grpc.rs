@@ -21,7 +21,10 @@ use tonic::transport::{Channel, Endpoint, Uri};
 use tonic_prost::{ProstDecoder, ProstEncoder};
 
 use crate::hop::{HopOptions, merged};
-use crate::outbound::{CallError, Outbound};
+use crate::outbound::{CallError, Method, Outbound};
+use contract::CALL_HEADER;
+use contract::codec::{DynamicCodec, Side};
+use prost_reflect::DynamicMessage;
 
 /// Why a gRPC client could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -150,6 +153,26 @@ impl Outbound for GrpcClient {
                 .map_err(|s| classify(&target, s))?
                 .into_inner();
             FetchResponse::try_from(resp).map_err(|e| CallError::BadResponse { target, reason: e.to_string() })
+        })
+    }
+
+    fn call(
+        &self,
+        method: &Arc<Method>,
+        n: u64,
+        message: DynamicMessage,
+    ) -> BoxFuture<'static, Result<DynamicMessage, CallError>> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
+        let mut client = self.clients[i].clone();
+        let (target, method) = (self.target.clone(), method.clone());
+        let codec =
+            DynamicCodec { decodes: method.output.clone(), counters: self.counters.clone(), side: Side::Client };
+        Box::pin(async move {
+            client.ready().await.map_err(|e| CallError::Connect { target: target.clone(), reason: e.to_string() })?;
+            let mut req = tonic::Request::new(message);
+            req.metadata_mut().insert(CALL_HEADER, tonic::metadata::MetadataValue::from(n));
+            let resp = client.unary(req, method.grpc_path.clone(), codec).await.map_err(|s| classify(&target, s))?;
+            Ok(resp.into_inner())
         })
     }
 
@@ -307,6 +330,32 @@ impl Outbound for GrpcJsonClient {
                 .into_inner();
             counters.add_message_bytes(request_bytes, resp.len() as u64);
             serde_json::from_slice(&resp).map_err(|e| CallError::BadResponse { target, reason: e.to_string() })
+        })
+    }
+
+    fn call(
+        &self,
+        method: &Arc<Method>,
+        n: u64,
+        message: DynamicMessage,
+    ) -> BoxFuture<'static, Result<DynamicMessage, CallError>> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
+        let mut client = self.clients[i].clone();
+        let (target, counters, method) = (self.target.clone(), self.counters.clone(), method.clone());
+        Box::pin(async move {
+            let body = contract::to_json(&message);
+            let request_bytes = body.len() as u64;
+            client.ready().await.map_err(|e| CallError::Connect { target: target.clone(), reason: e.to_string() })?;
+            let mut req = tonic::Request::new(Bytes::from(body));
+            req.metadata_mut().insert(CALL_HEADER, tonic::metadata::MetadataValue::from(n));
+            let resp = client
+                .unary(req, method.grpc_path.clone(), RawCodec)
+                .await
+                .map_err(|s| classify(&target, s))?
+                .into_inner();
+            counters.add_message_bytes(request_bytes, resp.len() as u64);
+            contract::from_json(method.output.clone(), &resp)
+                .map_err(|reason| CallError::BadResponse { target, reason })
         })
     }
 

@@ -6,8 +6,11 @@
 //! [`crate::clients::build`]; this module names no client, so the clients can
 //! name it.
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
 use payload::{FetchRequest, FetchResponse};
+use prost_reflect::{DynamicMessage, MessageDescriptor};
 use telemetry::Counters;
 
 /// Outcome labels counted on an outbound client.
@@ -130,11 +133,42 @@ impl CallError {
     }
 }
 
+/// A team's own method (`--proto`, `--call`) as every client calls it.
+#[derive(Debug, Clone)]
+pub struct Method {
+    /// `/package.Service/Method`, on the gRPC listener.
+    pub grpc_path: http::uri::PathAndQuery,
+    /// `/v1/package.Service/Method`, on the REST listener.
+    pub rest_path: String,
+    /// The answer's type.
+    pub output: MessageDescriptor,
+}
+
+impl Method {
+    pub fn of(contract: &contract::Contract) -> Arc<Method> {
+        Arc::new(Method {
+            // A method's full name is letters, digits, '_', '.' and one '/'.
+            grpc_path: http::uri::PathAndQuery::try_from(contract.grpc_path())
+                .unwrap_or_else(|_| http::uri::PathAndQuery::from_static("/")),
+            rest_path: contract.rest_path(),
+            output: contract.output(),
+        })
+    }
+}
+
 /// One downstream call over one transport. Implementations only move bytes and
 /// convert types; timeouts, verification and counting of outcomes happen once,
 /// in [`crate::front`], for both.
 pub trait Outbound: Send + Sync + 'static {
     fn fetch(&self, req: FetchRequest) -> BoxFuture<'static, Result<FetchResponse, CallError>>;
+    /// Call `n` of a team's own `method`, sending `message` with `n` as its
+    /// [`contract::CALL_HEADER`]; the answer decoded into the method's output.
+    fn call(
+        &self,
+        method: &Arc<Method>,
+        n: u64,
+        message: DynamicMessage,
+    ) -> BoxFuture<'static, Result<DynamicMessage, CallError>>;
     /// Where calls go, for error messages (`http://127.0.0.1:4000`).
     fn target(&self) -> &str;
     /// Every setting that affects fairness, for `/stats` and the report.

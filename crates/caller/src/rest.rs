@@ -16,7 +16,8 @@ use prost::Message;
 use telemetry::Counters;
 
 use crate::hop::{HopOptions, merged};
-use crate::outbound::{CallError, Outbound};
+use crate::outbound::{CallError, Method, Outbound};
+use prost_reflect::DynamicMessage;
 
 /// Why a REST client could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -166,45 +167,107 @@ pub fn fetch_url(target: &str) -> Result<reqwest::Url, RestBuildError> {
     reqwest::Url::parse(&format!("{target}/v1/fetch")).map_err(|e| bad(&e))
 }
 
+/// What one exchange needs, cloned out of the client for its future.
+struct Exchange {
+    client: reqwest::Client,
+    target: Arc<str>,
+    counters: Arc<Counters>,
+    compression: service::Compression,
+    encoding: RestEncoding,
+}
+
+impl Exchange {
+    /// POSTs `body` (compressed when the hop asks) to `url` in the client's
+    /// encoding, with `n` as the call's request id when there is one; counts
+    /// the message bytes; a non-success status is an error with the JSON
+    /// error body's reason.
+    async fn send(self, url: reqwest::Url, n: Option<u64>, body: Vec<u8>) -> Result<bytes::Bytes, CallError> {
+        let target = &self.target;
+        // Message bytes are the logical (uncompressed) body.
+        let request_bytes = body.len() as u64;
+        let mut request = self
+            .client
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, self.encoding.media_type())
+            .header(reqwest::header::ACCEPT, self.encoding.media_type());
+        if let Some(n) = n {
+            request = request.header(contract::CALL_HEADER, n);
+        }
+        let body = match self.compression.content_coding() {
+            None => body,
+            Some(coding) => {
+                request = request.header(reqwest::header::CONTENT_ENCODING, coding);
+                self.compression
+                    .compress(&body)
+                    .map_err(|e| CallError::BadResponse { target: target.to_string(), reason: e.to_string() })?
+            }
+        };
+        let resp = request.body(body).send().await.map_err(|e| transport_error(target, e))?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(|e| transport_error(target, e))?;
+        self.counters.add_message_bytes(request_bytes, bytes.len() as u64);
+        if !status.is_success() {
+            let reason = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .ok()
+                .and_then(|v| v["error"].as_str().map(str::to_owned))
+                .unwrap_or_default();
+            return Err(CallError::Status {
+                target: target.to_string(),
+                status: format!("HTTP {}: {reason}", status.as_u16()),
+            });
+        }
+        Ok(bytes)
+    }
+}
+
+impl RestClient {
+    fn exchange(&self) -> Exchange {
+        Exchange {
+            client: self.client.clone(),
+            target: self.target.clone(),
+            counters: self.counters.clone(),
+            compression: self.hop.compression,
+            encoding: self.encoding,
+        }
+    }
+}
+
 impl Outbound for RestClient {
     fn fetch(&self, req: FetchRequest) -> BoxFuture<'static, Result<FetchResponse, CallError>> {
-        let (client, url, target, counters) =
-            (self.client.clone(), self.url.clone(), self.target.clone(), self.counters.clone());
-        let (compression, encoding) = (self.hop.compression, self.encoding);
+        let (exchange, url) = (self.exchange(), self.url.clone());
         Box::pin(async move {
+            let target = exchange.target.clone();
+            let encoding = exchange.encoding;
             let body = encoding
                 .encode(&req)
                 .map_err(|e| CallError::BadResponse { target: target.to_string(), reason: e.to_string() })?;
-            // Message bytes are the logical (uncompressed) body.
-            let request_bytes = body.len() as u64;
-            let mut request = client
-                .post(url)
-                .header(reqwest::header::CONTENT_TYPE, encoding.media_type())
-                .header(reqwest::header::ACCEPT, encoding.media_type());
-            let body = match compression.content_coding() {
-                None => body,
-                Some(coding) => {
-                    request = request.header(reqwest::header::CONTENT_ENCODING, coding);
-                    compression
-                        .compress(&body)
-                        .map_err(|e| CallError::BadResponse { target: target.to_string(), reason: e.to_string() })?
-                }
-            };
-            let resp = request.body(body).send().await.map_err(|e| transport_error(&target, e))?;
-            let status = resp.status();
-            let bytes = resp.bytes().await.map_err(|e| transport_error(&target, e))?;
-            counters.add_message_bytes(request_bytes, bytes.len() as u64);
-            if !status.is_success() {
-                let reason = serde_json::from_slice::<serde_json::Value>(&bytes)
-                    .ok()
-                    .and_then(|v| v["error"].as_str().map(str::to_owned))
-                    .unwrap_or_default();
-                return Err(CallError::Status {
-                    target: target.to_string(),
-                    status: format!("HTTP {}: {reason}", status.as_u16()),
-                });
-            }
+            let bytes = exchange.send(url, None, body).await?;
             encoding.decode(&bytes).map_err(|reason| CallError::BadResponse { target: target.to_string(), reason })
+        })
+    }
+
+    fn call(
+        &self,
+        method: &Arc<Method>,
+        n: u64,
+        message: DynamicMessage,
+    ) -> BoxFuture<'static, Result<DynamicMessage, CallError>> {
+        let body = match self.encoding {
+            RestEncoding::Json => contract::to_json(&message),
+            RestEncoding::Protobuf => message.encode_to_vec(),
+        };
+        let (exchange, url, output) = (self.exchange(), self.url.join(&method.rest_path), method.output.clone());
+        Box::pin(async move {
+            let target = exchange.target.clone();
+            let encoding = exchange.encoding;
+            let url = url.map_err(|e| CallError::BadResponse { target: target.to_string(), reason: e.to_string() })?;
+            let bytes = exchange.send(url, Some(n), body).await?;
+            let decoded = match encoding {
+                RestEncoding::Json => contract::from_json(output, &bytes),
+                RestEncoding::Protobuf => DynamicMessage::decode(output, bytes.as_ref())
+                    .map_err(|e| format!("malformed protobuf response: {e}")),
+            };
+            decoded.map_err(|reason| CallError::BadResponse { target: target.to_string(), reason })
         })
     }
 

@@ -58,6 +58,8 @@ pub struct Config {
     /// start, and take them in turn (`--downstream-all-addresses`: the
     /// replicas behind a headless Service).
     pub all_addresses: bool,
+    /// A team's own method, called instead of `Fetch` (`--proto`).
+    pub custom: Option<contract::Loaded>,
 }
 
 impl Default for Config {
@@ -83,6 +85,7 @@ impl Default for Config {
             hop: HopOptions::default(),
             max_work_bytes: service::DEFAULT_MAX_WORK_BYTES,
             all_addresses: false,
+            custom: None,
         }
     }
 }
@@ -167,6 +170,9 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     registry.extend_settings(budget.settings());
     registry.extend_settings(service::runtime_settings());
     registry.extend_settings(service::huge_pages::settings());
+    if let Some(loaded) = &config.custom {
+        registry.extend_settings(serde_json::json!({ "contract": loaded.describe() }));
+    }
     let admin_counters = registry.admin(Counters::new("admin", API_OUTCOMES));
     let registry = Arc::new(registry);
 
@@ -183,6 +189,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
             read_timeout: config.header_read_timeout,
         },
         budget,
+        custom: config.custom.as_ref().map(front::Custom::new),
     });
 
     let front_addr = front_listener.local_addr()?;

@@ -3,6 +3,7 @@
 
 mod arms;
 mod caller;
+mod contract;
 mod garbage;
 mod hop;
 mod no_cert_store;

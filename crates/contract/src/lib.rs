@@ -14,6 +14,7 @@
 //! It knows no listener and no client; the tonic codec for dynamic messages
 //! is here ([`codec`]) so the caller and the downstream share it.
 
+mod args;
 pub mod codec;
 mod data;
 mod generate;
@@ -23,6 +24,7 @@ use std::path::{Path, PathBuf};
 use prost::Message;
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, MethodDescriptor, ReflectMessage};
 
+pub use args::{ArgsError, ContractArgs, Loaded};
 pub use data::{DataError, Messages, Source, Spread, load_jsonl, sha256_hex};
 pub use generate::{GenerateSpec, generate};
 

@@ -80,11 +80,17 @@ pub struct Args {
     /// compression (grpc-encoding) and HTTP Content-Encoding.
     #[arg(long, value_enum, default_value_t = Compression::None)]
     pub compression: Compression,
+    /// A team's own method, served beside the built-in one.
+    #[command(flatten)]
+    pub contract: contract::ContractArgs,
 }
 
 impl Args {
-    pub fn into_config(self) -> Config {
-        Config {
+    /// The configuration, with a team's own contract compiled and its
+    /// answers loaded (a file or line that does not fit is an error here).
+    pub fn into_config(self) -> anyhow::Result<Config> {
+        let custom = self.contract.load()?;
+        Ok(Config {
             grpc_addr: self.grpc_addr,
             rest_addr: self.rest_addr,
             admin_addr: self.admin_addr,
@@ -103,8 +109,9 @@ impl Args {
             compression: self.compression,
             max_work_bytes: self.max_work_bytes,
             grpc_max_connection_age: self.grpc_max_connection_age,
+            custom,
             ..Config::default()
-        }
+        })
     }
 }
 
@@ -113,7 +120,7 @@ impl Args {
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     service::cancel_on_signal(shutdown.clone());
-    let handle = start(args.into_config(), shutdown).await.context("starting the downstream")?;
+    let handle = start(args.into_config()?, shutdown).await.context("starting the downstream")?;
     service::print_ready(&handle.ready_line()).context("writing the ready line to stdout")?;
     handle.wait().await;
     Ok(())

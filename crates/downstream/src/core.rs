@@ -33,11 +33,16 @@ impl Core {
     /// The simulated service time of `req`: `delay` plus a jitter in
     /// `[0, jitter]` derived from the request id, so a run is reproducible.
     pub fn service_time(&self, req: &FetchRequest) -> Duration {
+        self.service_time_of(&req.request_id)
+    }
+
+    /// The service time of the request whose id is `key`.
+    fn service_time_of(&self, key: impl Hash) -> Duration {
         if self.jitter.is_zero() {
             return self.delay;
         }
         let mut h = DefaultHasher::new();
-        req.request_id.hash(&mut h);
+        key.hash(&mut h);
         let jitter_us = self.jitter.as_micros().min(u128::from(u64::MAX)) as u64;
         self.delay + Duration::from_micros(h.finish() % (jitter_us + 1))
     }
@@ -55,6 +60,15 @@ impl Core {
         // service time, and a zero delay touches no timer (see `timer`).
         self.timer.wait(self.service_time(&req)).await;
         Ok((payload::respond(&req), permit))
+    }
+
+    /// A call of a team's own method (`crate::custom`): admits `weight`
+    /// bytes of work and waits the service time of call `n` (its jitter
+    /// derived from `n`); the permit is held until the answer is sent.
+    pub async fn hold(&self, n: u64, weight: u64) -> Result<WorkPermit, FetchError> {
+        let permit = self.budget.try_admit(weight)?;
+        self.timer.wait(self.service_time_of(n)).await;
+        Ok(permit)
     }
 }
 

@@ -126,7 +126,7 @@ pub fn status_of(e: &PayloadError) -> Status {
 /// RESOURCE_EXHAUSTED for work over the budget; work that did not fit now
 /// is marked shed, so the listener counts it with the requests the
 /// in-flight limit shed.
-fn fetch_status(e: &FetchError, shed: Option<&ShedMark>) -> Status {
+pub(crate) fn fetch_status(e: &FetchError, shed: Option<&ShedMark>) -> Status {
     match e {
         FetchError::Payload(e) => status_of(e),
         FetchError::Refused(r) => {
@@ -140,7 +140,7 @@ fn fetch_status(e: &FetchError, shed: Option<&ShedMark>) -> Status {
 
 /// Set by a handler that shed its request, read where the status is counted.
 #[derive(Debug, Clone, Default)]
-struct ShedMark(Arc<std::sync::atomic::AtomicBool>);
+pub(crate) struct ShedMark(Arc<std::sync::atomic::AtomicBool>);
 
 #[tonic::async_trait]
 impl Downstream for GrpcService {

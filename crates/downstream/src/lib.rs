@@ -5,10 +5,12 @@
 //! types and map errors, so the two transports differ in one file each.
 //! [`server`] binds the gRPC, REST and admin listeners and runs them;
 //! [`timer`] is the service-time wait; [`hop`] adds TLS and compression to
-//! both listeners when asked; [`cli`] is the binary's flags.
+//! both listeners when asked; [`custom`] serves a team's own method beside
+//! the built-in one (`--proto`); [`cli`] is the binary's flags.
 
 pub mod cli;
 pub mod core;
+pub mod custom;
 pub mod grpc;
 pub mod hop;
 pub mod rest;

@@ -90,7 +90,7 @@ impl Encoding {
         }
     }
 
-    fn response(self, body: Vec<u8>) -> Response {
+    pub(crate) fn response(self, body: Vec<u8>) -> Response {
         match self {
             Encoding::Json => json_response(body),
             Encoding::Protobuf => ([(header::CONTENT_TYPE, PROTOBUF_MEDIA_TYPE)], body).into_response(),

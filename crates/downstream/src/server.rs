@@ -50,6 +50,8 @@ pub struct Config {
     /// gRPC connections older than this are ended with a GOAWAY
     /// (`--grpc-max-connection-age`).
     pub grpc_max_connection_age: Option<Duration>,
+    /// A team's own method, served beside the built-in one (`--proto`).
+    pub custom: Option<contract::Loaded>,
 }
 
 impl Default for Config {
@@ -73,6 +75,7 @@ impl Default for Config {
             max_work_bytes: service::DEFAULT_MAX_WORK_BYTES,
             max_connection_body_bytes: ServerSettings::DEFAULT_MAX_CONNECTION_BODY_BYTES,
             grpc_max_connection_age: None,
+            custom: None,
         }
     }
 }
@@ -149,6 +152,9 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     registry.extend_settings(hop::settings(config.tls.as_ref(), config.compression));
     registry.extend_settings(service::runtime_settings());
     registry.extend_settings(service::huge_pages::settings());
+    if let Some(loaded) = &config.custom {
+        registry.extend_settings(serde_json::json!({ "contract": loaded.describe() }));
+    }
     let grpc_counters = registry.listener(Counters::new("grpc", grpc::OUTCOMES));
     let rest_counters = registry.listener(Counters::new("rest", rest::OUTCOMES));
     let admin_counters = registry.admin(Counters::new("admin", service::api::API_OUTCOMES));
@@ -166,10 +172,15 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     // Reflection in both versions stock tools speak: grpc.reflection.v1
     // (grpcurl, current clients) and v1alpha (grpcio-reflection, older
     // grpcurl and Postman).
+    let custom = config.custom.map(crate::custom::Custom::new);
     let reflection = || {
-        tonic_reflection::server::Builder::configure()
+        let builder = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
+        match &custom {
+            Some(c) => builder.register_encoded_file_descriptor_set(&c.loaded.contract.descriptor_set),
+            None => builder,
+        }
     };
     let reflection_err =
         |e: tonic_reflection::server::Error| io::Error::other(format!("building gRPC reflection: {e}"));
@@ -183,8 +194,23 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     .add_service(reflection().build_v1alpha().map_err(reflection_err)?)
     .prepare()
     .into_axum_router();
+    let (grpc_app, rest_app) =
+        (grpc_app, rest::router(core.clone(), rest_counters.clone(), config.header_read_timeout));
+    let (grpc_app, rest_app) = match &custom {
+        None => (grpc_app, rest_app),
+        Some(c) => {
+            let contract = &c.loaded.contract;
+            let grpc = crate::custom::CustomGrpc::new(
+                c.clone(),
+                core.clone(),
+                grpc_counters.clone(),
+                config.compression.grpc_encoding(),
+            );
+            let rest = crate::custom::rest_method(c.clone(), core, rest_counters.clone(), config.header_read_timeout);
+            (grpc_app.route_service(&contract.grpc_path(), grpc), rest_app.route(&contract.rest_path(), rest))
+        }
+    };
     let grpc_app = grpc::edge(grpc_app, &limit, grpc_counters.clone(), config.header_read_timeout);
-    let rest_app = rest::router(core, rest_counters.clone(), config.header_read_timeout);
     let rest_app = config.compression.rest_layers(rest_app);
     let rest_app = service::json_errors(rest_app, Some(rest_counters.clone()), rest::API);
     let rest_app = limit.apply(rest_app, rest_counters.clone(), service::api::overloaded);

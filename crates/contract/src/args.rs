@@ -1,0 +1,144 @@
+//! The contract's flags, the same on every tier and on the harness, which
+//! hands them on unchanged (names follow ghz where it has one).
+
+use std::path::PathBuf;
+
+use crate::{Contract, ContractError, DataError, GenerateSpec, Messages};
+
+/// A team's own contract instead of the built-in `bench.v1.Downstream/Fetch`.
+#[derive(Debug, Clone, Default, PartialEq, clap::Args)]
+pub struct ContractArgs {
+    /// A .proto file of your contract (repeatable); compiled at start-up
+    /// with protox, no protoc needed.
+    #[arg(long = "proto", value_name = "FILE")]
+    pub proto: Vec<PathBuf>,
+    /// Where the .proto files' imports are found (repeatable); each file's
+    /// own folder is searched after these, and the well-known types need
+    /// none.
+    #[arg(long = "import-path", value_name = "DIR", requires = "proto")]
+    pub import_path: Vec<PathBuf>,
+    /// The unary method every call makes: package.Service/Method (or
+    /// package.Service.Method). Needs --proto.
+    #[arg(long, value_name = "METHOD", requires = "proto")]
+    pub call: Option<String>,
+    /// Request messages, one per line in the proto3 JSON mapping (JSON
+    /// Lines); call n sends message n mod their count. Default: made by
+    /// --generate-data.
+    #[arg(long, value_name = "FILE", requires = "proto")]
+    pub request_data: Option<PathBuf>,
+    /// Answers the downstream gives, like --request-data; call n is
+    /// answered with message n mod their count.
+    #[arg(long, value_name = "FILE", requires = "proto")]
+    pub response_data: Option<PathBuf>,
+    /// How messages without a data file are made from the schema alone:
+    /// count, elements per repeated field and map, string and bytes
+    /// lengths, seed (e.g. repeated=50,string=24,bytes=64,seed=1).
+    #[arg(long, value_name = "SPEC", default_value_t = GenerateSpec::default(), requires = "proto")]
+    pub generate_data: GenerateSpec,
+}
+
+/// A contract and the messages of both sides of its calls.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub contract: Contract,
+    pub requests: Messages,
+    pub answers: Messages,
+}
+
+/// Why the contract's flags could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgsError {
+    #[error(transparent)]
+    Contract(#[from] ContractError),
+    #[error(transparent)]
+    Data(#[from] DataError),
+    #[error("--proto needs --call package.Service/Method: which method to measure")]
+    NoCall,
+}
+
+impl ContractArgs {
+    /// Whether a contract of the team's own was given.
+    pub fn is_set(&self) -> bool {
+        !self.proto.is_empty()
+    }
+
+    /// The contract and both sides' messages, or `None` without `--proto`.
+    pub fn load(&self) -> Result<Option<Loaded>, ArgsError> {
+        if !self.is_set() {
+            return Ok(None);
+        }
+        let call = self.call.as_deref().ok_or(ArgsError::NoCall)?;
+        let contract = Contract::compile(&self.proto, &self.import_path, call)?;
+        // Requests and answers are made from different seeds, so a request
+        // and its answer of the same type differ.
+        let answers_spec = GenerateSpec { seed: self.generate_data.seed.wrapping_add(1), ..self.generate_data };
+        let requests = Messages::load(self.request_data.as_deref(), &self.generate_data, &contract.input())?;
+        let answers = Messages::load(self.response_data.as_deref(), &answers_spec, &contract.output())?;
+        Ok(Some(Loaded { contract, requests, answers }))
+    }
+
+    /// These flags as a command line, for a tier or a rerun.
+    pub fn to_args(&self) -> Vec<String> {
+        if !self.is_set() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        let path = |p: &PathBuf| p.display().to_string();
+        for p in &self.proto {
+            out.extend(["--proto".to_owned(), path(p)]);
+        }
+        for p in &self.import_path {
+            out.extend(["--import-path".to_owned(), path(p)]);
+        }
+        if let Some(c) = &self.call {
+            out.extend(["--call".to_owned(), c.clone()]);
+        }
+        if let Some(p) = &self.request_data {
+            out.extend(["--request-data".to_owned(), path(p)]);
+        }
+        if let Some(p) = &self.response_data {
+            out.extend(["--response-data".to_owned(), path(p)]);
+        }
+        out.extend(["--generate-data".to_owned(), self.generate_data.to_string()]);
+        out
+    }
+}
+
+impl Loaded {
+    /// What `/stats`, run.json and the reports say of the contract and its data.
+    pub fn describe(&self) -> serde_json::Value {
+        let mut v = self.contract.settings();
+        v["requests"] = self.requests.describe();
+        v["answers"] = self.answers.describe();
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        contract: ContractArgs,
+    }
+
+    #[test]
+    fn the_flags_hand_on_unchanged() {
+        let (_dir, file) = crate::testing::shop();
+        let file = file.display().to_string();
+        let cli =
+            Cli::try_parse_from(["x", "--proto", &file, "--call", "shop.v1.Orders/Get", "--generate-data", "count=3"])
+                .unwrap();
+        let again = Cli::try_parse_from(std::iter::once("x".to_owned()).chain(cli.contract.to_args())).unwrap();
+        assert_eq!(again.contract, cli.contract);
+        let loaded = cli.contract.load().unwrap().unwrap();
+        assert_eq!((loaded.requests.messages.len(), loaded.answers.messages.len()), (3, 3));
+        assert_eq!(Cli::try_parse_from(["x"]).unwrap().contract.load().unwrap().map(|l| l.contract.name()), None);
+        let no_call = Cli::try_parse_from(["x", "--proto", &file]).unwrap().contract.load().unwrap_err();
+        assert!(matches!(no_call, ArgsError::NoCall), "{no_call}");
+        assert!(Cli::try_parse_from(["x", "--call", "a.B/C"]).is_err(), "--call without --proto");
+    }
+}
