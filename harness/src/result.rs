@@ -103,6 +103,11 @@ pub struct RunResult {
     /// (`harness merge`). Absent for a run of one generator started at once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub generators: Vec<Generator>,
+    /// A team's own contract (`--proto`): the method, the files and the
+    /// SHA-256 of what they compiled to, each side's data and its sizes in
+    /// both encodings. Absent for the built-in contract.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<contract::Report>,
     /// Reasons this run is not a fair measurement; empty when it is. Judged
     /// once when the run ends (`judge::validity`); every renderer reads it here.
     pub validity: Vec<String>,

@@ -67,6 +67,7 @@ pub fn config(transport: Transport) -> Config {
         output: Output { out: PathBuf::from("results"), label: None, quiet: true, json: false, plan_qps: None },
         generators: crate::config::Generators::default(),
         replicas: crate::config::Replicas::default(),
+        contract: None,
     }
 }
 
@@ -190,6 +191,7 @@ pub fn run(transport: Transport, scale: f64) -> RunResult {
         link: None,
         error_reasons: Vec::new(),
         generators: Vec::new(),
+        contract: None,
         validity: Vec::new(),
     };
     run.validity = crate::judge::validity(&run);

@@ -8,6 +8,7 @@ mod both;
 mod capacity;
 mod common;
 mod containers;
+mod contract;
 mod decision;
 mod deploy;
 mod disk;

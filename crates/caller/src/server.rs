@@ -22,6 +22,13 @@ pub const PER_REQUEST: &str = "parse the front JSON; per downstream call: encode
 the echoed request id and the record count; re-encode every record as JSON. The records' content is not \
 recomputed (the harness verifies it end to end, off the timed path)";
 
+/// What the caller does per front request for a team's own method (`--proto`).
+pub const PER_REQUEST_CUSTOM: &str = "parse the front JSON (the call's number); per downstream call: encode the \
+    request message (protobuf, or the proto3 JSON mapping), send it with the number as x-request-id, decode the \
+    answer into the method's output type (a prost-reflect dynamic message), check the status; write every answer \
+    in the proto3 JSON mapping, in one JSON array. The answers' content is not compared here (the harness verifies \
+    it end to end, off the timed path)";
+
 /// Everything the caller needs to start; built once from the flags.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -162,7 +169,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         "max_in_flight_source": limit.source(),
         "request_body_timeout_ms": config.header_read_timeout.as_millis() as u64,
         "downstream_timeout_ms": config.downstream_timeout.as_millis() as u64,
-        "per_request": PER_REQUEST,
+        "per_request": if config.custom.is_some() { PER_REQUEST_CUSTOM } else { PER_REQUEST },
         "client": client.settings(),
         "front_server": front_settings,
     }));

@@ -7,6 +7,7 @@ use crate::{Contract, ContractError, DataError, GenerateSpec, Messages};
 
 /// A team's own contract instead of the built-in `bench.v1.Downstream/Fetch`.
 #[derive(Debug, Clone, Default, PartialEq, clap::Args)]
+#[command(next_help_heading = "Your own contract")]
 pub struct ContractArgs {
     /// A .proto file of your contract (repeatable); compiled at start-up
     /// with protox, no protoc needed.
@@ -38,7 +39,7 @@ pub struct ContractArgs {
 }
 
 /// A contract and the messages of both sides of its calls.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Loaded {
     pub contract: Contract,
     pub requests: Messages,
@@ -104,8 +105,50 @@ impl ContractArgs {
     }
 }
 
+/// What run.json and the reports say of a contract and its data.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Report {
+    /// `package.Service/Method`.
+    pub method: String,
+    pub request_message: String,
+    pub response_message: String,
+    /// The `.proto` files as given.
+    pub files: Vec<String>,
+    /// SHA-256 of the compiled descriptor set (imports included).
+    pub descriptor_sha256: String,
+    pub requests: MessagesReport,
+    pub answers: MessagesReport,
+}
+
+/// One side's messages: where they came from, how many, how large.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MessagesReport {
+    pub source: crate::Source,
+    pub count: usize,
+    pub protobuf_bytes: Option<crate::Spread>,
+    pub json_bytes: Option<crate::Spread>,
+}
+
 impl Loaded {
-    /// What `/stats`, run.json and the reports say of the contract and its data.
+    pub fn report(&self) -> Report {
+        let side = |m: &crate::Messages| MessagesReport {
+            source: m.source.clone(),
+            count: m.messages.len(),
+            protobuf_bytes: m.protobuf_sizes(),
+            json_bytes: m.json_sizes(),
+        };
+        Report {
+            method: self.contract.name(),
+            request_message: self.contract.input().full_name().to_owned(),
+            response_message: self.contract.output().full_name().to_owned(),
+            files: self.contract.files.iter().map(|f| f.display().to_string()).collect(),
+            descriptor_sha256: self.contract.sha256.clone(),
+            requests: side(&self.requests),
+            answers: side(&self.answers),
+        }
+    }
+
+    /// What `/stats` says of the contract and its data.
     pub fn describe(&self) -> serde_json::Value {
         let mut v = self.contract.settings();
         v["requests"] = self.requests.describe();

@@ -52,7 +52,7 @@ pub enum Source {
 }
 
 /// The messages one side of a call carries, in order.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Messages {
     pub messages: Vec<DynamicMessage>,
     pub source: Source,

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use prost::Message;
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, MethodDescriptor, ReflectMessage};
 
-pub use args::{ArgsError, ContractArgs, Loaded};
+pub use args::{ArgsError, ContractArgs, Loaded, MessagesReport, Report};
 pub use data::{DataError, Messages, Source, Spread, load_jsonl, sha256_hex};
 pub use generate::{GenerateSpec, generate};
 
@@ -58,7 +58,7 @@ pub enum ContractError {
 }
 
 /// A compiled contract and the one method a run calls.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Contract {
     /// The `.proto` files as given.
     pub files: Vec<PathBuf>,

@@ -100,9 +100,17 @@ pub fn main() -> ExitCode {
         Some(Command::Merge(args)) => return ExitCode::from(merge::merge_main(&args)),
         None => {}
     }
+    // The contract is compiled and its data read before the output folder
+    // is made: a refusal leaves nothing behind.
     let checked = Plan::from_args(&cli.run)
-        .and_then(|p| crate::measure::environment::check_open_files(&p).map(|()| p))
-        .and_then(|p| crate::export::files::check_out(&p.config.output.out, p.expected_output_bytes()).map(|()| p));
+        .map_err(|e| e.to_string())
+        .and_then(|mut p| load_contract(&mut p).map(|_| p))
+        .and_then(|p| crate::measure::environment::check_open_files(&p).map(|()| p).map_err(|e| e.to_string()))
+        .and_then(|p| {
+            crate::export::files::check_out(&p.config.output.out, p.expected_output_bytes())
+                .map(|()| p)
+                .map_err(|e| e.to_string())
+        });
     let plan = match checked {
         Ok(plan) => plan,
         Err(e) => {
@@ -119,6 +127,18 @@ pub fn main() -> ExitCode {
     };
     let Some(runtime) = runtime("harness", Some(cli.run.load.load_threads)) else { return ExitCode::from(EXIT_FAILED) };
     ExitCode::from(runtime.block_on(measure_main(plan, gates)))
+}
+
+/// Compiles a team's own contract and reads its data (`--proto`) before
+/// anything starts: a file that does not compile, a method that is not
+/// there or streams, a data line that does not fit the schema is refused
+/// here, with the file, the line and the field.
+pub(crate) fn load_contract(plan: &mut Plan) -> Result<Option<contract::Report>, String> {
+    let Some(section) = plan.config.contract.as_mut() else { return Ok(None) };
+    let loaded = section.args().load().map_err(|e| e.to_string())?.ok_or("--proto: no contract was given")?;
+    let report = loaded.report();
+    section.loaded = Some(std::sync::Arc::new(loaded));
+    Ok(Some(report))
 }
 
 /// A value a flag's own parser refused (a duration), as the harness states

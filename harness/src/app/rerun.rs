@@ -30,6 +30,31 @@ pub struct RerunArgs {
 
 /// The plan that repeats the saved runs, checked to give their configuration
 /// back field for field; and the gates.
+/// What differs between the contract a run measured and the one its files
+/// hold now: the compiled descriptor set, and each side's data.
+fn contract_changes(then: &contract::Report, now: &contract::Report) -> Vec<String> {
+    let mut changes = Vec::new();
+    if then.descriptor_sha256 != now.descriptor_sha256 {
+        changes.push(format!(
+            "the .proto files have changed since the run: descriptor set {} then, {} now",
+            &then.descriptor_sha256[..12.min(then.descriptor_sha256.len())],
+            &now.descriptor_sha256[..12.min(now.descriptor_sha256.len())]
+        ));
+    }
+    for (side, a, b) in [("request", &then.requests, &now.requests), ("answer", &then.answers, &now.answers)] {
+        if a.source != b.source || a.count != b.count {
+            changes.push(format!(
+                "the {side} data has changed since the run: {} then ({} messages), {} now ({} messages)",
+                serde_json::to_string(&a.source).unwrap_or_default(),
+                a.count,
+                serde_json::to_string(&b.source).unwrap_or_default(),
+                b.count
+            ));
+        }
+    }
+    changes
+}
+
 pub fn plan(args: &RerunArgs) -> Result<(Plan, Gates, Vec<RunResult>), String> {
     // A sweep: its first step's runs give the configuration, capacity.json the rates.
     let (runs, rates) = match read_sweep(&args.folder) {
@@ -51,7 +76,7 @@ pub fn plan(args: &RerunArgs) -> Result<(Plan, Gates, Vec<RunResult>), String> {
     }
     line.extend(args.gates.replay());
     let cli = Cli::try_parse_from(&line).map_err(|e| format!("the saved configuration does not parse: {e}"))?;
-    let plan = Plan::from_args(&cli.run).map_err(|e| e.to_string())?;
+    let mut plan = Plan::from_args(&cli.run).map_err(|e| e.to_string())?;
     for run in &runs {
         let mut step = if rates.is_empty() { plan.arm(run.config.transport) } else { sweep_step(&plan, run) };
         // A run from before --load-threads ran one worker per core; this build
@@ -70,6 +95,12 @@ pub fn plan(args: &RerunArgs) -> Result<(Plan, Gates, Vec<RunResult>), String> {
     }
     let gates = Gates::from_args(&cli.run.output.gates, &plan)?;
     check_targets(&plan.config, &args.target)?;
+    let contract = super::load_contract(&mut plan)?;
+    if let (Some(then), Some(now)) = (runs[0].contract.as_ref(), contract.as_ref()) {
+        for change in contract_changes(then, now) {
+            eprintln!("harness rerun: {change}");
+        }
+    }
     Ok((plan, gates, runs))
 }
 

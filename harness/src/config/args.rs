@@ -38,6 +38,8 @@ pub struct RunArgs {
     pub generators: GeneratorArgs,
     #[command(flatten)]
     pub replicas: ReplicaArgs,
+    #[command(flatten)]
+    pub contract: contract::ContractArgs,
 }
 
 impl Plan {
@@ -60,8 +62,20 @@ impl Plan {
         let hop = Hop::from_args(&a.hop, &deploy)?;
         let output = Output::from_args(&a.output)?;
         let replicas = Replicas::from_args(&a.replicas, &deploy, &load, link.as_ref(), &hop)?;
-        let config =
-            Config { transport: arms[0], baseline, load, work, deploy, link, hop, output, generators, replicas };
+        let contract = super::Contract::from_args(&a.contract, &a.work, &deploy)?;
+        let config = Config {
+            transport: arms[0],
+            baseline,
+            load,
+            work,
+            deploy,
+            link,
+            hop,
+            output,
+            generators,
+            replicas,
+            contract,
+        };
         Ok(Plan { config, arms, rates, payload })
     }
 }
@@ -81,5 +95,6 @@ pub fn command_line(config: &Config, transport: TransportArg) -> Vec<String> {
     config.output.replay(&mut flags);
     config.generators.replay(&mut flags);
     config.replicas.replay(&mut flags);
+    super::Contract::replay(config.contract.as_ref(), &mut flags);
     flags.0
 }

@@ -19,12 +19,14 @@
 //! | `output.rs` | `--out`, `--label`, `--quiet`, `--json`, `--plan-qps`, gates |
 //! | `generators.rs` | `--segment`, `--start-at`, `--sample-tiers` |
 //! | `replicas.rs` | `--downstream-replicas`, `--balance`, the connection age, each replica's capacity |
+//! | `contract.rs` | a team's own contract: `--proto`, `--call`, its data files |
 //!
 //! `args.rs` puts them together. This module depends on nothing else in the
 //! harness.
 
 mod args;
 mod arms;
+mod contract;
 mod deploy;
 mod generators;
 pub mod hop;
@@ -45,6 +47,7 @@ use serde::{Deserialize, Serialize};
 
 pub use args::{RunArgs, command_line};
 pub use arms::TransportArg;
+pub use contract::Contract;
 pub use deploy::{Deploy, Isolation, ProxyHop, ProxyKind, Remote, TargetTier, TierLimits};
 pub use generators::{Generators, MAX_SEGMENTS, Segment};
 pub use hop::{Hop, TlsFiles, TlsMode};
@@ -102,6 +105,10 @@ pub struct Config {
     /// run.json for one replica reached directly.
     #[serde(flatten)]
     pub replicas: Replicas,
+    /// A team's own contract (`--proto`); absent from run.json for the
+    /// built-in `bench.v1.Downstream/Fetch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<Contract>,
 }
 
 /// A tier the harness starts, as the configuration gives it flags.
@@ -197,6 +204,9 @@ impl Config {
         self.load.tier_flags(role, &mut flags);
         self.hop.tier_flags(role, tls, &mut flags);
         self.replicas.tier_flags(role, &mut flags);
+        if let Some(c) = &self.contract {
+            c.tier_flags(role, &mut flags);
+        }
         flags
     }
 }

@@ -209,6 +209,22 @@ fn pros_and_cons(rows: &[Row], arms: &[Arm<'_>], i: usize) -> String {
     out
 }
 
+/// One side of a contract's data in words: its file and SHA-256 (or how it
+/// was generated), its count, and its protobuf and JSON median sizes.
+fn data_text(m: &contract::MessagesReport) -> String {
+    let from = match &m.source {
+        contract::Source::File { path, sha256 } => format!("{path} (SHA-256 `{sha256}`)"),
+        contract::Source::Generated { spec } => format!("generated (`{spec}`)"),
+    };
+    let median = |s: Option<contract::Spread>| s.map_or_else(|| "not measured".to_owned(), |s| s.median.to_string());
+    format!(
+        "{from}, {} messages, median {} B protobuf / {} B JSON",
+        m.count,
+        median(m.protobuf_bytes),
+        median(m.json_bytes)
+    )
+}
+
 fn more_information(arms: &[Arm<'_>], r: &Record<'_>) -> String {
     let mut out = String::from("\n## More Information\n\n");
     for a in arms {
@@ -230,13 +246,17 @@ fn more_information(arms: &[Arm<'_>], r: &Record<'_>) -> String {
         e.build_text(),
         e.git_commit.as_deref().unwrap_or("unknown")
     );
+    let payload = match &first.run.contract {
+        Some(k) => format!(
+            "this contract only ({}, {} request and {} answer messages; fan-out {})",
+            k.method, k.requests.count, k.answers.count, c.work.fanout
+        ),
+        None => format!("this payload only ({} items per response, fan-out {})", c.work.items, c.work.fanout),
+    };
     let _ = writeln!(
         out,
         "* Caveats: one machine, where the harness and every tier share the cores; loopback, so no network \
-         latency, loss or bandwidth limit; no TLS; this payload only ({} items per response, fan-out {}); one rate \
-         ({} req/s){}.",
-        c.work.items,
-        c.work.fanout,
+         latency, loss or bandwidth limit; no TLS; {payload}; one rate ({} req/s){}.",
         num(Some(c.load.qps), 0),
         c.deploy.proxy.map_or(String::new(), |p| format!(
             "; {} on the {} hop",
@@ -244,6 +264,17 @@ fn more_information(arms: &[Arm<'_>], r: &Record<'_>) -> String {
             c.deploy.proxy_hop.as_str()
         ))
     );
+    if let Some(k) = &first.run.contract {
+        let _ = writeln!(
+            out,
+            "* Contract: `{}` from {} (descriptor set SHA-256 `{}`); requests {}, answers {}.",
+            k.method,
+            k.files.join(", "),
+            k.descriptor_sha256,
+            data_text(&k.requests),
+            data_text(&k.answers)
+        );
+    }
     let base = if r.folder.is_empty() { String::new() } else { format!("{}/", r.folder.trim_end_matches('/')) };
     let transports: Vec<Transport> = arms.iter().map(|a| a.run.config.transport).collect();
     let runs: Vec<String> =

@@ -252,6 +252,7 @@ fn configuration_section(arms: &[Arm<'_>]) -> String {
         let mut rows = vec![("arms", arms.iter().map(|a| a.name).collect::<Vec<_>>().join(", "))];
         rows.extend(setup::shared_rows(&first.run.config));
         out.push_str(&setup::table(&rows));
+        out.push_str(&setup::contract_section(first.run));
         for a in arms {
             let _ = writeln!(out, "\n{} internal hop:\n", a.name);
             out.push_str(&setup::table(&setup::hop_rows(a.run)));

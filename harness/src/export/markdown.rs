@@ -396,6 +396,7 @@ fn configuration_section(run: &RunResult) -> String {
     for (tier, info) in &run.tiers {
         let _ = writeln!(out, "| {tier} settings | `{}` |", info.settings);
     }
+    out.push_str(&setup::contract_section(run));
     out.push_str(&super::link::section(&[(c.transport.title(), run)]));
 
     out

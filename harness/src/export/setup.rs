@@ -48,7 +48,10 @@ pub fn setup(run: &RunResult) -> String {
 /// fan-out and label when set).
 pub fn shape(run: &RunResult) -> String {
     let c = &run.config;
-    let mut t = format!("{} ms delay, {} items", c.work.delay.as_millis(), c.work.items);
+    let mut t = match &c.contract {
+        Some(contract) => format!("{} ms delay, {}", c.work.delay.as_millis(), contract.call),
+        None => format!("{} ms delay, {} items", c.work.delay.as_millis(), c.work.items),
+    };
     if !c.work.shape.is_order() {
         let _ = write!(t, " ({} shape)", c.work.shape);
     }
@@ -100,7 +103,10 @@ pub fn shared_rows(c: &Config) -> Vec<Row> {
             },
         ),
         ("service delay / jitter", format!("{} / {}", hd(c.work.delay), hd(c.work.jitter))),
-        ("items per response", c.work.items.to_string()),
+        match &c.contract {
+            Some(contract) => ("method (your own contract)", contract.call.clone()),
+            None => ("items per response", c.work.items.to_string()),
+        },
         ("fan-out", c.work.fanout.to_string()),
         ("timeout", hd(c.load.timeout).to_string()),
         ("max in flight", c.load.max_in_flight.to_string()),
@@ -154,6 +160,42 @@ pub fn hop_rows(run: &RunResult) -> Vec<Row> {
     rows.extend(tls_text(run, client, server).map(|t| ("internal hop TLS", t)));
     rows.extend(compression_text(run.config.hop.compression, client, server).map(|t| ("internal hop compression", t)));
     rows
+}
+
+/// `## Contract`: the team's own method, the files it was compiled from
+/// and the SHA-256 of what they compiled to, each side's data (its file
+/// and SHA-256, or how it was generated) and its messages' sizes in both
+/// encodings. Empty for the built-in contract.
+pub fn contract_section(run: &RunResult) -> String {
+    let Some(c) = &run.contract else { return String::new() };
+    let mut out = String::from("\n## Contract\n\n");
+    let _ = writeln!(
+        out,
+        "Every call is `{}` ({} → {}), compiled at run time from the files below; the messages are \
+         prost-reflect dynamic messages on every tier. Call *n* sends request *n* mod their count and is \
+         answered with answer *n* mod theirs.\n",
+        c.method, c.request_message, c.response_message
+    );
+    let source = |m: &contract::MessagesReport| match &m.source {
+        contract::Source::File { path, sha256 } => format!("{path} (SHA-256 `{sha256}`), {} messages", m.count),
+        contract::Source::Generated { spec } => format!("generated from the schema (`{spec}`), {} messages", m.count),
+    };
+    let spread = |s: Option<contract::Spread>| {
+        s.map_or_else(|| "not measured".to_owned(), |s| format!("{} / {} / {}", s.min, s.median, s.max))
+    };
+    let rows: Vec<Row> = vec![
+        ("method", c.method.clone()),
+        ("files", c.files.join(", ")),
+        ("descriptor set SHA-256", format!("`{}`", c.descriptor_sha256)),
+        ("requests", source(&c.requests)),
+        ("answers", source(&c.answers)),
+        ("request bytes, protobuf (min / median / max)", spread(c.requests.protobuf_bytes)),
+        ("request bytes, JSON (min / median / max)", spread(c.requests.json_bytes)),
+        ("answer bytes, protobuf (min / median / max)", spread(c.answers.protobuf_bytes)),
+        ("answer bytes, JSON (min / median / max)", spread(c.answers.json_bytes)),
+    ];
+    out.push_str(&table(&rows));
+    out
 }
 
 /// A table of `rows` under a `setting | value` header.

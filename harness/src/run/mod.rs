@@ -237,6 +237,7 @@ async fn results(
         .enumerate()
         .map(|(i, ((config, tiers, error_reasons), mut rounds))| {
             rounds.sort_by_key(|r| r.index);
+            let contract = config.contract.as_ref().and_then(|c| c.loaded.as_ref()).map(|l| l.report());
             let mut result = RunResult {
                 schema: SCHEMA.to_owned(),
                 tool_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -253,6 +254,7 @@ async fn results(
                 link: common.link.clone(),
                 error_reasons,
                 generators: common.generator.iter().cloned().collect(),
+                contract,
                 validity: Vec::new(),
             };
             result.validity = crate::judge::validity(&result);

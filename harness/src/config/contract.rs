@@ -1,0 +1,105 @@
+//! A team's own contract (`--proto`, `--import-path`, `--call`,
+//! `--request-data`, `--response-data`, `--generate-data`; the flags are
+//! `contract::ContractArgs`, the same on every tier): their checks against
+//! the other sections, the section, its replay, and the flags both tiers
+//! get (the same flags). Compiling the files and reading the data is the
+//! app's, before anything starts; the section then carries what was loaded.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use contract::{ContractArgs, Loaded};
+use serde::{Deserialize, Serialize};
+
+use super::work::WorkArgs;
+use super::{ConfigError, Deploy, Flags, TargetTier, TierRole, bad};
+
+/// The contract section of [`super::Config`]: the flags as given, with
+/// paths made absolute (a tier may start in another folder), and what
+/// they loaded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Contract {
+    pub proto: Vec<PathBuf>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub import_path: Vec<PathBuf>,
+    pub call: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_data: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_data: Option<PathBuf>,
+    pub generate_data: String,
+    /// The compiled contract and both sides' messages, once the app has
+    /// loaded them (never in run.json: its report is, `RunResult::contract`).
+    #[serde(skip)]
+    pub loaded: Option<Arc<Loaded>>,
+}
+
+impl Contract {
+    /// Checks the contract flags against the work and deploy sections;
+    /// `None` without `--proto`.
+    pub fn from_args(a: &ContractArgs, work: &WorkArgs, deploy: &Deploy) -> Result<Option<Contract>, ConfigError> {
+        if !a.is_set() {
+            return Ok(None);
+        }
+        let call = a
+            .call
+            .clone()
+            .ok_or_else(|| bad("--proto", "needs --call package.Service/Method: which method to measure"))?;
+        // Sizes of the built-in records do not apply to a team's messages.
+        let built_in = [
+            ("--items", work.items != "10"),
+            ("--request-bytes", work.request_bytes != "0"),
+            ("--shape", !work.shape.is_order()),
+        ];
+        if let Some((flag, _)) = built_in.iter().find(|(_, given)| *given) {
+            return Err(bad(
+                flag,
+                "sizes the built-in records; with --proto the messages come from --request-data, --response-data or --generate-data",
+            ));
+        }
+        if deploy.target == TargetTier::Downstream {
+            return Err(bad("--proto", "goes through the caller for now: drop --target downstream"));
+        }
+        if !deploy.isolation.is_processes() || !deploy.remote.is_empty() || deploy.downstream_url.is_some() {
+            return Err(bad(
+                "--proto",
+                "is served by tiers the harness starts as processes for now: not with --isolation containers or already running tiers",
+            ));
+        }
+        let absolute = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
+        Ok(Some(Contract {
+            proto: a.proto.iter().map(absolute).collect(),
+            import_path: a.import_path.iter().map(absolute).collect(),
+            call,
+            request_data: a.request_data.as_ref().map(absolute),
+            response_data: a.response_data.as_ref().map(absolute),
+            generate_data: a.generate_data.to_string(),
+            loaded: None,
+        }))
+    }
+
+    /// The flags again, as every tier and `load` take them.
+    pub fn args(&self) -> ContractArgs {
+        ContractArgs {
+            proto: self.proto.clone(),
+            import_path: self.import_path.clone(),
+            call: Some(self.call.clone()),
+            request_data: self.request_data.clone(),
+            response_data: self.response_data.clone(),
+            generate_data: self.generate_data.parse().unwrap_or_default(),
+        }
+    }
+
+    /// The contract's part of the command line `harness rerun` replays.
+    pub fn replay(contract: Option<&Contract>, flags: &mut Flags) {
+        if let Some(c) = contract {
+            flags.0.extend(c.args().to_args());
+        }
+    }
+
+    /// Both tiers take the same flags: the caller sends the requests, the
+    /// downstream gives the answers.
+    pub fn tier_flags(&self, _role: TierRole, flags: &mut Flags) {
+        flags.0.extend(self.args().to_args());
+    }
+}

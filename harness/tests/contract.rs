@@ -1,0 +1,204 @@
+//! A team's own contract through the harness: data that does not fit the
+//! schema is refused before anything starts, naming the file, the line and
+//! the field (exit 2); a run over every arm verifies each answer against
+//! the data, carries the data's own message bytes per request, and names
+//! the contract in run.json, comparison.md and decision.md.
+
+use std::path::{Path, PathBuf};
+
+use crate::common;
+
+use common::*;
+use harness::result::RunResult;
+
+const SHOP: &str = r#"syntax = "proto3";
+package shop.v1;
+import "google/protobuf/timestamp.proto";
+service Orders {
+  rpc Get(GetRequest) returns (Order);
+  rpc Watch(GetRequest) returns (stream Order);
+}
+message GetRequest { int64 id = 1; repeated string fields = 2; }
+message Order {
+  int64 id = 1;
+  string customer = 2;
+  repeated Line lines = 3;
+  map<string, string> labels = 4;
+  google.protobuf.Timestamp placed_at = 5;
+  bytes signature = 6;
+}
+message Line { string sku = 1; uint32 qty = 2; }
+"#;
+
+/// One request and one answer, each written as the proto3 JSON mapping
+/// prints it, so its length is its JSON message size.
+const REQUEST: &str = r#"{"id":"1234567890123","fields":["lines","labels"]}"#;
+const ANSWER: &str = r#"{"id":"1234567890123","customer":"Ada Lovelace","lines":[{"sku":"A-1","qty":2},{"sku":"B-22","qty":1}],"labels":{"channel":"web"},"placedAt":"2026-12-04T09:30:00Z","signature":"AAECAwQFBgc="}"#;
+
+fn shop(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let file = dir.join("shop.proto");
+    std::fs::write(&file, SHOP).unwrap();
+    file
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn data_that_does_not_fit_the_schema_is_refused_with_its_file_line_and_field() {
+    let dir = out_dir("contract-refusals");
+    let proto = shop(&dir).display().to_string();
+    let good = format!("{ANSWER}\n");
+    let cases: Vec<(&str, String, &str, Vec<&str>)> = vec![
+        (
+            "unknown field",
+            format!("{good}{{\"id\":\"1\",\"colour\":\"red\"}}\n"),
+            "shop.v1.Orders/Get",
+            vec![":2", "colour"],
+        ),
+        (
+            "wrong type",
+            format!("{good}{{\"lines\":[{{\"qty\":\"many\"}}]}}\n"),
+            "shop.v1.Orders/Get",
+            vec![":2", "lines[0].qty"],
+        ),
+        (
+            "int64 out of range",
+            "{\"id\":\"9223372036854775808\"}\n".to_owned(),
+            "shop.v1.Orders/Get",
+            vec![":1", "field `id`"],
+        ),
+        (
+            "bad base64",
+            format!("{good}{good}{{\"signature\":\"no base64!\"}}\n"),
+            "shop.v1.Orders/Get",
+            vec![":3", "signature"],
+        ),
+        ("missing method", good.clone(), "shop.v1.Orders/Put", vec!["no such method", "shop.v1.Orders/Get"]),
+        ("streaming method", good.clone(), "shop.v1.Orders/Watch", vec!["server-streaming", "unary"]),
+    ];
+    for (case, data, call, said) in cases {
+        let file = write(&dir, "answers.jsonl", &data);
+        let o = harness_cmd(&[
+            "--proto",
+            &proto,
+            "--call",
+            call,
+            "--response-data",
+            &file,
+            "--out",
+            dir.join("out").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{case}: {err}");
+        for s in said {
+            assert!(err.contains(s), "{case}: {s:?} not in {err}");
+        }
+        if !call.ends_with("Put") && !call.ends_with("Watch") {
+            assert!(err.contains("answers.jsonl:"), "{case}: the file is named: {err}");
+        }
+        assert!(!dir.join("out").exists(), "{case}: refused before anything was written");
+    }
+    let o = harness_cmd(&["--proto", &proto]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--call"));
+    let o = harness_cmd(&["--proto", &proto, "--call", "shop.v1.Orders/Get", "--items", "50"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "--items sizes the built-in records only");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The decision record of the gRPC and REST arms of `folder`, made from
+/// their two run.json files copied into `pair`.
+fn decision_of_grpc_and_rest(folder: &Path, pair: &Path) -> String {
+    for arm in ["grpc", "rest"] {
+        std::fs::create_dir_all(pair.join(arm)).unwrap();
+        std::fs::copy(folder.join(arm).join("run.json"), pair.join(arm).join("run.json")).unwrap();
+    }
+    let o = harness_cmd(&["adr", pair.to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn every_arm_carries_the_contracts_messages_and_the_reports_name_it() {
+    let dir = out_dir("contract-run");
+    let proto = shop(&dir).display().to_string();
+    let requests = write(&dir, "requests.jsonl", &format!("{REQUEST}\n"));
+    let answers = write(&dir, "answers.jsonl", &format!("{ANSWER}\n"));
+    let out = dir.join("out");
+    let o = harness_cmd(&[
+        "--proto",
+        &proto,
+        "--call",
+        "shop.v1.Orders.Get",
+        "--request-data",
+        &requests,
+        "--response-data",
+        &answers,
+        "--transport",
+        "grpc,rest,rest-pb,grpc-json",
+        "--qps",
+        "40",
+        "--duration",
+        "1s",
+        "--warmup",
+        "300ms",
+        "--rounds",
+        "1",
+        "--delay",
+        "20ms",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    // The sizes the data has in each encoding: JSON as written, protobuf
+    // worked out by hand from the wire format.
+    let request_pb = 7 /* id: tag + 6-byte varint */ + 7 /* "lines" */ + 8 /* "labels" */;
+    let answer_pb = 7 + 14 /* "Ada Lovelace" */ + 2 * 2 + 7 + 8 /* two lines */ + 2 + 14 /* labels entry: "channel" → "web" */
+        + 8 /* placed_at: seconds */ + 10 /* signature */;
+    for (arm, request, answer) in [
+        ("grpc", request_pb, answer_pb),
+        ("rest-pb", request_pb, answer_pb),
+        ("rest", REQUEST.len(), ANSWER.len()),
+        ("grpc-json", REQUEST.len(), ANSWER.len()),
+    ] {
+        let run: RunResult =
+            serde_json::from_slice(&std::fs::read(folder.join(arm).join("run.json")).unwrap()).unwrap();
+        let contract = run.contract.as_ref().expect("run.json names the contract");
+        assert_eq!(contract.method, "shop.v1.Orders/Get");
+        assert_eq!((contract.requests.count, contract.answers.count), (1, 1));
+        assert_eq!(contract.answers.json_bytes.map(|s| s.median), Some(ANSWER.len() as u64), "{arm}");
+        assert_eq!(contract.answers.protobuf_bytes.map(|s| s.median), Some(answer_pb as u64), "{arm}");
+        for r in &run.rounds {
+            assert!(r.requests.sent >= 39 && r.requests.ok == r.requests.sent, "{arm}: {:?}", r.requests);
+            let hop = &r.bytes.internal;
+            assert_eq!(
+                (hop.request_message_bytes_per_request, hop.response_message_bytes_per_request),
+                (Some(request as f64), Some(answer as f64)),
+                "{arm}: message bytes per request"
+            );
+        }
+    }
+    let comparison = std::fs::read_to_string(folder.join("comparison.md")).unwrap();
+    assert!(
+        comparison.contains("## Contract") && comparison.contains("| method | shop.v1.Orders/Get |"),
+        "{comparison}"
+    );
+    assert!(comparison.contains("descriptor set SHA-256"), "{comparison}");
+    let decision = decision_of_grpc_and_rest(&folder, &dir.join("pair"));
+    assert!(decision.contains("* Contract: `shop.v1.Orders/Get`"), "{decision}");
+    assert!(decision.contains("this contract only (shop.v1.Orders/Get"), "{decision}");
+    let report = std::fs::read_to_string(folder.join("grpc").join("report.md")).unwrap();
+    assert!(report.contains("## Contract"), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
