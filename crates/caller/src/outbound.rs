@@ -142,6 +142,9 @@ pub struct Method {
     pub rest_path: String,
     /// The answer's type.
     pub output: MessageDescriptor,
+    /// Where the JSON REST arm calls it when the method has a
+    /// `google.api.http` rule (the protobuf arm keeps [`Method::rest_path`]).
+    pub http: Option<contract::http::HttpRule>,
 }
 
 impl Method {
@@ -152,6 +155,7 @@ impl Method {
                 .unwrap_or_else(|_| http::uri::PathAndQuery::from_static("/")),
             rest_path: contract.rest_path(),
             output: contract.output(),
+            http: contract.http.clone(),
         })
     }
 }

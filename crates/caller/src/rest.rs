@@ -181,28 +181,34 @@ impl Exchange {
     /// encoding, with `n` as the call's request id when there is one; counts
     /// the message bytes; a non-success status is an error with the JSON
     /// error body's reason.
-    async fn send(self, url: reqwest::Url, n: Option<u64>, body: Vec<u8>) -> Result<bytes::Bytes, CallError> {
+    async fn send(
+        self,
+        verb: reqwest::Method,
+        url: reqwest::Url,
+        n: Option<u64>,
+        body: Option<Vec<u8>>,
+    ) -> Result<bytes::Bytes, CallError> {
         let target = &self.target;
         // Message bytes are the logical (uncompressed) body.
-        let request_bytes = body.len() as u64;
-        let mut request = self
-            .client
-            .post(url)
-            .header(reqwest::header::CONTENT_TYPE, self.encoding.media_type())
-            .header(reqwest::header::ACCEPT, self.encoding.media_type());
+        let request_bytes = body.as_ref().map_or(0, |b| b.len() as u64);
+        let mut request = self.client.request(verb, url).header(reqwest::header::ACCEPT, self.encoding.media_type());
         if let Some(n) = n {
             request = request.header(contract::CALL_HEADER, n);
         }
-        let body = match self.compression.content_coding() {
-            None => body,
-            Some(coding) => {
-                request = request.header(reqwest::header::CONTENT_ENCODING, coding);
-                self.compression
-                    .compress(&body)
-                    .map_err(|e| CallError::BadResponse { target: target.to_string(), reason: e.to_string() })?
-            }
-        };
-        let resp = request.body(body).send().await.map_err(|e| transport_error(target, e))?;
+        if let Some(body) = body {
+            request = request.header(reqwest::header::CONTENT_TYPE, self.encoding.media_type());
+            let body = match self.compression.content_coding() {
+                None => body,
+                Some(coding) => {
+                    request = request.header(reqwest::header::CONTENT_ENCODING, coding);
+                    self.compression
+                        .compress(&body)
+                        .map_err(|e| CallError::BadResponse { target: target.to_string(), reason: e.to_string() })?
+                }
+            };
+            request = request.body(body);
+        }
+        let resp = request.send().await.map_err(|e| transport_error(target, e))?;
         let status = resp.status();
         let bytes = resp.bytes().await.map_err(|e| transport_error(target, e))?;
         self.counters.add_message_bytes(request_bytes, bytes.len() as u64);
@@ -241,7 +247,7 @@ impl Outbound for RestClient {
             let body = encoding
                 .encode(&req)
                 .map_err(|e| CallError::BadResponse { target: target.to_string(), reason: e.to_string() })?;
-            let bytes = exchange.send(url, None, body).await?;
+            let bytes = exchange.send(reqwest::Method::POST, url, None, Some(body)).await?;
             encoding.decode(&bytes).map_err(|reason| CallError::BadResponse { target: target.to_string(), reason })
         })
     }
@@ -252,16 +258,28 @@ impl Outbound for RestClient {
         n: u64,
         message: DynamicMessage,
     ) -> BoxFuture<'static, Result<DynamicMessage, CallError>> {
-        let body = match self.encoding {
-            RestEncoding::Json => contract::to_json(&message),
-            RestEncoding::Protobuf => message.encode_to_vec(),
+        // The JSON arm calls a method with a google.api.http rule where the
+        // rule puts it, as a REST client of that API does.
+        let request = match (self.encoding, &method.http) {
+            (RestEncoding::Json, Some(rule)) => rule.request(&message).and_then(|(path, body)| {
+                let verb = reqwest::Method::from_bytes(rule.verb.as_bytes()).map_err(|e| e.to_string())?;
+                Ok((verb, path, body))
+            }),
+            (RestEncoding::Json, None) => {
+                Ok((reqwest::Method::POST, method.rest_path.clone(), Some(contract::to_json(&message))))
+            }
+            (RestEncoding::Protobuf, _) => {
+                Ok((reqwest::Method::POST, method.rest_path.clone(), Some(message.encode_to_vec())))
+            }
         };
-        let (exchange, url, output) = (self.exchange(), self.url.join(&method.rest_path), method.output.clone());
+        let (exchange, base, output) = (self.exchange(), self.url.clone(), method.output.clone());
         Box::pin(async move {
             let target = exchange.target.clone();
             let encoding = exchange.encoding;
-            let url = url.map_err(|e| CallError::BadResponse { target: target.to_string(), reason: e.to_string() })?;
-            let bytes = exchange.send(url, Some(n), body).await?;
+            let bad = |reason: String| CallError::BadResponse { target: target.to_string(), reason };
+            let (verb, path, body) = request.map_err(bad)?;
+            let url = base.join(&path).map_err(|e| bad(e.to_string()))?;
+            let bytes = exchange.send(verb, url, Some(n), body).await?;
             let decoded = match encoding {
                 RestEncoding::Json => contract::from_json(output, &bytes),
                 RestEncoding::Protobuf => DynamicMessage::decode(output, bytes.as_ref())

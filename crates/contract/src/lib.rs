@@ -18,6 +18,7 @@ mod args;
 pub mod codec;
 mod data;
 mod generate;
+pub mod http;
 
 use std::path::{Path, PathBuf};
 
@@ -55,6 +56,8 @@ pub enum ContractError {
     NoMethod { call: String, available: String },
     #[error("--call {call}: a {kind} method; only unary methods can be measured")]
     Streaming { call: String, kind: &'static str },
+    #[error("--call {call}: its google.api.http rule: {reason}")]
+    Http { call: String, reason: String },
 }
 
 /// A compiled contract and the one method a run calls.
@@ -69,6 +72,8 @@ pub struct Contract {
     pub descriptor_set: Vec<u8>,
     /// SHA-256 of [`Contract::descriptor_set`], hex.
     pub sha256: String,
+    /// The method's `google.api.http` rule: where the REST arm calls it.
+    pub http: Option<http::HttpRule>,
 }
 
 impl Contract {
@@ -82,13 +87,22 @@ impl Contract {
                 includes.push(folder);
             }
         }
-        let mut compiler = protox::Compiler::new(&includes).map_err(|e| ContractError::Compile(e.to_string()))?;
+        let mut resolver = protox::file::ChainFileResolver::new();
+        for include in &includes {
+            resolver.add(protox::file::IncludeFileResolver::new(include.clone()));
+        }
+        resolver.add(protox::file::GoogleFileResolver::new());
+        resolver.add(GoogleApi);
+        let mut compiler = protox::Compiler::with_file_resolver(resolver);
         compiler.include_imports(true).include_source_info(false);
         compiler.open_files(files).map_err(|e| ContractError::Compile(format!("{e:?}").replace('\n', " ")))?;
         let descriptor_set = compiler.file_descriptor_set().encode_to_vec();
         let pool = compiler.descriptor_pool();
         let method = find_method(&pool, call)?;
+        let http =
+            http::HttpRule::of(&method).map_err(|reason| ContractError::Http { call: call.to_owned(), reason })?;
         Ok(Contract {
+            http,
             files: files.to_vec(),
             import_paths: includes,
             method,
@@ -107,7 +121,8 @@ impl Contract {
         format!("/{}", self.name())
     }
 
-    /// The REST route: `POST /v1/package.Service/Method`.
+    /// The REST route of the protobuf arm, and of the JSON arm without a
+    /// `google.api.http` rule: `POST /v1/package.Service/Method`.
     pub fn rest_path(&self) -> String {
         format!("/v1/{}", self.name())
     }
@@ -129,10 +144,32 @@ impl Contract {
             "files": self.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
             "descriptor_sha256": self.sha256,
             "grpc_path": self.grpc_path(),
-            "rest_route": format!("POST {}", self.rest_path()),
+            "rest_route": match &self.http {
+                Some(rule) => format!("{} {} (google.api.http, body {:?}); protobuf: POST {}", rule.verb, rule.template, rule.body, self.rest_path()),
+                None => format!("POST {}", self.rest_path()),
+            },
             "call_header": CALL_HEADER,
             "messages": "dynamic (prost-reflect), compiled at run time with protox",
         })
+    }
+}
+
+/// googleapis' `google/api/annotations.proto` and `http.proto`, for a
+/// contract that imports them when no import path holds googleapis: the
+/// same names and field numbers.
+struct GoogleApi;
+
+impl protox::file::FileResolver for GoogleApi {
+    fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
+        match name {
+            "google/api/annotations.proto" => {
+                protox::file::File::from_source(name, include_str!("../proto/google/api/annotations.proto"))
+            }
+            "google/api/http.proto" => {
+                protox::file::File::from_source(name, include_str!("../proto/google/api/http.proto"))
+            }
+            _ => Err(protox::Error::file_not_found(name)),
+        }
     }
 }
 

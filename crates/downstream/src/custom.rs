@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, post};
@@ -208,7 +208,62 @@ pub fn rest_method(
 }
 
 async fn rest_call(State(st): State<Arc<RestShared>>, headers: HeaderMap, body: Body) -> Response {
-    let (result, request_bytes) = rest_answer(&st, &headers, body).await;
+    let (result, request_bytes) = match Encoding::of_request(&headers) {
+        Err(e) => (Err(e), 0),
+        Ok(encoding) => {
+            let input = st.custom.loaded.contract.input();
+            rest_answer(
+                &st,
+                &headers,
+                body,
+                |bytes| match encoding {
+                    Encoding::Json => {
+                        contract::from_json(input, bytes).map_err(|e| format!("malformed JSON request: {e}"))
+                    }
+                    Encoding::Protobuf => {
+                        DynamicMessage::decode(input, bytes).map_err(|e| format!("malformed protobuf request: {e}"))
+                    }
+                },
+                encoding,
+            )
+            .await
+        }
+    };
+    rest_answered(&st, result, request_bytes)
+}
+
+/// The method at its `google.api.http` route: the message read from the
+/// path, the query and the JSON body as the rule says.
+pub fn rest_annotated(
+    custom: Arc<Custom>,
+    core: Core,
+    counters: Arc<Counters>,
+    body_read_timeout: std::time::Duration,
+) -> Option<MethodRouter> {
+    let rule = custom.loaded.contract.http.clone()?;
+    let filter = axum::routing::MethodFilter::try_from(http::Method::from_bytes(rule.verb.as_bytes()).ok()?).ok()?;
+    let body = BodyPolicy { limit_bytes: core.limits.max_encoded_request_bytes(), read_timeout: body_read_timeout };
+    let st = Arc::new(RestShared { custom, core, counters, body });
+    Some(axum::routing::on(
+        filter,
+        move |Path(vars): Path<Vec<(String, String)>>, RawQuery(query): RawQuery, headers: HeaderMap, body: Body| {
+            let st = st.clone();
+            let rule = rule.clone();
+            async move {
+                let input = st.custom.loaded.contract.input();
+                let decode = |bytes: &[u8]| rule.message(&input, &vars, query.as_deref(), bytes).map(|_| ());
+                let (result, request_bytes) = rest_answer(&st, &headers, body, decode, Encoding::Json).await;
+                rest_answered(&st, result, request_bytes)
+            }
+        },
+    ))
+}
+
+fn rest_answered(
+    st: &RestShared,
+    result: Result<(Encoding, Vec<u8>, WorkPermit), ApiError>,
+    request_bytes: usize,
+) -> Response {
     match result {
         Ok((encoding, encoded, permit)) => {
             st.counters.add_message_bytes(request_bytes as u64, encoded.len() as u64);
@@ -225,28 +280,22 @@ async fn rest_call(State(st): State<Arc<RestShared>>, headers: HeaderMap, body: 
     }
 }
 
-async fn rest_answer(
+/// Reads the body, decodes the request with `decode` (a request that does
+/// not decode is a 400 with the reason), and answers call *n* in the
+/// encoding `Accept` asks for (else `encoding`, the request's).
+async fn rest_answer<R>(
     st: &RestShared,
     headers: &HeaderMap,
     body: Body,
+    decode: impl FnOnce(&[u8]) -> Result<R, String>,
+    encoding: Encoding,
 ) -> (Result<(Encoding, Vec<u8>, WorkPermit), ApiError>, usize) {
-    let encoding = match Encoding::of_request(headers) {
-        Ok(e) => e,
-        Err(e) => return (Err(e), 0),
-    };
     let bytes = match read_body(headers, body, &st.body).await {
         Ok(b) => b,
         Err(e) => return (Err(e), 0),
     };
     let out = Encoding::of_answer(headers, encoding);
-    let input = st.custom.loaded.contract.input();
-    let decoded = match encoding {
-        Encoding::Json => contract::from_json(input, &bytes).map_err(|e| format!("malformed JSON request: {e}")),
-        Encoding::Protobuf => {
-            DynamicMessage::decode(input, bytes.as_ref()).map_err(|e| format!("malformed protobuf request: {e}"))
-        }
-    };
-    let result = match decoded {
+    let result = match decode(&bytes) {
         Err(reason) => Err(ApiError::new(StatusCode::BAD_REQUEST, reason)),
         Ok(_request) => match st.custom.answer(&st.core, call_number(headers)).await {
             Err(e) => Err(fetch_error(e)),

@@ -125,13 +125,16 @@ struct RestState {
 /// What the REST listener serves, for the reason of a 404 or 405.
 pub const API: &str = "POST /v1/fetch";
 
+/// The built-in method's route.
+pub const API_PATH: &str = "/v1/fetch";
+
 /// The REST API; request bodies must arrive within `body_read_timeout`.
 pub fn router(core: Core, counters: Arc<Counters>, body_read_timeout: std::time::Duration) -> Router {
     let body = BodyPolicy { limit_bytes: core.limits.max_encoded_request_bytes(), read_timeout: body_read_timeout };
     let state = Arc::new(RestState { core, counters, body });
     let not_found_state = state.clone();
     Router::new()
-        .route("/v1/fetch", post(fetch))
+        .route(API_PATH, post(fetch))
         .fallback(move || {
             let st = not_found_state.clone();
             async move {

@@ -206,8 +206,25 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
                 grpc_counters.clone(),
                 config.compression.grpc_encoding(),
             );
-            let rest = crate::custom::rest_method(c.clone(), core, rest_counters.clone(), config.header_read_timeout);
-            (grpc_app.route_service(&contract.grpc_path(), grpc), rest_app.route(&contract.rest_path(), rest))
+            let rest =
+                crate::custom::rest_method(c.clone(), core.clone(), rest_counters.clone(), config.header_read_timeout);
+            let mut rest_app = rest_app.route(&contract.rest_path(), rest);
+            if let Some(rule) = &contract.http {
+                let route = rule.route();
+                if route == rest::API_PATH || route == contract.rest_path() {
+                    return Err(io::Error::other(format!(
+                        "{}: its google.api.http path {route} is a route this service already serves",
+                        contract.name()
+                    )));
+                }
+                let annotated =
+                    crate::custom::rest_annotated(c.clone(), core, rest_counters.clone(), config.header_read_timeout)
+                        .ok_or_else(|| {
+                        io::Error::other(format!("{}: verb {} is not served", contract.name(), rule.verb))
+                    })?;
+                rest_app = rest_app.route(&route, annotated);
+            }
+            (grpc_app.route_service(&contract.grpc_path(), grpc), rest_app)
         }
     };
     let grpc_app = grpc::edge(grpc_app, &limit, grpc_counters.clone(), config.header_read_timeout);
