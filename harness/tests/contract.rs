@@ -177,8 +177,8 @@ fn every_arm_carries_the_contracts_messages_and_the_reports_name_it() {
         let contract = run.contract.as_ref().expect("run.json names the contract");
         assert_eq!(contract.method, "shop.v1.Orders/Get");
         assert_eq!((contract.requests.count, contract.answers.count), (1, 1));
-        assert_eq!(contract.answers.json_bytes.map(|s| s.median), Some(ANSWER.len() as u64), "{arm}");
-        assert_eq!(contract.answers.protobuf_bytes.map(|s| s.median), Some(answer_pb as u64), "{arm}");
+        assert_eq!(contract.answers.json_bytes.map(|s| s.median), Some(ANSWER.len() as f64), "{arm}");
+        assert_eq!(contract.answers.protobuf_bytes.map(|s| s.median), Some(answer_pb as f64), "{arm}");
         for r in &run.rounds {
             assert!(r.requests.sent >= 39 && r.requests.ok == r.requests.sent, "{arm}: {:?}", r.requests);
             let hop = &r.bytes.internal;
@@ -200,5 +200,66 @@ fn every_arm_carries_the_contracts_messages_and_the_reports_name_it() {
     assert!(decision.contains("this contract only (shop.v1.Orders/Get"), "{decision}");
     let report = std::fs::read_to_string(folder.join("grpc").join("report.md")).unwrap();
     assert!(report.contains("## Contract"), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A list of answer files is a payload sweep: one measured step per file,
+/// every file checked before the first starts, and payload.md names each
+/// file by its number with its messages' sizes.
+#[test]
+fn a_list_of_data_files_is_a_payload_sweep_one_step_per_file() {
+    let dir = out_dir("contract-sweep");
+    let proto = shop(&dir).display().to_string();
+    let small = write(&dir, "small.jsonl", &format!("{ANSWER}\n"));
+    let lines = r#"{"id":"1","lines":[{"sku":"A","qty":1},{"sku":"B","qty":2},{"sku":"C","qty":3}]}"#;
+    let large = write(&dir, "large.jsonl", &format!("{}\n", ANSWER.replace("Ada Lovelace", &"Ada ".repeat(200))));
+    let bad = write(&dir, "bad.jsonl", &format!("{lines}\n{{\"qty\":1}}\n"));
+    let out = dir.join("out");
+    let refused =
+        harness_cmd(&["--proto", &proto, "--call", "shop.v1.Orders/Get", "--response-data", &format!("{small},{bad}")])
+            .output()
+            .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("bad.jsonl:2"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let o = harness_cmd(&[
+        "--proto",
+        &proto,
+        "--call",
+        "shop.v1.Orders/Get",
+        "--response-data",
+        &format!("{small},{large}"),
+        "--transport",
+        "grpc",
+        "--qps",
+        "40",
+        "--duration",
+        "1s",
+        "--warmup",
+        "300ms",
+        "--delay",
+        "20ms",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    let answer_bytes = |step: &str| {
+        let run: RunResult =
+            serde_json::from_slice(&std::fs::read(folder.join(step).join("run.json")).unwrap()).unwrap();
+        assert_eq!(run.contract.as_ref().map(|c| c.answers.count), Some(1), "{step}");
+        run.rounds[0].bytes.internal.response_message_bytes_per_request.unwrap()
+    };
+    let (first, second) = (answer_bytes("step-answers-1"), answer_bytes("step-answers-2"));
+    let longer = ("Ada ".repeat(200).len() - "Ada Lovelace".len()) as f64;
+    assert_eq!(second - first, longer + 1.0, "the longer name, and one byte more for its length");
+    let payload = std::fs::read_to_string(folder.join("payload.md")).unwrap();
+    assert!(payload.contains("1 = small.jsonl (1 messages") && payload.contains("2 = large.jsonl"), "{payload}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -23,7 +23,7 @@ use tonic_prost::{ProstDecoder, ProstEncoder};
 use crate::hop::{HopOptions, merged};
 use crate::outbound::{CallError, Method, Outbound};
 use contract::CALL_HEADER;
-use contract::codec::{DynamicCodec, Side};
+use contract::codec::DynamicCodec;
 use prost_reflect::DynamicMessage;
 
 /// Why a gRPC client could not be built.
@@ -165,8 +165,7 @@ impl Outbound for GrpcClient {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
         let mut client = self.clients[i].clone();
         let (target, method) = (self.target.clone(), method.clone());
-        let codec =
-            DynamicCodec { decodes: method.output.clone(), counters: self.counters.clone(), side: Side::Client };
+        let codec = DynamicCodec { decodes: method.output.clone(), counters: self.counters.clone() };
         Box::pin(async move {
             client.ready().await.map_err(|e| CallError::Connect { target: target.clone(), reason: e.to_string() })?;
             let mut req = tonic::Request::new(message);

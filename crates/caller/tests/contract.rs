@@ -22,8 +22,8 @@ fn everything() -> Loaded {
     let args = ContractArgs {
         proto: vec![fixture("everything.proto")],
         call: Some("everything.v1.Catalog/Lookup".into()),
-        request_data: Some(fixture("everything-requests.jsonl")),
-        response_data: Some(fixture("everything-answers.jsonl")),
+        request_data: vec![fixture("everything-requests.jsonl")],
+        response_data: vec![fixture("everything-answers.jsonl")],
         ..ContractArgs::default()
     };
     args.load().unwrap().unwrap()

@@ -24,13 +24,15 @@ pub struct ContractArgs {
     pub call: Option<String>,
     /// Request messages, one per line in the proto3 JSON mapping (JSON
     /// Lines); call n sends message n mod their count. Default: made by
-    /// --generate-data.
-    #[arg(long, value_name = "FILE", requires = "proto")]
-    pub request_data: Option<PathBuf>,
+    /// --generate-data. The harness takes a list (a.jsonl,b.jsonl): a
+    /// payload sweep, one step per file.
+    #[arg(long, value_name = "FILE", value_delimiter = ',', requires = "proto")]
+    pub request_data: Vec<PathBuf>,
     /// Answers the downstream gives, like --request-data; call n is
-    /// answered with message n mod their count.
-    #[arg(long, value_name = "FILE", requires = "proto")]
-    pub response_data: Option<PathBuf>,
+    /// answered with message n mod their count. A list makes a payload
+    /// sweep, as for --request-data.
+    #[arg(long, value_name = "FILE", value_delimiter = ',', requires = "proto")]
+    pub response_data: Vec<PathBuf>,
     /// How messages without a data file are made from the schema alone:
     /// count, elements per repeated field and map, string and bytes
     /// lengths, seed (e.g. repeated=50,string=24,bytes=64,seed=1).
@@ -55,6 +57,8 @@ pub enum ArgsError {
     Data(#[from] DataError),
     #[error("--proto needs --call package.Service/Method: which method to measure")]
     NoCall,
+    #[error("{0}: one file here; a list of files is a payload sweep, which the harness runs one file at a time")]
+    Several(&'static str),
 }
 
 impl ContractArgs {
@@ -69,12 +73,19 @@ impl ContractArgs {
             return Ok(None);
         }
         let call = self.call.as_deref().ok_or(ArgsError::NoCall)?;
+        let one = |files: &[PathBuf], flag| match files {
+            [] => Ok(None),
+            [file] => Ok(Some(file.clone())),
+            _ => Err(ArgsError::Several(flag)),
+        };
+        let (request_data, response_data) =
+            (one(&self.request_data, "--request-data")?, one(&self.response_data, "--response-data")?);
         let contract = Contract::compile(&self.proto, &self.import_path, call)?;
         // Requests and answers are made from different seeds, so a request
         // and its answer of the same type differ.
         let answers_spec = GenerateSpec { seed: self.generate_data.seed.wrapping_add(1), ..self.generate_data };
-        let requests = Messages::load(self.request_data.as_deref(), &self.generate_data, &contract.input())?;
-        let answers = Messages::load(self.response_data.as_deref(), &answers_spec, &contract.output())?;
+        let requests = Messages::load(request_data.as_deref(), &self.generate_data, &contract.input())?;
+        let answers = Messages::load(response_data.as_deref(), &answers_spec, &contract.output())?;
         Ok(Some(Loaded { contract, requests, answers }))
     }
 
@@ -94,11 +105,12 @@ impl ContractArgs {
         if let Some(c) = &self.call {
             out.extend(["--call".to_owned(), c.clone()]);
         }
-        if let Some(p) = &self.request_data {
-            out.extend(["--request-data".to_owned(), path(p)]);
+        let list = |files: &[PathBuf]| files.iter().map(path).collect::<Vec<_>>().join(",");
+        if !self.request_data.is_empty() {
+            out.extend(["--request-data".to_owned(), list(&self.request_data)]);
         }
-        if let Some(p) = &self.response_data {
-            out.extend(["--response-data".to_owned(), path(p)]);
+        if !self.response_data.is_empty() {
+            out.extend(["--response-data".to_owned(), list(&self.response_data)]);
         }
         out.extend(["--generate-data".to_owned(), self.generate_data.to_string()]);
         out
@@ -106,7 +118,7 @@ impl ContractArgs {
 }
 
 /// What run.json and the reports say of a contract and its data.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Report {
     /// `package.Service/Method`.
     pub method: String,
@@ -121,7 +133,7 @@ pub struct Report {
 }
 
 /// One side's messages: where they came from, how many, how large.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MessagesReport {
     pub source: crate::Source,
     pub count: usize,

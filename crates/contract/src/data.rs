@@ -26,18 +26,21 @@ pub struct DataError {
     pub reason: String,
 }
 
-/// The smallest, median and largest of a list of sizes, in bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// The smallest, median and largest of a list of sizes, in bytes; the
+/// median of an even count is the mean of the two middle sizes.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Spread {
     pub min: u64,
-    pub median: u64,
+    pub median: f64,
     pub max: u64,
 }
 
 impl Spread {
     pub fn of(mut sizes: Vec<u64>) -> Option<Spread> {
         sizes.sort_unstable();
-        Some(Spread { min: *sizes.first()?, median: sizes[sizes.len() / 2], max: *sizes.last()? })
+        let n = sizes.len();
+        let median = if n % 2 == 1 { sizes[n / 2] as f64 } else { (sizes[n / 2 - 1] + sizes.get(n / 2)?) as f64 / 2.0 };
+        Some(Spread { min: *sizes.first()?, median, max: *sizes.last()? })
     }
 }
 
@@ -180,7 +183,8 @@ mod tests {
         assert_eq!(messages.len(), 2);
         let m = Messages { messages, source: Source::Generated { spec: String::new() } };
         // id 7 (2 bytes) + name "a" (3 bytes); id 8 (2) + one line of sku "x" and qty 2 (2 + 3 + 2).
-        assert_eq!(m.protobuf_sizes(), Some(Spread { min: 5, median: 9, max: 9 }));
+        assert_eq!(m.protobuf_sizes(), Some(Spread { min: 5, median: 7.0, max: 9 }));
+        assert_eq!(Spread::of(vec![3, 1, 2]), Some(Spread { min: 1, median: 2.0, max: 3 }));
         assert_eq!(m.get(3).get_field_by_name("id").unwrap().as_i64(), Some(8));
         let empty = load_jsonl(Path::new("e.jsonl"), b"\n\n", &order()).unwrap_err();
         assert!(empty.to_string().contains("no message"), "{empty}");

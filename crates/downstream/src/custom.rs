@@ -20,7 +20,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, post};
 use bytes::Bytes;
-use contract::codec::{DynamicCodec, Side};
+use contract::codec::{Received, ServerCodec};
 use contract::{CALL_HEADER, Loaded};
 use prost::Message;
 use prost_reflect::DynamicMessage;
@@ -113,11 +113,8 @@ impl tower::Service<http::Request<Body>> for CustomGrpc {
                     .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(GRPC_JSON_CONTENT_TYPE));
                 return Ok(resp);
             }
-            let codec = DynamicCodec {
-                decodes: shared.custom.loaded.contract.input(),
-                counters: shared.counters.clone(),
-                side: Side::Server,
-            };
+            let codec =
+                ServerCodec { decodes: shared.custom.loaded.contract.input(), counters: shared.counters.clone() };
             let mut grpc = tonic::server::Grpc::new(codec).apply_max_message_size_config(max_request, None);
             if let Some(e) = shared.compression {
                 grpc = grpc.accept_compressed(e).send_compressed(e);
@@ -127,21 +124,24 @@ impl tower::Service<http::Request<Body>> for CustomGrpc {
     }
 }
 
-/// Protobuf: the codec decoded the request and counts both messages.
+/// Protobuf: the codec decoded the request (its bytes counted here, as the
+/// request ends) and counts the answer's as it writes them.
 struct ProtobufMethod(Arc<GrpcShared>);
 
-impl UnaryService<DynamicMessage> for ProtobufMethod {
+impl UnaryService<Received> for ProtobufMethod {
     type Response = DynamicMessage;
     type Future = tonic::codegen::BoxFuture<GrpcResponse<DynamicMessage>, Status>;
 
-    fn call(&mut self, request: GrpcRequest<DynamicMessage>) -> Self::Future {
+    fn call(&mut self, request: GrpcRequest<Received>) -> Self::Future {
         let shared = self.0.clone();
         Box::pin(async move {
             let shed = request.extensions().get::<ShedMark>().cloned();
             let n = contract::call_number(request.metadata().get(CALL_HEADER).map(|v| v.as_bytes()));
+            let request_bytes = request.get_ref().bytes;
             drop(request);
-            let (answer, permit) =
-                shared.custom.answer(&shared.core, n).await.map_err(|e| fetch_status(&e, shed.as_ref()))?;
+            let answered = shared.custom.answer(&shared.core, n).await;
+            shared.counters.add_message_bytes(request_bytes, 0);
+            let (answer, permit) = answered.map_err(|e| fetch_status(&e, shed.as_ref()))?;
             let mut resp = GrpcResponse::new(answer);
             resp.extensions_mut().insert(HeldUntilSent::new(permit));
             Ok(resp)

@@ -134,6 +134,19 @@ pub fn main() -> ExitCode {
 /// there or streams, a data line that does not fit the schema is refused
 /// here, with the file, the line and the field.
 pub(crate) fn load_contract(plan: &mut Plan) -> Result<Option<contract::Report>, String> {
+    // A sweep over data files: every file is read and checked now, and
+    // each step loads its own again when it runs.
+    if let Some(sweep) = plan.payload.clone().filter(|s| s.axis.is_data()) {
+        let mut first = None;
+        for &number in &sweep.sizes {
+            let mut step = plan.payload_step(sweep.axis, number);
+            load_contract(&mut step)?;
+            first = first.or(step.config.contract.and_then(|c| c.loaded));
+        }
+        let section = plan.config.contract.as_mut().ok_or("--proto: no contract was given")?;
+        section.loaded = first;
+        return Ok(section.loaded.as_ref().map(|l| l.report()));
+    }
     let Some(section) = plan.config.contract.as_mut() else { return Ok(None) };
     let loaded = section.args().load().map_err(|e| e.to_string())?.ok_or("--proto: no contract was given")?;
     let report = loaded.report();

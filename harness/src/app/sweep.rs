@@ -193,11 +193,32 @@ fn record_step(arms: &mut [ArmCapacity], runs: &[RunResult], rate: f64, slo_ms: 
     }
 }
 
+/// `2 = orders-medium.jsonl (8 messages, median 4,810 B protobuf / 11,020 B
+/// JSON)`: step `number` of a sweep over data files.
+fn data_file_text(axis: PayloadAxis, number: u32, report: &contract::Report) -> String {
+    let side = if axis == PayloadAxis::RequestData { &report.requests } else { &report.answers };
+    let name = match &side.source {
+        contract::Source::File { path, .. } => {
+            std::path::Path::new(path).file_name().map_or(path.clone(), |n| n.to_string_lossy().into_owned())
+        }
+        contract::Source::Generated { spec } => format!("generated ({spec})"),
+    };
+    let median = |s: Option<contract::Spread>| s.map_or_else(|| "not measured".to_owned(), |s| s.median.to_string());
+    format!(
+        "{number} = {name} ({} messages, median {} B protobuf / {} B JSON)",
+        side.count,
+        median(side.protobuf_bytes),
+        median(side.json_bytes)
+    )
+}
+
 /// The folder of the step at `size` of a payload sweep.
 fn payload_step_name(axis: PayloadAxis, size: u32) -> String {
     match axis {
         PayloadAxis::Items => format!("step-{size}items"),
         PayloadAxis::RequestBytes => format!("step-{size}B"),
+        PayloadAxis::RequestData => format!("step-requests-{size}"),
+        PayloadAxis::ResponseData => format!("step-answers-{size}"),
     }
 }
 
@@ -208,24 +229,40 @@ async fn payload_sweep(plan: &Plan, sweep: &PayloadSweep, interrupt: &Interrupt)
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let (axis, sizes) = (sweep.axis, &sweep.sizes);
     let rate = if cfg.load.closed_loop { format!("{}conn", cfg.load.connections) } else { qps_part(cfg.load.qps) };
-    let what = if axis == PayloadAxis::Items { "items" } else { "bytes" };
+    let what = match axis {
+        PayloadAxis::Items => "items",
+        PayloadAxis::RequestBytes => "bytes",
+        PayloadAxis::RequestData => "requests",
+        PayloadAxis::ResponseData => "answers",
+    };
     let load = format!("{what}-{}-{}-{rate}", sizes[0], sizes[sizes.len() - 1]);
     let Some((folder, tls)) = create_folder(plan, &started_at, &load) else { return EXIT_FAILED };
     let slo_ms = cfg.load.slo_p99.as_secs_f64() * 1e3;
     let mut arms: Vec<ArmPayload> =
         plan.arms.iter().map(|&transport| ArmPayload { transport, steps: Vec::new() }).collect();
     let mut last_status = RunStatus::Complete;
+    let mut files = Vec::new();
     for &size in sizes {
         if interrupt.is_stopped() {
             break;
         }
-        let (step_plan, name) = (plan.payload_step(axis, size), payload_step_name(axis, size));
+        let (mut step_plan, name) = (plan.payload_step(axis, size), payload_step_name(axis, size));
+        if axis.is_data()
+            && let Err(e) = super::load_contract(&mut step_plan)
+        {
+            eprintln!("harness: step {size}: {e}");
+            last_status = RunStatus::Aborted;
+            break;
+        }
         let what = format!("{size} {}", axis.unit());
         let Some(runs) = run_step(&step_plan, tls.as_ref(), &name, &what, folder.path(), &started_at, interrupt).await
         else {
             last_status = RunStatus::Aborted;
             break;
         };
+        if let Some(report) = runs.first().and_then(|r| r.contract.as_ref()) {
+            files.push(data_file_text(axis, size, report));
+        }
         for run in &runs {
             let Some(arm) = arms.iter_mut().find(|a| a.transport == run.config.transport) else { continue };
             let folder_rel = if runs.len() > 1 { format!("{name}/{}", arm.transport) } else { name.clone() };
@@ -255,11 +292,14 @@ async fn payload_sweep(plan: &Plan, sweep: &PayloadSweep, interrupt: &Interrupt)
     } else {
         format!("{} req/s", cfg.load.qps)
     };
+    let what = match &cfg.contract {
+        Some(c) => c.call.clone(),
+        None => format!("{} records", cfg.work.shape),
+    };
     let mut setup = format!(
-        "{} at {load_text}, {} ms delay, {} records, fan-out {}; {} from {} to {}",
+        "{} at {load_text}, {} ms delay, {what}, fan-out {}; {} from {} to {}",
         plan.arms.iter().map(|t| t.title()).collect::<Vec<_>>().join(" vs "),
         cfg.work.delay.as_millis(),
-        cfg.work.shape,
         cfg.work.fanout,
         axis.unit(),
         sizes[0],
@@ -271,6 +311,9 @@ async fn payload_sweep(plan: &Plan, sweep: &PayloadSweep, interrupt: &Interrupt)
         }
         PayloadAxis::RequestBytes => setup.push_str(&format!(", {} items per response", cfg.work.items)),
         PayloadAxis::Items => {}
+        PayloadAxis::RequestData | PayloadAxis::ResponseData => {
+            setup.push_str(&format!(" ({})", files.join("; ")));
+        }
     }
     if let Some(label) = &cfg.output.label {
         setup.push_str(&format!(" ({label})"));

@@ -49,6 +49,8 @@ impl Plan {
     pub fn from_args(a: &RunArgs) -> Result<Plan, ConfigError> {
         let rates = a.load.rates()?;
         let (work, payload) = Work::from_args(&a.work, rates.len())?;
+        // A list of data files is a payload sweep too (one step per file).
+        let payload = payload.or(super::Contract::sweep(&a.contract, rates.len())?);
         let (arms, baseline) = a.arms.check(rates.len() > 1 || payload.is_some())?;
         // Arms compared at one rate get enough rounds for an interval.
         let compared = arms.len() > 1 && rates.len() <= 1 && payload.is_none();

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use contract::{ContractArgs, Loaded};
 use serde::{Deserialize, Serialize};
 
-use super::work::WorkArgs;
+use super::work::{PayloadAxis, PayloadSweep, WorkArgs};
 use super::{ConfigError, Deploy, Flags, TargetTier, TierRole, bad};
 
 /// The contract section of [`super::Config`]: the flags as given, with
@@ -23,10 +23,12 @@ pub struct Contract {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub import_path: Vec<PathBuf>,
     pub call: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request_data: Option<PathBuf>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response_data: Option<PathBuf>,
+    /// The request data file (several: a payload sweep over them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub request_data: Vec<PathBuf>,
+    /// The answer data file (several: a payload sweep over them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub response_data: Vec<PathBuf>,
     pub generate_data: String,
     /// The compiled contract and both sides' messages, once the app has
     /// loaded them (never in run.json: its report is, `RunResult::contract`).
@@ -71,11 +73,48 @@ impl Contract {
             proto: a.proto.iter().map(absolute).collect(),
             import_path: a.import_path.iter().map(absolute).collect(),
             call,
-            request_data: a.request_data.as_ref().map(absolute),
-            response_data: a.response_data.as_ref().map(absolute),
+            request_data: a.request_data.iter().map(absolute).collect(),
+            response_data: a.response_data.iter().map(absolute).collect(),
             generate_data: a.generate_data.to_string(),
             loaded: None,
         }))
+    }
+
+    /// A payload sweep over data files: a list to `--request-data` or to
+    /// `--response-data` (one step per file, numbered from 1), never both,
+    /// and never with several rates.
+    pub fn sweep(a: &ContractArgs, rates: usize) -> Result<Option<PayloadSweep>, ConfigError> {
+        let axis = match (a.request_data.len() > 1, a.response_data.len() > 1) {
+            (false, false) => return Ok(None),
+            (true, true) => {
+                return Err(bad(
+                    "--response-data",
+                    "a payload sweep varies one side: a list of request files or of answer files, not both",
+                ));
+            }
+            (true, false) => PayloadAxis::RequestData,
+            (false, true) => PayloadAxis::ResponseData,
+        };
+        if rates > 1 {
+            return Err(bad(
+                axis.flag(),
+                "a payload sweep goes with one rate, and --qps gives several: sweep the rate or the payload, one per command",
+            ));
+        }
+        let files = if axis == PayloadAxis::RequestData { &a.request_data } else { &a.response_data };
+        Ok(Some(PayloadSweep { axis, sizes: (1..=files.len() as u32).collect() }))
+    }
+
+    /// Step `number` (from 1) of a payload sweep over data files: that file alone.
+    pub fn step(&self, axis: PayloadAxis, number: u32) -> Contract {
+        let pick = |files: &[PathBuf]| files.get(number as usize - 1).cloned().into_iter().collect();
+        let mut step = Contract { loaded: None, ..self.clone() };
+        match axis {
+            PayloadAxis::RequestData => step.request_data = pick(&self.request_data),
+            PayloadAxis::ResponseData => step.response_data = pick(&self.response_data),
+            PayloadAxis::Items | PayloadAxis::RequestBytes => {}
+        }
+        step
     }
 
     /// The flags again, as every tier and `load` take them.

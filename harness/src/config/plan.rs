@@ -41,6 +41,9 @@ impl Plan {
         match axis {
             PayloadAxis::Items => config.work.items = size,
             PayloadAxis::RequestBytes => config.work.request_bytes = size,
+            PayloadAxis::RequestData | PayloadAxis::ResponseData => {
+                config.contract = config.contract.map(|c| c.step(axis, size));
+            }
         }
         Plan { config, arms: self.arms.clone(), rates: self.rates.clone(), payload: None }
     }

@@ -66,6 +66,10 @@ pub struct Work {
 pub enum PayloadAxis {
     Items,
     RequestBytes,
+    /// A team's own request data files, numbered from 1 (`--request-data a,b,c`).
+    RequestData,
+    /// A team's own answer data files, numbered from 1 (`--response-data a,b,c`).
+    ResponseData,
 }
 
 impl PayloadAxis {
@@ -74,6 +78,8 @@ impl PayloadAxis {
         match self {
             PayloadAxis::Items => "--items",
             PayloadAxis::RequestBytes => "--request-bytes",
+            PayloadAxis::RequestData => "--request-data",
+            PayloadAxis::ResponseData => "--response-data",
         }
     }
 
@@ -82,15 +88,23 @@ impl PayloadAxis {
         match self {
             PayloadAxis::Items => "items per response",
             PayloadAxis::RequestBytes => "request body bytes",
+            PayloadAxis::RequestData => "request data file (in the order given)",
+            PayloadAxis::ResponseData => "answer data file (in the order given)",
         }
     }
 
-    /// The size of this axis in `work`.
+    /// The size of this axis in `work` (a data file's number is not there: 0).
     pub fn of(self, work: &Work) -> u32 {
         match self {
             PayloadAxis::Items => work.items,
             PayloadAxis::RequestBytes => work.request_bytes,
+            PayloadAxis::RequestData | PayloadAxis::ResponseData => 0,
         }
+    }
+
+    /// True for a sweep over a team's own data files.
+    pub fn is_data(self) -> bool {
+        matches!(self, PayloadAxis::RequestData | PayloadAxis::ResponseData)
     }
 }
 
