@@ -263,3 +263,67 @@ fn a_list_of_data_files_is_a_payload_sweep_one_step_per_file() {
     assert!(payload.contains("1 = small.jsonl (1 messages") && payload.contains("2 = large.jsonl"), "{payload}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A team's own contract over TLS, compressed, fanned out: every answer
+/// still the one its number picks (no errors), each downstream call
+/// carrying the data's message bytes (the counts are per call, uncompressed),
+/// and less on the wire than the messages where gzip has work to do.
+#[test]
+fn a_contract_runs_over_tls_compressed_and_fanned_out() {
+    let dir = out_dir("contract-hop");
+    let proto = shop(&dir).display().to_string();
+    let answers = write(&dir, "answers.jsonl", &format!("{}\n", ANSWER.replace("Ada Lovelace", &"Ada ".repeat(300))));
+    let out = dir.join("out");
+    let o = harness_cmd(&[
+        "--proto",
+        &proto,
+        "--call",
+        "shop.v1.Orders/Get",
+        "--response-data",
+        &answers,
+        "--transport",
+        "both",
+        "--tls",
+        "--compression",
+        "gzip",
+        "--fanout",
+        "2",
+        "--qps",
+        "40",
+        "--duration",
+        "1s",
+        "--warmup",
+        "300ms",
+        "--rounds",
+        "1",
+        "--delay",
+        "20ms",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    for arm in ["grpc", "rest"] {
+        let run: RunResult =
+            serde_json::from_slice(&std::fs::read(folder.join(arm).join("run.json")).unwrap()).unwrap();
+        let contract = run.contract.as_ref().unwrap();
+        let json = contract.answers.json_bytes.unwrap().median;
+        let pb = contract.answers.protobuf_bytes.unwrap().median;
+        for r in &run.rounds {
+            assert!(r.requests.sent >= 39 && r.requests.ok == r.requests.sent, "{arm}: {:?}", r.requests);
+            let hop = &r.bytes.internal;
+            let expected = if arm == "grpc" { pb } else { json };
+            assert_eq!(hop.response_message_bytes_per_request, Some(expected), "{arm}: per downstream call");
+            let calls = hop.requests as f64 / r.requests.sent as f64;
+            assert!((calls - 2.0).abs() < 0.1, "{arm}: two downstream calls a request: {hop:?}");
+            assert!(
+                hop.response_wire_bytes_per_request.unwrap() < expected,
+                "{arm}: gzip shrinks 1,200 B of 'Ada ': {hop:?}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

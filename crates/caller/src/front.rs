@@ -100,6 +100,18 @@ impl From<CallError> for ApiError {
 }
 
 impl Front {
+    /// Admits `weight` bytes of work: a request that does not fit now is
+    /// shed (503), one that never would is too large (413).
+    fn admit(&self, weight: u64) -> Result<service::WorkPermit, ApiError> {
+        self.budget.try_admit(weight).map_err(|r| {
+            let status = match r {
+                Refused::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
+                Refused::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            };
+            ApiError::new(status, r.to_string())
+        })
+    }
+
     /// Call `n` of a team's own method, `fanout` times at once: each bounded
     /// and counted as a `Fetch` is; the answers, as the proto3 JSON mapping,
     /// in one JSON array.
@@ -115,13 +127,7 @@ impl Front {
         })?;
         let i = contract::pick(n, custom.requests.messages.len());
         let weight = self.budget.weigh(0, custom.request_bytes[i] * u64::from(self.fanout));
-        let permit = self.budget.try_admit(weight).map_err(|r| {
-            let status = match r {
-                Refused::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
-                Refused::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            };
-            ApiError::new(status, r.to_string())
-        })?;
+        let permit = self.admit(weight)?;
         let started = Instant::now();
         let calls = (0..self.fanout).map(|_| async {
             let message = custom.requests.messages[i].clone();
@@ -194,13 +200,7 @@ impl Front {
         // Every downstream answer, and the one built from them, is held
         // until the front answer has been sent.
         let weight = self.budget.weigh(asked, u64::from(call.request_bytes) * u64::from(self.fanout));
-        let permit = self.budget.try_admit(weight).map_err(|r| {
-            let status = match r {
-                Refused::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
-                Refused::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            };
-            ApiError::new(status, r.to_string())
-        })?;
+        let permit = self.admit(weight)?;
 
         let started = Instant::now();
         let calls = payload::fanout_requests(&call, self.fanout).into_iter().map(|req| self.call_one(req));

@@ -193,23 +193,50 @@ fn record_step(arms: &mut [ArmCapacity], runs: &[RunResult], rate: f64, slo_ms: 
     }
 }
 
-/// `2 = orders-medium.jsonl (8 messages, median 4,810 B protobuf / 11,020 B
-/// JSON)`: step `number` of a sweep over data files.
+/// The sentence payload.md opens with: the arms, the load, the work, what
+/// the sweep varies and over what (`files`: the data files, numbered).
+fn payload_setup(plan: &Plan, sweep: &PayloadSweep, files: &[String]) -> String {
+    let (cfg, axis, sizes) = (&plan.config, sweep.axis, &sweep.sizes);
+    let load_text = if cfg.load.closed_loop {
+        format!("closed loop, {} connections", cfg.load.connections)
+    } else {
+        format!("{} req/s", cfg.load.qps)
+    };
+    let what = match &cfg.contract {
+        Some(c) => c.call.clone(),
+        None => format!("{} records", cfg.work.shape),
+    };
+    let mut setup = format!(
+        "{} at {load_text}, {} ms delay, {what}, fan-out {}; {} from {} to {}",
+        plan.arms.iter().map(|t| t.title()).collect::<Vec<_>>().join(" vs "),
+        cfg.work.delay.as_millis(),
+        cfg.work.fanout,
+        axis.unit(),
+        sizes[0],
+        sizes[sizes.len() - 1]
+    );
+    match axis {
+        PayloadAxis::Items if cfg.work.request_bytes > 0 => {
+            setup.push_str(&format!(", {} B uploaded per call", cfg.work.request_bytes));
+        }
+        PayloadAxis::RequestBytes => setup.push_str(&format!(", {} items per response", cfg.work.items)),
+        PayloadAxis::Items => {}
+        PayloadAxis::RequestData | PayloadAxis::ResponseData => {
+            setup.push_str(&format!(" ({})", files.join("; ")));
+        }
+    }
+    if let Some(label) = &cfg.output.label {
+        setup.push_str(&format!(" ({label})"));
+    }
+    setup.push('.');
+    setup
+}
+
+/// `2 = orders-medium.jsonl (8 messages, median …)`: step `number` of a
+/// sweep over data files.
 fn data_file_text(axis: PayloadAxis, number: u32, report: &contract::Report) -> String {
     let side = if axis == PayloadAxis::RequestData { &report.requests } else { &report.answers };
-    let name = match &side.source {
-        contract::Source::File { path, .. } => {
-            std::path::Path::new(path).file_name().map_or(path.clone(), |n| n.to_string_lossy().into_owned())
-        }
-        contract::Source::Generated { spec } => format!("generated ({spec})"),
-    };
-    let median = |s: Option<contract::Spread>| s.map_or_else(|| "not measured".to_owned(), |s| s.median.to_string());
-    format!(
-        "{number} = {name} ({} messages, median {} B protobuf / {} B JSON)",
-        side.count,
-        median(side.protobuf_bytes),
-        median(side.json_bytes)
-    )
+    format!("{number} = {}", crate::export::setup::data_text(side, false))
 }
 
 /// The folder of the step at `size` of a payload sweep.
@@ -287,38 +314,7 @@ async fn payload_sweep(plan: &Plan, sweep: &PayloadSweep, interrupt: &Interrupt)
         arms,
         interrupted,
     };
-    let load_text = if cfg.load.closed_loop {
-        format!("closed loop, {} connections", cfg.load.connections)
-    } else {
-        format!("{} req/s", cfg.load.qps)
-    };
-    let what = match &cfg.contract {
-        Some(c) => c.call.clone(),
-        None => format!("{} records", cfg.work.shape),
-    };
-    let mut setup = format!(
-        "{} at {load_text}, {} ms delay, {what}, fan-out {}; {} from {} to {}",
-        plan.arms.iter().map(|t| t.title()).collect::<Vec<_>>().join(" vs "),
-        cfg.work.delay.as_millis(),
-        cfg.work.fanout,
-        axis.unit(),
-        sizes[0],
-        sizes[sizes.len() - 1]
-    );
-    match axis {
-        PayloadAxis::Items if cfg.work.request_bytes > 0 => {
-            setup.push_str(&format!(", {} B uploaded per call", cfg.work.request_bytes));
-        }
-        PayloadAxis::RequestBytes => setup.push_str(&format!(", {} items per response", cfg.work.items)),
-        PayloadAxis::Items => {}
-        PayloadAxis::RequestData | PayloadAxis::ResponseData => {
-            setup.push_str(&format!(" ({})", files.join("; ")));
-        }
-    }
-    if let Some(label) = &cfg.output.label {
-        setup.push_str(&format!(" ({label})"));
-    }
-    setup.push('.');
+    let setup = payload_setup(plan, sweep, &files);
     let written = write_payload(folder.path(), &report, &setup);
     let (json, text) = (serde_json::json!({ "payload": report }), payload::terminal(&report));
     finish(folder, written, cfg, json, &text, last_status)

@@ -209,22 +209,6 @@ fn pros_and_cons(rows: &[Row], arms: &[Arm<'_>], i: usize) -> String {
     out
 }
 
-/// One side of a contract's data in words: its file and SHA-256 (or how it
-/// was generated), its count, and its protobuf and JSON median sizes.
-fn data_text(m: &contract::MessagesReport) -> String {
-    let from = match &m.source {
-        contract::Source::File { path, sha256 } => format!("{path} (SHA-256 `{sha256}`)"),
-        contract::Source::Generated { spec } => format!("generated (`{spec}`)"),
-    };
-    let median = |s: Option<contract::Spread>| s.map_or_else(|| "not measured".to_owned(), |s| s.median.to_string());
-    format!(
-        "{from}, {} messages, median {} B protobuf / {} B JSON",
-        m.count,
-        median(m.protobuf_bytes),
-        median(m.json_bytes)
-    )
-}
-
 fn more_information(arms: &[Arm<'_>], r: &Record<'_>) -> String {
     let mut out = String::from("\n## More Information\n\n");
     for a in arms {
@@ -271,8 +255,8 @@ fn more_information(arms: &[Arm<'_>], r: &Record<'_>) -> String {
             k.method,
             k.files.join(", "),
             k.descriptor_sha256,
-            data_text(&k.requests),
-            data_text(&k.answers)
+            super::setup::data_text(&k.requests, true),
+            super::setup::data_text(&k.answers, true)
         );
     }
     let base = if r.folder.is_empty() { String::new() } else { format!("{}/", r.folder.trim_end_matches('/')) };

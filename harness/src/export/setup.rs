@@ -201,6 +201,26 @@ pub fn contract_section(run: &RunResult) -> String {
     out
 }
 
+/// One side of a contract's data in words: `name (8 messages, median
+/// 2124 B protobuf / 6025.5 B JSON)`, `name` its file's (`whole_path`: as
+/// given, else only its name) or how it was generated.
+pub fn data_text(m: &contract::MessagesReport, whole_path: bool) -> String {
+    let name = match &m.source {
+        contract::Source::File { path, sha256 } if whole_path => format!("{path} (SHA-256 `{sha256}`)"),
+        contract::Source::File { path, .. } => {
+            std::path::Path::new(path).file_name().map_or(path.clone(), |n| n.to_string_lossy().into_owned())
+        }
+        contract::Source::Generated { spec } => format!("generated (`{spec}`)"),
+    };
+    let median = |s: Option<contract::Spread>| s.map_or_else(|| "not measured".to_owned(), |s| s.median.to_string());
+    format!(
+        "{name} ({} messages, median {} B protobuf / {} B JSON)",
+        m.count,
+        median(m.protobuf_bytes),
+        median(m.json_bytes)
+    )
+}
+
 /// A table of `rows` under a `setting | value` header.
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from("| setting | value |\n|---|---|\n");
