@@ -327,3 +327,55 @@ fn a_contract_runs_over_tls_compressed_and_fanned_out() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `harness rerun` of a run on a team's own contract repeats it on the
+/// same files, and says when a file has changed since: here the answers.
+#[test]
+fn rerun_repeats_a_contract_run_and_says_what_changed_in_its_files() {
+    let dir = out_dir("contract-rerun");
+    let proto = shop(&dir).display().to_string();
+    let answers = write(&dir, "answers.jsonl", &format!("{ANSWER}\n"));
+    let out = dir.join("out");
+    let o = harness_cmd(&[
+        "--proto",
+        &proto,
+        "--call",
+        "shop.v1.Orders/Get",
+        "--response-data",
+        &answers,
+        "--transport",
+        "grpc",
+        "--qps",
+        "40",
+        "--duration",
+        "1s",
+        "--warmup",
+        "300ms",
+        "--delay",
+        "20ms",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let first = run_folder(&out);
+    let again = harness_cmd(&["rerun", first.to_str().unwrap()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("has changed since the run"), "nothing changed: {stderr}");
+    write(&dir, "answers.jsonl", &format!("{ANSWER}\n{ANSWER}\n"));
+    let changed = harness_cmd(&["rerun", first.to_str().unwrap()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&changed.stderr);
+    assert_eq!(changed.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("the answer data has changed since the run"), "{stderr}");
+    assert!(stderr.contains("(1 messages)") && stderr.contains("(2 messages)"), "{stderr}");
+    let runs: Vec<RunResult> = run_folders(&out).iter().map(|f| load(f)).collect();
+    assert_eq!(runs.len(), 3);
+    assert!(
+        runs.iter().any(|r| r.contract.as_ref().is_some_and(|c| c.answers.count == 2)),
+        "the rerun used the files as they are now"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
