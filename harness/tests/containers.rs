@@ -263,6 +263,42 @@ fn containerised_hop(compression: &str) -> ((f64, f64), serde_json::Value) {
     (bytes, settings)
 }
 
+/// A team's own contract in containers: the tiers see its .proto and data
+/// files at the paths their flags name (mounted read-only), serve the
+/// descriptor set the harness compiled, and every answer arrives verified
+/// with the data's own JSON size.
+#[test]
+fn a_contract_is_served_from_containers() {
+    if skipped() {
+        return;
+    }
+    use crate::contract::{ANSWER, contract_flags, shop, write};
+    let dir = out_dir("containers-contract");
+    let proto = shop(&dir.join("api")).display().to_string();
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let answers = write(&dir.join("data"), "answers.jsonl", &format!("{ANSWER}\n"));
+    let out = dir.join("out");
+    let mut args = contract_flags(&proto, &answers);
+    args.extend(
+        ["--isolation", "containers", "--transport", "rest", "--qps", "20", "--delay", "5ms"].map(String::from),
+    );
+    args.extend(["--duration", "1s", "--warmup", "0s", "--quiet", "--out"].map(String::from));
+    args.push(out.display().to_string());
+    let o = harness_cmd(&args.iter().map(String::as_str).collect::<Vec<_>>()).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let run = load(&run_folder(&out));
+    let r = &run.rounds[0];
+    assert!(r.requests.sent >= 19 && r.requests.ok == r.requests.sent, "{:?}", r.requests);
+    assert_eq!(r.bytes.internal.response_message_bytes_per_request, Some(ANSWER.len() as f64));
+    let compiled = &run.contract.as_ref().unwrap().descriptor_sha256;
+    for tier in [TierName::Caller, TierName::Downstream] {
+        let settings = &run.tiers[&tier].settings;
+        assert!(settings["container"].is_object(), "{tier} ran in a container: {settings}");
+        assert_eq!(settings["contract"]["descriptor_sha256"].as_str(), Some(compiled.as_str()), "{tier}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn gzip_in_containers_compresses_the_internal_hop() {
     if skipped() {

@@ -33,16 +33,22 @@ message Line { string sku = 1; uint32 qty = 2; }
 /// One request and one answer, each written as the proto3 JSON mapping
 /// prints it, so its length is its JSON message size.
 const REQUEST: &str = r#"{"id":"1234567890123","fields":["lines","labels"]}"#;
-const ANSWER: &str = r#"{"id":"1234567890123","customer":"Ada Lovelace","lines":[{"sku":"A-1","qty":2},{"sku":"B-22","qty":1}],"labels":{"channel":"web"},"placedAt":"2026-12-04T09:30:00Z","signature":"AAECAwQFBgc="}"#;
+pub(crate) const ANSWER: &str = r#"{"id":"1234567890123","customer":"Ada Lovelace","lines":[{"sku":"A-1","qty":2},{"sku":"B-22","qty":1}],"labels":{"channel":"web"},"placedAt":"2026-12-04T09:30:00Z","signature":"AAECAwQFBgc="}"#;
 
-fn shop(dir: &Path) -> PathBuf {
+/// The sizes of [`REQUEST`] and [`ANSWER`] in protobuf, worked out by hand
+/// from the wire format (their JSON sizes are their lengths).
+const REQUEST_PB: usize = 7 /* id: tag + 6-byte varint */ + 7 /* "lines" */ + 8 /* "labels" */;
+const ANSWER_PB: usize = 7 + 14 /* "Ada Lovelace" */ + 2 * 2 + 7 + 8 /* two lines */
+    + 2 + 14 /* labels entry: "channel" → "web" */ + 8 /* placed_at: seconds */ + 10 /* signature */;
+
+pub(crate) fn shop(dir: &Path) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let file = dir.join("shop.proto");
     std::fs::write(&file, SHOP).unwrap();
     file
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> String {
+pub(crate) fn write(dir: &Path, name: &str, text: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
     path.display().to_string()
@@ -161,14 +167,9 @@ fn every_arm_carries_the_contracts_messages_and_the_reports_name_it() {
     .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let folder = run_folder(&out);
-    // The sizes the data has in each encoding: JSON as written, protobuf
-    // worked out by hand from the wire format.
-    let request_pb = 7 /* id: tag + 6-byte varint */ + 7 /* "lines" */ + 8 /* "labels" */;
-    let answer_pb = 7 + 14 /* "Ada Lovelace" */ + 2 * 2 + 7 + 8 /* two lines */ + 2 + 14 /* labels entry: "channel" → "web" */
-        + 8 /* placed_at: seconds */ + 10 /* signature */;
     for (arm, request, answer) in [
-        ("grpc", request_pb, answer_pb),
-        ("rest-pb", request_pb, answer_pb),
+        ("grpc", REQUEST_PB, ANSWER_PB),
+        ("rest-pb", REQUEST_PB, ANSWER_PB),
         ("rest", REQUEST.len(), ANSWER.len()),
         ("grpc-json", REQUEST.len(), ANSWER.len()),
     ] {
@@ -178,7 +179,7 @@ fn every_arm_carries_the_contracts_messages_and_the_reports_name_it() {
         assert_eq!(contract.method, "shop.v1.Orders/Get");
         assert_eq!((contract.requests.count, contract.answers.count), (1, 1));
         assert_eq!(contract.answers.json_bytes.map(|s| s.median), Some(ANSWER.len() as f64), "{arm}");
-        assert_eq!(contract.answers.protobuf_bytes.map(|s| s.median), Some(answer_pb as f64), "{arm}");
+        assert_eq!(contract.answers.protobuf_bytes.map(|s| s.median), Some(ANSWER_PB as f64), "{arm}");
         for r in &run.rounds {
             assert!(r.requests.sent >= 39 && r.requests.ok == r.requests.sent, "{arm}: {:?}", r.requests);
             let hop = &r.bytes.internal;
@@ -377,5 +378,108 @@ fn rerun_repeats_a_contract_run_and_says_what_changed_in_its_files() {
         runs.iter().any(|r| r.contract.as_ref().is_some_and(|c| c.answers.count == 2)),
         "the rerun used the files as they are now"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The contract's flags with `answers` as the answer data.
+pub(crate) fn contract_flags(proto: &str, answers: &str) -> Vec<String> {
+    ["--proto", proto, "--call", "shop.v1.Orders/Get", "--response-data", answers].map(String::from).into()
+}
+
+/// Tiers the harness did not start serve a contract when their admin
+/// endpoints report the same method, descriptor set and data; a downstream
+/// answering from other data is refused before the load starts (exit 1,
+/// saying what differs), and without admin endpoints nothing starts (exit 2).
+#[test]
+fn tiers_started_elsewhere_must_serve_the_same_contract() {
+    let dir = out_dir("contract-remote");
+    let proto = shop(&dir).display().to_string();
+    let answers = write(&dir, "answers.jsonl", &format!("{ANSWER}\n"));
+    let other = write(&dir, "other.jsonl", &format!("{}\n", ANSWER.replace("Ada", "Bob")));
+    let at = || "127.0.0.1:0".to_owned();
+    let mut args = vec!["--grpc-addr".into(), at(), "--rest-addr".into(), at(), "--admin-addr".into(), at()];
+    args.extend(["--delay".into(), "5ms".into()]);
+    args.extend(contract_flags(&proto, &answers));
+    let downstream = start_tier(None, "downstream", &args);
+    let mut args = vec!["--transport".into(), "grpc".into(), "--downstream-grpc".into(), downstream.url("grpc")];
+    args.extend(["--listen".into(), at(), "--admin-addr".into(), at()]);
+    args.extend(contract_flags(&proto, &answers));
+    let caller = start_tier(None, "caller", &args);
+    let out = dir.join("out");
+    let run = |answers: &str, admin: bool| {
+        let mut args = vec!["--caller-url".to_owned(), caller.url("front")];
+        if admin {
+            args.extend(["--caller-admin".into(), caller.url("admin")]);
+            args.extend(["--downstream-admin".into(), downstream.url("admin")]);
+        }
+        args.extend(contract_flags(&proto, answers));
+        let rest = ["--qps", "40", "--duration", "1s", "--warmup", "0s", "--delay", "5ms", "--quiet", "--out"];
+        args.extend(rest.map(String::from));
+        args.push(out.display().to_string());
+        harness_cmd(&args.iter().map(String::as_str).collect::<Vec<_>>()).output().unwrap()
+    };
+    let o = run(&answers, true);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = &load(&run_folder(&out)).rounds[0];
+    assert!(r.requests.sent >= 39 && r.requests.ok == r.requests.sent, "{:?}", r.requests);
+    assert_eq!(r.bytes.internal.response_message_bytes_per_request, Some(ANSWER_PB as f64));
+    let _ = std::fs::remove_dir_all(&out);
+
+    let o = run(&other, true);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("downstream") && err.contains("sends other answers") && err.contains("other.jsonl"), "{err}");
+    let o = run(&answers, false);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--caller-admin"), "{err}");
+    let written: Vec<_> = std::fs::read_dir(&out).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    assert!(written.is_empty(), "neither refused run wrote a folder: {written:?}");
+    drop((caller, downstream));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// nginx and caddy between the tiers carry a contract on both transports
+/// (REST at its plain route: this contract has no google.api.http rule),
+/// every answer verified; `harness compare` on the two folders names the
+/// contract and warns when two runs called with other data.
+#[test]
+fn a_contract_goes_through_either_proxy_and_compare_tells_contracts_apart() {
+    let dir = out_dir("contract-proxy");
+    let proto = shop(&dir).display().to_string();
+    let answers = write(&dir, "answers.jsonl", &format!("{ANSWER}\n"));
+    let other = write(&dir, "other.jsonl", &format!("{}\n", ANSWER.replace("Ada", "Bob")));
+    let mut folders = Vec::new();
+    for (proxy, transport, data) in
+        [("nginx", "grpc", &answers), ("caddy", "rest", &answers), ("nginx", "rest", &other)]
+    {
+        let out = dir.join(format!("{proxy}-{transport}-{}", folders.len()));
+        let mut args = contract_flags(&proto, data);
+        args.extend(["--proxy", proxy, "--transport", transport, "--qps", "40", "--duration", "1s"].map(String::from));
+        args.extend(["--warmup", "300ms", "--delay", "20ms", "--quiet", "--out"].map(String::from));
+        args.push(out.display().to_string());
+        let o = harness_cmd(&args.iter().map(String::as_str).collect::<Vec<_>>()).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("is not installed"), "{err}\n(apt-get install nginx caddy)");
+        assert_eq!(o.status.code(), Some(0), "{proxy} {transport}: {err}");
+        let folder = run_folder(&out);
+        let r = &load(&folder).rounds[0];
+        assert_eq!((r.requests.sent, r.requests.ok), (40, 40), "{proxy} {transport}: {:?}", r.requests);
+        let answer = if transport == "grpc" { ANSWER_PB } else { ANSWER.len() };
+        let per_request = r.bytes.internal.response_message_bytes_per_request;
+        if data == &answers {
+            assert_eq!(per_request, Some(answer as f64), "{proxy} {transport}");
+        }
+        folders.push(folder.display().to_string());
+    }
+    let compare = |a: &str, b: &str| harness_cmd(&["compare", a, b]).output().unwrap();
+    let o = compare(&folders[0], &folders[1]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let md = String::from_utf8_lossy(&o.stdout);
+    assert!(md.contains("## Contract") && md.contains("| method | shop.v1.Orders/Get |"), "{md}");
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("contract differs"), "the same contract and data");
+    let o = compare(&folders[1], &folders[2]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("warning: contract differs") && err.contains("answers file SHA-256"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -167,6 +167,57 @@ impl Loaded {
         v["answers"] = self.answers.describe();
         v
     }
+
+    /// Why a tier that reports `served` (its `/stats` settings' `contract`,
+    /// `None` when it has none) does not serve this contract: another
+    /// method, another compiled descriptor set, or other messages on the
+    /// `side` it sends. `None` when it serves the same.
+    pub fn differs_from(&self, served: Option<&serde_json::Value>, side: Side) -> Option<String> {
+        let Some(served) = served.filter(|v| v.is_object()) else {
+            return Some(format!(
+                "serves no contract of its own (it was started without --proto), not {}",
+                self.contract.name()
+            ));
+        };
+        let text = |key: &str| served.get(key).and_then(|v| v.as_str()).unwrap_or("nothing");
+        let method = self.contract.name();
+        if text("method") != method {
+            return Some(format!("serves {}, not {method}", text("method")));
+        }
+        if text("descriptor_sha256") != self.contract.sha256 {
+            return Some(format!(
+                "compiled other .proto files: its descriptor set's SHA-256 is {}, this run's {}",
+                text("descriptor_sha256"),
+                self.contract.sha256
+            ));
+        }
+        let (name, ours) = match side {
+            Side::Requests => ("requests", &self.requests),
+            Side::Answers => ("answers", &self.answers),
+        };
+        let theirs =
+            served.get(name).and_then(|m| serde_json::from_value::<crate::Source>(m.get("source")?.clone()).ok());
+        let same = match (&theirs, &ours.source) {
+            (Some(crate::Source::File { sha256: a, .. }), crate::Source::File { sha256: b, .. }) => a == b,
+            (Some(a), b) => a == b,
+            (None, _) => false,
+        };
+        (!same).then(|| {
+            let say = |s: Option<&crate::Source>| match s {
+                Some(crate::Source::File { path, sha256 }) => format!("{path} (SHA-256 {sha256})"),
+                Some(crate::Source::Generated { spec }) => format!("generated ({spec})"),
+                None => "not reported".to_owned(),
+            };
+            format!("sends other {name}: {}, this run's {}", say(theirs.as_ref()), say(Some(&ours.source)))
+        })
+    }
+}
+
+/// One side of a call: what the caller sends, or what the downstream answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Requests,
+    Answers,
 }
 
 #[cfg(test)]
@@ -195,5 +246,42 @@ mod tests {
         let no_call = Cli::try_parse_from(["x", "--proto", &file]).unwrap().contract.load().unwrap_err();
         assert!(matches!(no_call, ArgsError::NoCall), "{no_call}");
         assert!(Cli::try_parse_from(["x", "--call", "a.B/C"]).is_err(), "--call without --proto");
+    }
+
+    #[test]
+    fn a_tier_serving_another_method_descriptor_or_data_is_told_apart() {
+        let (dir, file) = crate::testing::shop();
+        let file = file.display().to_string();
+        let answers = dir.join("answers.jsonl");
+        std::fs::write(&answers, "{\"id\":\"7\"}\n").unwrap();
+        let answers = answers.display().to_string();
+        let load = |extra: &[&str]| {
+            let mut args = vec!["x", "--proto", &file, "--call", "shop.v1.Orders/Get"];
+            args.extend_from_slice(extra);
+            Cli::try_parse_from(args).unwrap().contract.load().unwrap().unwrap()
+        };
+        let ours = load(&["--response-data", &answers]);
+        let same = ours.describe();
+        assert_eq!(ours.differs_from(Some(&same), Side::Requests), None);
+        assert_eq!(ours.differs_from(Some(&same), Side::Answers), None);
+        // The same file's bytes at another path serve the same answers.
+        let mut moved = same.clone();
+        moved["answers"]["source"]["path"] = "/elsewhere/answers.jsonl".into();
+        assert_eq!(ours.differs_from(Some(&moved), Side::Answers), None);
+
+        let generated = load(&[]).describe();
+        let why = ours.differs_from(Some(&generated), Side::Answers).unwrap();
+        assert!(why.contains("other answers") && why.contains("generated"), "{why}");
+        assert_eq!(ours.differs_from(Some(&generated), Side::Requests), None, "the requests are the same");
+        let seeded = load(&["--generate-data", "seed=9"]).describe();
+        assert!(ours.differs_from(Some(&seeded), Side::Requests).unwrap().contains("seed=9"));
+
+        let mut other = same.clone();
+        other["descriptor_sha256"] = "00ff".into();
+        assert!(ours.differs_from(Some(&other), Side::Answers).unwrap().contains("00ff"));
+        other["method"] = "shop.v1.Orders/Put".into();
+        assert!(ours.differs_from(Some(&other), Side::Answers).unwrap().contains("serves shop.v1.Orders/Put"));
+        let none = ours.differs_from(None, Side::Requests).unwrap();
+        assert!(none.contains("without --proto"), "{none}");
     }
 }

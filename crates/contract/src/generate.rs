@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use payload::SplitMix64;
 use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor, Value};
 
 /// How generated messages are made: `count` messages; `repeated` elements
@@ -70,28 +71,11 @@ impl std::str::FromStr for GenerateSpec {
 
 /// `spec.count` messages of type `desc`, made from `spec.seed` alone.
 pub fn generate(desc: &MessageDescriptor, spec: &GenerateSpec) -> Vec<DynamicMessage> {
-    let mut rng = SplitMix(spec.seed);
+    let mut rng = SplitMix64(spec.seed);
     (0..spec.count.max(1)).map(|_| crate::canonical(&message(desc, spec, &mut rng, 0))).collect()
 }
 
-/// splitmix64: small, fast, and the same everywhere.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
-fn message(desc: &MessageDescriptor, spec: &GenerateSpec, rng: &mut SplitMix, depth: usize) -> DynamicMessage {
+fn message(desc: &MessageDescriptor, spec: &GenerateSpec, rng: &mut SplitMix64, depth: usize) -> DynamicMessage {
     let mut m = DynamicMessage::new(desc.clone());
     match desc.full_name() {
         // Well-known types whose JSON form has rules of its own.
@@ -136,7 +120,7 @@ fn message(desc: &MessageDescriptor, spec: &GenerateSpec, rng: &mut SplitMix, de
     m
 }
 
-fn field_value(field: &FieldDescriptor, spec: &GenerateSpec, rng: &mut SplitMix, depth: usize) -> Option<Value> {
+fn field_value(field: &FieldDescriptor, spec: &GenerateSpec, rng: &mut SplitMix64, depth: usize) -> Option<Value> {
     if field.is_map() {
         let Kind::Message(entry) = field.kind() else { return None };
         let (key, value) = (entry.map_entry_key_field(), entry.map_entry_value_field());
@@ -155,18 +139,18 @@ fn field_value(field: &FieldDescriptor, spec: &GenerateSpec, rng: &mut SplitMix,
     single(&field.kind(), spec, rng, depth)
 }
 
-fn single(kind: &Kind, spec: &GenerateSpec, rng: &mut SplitMix, depth: usize) -> Option<Value> {
+fn single(kind: &Kind, spec: &GenerateSpec, rng: &mut SplitMix64, depth: usize) -> Option<Value> {
     Some(match kind {
         Kind::Double => Value::F64(rng.below(10_000_000) as f64 / 100.0),
         // Quarters are exact in a float and print the same in every language.
         Kind::Float => Value::F32(rng.below(100_000) as f32 / 4.0),
-        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Value::I32(rng.next() as i32),
-        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => Value::I64(rng.next() as i64),
-        Kind::Uint32 | Kind::Fixed32 => Value::U32(rng.next() as u32),
-        Kind::Uint64 | Kind::Fixed64 => Value::U64(rng.next()),
-        Kind::Bool => Value::Bool(rng.next() & 1 == 1),
+        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Value::I32(rng.next_u64() as i32),
+        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => Value::I64(rng.next_u64() as i64),
+        Kind::Uint32 | Kind::Fixed32 => Value::U32(rng.next_u64() as u32),
+        Kind::Uint64 | Kind::Fixed64 => Value::U64(rng.next_u64()),
+        Kind::Bool => Value::Bool(rng.next_u64() & 1 == 1),
         Kind::String => Value::String(letters(spec.string, rng)),
-        Kind::Bytes => Value::Bytes((0..spec.bytes).map(|_| rng.next() as u8).collect::<Vec<u8>>().into()),
+        Kind::Bytes => Value::Bytes((0..spec.bytes).map(|_| rng.next_u64() as u8).collect::<Vec<u8>>().into()),
         Kind::Enum(e) => {
             let values: Vec<_> = e.values().collect();
             Value::EnumNumber(values[rng.below(values.len() as u64) as usize].number())
@@ -176,13 +160,13 @@ fn single(kind: &Kind, spec: &GenerateSpec, rng: &mut SplitMix, depth: usize) ->
     })
 }
 
-fn map_key(kind: &Kind, spec: &GenerateSpec, rng: &mut SplitMix) -> Option<MapKey> {
+fn map_key(kind: &Kind, spec: &GenerateSpec, rng: &mut SplitMix64) -> Option<MapKey> {
     Some(match kind {
-        Kind::Bool => MapKey::Bool(rng.next() & 1 == 1),
-        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => MapKey::I32(rng.next() as i32),
-        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => MapKey::I64(rng.next() as i64),
-        Kind::Uint32 | Kind::Fixed32 => MapKey::U32(rng.next() as u32),
-        Kind::Uint64 | Kind::Fixed64 => MapKey::U64(rng.next()),
+        Kind::Bool => MapKey::Bool(rng.next_u64() & 1 == 1),
+        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => MapKey::I32(rng.next_u64() as i32),
+        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => MapKey::I64(rng.next_u64() as i64),
+        Kind::Uint32 | Kind::Fixed32 => MapKey::U32(rng.next_u64() as u32),
+        Kind::Uint64 | Kind::Fixed64 => MapKey::U64(rng.next_u64()),
         Kind::String => MapKey::String(letters(spec.string.max(1), rng)),
         _ => return None,
     })
@@ -190,7 +174,7 @@ fn map_key(kind: &Kind, spec: &GenerateSpec, rng: &mut SplitMix) -> Option<MapKe
 
 /// `n` lowercase ASCII letters: the same length in bytes, in JSON and in
 /// protobuf, and no escaping.
-fn letters(n: usize, rng: &mut SplitMix) -> String {
+fn letters(n: usize, rng: &mut SplitMix64) -> String {
     (0..n).map(|_| (b'a' + rng.below(26) as u8) as char).collect()
 }
 

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use prost::Message;
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, MethodDescriptor, ReflectMessage};
 
-pub use args::{ArgsError, ContractArgs, Loaded, MessagesReport, Report};
+pub use args::{ArgsError, ContractArgs, Loaded, MessagesReport, Report, Side};
 pub use data::{DataError, Messages, Source, Spread, load_jsonl, sha256_hex};
 pub use generate::{GenerateSpec, generate};
 

@@ -75,10 +75,12 @@ fn fnv1a(seed: u64, bytes: &[u8]) -> u64 {
 }
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 
-struct SplitMix64(u64);
+/// SplitMix64 (Steele, Lea, Flood): small, fast, and the same everywhere;
+/// every deterministic generator of the workspace draws from it.
+pub struct SplitMix64(pub u64);
 
 impl SplitMix64 {
-    fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -86,13 +88,14 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+    /// A draw in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
     }
 
     /// A uniform double in [0, 1) with all 53 bits of precision.
     fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
     fn pick<'a>(&mut self, list: &[&'a str]) -> &'a str {
@@ -113,7 +116,7 @@ pub fn generate(req: &FetchRequest) -> Vec<Record> {
 pub fn generate_points(req: &FetchRequest) -> Vec<Point> {
     let mut rng = SplitMix64(fnv1a(FNV_OFFSET, req.request_id.as_bytes()));
     // A batch interleaves the points of a few series, one every 10 s each.
-    let series: Vec<u64> = (0..1 + rng.below(4)).map(|_| rng.next() & MAX_SAFE_ID).collect();
+    let series: Vec<u64> = (0..1 + rng.below(4)).map(|_| rng.next_u64() & MAX_SAFE_ID).collect();
     let start_ms = EPOCH_2024_MS + rng.below(63_072_000_000) as i64;
     (0..u64::from(req.items))
         .map(|i| {
@@ -152,7 +155,7 @@ pub fn upload_body(request_id: &str, len: usize) -> Vec<u8> {
     let mut rng = SplitMix64(fnv1a(FNV_OFFSET ^ 0x5bd1_e995, request_id.as_bytes()));
     let mut body = Vec::with_capacity(len + 8);
     while body.len() < len {
-        body.extend_from_slice(&rng.next().to_le_bytes());
+        body.extend_from_slice(&rng.next_u64().to_le_bytes());
     }
     body.truncate(len);
     body
@@ -222,7 +225,7 @@ fn draw(rng: &mut SplitMix64, index: u32) -> Draw {
     let first = rng.below(FIRST_NAMES.len() as u64) as usize;
     let last = rng.below(LAST_NAMES.len() as u64) as usize;
     let product = rng.pick(PRODUCTS);
-    let id = rng.next() & MAX_SAFE_ID;
+    let id = rng.next_u64() & MAX_SAFE_ID;
     let tag_count = rng.below(4) as usize;
     let mut tags = [""; 3];
     for t in &mut tags[..tag_count] {
@@ -446,7 +449,7 @@ mod tests {
         let first = rng.pick(FIRST_NAMES);
         let last = rng.pick(LAST_NAMES);
         let product = rng.pick(PRODUCTS);
-        let id = rng.next() & MAX_SAFE_ID;
+        let id = rng.next_u64() & MAX_SAFE_ID;
         let tag_count = rng.below(4) as usize;
         let tags = (0..tag_count).map(|_| rng.pick(TAGS).to_owned()).collect();
         Record {

@@ -19,7 +19,7 @@ mod model;
 mod pb;
 mod validate;
 
-pub use generate::{generate, generate_points, points_digest, records_digest, respond, upload_body};
+pub use generate::{SplitMix64, generate, generate_points, points_digest, records_digest, respond, upload_body};
 pub use model::{CallRequest, FetchRequest, FetchResponse, Point, Record, Shape};
 pub use validate::{
     Limits, PayloadError, VerifyError, check_shape, fanout_request_ids, fanout_requests, validate, verify, verify_call,

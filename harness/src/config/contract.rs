@@ -62,10 +62,19 @@ impl Contract {
         if deploy.target == TargetTier::Downstream {
             return Err(bad("--proto", "goes through the caller for now: drop --target downstream"));
         }
-        if !deploy.isolation.is_processes() || !deploy.remote.is_empty() || deploy.downstream_url.is_some() {
+        // A tier the harness did not start is checked through its admin
+        // endpoint: it must serve this contract (`run/remote.rs`).
+        let started_elsewhere = !deploy.remote.caller_url.is_empty() || deploy.downstream_url.is_some();
+        if !deploy.remote.caller_url.is_empty() && deploy.remote.caller_admin.is_empty() {
             return Err(bad(
-                "--proto",
-                "is served by tiers the harness starts as processes for now: not with --isolation containers or already running tiers",
+                "--caller-admin",
+                "is needed with --proto and --caller-url: the harness checks that the caller serves the same contract and requests",
+            ));
+        }
+        if started_elsewhere && deploy.remote.downstream_admin.is_none() {
+            return Err(bad(
+                "--downstream-admin",
+                "is needed with --proto and a downstream the harness did not start: it checks that the downstream serves the same contract and answers",
             ));
         }
         let absolute = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
@@ -129,6 +138,23 @@ impl Contract {
         }
     }
 
+    /// What a tier in a container must see, at the same absolute paths:
+    /// each .proto file's folder (its imports are searched there), the
+    /// import paths and the data files; none that another already holds.
+    pub fn mounts(&self) -> Vec<PathBuf> {
+        let folders = self.proto.iter().filter_map(|p| p.parent().map(PathBuf::from));
+        let all: Vec<PathBuf> = folders
+            .chain(self.import_path.iter().cloned())
+            .chain(self.request_data.iter().cloned())
+            .chain(self.response_data.iter().cloned())
+            .collect();
+        let mut kept: Vec<PathBuf> =
+            all.iter().filter(|p| !all.iter().any(|q| q != *p && p.starts_with(q))).cloned().collect();
+        kept.sort();
+        kept.dedup();
+        kept
+    }
+
     /// The contract's part of the command line `harness rerun` replays.
     pub fn replay(contract: Option<&Contract>, flags: &mut Flags) {
         if let Some(c) = contract {
@@ -140,5 +166,26 @@ impl Contract {
     /// downstream gives the answers.
     pub fn tier_flags(&self, _role: TierRole, flags: &mut Flags) {
         flags.0.extend(self.args().to_args());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_container_mounts_each_folder_once_and_no_file_a_folder_holds() {
+        let c = Contract {
+            proto: vec!["/team/api/shop.proto".into(), "/team/api/v1/orders.proto".into()],
+            import_path: vec!["/team/third_party".into()],
+            call: "shop.v1.S/M".into(),
+            request_data: vec!["/team/api/requests.jsonl".into()],
+            response_data: vec!["/data/a.jsonl".into(), "/data/b.jsonl".into()],
+            generate_data: String::new(),
+            loaded: None,
+        };
+        let want: Vec<PathBuf> =
+            ["/data/a.jsonl", "/data/b.jsonl", "/team/api", "/team/third_party"].map(PathBuf::from).into();
+        assert_eq!(c.mounts(), want);
     }
 }

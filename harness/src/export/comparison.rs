@@ -50,6 +50,7 @@ pub fn config_warnings(arms: &[Arm<'_>]) -> Vec<String> {
         check("shape", base.work.shape.to_string(), c.work.shape.to_string());
         check("request bytes", base.work.request_bytes.to_string(), c.work.request_bytes.to_string());
         check("fan-out", base.work.fanout.to_string(), c.work.fanout.to_string());
+        check("contract", setup::contract_identity(first.run), setup::contract_identity(other.run));
         check("duration", format!("{:?}", base.load.duration), format!("{:?}", c.load.duration));
         check("build profile", first.run.environment.build_text(), other.run.environment.build_text());
         check(

@@ -221,6 +221,24 @@ pub fn data_text(m: &contract::MessagesReport, whole_path: bool) -> String {
     )
 }
 
+/// What a run called, to tell two runs' contracts apart: the method, its
+/// compiled descriptor set and each side's data (by content, not by path).
+pub fn contract_identity(run: &RunResult) -> String {
+    let Some(c) = &run.contract else { return "the built-in bench.v1.Downstream/Fetch".to_owned() };
+    let data = |m: &contract::MessagesReport| match &m.source {
+        contract::Source::File { sha256, .. } => format!("file SHA-256 {}", &sha256[..sha256.len().min(12)]),
+        contract::Source::Generated { spec } => format!("generated ({spec})"),
+    };
+    let sha = &c.descriptor_sha256;
+    format!(
+        "{} (descriptor {}), requests {}, answers {}",
+        c.method,
+        &sha[..sha.len().min(12)],
+        data(&c.requests),
+        data(&c.answers)
+    )
+}
+
 /// A table of `rows` under a `setting | value` header.
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from("| setting | value |\n|---|---|\n");

@@ -39,6 +39,9 @@ pub(super) async fn describe(arms: &mut [Arm], reader: &TierStatsReader, quiet: 
                     remote.admin_url.as_deref().unwrap_or("?")
                 );
             }
+            if let Some(loaded) = arm.config.contract.as_ref().and_then(|c| c.loaded.as_deref()) {
+                check_contract(loaded, remote, stats.as_ref(), transport)?;
+            }
             if !quiet {
                 let at = remote.admin_url.as_deref().unwrap_or("no admin endpoint given");
                 let host = stats.as_ref().and_then(|s| s.hostname.as_deref()).unwrap_or("host unknown");
@@ -59,6 +62,34 @@ pub(super) async fn describe(arms: &mut [Arm], reader: &TierStatsReader, quiet: 
             };
             arm.tiers.insert(remote.name, info);
         }
+    }
+    Ok(())
+}
+
+/// A tier the harness did not start must serve the run's own contract:
+/// the same method, the same compiled descriptor set and the same messages
+/// on the side it sends (the caller's requests, the downstream's answers),
+/// as its `/stats` reports them. One it cannot read is refused too: what it
+/// serves cannot be checked.
+fn check_contract(
+    loaded: &contract::Loaded,
+    remote: &crate::tiers::topology::RemoteTier,
+    stats: Option<&telemetry::StatsSnapshot>,
+    transport: &str,
+) -> anyhow::Result<()> {
+    let at = remote.admin_url.as_deref().unwrap_or("no admin endpoint given");
+    let replica = remote.replica.map(|i| format!("#{i}")).unwrap_or_default();
+    let Some(stats) = stats else {
+        anyhow::bail!(
+            "the {}{replica} of the {transport} arm cannot be read at {at}, so the contract it serves cannot be checked \
+             against --proto",
+            remote.name
+        );
+    };
+    let side =
+        if remote.name == crate::result::TierName::Caller { contract::Side::Requests } else { contract::Side::Answers };
+    if let Some(why) = loaded.differs_from(stats.settings.get("contract"), side) {
+        anyhow::bail!("the {}{replica} of the {transport} arm (sampled through {at}) {why}", remote.name);
     }
     Ok(())
 }

@@ -226,6 +226,12 @@ impl Containers {
             // past the limit, the OOM killer instead, as in a pod.
             args.extend(["--memory".into(), m.to_string(), "--memory-swap".into(), m.to_string()]);
         }
+        // A team's own contract: its files, read-only at the paths the
+        // tier's flags name.
+        for path in cfg.contract.iter().flat_map(|c| c.mounts()) {
+            let path = path.display();
+            args.extend(["--mount".into(), format!("type=bind,src={path},dst={path},readonly")]);
+        }
         args.extend([image.clone(), super::TIER_ROLE_ARG.to_owned(), tier.as_str().to_owned()]);
         args.extend(tier_args);
         docker(&args).await.map_err(fail)?;
