@@ -483,3 +483,30 @@ fn a_contract_goes_through_either_proxy_and_compare_tells_contracts_apart() {
     assert!(err.contains("warning: contract differs") && err.contains("answers file SHA-256"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A rate sweep with a team's own contract: every step carries the data's
+/// bytes with every answer verified, and capacity.md names the method.
+#[test]
+fn a_rate_sweep_measures_the_contract_at_every_step() {
+    let dir = out_dir("contract-rates");
+    let proto = shop(&dir).display().to_string();
+    let answers = write(&dir, "answers.jsonl", &format!("{ANSWER}\n"));
+    let out = dir.join("out");
+    let mut args = contract_flags(&proto, &answers);
+    args.extend(["--transport", "grpc", "--qps", "20,40", "--duration", "1s", "--warmup", "200ms"].map(String::from));
+    args.extend(["--delay", "20ms", "--slo-p99", "1s", "--quiet", "--out"].map(String::from));
+    args.push(out.display().to_string());
+    let o = harness_cmd(&args.iter().map(String::as_str).collect::<Vec<_>>()).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    for (step, rate) in [("step-20qps", 20), ("step-40qps", 40)] {
+        let run = load(&folder.join(step));
+        assert_eq!(run.contract.as_ref().map(|c| c.method.as_str()), Some("shop.v1.Orders/Get"), "{step}");
+        let r = &run.rounds[0];
+        assert!(r.requests.sent >= rate - 1 && r.requests.ok == r.requests.sent, "{step}: {:?}", r.requests);
+        assert_eq!(r.bytes.internal.response_message_bytes_per_request, Some(ANSWER_PB as f64), "{step}");
+    }
+    let md = std::fs::read_to_string(folder.join("capacity.md")).unwrap();
+    assert!(md.contains("shop.v1.Orders/Get"), "{md}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
