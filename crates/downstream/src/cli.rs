@@ -34,6 +34,10 @@ pub struct Args {
     /// Extra service time in [0, jitter], derived from the request id.
     #[arg(long, default_value = "0ms", value_parser = humantime::parse_duration)]
     pub jitter: Duration,
+    /// The time between two items of a stream (bench.v1.Items), after
+    /// --delay before the first; 0: each item as soon as it is asked for.
+    #[arg(long, default_value = "0ms", value_parser = humantime::parse_duration)]
+    pub stream_interval: Duration,
     /// Most records one request may ask for.
     #[arg(long, default_value_t = Limits::DEFAULT_MAX_ITEMS)]
     pub max_items: u32,
@@ -96,6 +100,7 @@ impl Args {
             admin_addr: self.admin_addr,
             delay: self.delay,
             jitter: self.jitter,
+            stream_interval: self.stream_interval,
             limits: Limits { max_items: self.max_items, max_body_bytes: self.max_body_bytes, ..Limits::default() },
             http2_max_concurrent_streams: self.http2_max_streams,
             idle_timeout: self.idle_timeout,

@@ -37,7 +37,7 @@ impl Core {
     }
 
     /// The service time of the request whose id is `key`.
-    fn service_time_of(&self, key: impl Hash) -> Duration {
+    pub(crate) fn service_time_of(&self, key: impl Hash) -> Duration {
         if self.jitter.is_zero() {
             return self.delay;
         }

@@ -13,6 +13,7 @@ pub mod core;
 pub mod custom;
 pub mod grpc;
 pub mod hop;
+pub mod items;
 pub mod rest;
 pub mod server;
 pub mod timer;

@@ -25,6 +25,8 @@ pub struct Config {
     pub admin_addr: SocketAddr,
     pub delay: Duration,
     pub jitter: Duration,
+    /// The time between two items of a stream (`--stream-interval`).
+    pub stream_interval: Duration,
     pub limits: Limits,
     pub http2_max_concurrent_streams: u32,
     /// A client must send a complete request head within this time, and the
@@ -63,6 +65,7 @@ impl Default for Config {
             admin_addr: any,
             delay: Duration::from_millis(500),
             jitter: Duration::ZERO,
+            stream_interval: Duration::ZERO,
             limits: Limits::default(),
             http2_max_concurrent_streams: ServerSettings::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
             header_read_timeout: Duration::from_secs(10),
@@ -134,6 +137,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     registry.set_settings(serde_json::json!({
         "delay_ms": config.delay.as_secs_f64() * 1e3,
         "jitter_ms": config.jitter.as_secs_f64() * 1e3,
+        "stream_interval_ms": config.stream_interval.as_secs_f64() * 1e3,
         "service_time_wait": crate::timer::DESCRIPTION,
         "max_items": config.limits.max_items,
         "max_body_bytes": config.limits.max_body_bytes,
@@ -167,6 +171,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         timer: Default::default(),
         budget: WorkBudget::new(config.max_work_bytes),
     };
+    let producer = crate::items::Producer { core: core.clone(), interval: config.stream_interval };
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter.set_serving::<proto::downstream_server::DownstreamServer<grpc::GrpcService>>().await;
     // Reflection in both versions stock tools speak: grpc.reflection.v1
@@ -189,13 +194,21 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
             .with_compression(config.compression.grpc_encoding())
             .into_server(),
     )
+    .add_service(
+        proto::items_server::ItemsServer::new(crate::items::ItemsGrpc {
+            producer: producer.clone(),
+            counters: grpc_counters.clone(),
+        })
+        .max_decoding_message_size(core.limits.max_encoded_request_bytes()),
+    )
     .add_service(health_service)
     .add_service(reflection().build_v1().map_err(reflection_err)?)
     .add_service(reflection().build_v1alpha().map_err(reflection_err)?)
     .prepare()
     .into_axum_router();
-    let (grpc_app, rest_app) =
-        (grpc_app, rest::router(core.clone(), rest_counters.clone(), config.header_read_timeout));
+    let rest_app = rest::router(core.clone(), rest_counters.clone(), config.header_read_timeout)
+        .merge(crate::items::rest_routes(producer, rest_counters.clone()));
+    let (grpc_app, rest_app) = (grpc_app, rest_app);
     let (grpc_app, rest_app) = match &custom {
         None => (grpc_app, rest_app),
         Some(c) => {

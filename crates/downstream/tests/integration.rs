@@ -4,4 +4,5 @@
 mod binary;
 mod downstream;
 mod hostile;
+mod items;
 mod plain;

@@ -161,6 +161,14 @@ pub fn upload_body(request_id: &str, len: usize) -> Vec<u8> {
     body
 }
 
+/// Record `index` of the stream `request_id` (`bench.v1.Items`): a pure
+/// function of the two, so a page or a single item can be made, and
+/// checked, without the ones before it.
+pub fn item_record(request_id: &str, index: u32) -> Record {
+    let seed = fnv1a(FNV_OFFSET, request_id.as_bytes()) ^ u64::from(index).wrapping_mul(0xd6e8_feb8_6659_fd93);
+    draw(&mut SplitMix64(seed), index).record()
+}
+
 /// The draws of the records of request `request_id`, one per item, in order:
 /// what [`generate`] turns into records, and what the end-to-end check writes
 /// its expected JSON from without making them (`canonical::write_drawn`).

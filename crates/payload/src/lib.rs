@@ -17,10 +17,17 @@ mod canonical;
 mod generate;
 mod model;
 mod pb;
+mod stream;
 mod validate;
 
-pub use generate::{SplitMix64, generate, generate_points, points_digest, records_digest, respond, upload_body};
+pub use generate::{
+    SplitMix64, generate, generate_points, item_record, points_digest, records_digest, respond, upload_body,
+};
 pub use model::{CallRequest, FetchRequest, FetchResponse, Point, Record, Shape};
+pub use stream::{
+    ItemError, PageRequest, PageResponse, PageToken, StreamItem, StreamRequest, due_after_origin, page_range,
+    validate_stream, verify_item,
+};
 pub use validate::{
     Limits, PayloadError, VerifyError, check_shape, fanout_request_ids, fanout_requests, validate, verify, verify_call,
     verify_call_json,

@@ -149,7 +149,7 @@ mod rfc3339_millis {
 }
 
 /// Opaque bytes <-> standard base64 string.
-mod base64_bytes {
+pub(crate) mod base64_bytes {
     use base64::Engine;
     use base64::engine::general_purpose::STANDARD;
     use serde::{Deserialize, Deserializer, Serializer, de::Error};

@@ -1,6 +1,7 @@
 //! Conversion between the logical model and the generated protobuf types.
 
 use crate::model::{FetchRequest, FetchResponse, Point, Record, Shape};
+use crate::stream::{PageRequest, PageResponse, StreamItem, StreamRequest};
 use crate::validate::PayloadError;
 
 impl From<Shape> for proto::Shape {
@@ -141,6 +142,70 @@ impl TryFrom<proto::FetchResponse> for FetchResponse {
     }
 }
 
+impl From<StreamRequest> for proto::StreamRequest {
+    fn from(r: StreamRequest) -> Self {
+        proto::StreamRequest { request_id: r.request_id, items: r.items, item_bytes: r.item_bytes }
+    }
+}
+
+impl From<proto::StreamRequest> for StreamRequest {
+    fn from(r: proto::StreamRequest) -> Self {
+        StreamRequest { request_id: r.request_id, items: r.items, item_bytes: r.item_bytes }
+    }
+}
+
+impl From<StreamItem> for proto::StreamItem {
+    fn from(i: StreamItem) -> Self {
+        proto::StreamItem {
+            index: i.index,
+            produced_unix_nanos: i.produced_unix_nanos,
+            record: Some(i.record.into()),
+            filler: i.filler,
+        }
+    }
+}
+
+impl TryFrom<proto::StreamItem> for StreamItem {
+    type Error = PayloadError;
+
+    fn try_from(i: proto::StreamItem) -> Result<Self, Self::Error> {
+        let record = i.record.ok_or(PayloadError::MissingField("record"))?.try_into()?;
+        Ok(StreamItem { index: i.index, produced_unix_nanos: i.produced_unix_nanos, record, filler: i.filler })
+    }
+}
+
+impl From<PageRequest> for proto::PageRequest {
+    fn from(r: PageRequest) -> Self {
+        proto::PageRequest { stream: Some(r.stream.into()), page_size: r.page_size, page_token: r.page_token }
+    }
+}
+
+impl TryFrom<proto::PageRequest> for PageRequest {
+    type Error = PayloadError;
+
+    fn try_from(r: proto::PageRequest) -> Result<Self, Self::Error> {
+        let stream = r.stream.ok_or(PayloadError::MissingField("stream"))?.into();
+        Ok(PageRequest { stream, page_size: r.page_size, page_token: r.page_token })
+    }
+}
+
+impl From<PageResponse> for proto::PageResponse {
+    fn from(r: PageResponse) -> Self {
+        proto::PageResponse { items: r.items.into_iter().map(Into::into).collect(), next_page_token: r.next_page_token }
+    }
+}
+
+impl TryFrom<proto::PageResponse> for PageResponse {
+    type Error = PayloadError;
+
+    fn try_from(r: proto::PageResponse) -> Result<Self, Self::Error> {
+        Ok(PageResponse {
+            items: r.items.into_iter().map(StreamItem::try_from).collect::<Result<_, _>>()?,
+            next_page_token: r.next_page_token,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use prost::Message;
@@ -161,6 +226,20 @@ mod tests {
             let req_back = FetchRequest::try_from(proto::FetchRequest::decode(&req_bytes[..]).unwrap()).unwrap();
             assert_eq!(req_back, req);
         }
+    }
+
+    #[test]
+    fn a_page_of_items_round_trips_through_protobuf_bytes() {
+        let stream = StreamRequest { request_id: "s-9".into(), items: 5, item_bytes: 16 };
+        let items = (0..3).map(|i| StreamItem::new(&stream, i, 1_733_000_000_000_000_000 + i64::from(i))).collect();
+        let page = PageResponse { items, next_page_token: "1733000000000000000.3".into() };
+        let bytes = proto::PageResponse::from(page.clone()).encode_to_vec();
+        let back = PageResponse::try_from(proto::PageResponse::decode(bytes.as_slice()).unwrap()).unwrap();
+        assert_eq!(back, page);
+        let request = PageRequest { stream, page_size: 3, page_token: String::new() };
+        assert_eq!(PageRequest::try_from(proto::PageRequest::from(request.clone())), Ok(request));
+        let no_record = proto::StreamItem { index: 0, ..Default::default() };
+        assert_eq!(StreamItem::try_from(no_record), Err(PayloadError::MissingField("record")));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use serde::{Deserialize, Serialize};
 
 use crate::handshakes::{TlsSnapshot, TlsTally};
+use crate::streams::{StreamSnapshot, StreamTally};
 
 /// Counters of one endpoint: a listener (bytes in = read from peers) or an
 /// outbound client (bytes in = read from the server it calls).
@@ -37,6 +38,8 @@ pub struct Counters {
     outcomes: Vec<(&'static str, AtomicU64)>,
     /// What TLS handshakes negotiated, once the listener serves TLS.
     tls: OnceLock<TlsTally>,
+    /// What streamed answers did, once the listener streams one.
+    streams: OnceLock<StreamTally>,
 }
 
 impl Counters {
@@ -57,6 +60,7 @@ impl Counters {
             sees_sockets: true,
             outcomes: outcomes.iter().map(|o| (*o, AtomicU64::new(0))).collect(),
             tls: OnceLock::new(),
+            streams: OnceLock::new(),
         }
     }
 
@@ -121,6 +125,12 @@ impl Counters {
         self.tls.get_or_init(TlsTally::default)
     }
 
+    /// The tally of streamed answers (made on first use, so a listener that
+    /// never streamed reports no `streams`).
+    pub fn streams(&self) -> &StreamTally {
+        self.streams.get_or_init(StreamTally::default)
+    }
+
     pub fn snapshot(&self) -> CountersSnapshot {
         let connections = self.connections.load(Relaxed);
         let seen = |v: u64| self.sees_sockets.then_some(v);
@@ -136,6 +146,7 @@ impl Counters {
             connections_aged: self.connections_aged.load(Relaxed),
             requests: self.outcomes.iter().map(|(l, c)| ((*l).to_owned(), c.load(Relaxed))).collect(),
             tls: self.tls.get().map(TlsTally::snapshot),
+            streams: self.streams.get().map(StreamTally::snapshot),
         }
     }
 }
@@ -172,6 +183,9 @@ pub struct CountersSnapshot {
     /// TLS handshakes on a listener that serves TLS; absent on plaintext ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSnapshot>,
+    /// Streamed answers (`bench.v1.Items`); absent where none was streamed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<StreamSnapshot>,
 }
 
 impl CountersSnapshot {
@@ -203,6 +217,10 @@ impl CountersSnapshot {
                 (Some(now), None) => Some(now.clone()),
                 (None, _) => None,
             },
+            streams: match (&self.streams, &earlier.streams) {
+                (Some(now), Some(then)) => Some(now.since(then)),
+                (now, _) => now.clone(),
+            },
         }
     }
 }
@@ -231,6 +249,10 @@ impl std::ops::Add for &CountersSnapshot {
             in_flight_peak: self.in_flight_peak + other.in_flight_peak,
             connections_aged: self.connections_aged + other.connections_aged,
             tls: match (&self.tls, &other.tls) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, b) => a.clone().or_else(|| b.clone()),
+            },
+            streams: match (&self.streams, &other.streams) {
                 (Some(a), Some(b)) => Some(a + b),
                 (a, b) => a.clone().or_else(|| b.clone()),
             },

@@ -19,6 +19,7 @@ mod counting;
 mod handshakes;
 mod process;
 mod registry;
+mod streams;
 
 pub use admin::{ADMIN_API, admin_router};
 pub use counters::{Counters, CountersSnapshot};
@@ -26,3 +27,4 @@ pub use counting::CountingStream;
 pub use handshakes::{TlsSnapshot, TlsTally};
 pub use process::{ProcessSnapshot, ProcessStats, own_cpu_seconds};
 pub use registry::{Registry, StatsSnapshot};
+pub use streams::{StreamSnapshot, StreamTally};

@@ -1,0 +1,289 @@
+//! `bench.v1.Items`: one sequence of items, served in every delivery
+//! pattern a team might choose. Item *i* is due `--delay` (with its jitter)
+//! after the stream starts, then one more every `--stream-interval`:
+//!
+//! * gRPC `Stream`: a server-streaming RPC;
+//! * gRPC `Page` and REST `GET /v1/items`: pages, each answered once its
+//!   last item is due (the token carries the stream's start, so every page
+//!   keeps the stream's schedule);
+//! * REST `GET /v1/items/stream`: NDJSON (one JSON object per line), or
+//!   server-sent events when `Accept` asks for `text/event-stream`.
+//!
+//! A streamed item is made when the transport asks for the next one (the
+//! body is polled), never ahead into a queue: a consumer slower than the
+//! schedule holds the producer back through HTTP/2 flow control or TCP,
+//! and the listener's `streams` tally counts the items made late and by
+//! how much. A stream that ends before its last item counts as cut.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures::{Stream, StreamExt};
+use payload::{PageRequest, PageResponse, PageToken, PayloadError, StreamItem, StreamRequest};
+use prost::Message;
+use service::api::{ApiError, json_response};
+use telemetry::Counters;
+
+use crate::core::Core;
+
+/// The REST routes of the sequence.
+pub const PAGES_PATH: &str = "/v1/items";
+pub const STREAM_PATH: &str = "/v1/items/stream";
+/// The media types of the REST streams.
+pub const NDJSON: &str = "application/x-ndjson";
+pub const EVENT_STREAM: &str = "text/event-stream";
+
+/// Makes the items of a stream on its schedule.
+#[derive(Debug, Clone)]
+pub struct Producer {
+    pub core: Core,
+    /// The time between two items (`--stream-interval`; 0: as fast as asked).
+    pub interval: Duration,
+}
+
+/// Counts a stream as cut unless it was marked whole before it ends.
+struct Open {
+    counters: Arc<Counters>,
+    whole: bool,
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.counters.streams().ended(self.whole);
+    }
+}
+
+fn unix_nanos(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos().min(i64::MAX as u128) as i64)
+}
+
+impl Producer {
+    /// When item `index` of `req` is due, after the stream's start.
+    fn due(&self, req: &StreamRequest, index: u32) -> Duration {
+        self.core.service_time_of(&req.request_id) + self.interval * index
+    }
+
+    /// The items of `req`, each made when asked for and not before it is
+    /// due; counted on `counters`.
+    pub fn stream(
+        &self,
+        req: StreamRequest,
+        counters: Arc<Counters>,
+    ) -> impl Stream<Item = StreamItem> + Send + 'static {
+        counters.streams().started();
+        let open = Open { counters, whole: req.items == 0 };
+        let (start, producer) = (Instant::now(), self.clone());
+        futures::stream::unfold((0u32, open), move |(index, mut open)| {
+            let (req, producer) = (req.clone(), producer.clone());
+            async move {
+                if index >= req.items {
+                    return None;
+                }
+                let due = start + producer.due(&req, index);
+                let asked = Instant::now();
+                if asked < due {
+                    producer.core.timer.wait(due - asked).await;
+                }
+                let late = asked.saturating_duration_since(due).as_nanos() as u64;
+                open.counters.streams().item(late);
+                let item = StreamItem::new(&req, index, unix_nanos(SystemTime::now()));
+                open.whole = index + 1 == req.items;
+                Some((item, (index + 1, open)))
+            }
+        })
+    }
+
+    /// A page of `req`: its items, answered once the last is due; the
+    /// items' production times are their due times (a page's items wait at
+    /// the source until it is asked for).
+    pub async fn page(&self, req: PageRequest, counters: &Counters) -> Result<PageResponse, PayloadError> {
+        payload::validate_stream(&req.stream, &self.core.limits)?;
+        let now = unix_nanos(SystemTime::now());
+        let token = match req.page_token.as_str() {
+            "" => PageToken { origin_unix_nanos: now, next: 0 },
+            t => PageToken::decode(t)?,
+        };
+        let range = payload::page_range(req.stream.items, req.page_size, token.next)?;
+        if token.next == 0 {
+            counters.streams().started();
+        }
+        let at = |i: u32| token.origin_unix_nanos.saturating_add(self.due(&req.stream, i).as_nanos() as i64);
+        if let Some(last) = range.clone().last() {
+            let wait = at(last).saturating_sub(unix_nanos(SystemTime::now()));
+            if wait > 0 {
+                self.core.timer.wait(Duration::from_nanos(wait as u64)).await;
+            }
+        }
+        let items: Vec<StreamItem> = range.clone().map(|i| StreamItem::new(&req.stream, i, at(i))).collect();
+        for _ in &items {
+            counters.streams().item(0);
+        }
+        let done = range.end >= req.stream.items;
+        if done {
+            counters.streams().ended(true);
+        }
+        let next_page_token = if done { String::new() } else { PageToken { next: range.end, ..token }.encode() };
+        Ok(PageResponse { items, next_page_token })
+    }
+}
+
+/// The gRPC service (`bench.v1.Items`).
+#[derive(Debug, Clone)]
+pub struct ItemsGrpc {
+    pub producer: Producer,
+    pub counters: Arc<Counters>,
+}
+
+fn status(e: PayloadError) -> tonic::Status {
+    if e.is_too_large() || matches!(e, PayloadError::TooManyItems { .. }) {
+        tonic::Status::resource_exhausted(e.to_string())
+    } else {
+        tonic::Status::invalid_argument(e.to_string())
+    }
+}
+
+type ItemStream = Pin<Box<dyn Stream<Item = Result<proto::StreamItem, tonic::Status>> + Send>>;
+
+#[tonic::async_trait]
+impl proto::items_server::Items for ItemsGrpc {
+    type StreamStream = ItemStream;
+
+    async fn stream(
+        &self,
+        request: tonic::Request<proto::StreamRequest>,
+    ) -> Result<tonic::Response<ItemStream>, tonic::Status> {
+        let pb = request.into_inner();
+        self.counters.add_message_bytes(pb.encoded_len() as u64, 0);
+        let req = StreamRequest::from(pb);
+        payload::validate_stream(&req, &self.producer.core.limits).map_err(status)?;
+        let counters = self.counters.clone();
+        let items = self.producer.stream(req, self.counters.clone()).map(move |item| {
+            let pb = proto::StreamItem::from(item);
+            counters.add_message_bytes(0, pb.encoded_len() as u64);
+            Ok(pb)
+        });
+        Ok(tonic::Response::new(Box::pin(items)))
+    }
+
+    async fn page(
+        &self,
+        request: tonic::Request<proto::PageRequest>,
+    ) -> Result<tonic::Response<proto::PageResponse>, tonic::Status> {
+        let pb = request.into_inner();
+        self.counters.add_message_bytes(pb.encoded_len() as u64, 0);
+        let req = PageRequest::try_from(pb).map_err(status)?;
+        let page = self.producer.page(req, &self.counters).await.map_err(status)?;
+        let pb = proto::PageResponse::from(page);
+        self.counters.add_message_bytes(0, pb.encoded_len() as u64);
+        Ok(tonic::Response::new(pb))
+    }
+}
+
+/// The query of both REST routes: the stream, and for a page its size and token.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ItemsQuery {
+    request_id: String,
+    items: u32,
+    #[serde(default)]
+    item_bytes: u32,
+    #[serde(default)]
+    page_size: Option<u32>,
+    #[serde(default)]
+    page_token: String,
+}
+
+impl ItemsQuery {
+    fn stream(&self) -> StreamRequest {
+        StreamRequest { request_id: self.request_id.clone(), items: self.items, item_bytes: self.item_bytes }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct RestItems {
+    producer: Producer,
+    counters: Arc<Counters>,
+}
+
+fn api_error(e: PayloadError) -> ApiError {
+    let code = if e.is_too_large() { StatusCode::PAYLOAD_TOO_LARGE } else { StatusCode::BAD_REQUEST };
+    ApiError::new(code, e.to_string())
+}
+
+/// The query, or a 400 that says what is wrong with it.
+fn query(q: Result<Query<ItemsQuery>, QueryRejection>) -> Result<ItemsQuery, ApiError> {
+    q.map(|Query(q)| q).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("{}; the query takes requestId, items, itemBytes, pageSize, pageToken", e.body_text()),
+        )
+    })
+}
+
+/// `GET /v1/items?requestId=…&items=…&pageSize=…[&pageToken=…]`: one page as JSON.
+async fn page(State(s): State<RestItems>, q: Result<Query<ItemsQuery>, QueryRejection>) -> Result<Response, ApiError> {
+    let q = query(q)?;
+    let page_size = q.page_size.ok_or_else(|| ApiError::new(StatusCode::BAD_REQUEST, "pageSize is missing"))?;
+    let req = PageRequest { stream: q.stream(), page_size, page_token: q.page_token.clone() };
+    let page = s.producer.page(req, &s.counters).await.map_err(api_error)?;
+    let body =
+        serde_json::to_vec(&page).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    s.counters.add_message_bytes(0, body.len() as u64);
+    Ok(json_response(body))
+}
+
+/// True when `Accept` asks for server-sent events.
+fn wants_events(headers: &HeaderMap) -> bool {
+    headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).any(|v| v.contains(EVENT_STREAM))
+}
+
+/// `GET /v1/items/stream?requestId=…&items=…`: NDJSON, each item flushed as
+/// it is made, or server-sent events (`Accept: text/event-stream`), one
+/// event per item with its index as the event id.
+async fn stream(
+    State(s): State<RestItems>,
+    headers: HeaderMap,
+    q: Result<Query<ItemsQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let q = query(q)?;
+    if q.page_size.is_some() || !q.page_token.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "a stream has no pages: pageSize and pageToken are for GET /v1/items",
+        ));
+    }
+    let req = q.stream();
+    payload::validate_stream(&req, &s.producer.core.limits).map_err(api_error)?;
+    let counters = s.counters.clone();
+    let json = s.producer.stream(req, s.counters.clone()).map(move |item| {
+        let json = serde_json::to_string(&item).unwrap_or_default();
+        counters.add_message_bytes(0, json.len() as u64);
+        (item.index, json)
+    });
+    if wants_events(&headers) {
+        let events = json
+            .map(|(index, json)| Ok::<_, std::convert::Infallible>(Event::default().id(index.to_string()).data(json)));
+        return Ok(Sse::new(events).into_response());
+    }
+    let lines = json.map(|(_, mut json)| {
+        json.push('\n');
+        Ok::<_, std::convert::Infallible>(json)
+    });
+    Ok(([(header::CONTENT_TYPE, NDJSON)], axum::body::Body::from_stream(lines)).into_response())
+}
+
+/// The REST routes of the sequence, to merge into the REST listener's router.
+pub fn rest_routes(producer: Producer, counters: Arc<Counters>) -> Router {
+    Router::new()
+        .route(PAGES_PATH, get(page))
+        .route(STREAM_PATH, get(stream))
+        .with_state(RestItems { producer, counters })
+}
