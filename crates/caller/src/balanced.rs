@@ -72,6 +72,16 @@ impl Outbound for RoundRobin {
         self.clients[i].call(method, n, message)
     }
 
+    fn items(
+        &self,
+        req: payload::StreamRequest,
+        delivery: crate::outbound::Delivery,
+        page_size: u32,
+    ) -> crate::outbound::ItemStream {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
+        self.clients[i].items(req, delivery, page_size)
+    }
+
     fn target(&self) -> &str {
         &self.target
     }

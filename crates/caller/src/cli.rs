@@ -56,7 +56,11 @@ pub struct Args {
     /// Concurrent downstream calls per front request (the aggregation pattern).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub fanout: u32,
-    /// A downstream call slower than this is answered 504.
+    /// Items per page for the paging arms (grpc-pages, rest-pages).
+    #[arg(long, default_value_t = crate::server::DEFAULT_PAGE_SIZE, value_parser = clap::value_parser!(u32).range(1..))]
+    pub page_size: u32,
+    /// A downstream call slower than this is answered 504 (for a streaming
+    /// arm: the wait for each next item).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub downstream_timeout: Duration,
     /// Most records one front request may ask for (per downstream call).
@@ -129,6 +133,7 @@ impl Args {
                 compression: self.compression,
             },
             custom,
+            page_size: self.page_size,
             ..Config::default()
         })
     }

@@ -58,7 +58,7 @@ fn build_one(settings: &ClientSettings, counters: Arc<Counters>) -> Result<Arc<d
     let fail =
         |reason: String| BuildError { transport: settings.transport.title(), target: settings.target.clone(), reason };
     Ok(match settings.transport {
-        Transport::Grpc => Arc::new(
+        Transport::Grpc | Transport::GrpcStream | Transport::GrpcPages => Arc::new(
             GrpcClient::with_hop(&settings.target, settings.grpc_connections, &settings.hop, counters)
                 .map_err(|e| fail(e.to_string()))?,
         ),
@@ -66,7 +66,11 @@ fn build_one(settings: &ClientSettings, counters: Arc<Counters>) -> Result<Arc<d
             GrpcJsonClient::with_hop(&settings.target, settings.grpc_connections, &settings.hop, counters)
                 .map_err(|e| fail(e.to_string()))?,
         ),
-        t @ (Transport::Rest | Transport::RestPb) => {
+        t @ (Transport::Rest
+        | Transport::RestPb
+        | Transport::RestPages
+        | Transport::RestNdjson
+        | Transport::RestSse) => {
             let encoding = if t == Transport::RestPb { RestEncoding::Protobuf } else { RestEncoding::Json };
             Arc::new(
                 RestClient::with_encoding(&settings.target, settings.rest_http2, encoding, &settings.hop, counters)

@@ -44,6 +44,10 @@ pub struct Front {
     pub budget: WorkBudget,
     /// A team's own method, called instead of `Fetch` (`--proto`).
     pub custom: Option<Custom>,
+    /// How a streaming arm's items travel (`POST /v1/stream`); `None` for a unary arm.
+    pub delivery: Option<crate::outbound::Delivery>,
+    /// Items per page for the paging arms (`--page-size`).
+    pub page_size: u32,
 }
 
 /// A team's own method and the requests the caller sends on it.
@@ -175,6 +179,9 @@ impl Front {
     }
 
     async fn handle(&self, call: CallRequest) -> Result<Response, ApiError> {
+        if self.delivery.is_some() {
+            return Err(ApiError::new(StatusCode::NOT_FOUND, "this caller's arm streams: POST /v1/stream"));
+        }
         let probe = FetchRequest { request_id: call.request_id.clone(), items: call.items, ..FetchRequest::default() };
         payload::validate(&probe, &self.limits).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
         if call.request_bytes as usize > self.limits.max_body_bytes {
@@ -236,6 +243,7 @@ pub fn router(front: Arc<Front>) -> Router {
     let call = if front.custom.is_some() { post(call_custom) } else { post(call) };
     Router::new()
         .route("/v1/call", call)
+        .route(crate::relay::STREAM_PATH, post(crate::relay::stream))
         .fallback(move || {
             let front = not_found.clone();
             async move {

@@ -122,7 +122,7 @@ fn channels(
         .collect())
 }
 
-fn classify(target: &str, status: tonic::Status) -> CallError {
+pub(crate) fn classify(target: &str, status: tonic::Status) -> CallError {
     let target = target.to_owned();
     // tonic reports a failed connect as UNAVAILABLE with the transport error as
     // its source; an UNAVAILABLE that the server itself sent has no source.
@@ -173,6 +173,17 @@ impl Outbound for GrpcClient {
             let resp = client.unary(req, method.grpc_path.clone(), codec).await.map_err(|s| classify(&target, s))?;
             Ok(resp.into_inner())
         })
+    }
+
+    fn items(
+        &self,
+        req: payload::StreamRequest,
+        delivery: crate::outbound::Delivery,
+        page_size: u32,
+    ) -> crate::outbound::ItemStream {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
+        let (client, target, counters) = (self.clients[i].clone(), self.target.clone(), self.counters.clone());
+        crate::items::grpc(client, target, counters, req, delivery, page_size)
     }
 
     fn target(&self) -> &str {

@@ -11,6 +11,9 @@
 //!   when the downstream is several replicas balanced by the caller;
 //! * [`grpc`] and [`rest`]: the two clients, every fairness-relevant setting
 //!   explicit and reported, and [`hop`]: their TLS and compression options;
+//! * [`relay`]: the streaming arms' front door (`POST /v1/stream`, NDJSON,
+//!   the same for every arm), and [`items`]: their receiving side (`bench.v1.Items`), on the
+//!   same clients;
 //! * [`server`] and [`cli`]: start-up, listeners and flags.
 
 pub mod balanced;
@@ -19,7 +22,9 @@ pub mod clients;
 pub mod front;
 pub mod grpc;
 pub mod hop;
+pub mod items;
 pub mod outbound;
+pub mod relay;
 pub mod rest;
 pub mod server;
 

@@ -9,7 +9,8 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use payload::{FetchRequest, FetchResponse};
+use futures::stream::BoxStream;
+use payload::{FetchRequest, FetchResponse, StreamItem, StreamRequest};
 use prost_reflect::{DynamicMessage, MessageDescriptor};
 use telemetry::Counters;
 
@@ -34,6 +35,34 @@ pub enum Transport {
     /// JSON (`application/grpc+json`) over the gRPC listener.
     #[serde(rename = "grpc-json")]
     GrpcJson,
+    /// A sequence of items as one server-streaming RPC (`bench.v1.Items/Stream`).
+    #[serde(rename = "grpc-stream")]
+    GrpcStream,
+    /// The same sequence in pages of a unary RPC (`bench.v1.Items/Page`).
+    #[serde(rename = "grpc-pages")]
+    GrpcPages,
+    /// Pages over REST (`GET /v1/items`), the next asked for when one arrives.
+    #[serde(rename = "rest-pages")]
+    RestPages,
+    /// One HTTP response streaming one JSON object per line (`GET /v1/items/stream`).
+    #[serde(rename = "rest-ndjson")]
+    RestNdjson,
+    /// Server-sent events, one per item (`text/event-stream`).
+    #[serde(rename = "rest-sse")]
+    RestSse,
+}
+
+/// How an arm's internal hop delivers a sequence of items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Delivery {
+    /// One server-streaming RPC.
+    Stream,
+    /// Pages of `--page-size` items, the next asked for when one arrives.
+    Pages,
+    /// NDJSON in one HTTP response.
+    Ndjson,
+    /// Server-sent events.
+    Sse,
 }
 
 /// The encoding of the internal hop's messages.
@@ -47,6 +76,10 @@ impl Transport {
     /// Every arm, in the order of the 2×2 (gRPC, REST, then the two halves).
     pub const ALL: [Transport; 4] = [Transport::Grpc, Transport::Rest, Transport::RestPb, Transport::GrpcJson];
 
+    /// The streaming arms: a sequence of items (`bench.v1.Items`) instead of one answer.
+    pub const STREAMING: [Transport; 5] =
+        [Transport::GrpcStream, Transport::RestPages, Transport::RestNdjson, Transport::RestSse, Transport::GrpcPages];
+
     /// The machine name: flags, JSON, folder names.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -54,6 +87,11 @@ impl Transport {
             Transport::Rest => "rest",
             Transport::RestPb => "rest-pb",
             Transport::GrpcJson => "grpc-json",
+            Transport::GrpcStream => "grpc-stream",
+            Transport::GrpcPages => "grpc-pages",
+            Transport::RestPages => "rest-pages",
+            Transport::RestNdjson => "rest-ndjson",
+            Transport::RestSse => "rest-sse",
         }
     }
 
@@ -65,12 +103,34 @@ impl Transport {
             Transport::Rest => "REST",
             Transport::RestPb => "REST+protobuf",
             Transport::GrpcJson => "gRPC+JSON",
+            Transport::GrpcStream => "gRPC stream",
+            Transport::GrpcPages => "gRPC pages",
+            Transport::RestPages => "REST pages",
+            Transport::RestNdjson => "REST NDJSON",
+            Transport::RestSse => "REST SSE",
         }
     }
 
-    /// The arm named `name` (`grpc`, `rest`, `rest-pb`, `grpc-json`).
+    /// The arm named `name` (`grpc`, `rest`, `rest-pb`, `grpc-json`, or a
+    /// streaming arm).
     pub fn from_name(name: &str) -> Option<Transport> {
-        Transport::ALL.into_iter().find(|t| t.as_str() == name)
+        Transport::ALL.into_iter().chain(Transport::STREAMING).find(|t| t.as_str() == name)
+    }
+
+    /// How a streaming arm delivers its items; `None` for a unary arm.
+    pub fn delivery(self) -> Option<Delivery> {
+        match self {
+            Transport::GrpcStream => Some(Delivery::Stream),
+            Transport::GrpcPages | Transport::RestPages => Some(Delivery::Pages),
+            Transport::RestNdjson => Some(Delivery::Ndjson),
+            Transport::RestSse => Some(Delivery::Sse),
+            Transport::Grpc | Transport::Rest | Transport::RestPb | Transport::GrpcJson => None,
+        }
+    }
+
+    /// True for the arms that deliver a sequence of items.
+    pub fn is_streaming(self) -> bool {
+        self.delivery().is_some()
     }
 
     /// The downstream listener this arm's calls arrive on, and whose counters
@@ -81,14 +141,18 @@ impl Transport {
 
     /// True for the arms carried by gRPC over HTTP/2 (tonic).
     pub fn is_grpc(self) -> bool {
-        matches!(self, Transport::Grpc | Transport::GrpcJson)
+        matches!(self, Transport::Grpc | Transport::GrpcJson | Transport::GrpcStream | Transport::GrpcPages)
     }
 
     /// The encoding of this arm's messages.
     pub fn encoding(self) -> Encoding {
         match self {
-            Transport::Grpc | Transport::RestPb => Encoding::Protobuf,
-            Transport::Rest | Transport::GrpcJson => Encoding::Json,
+            Transport::Grpc | Transport::RestPb | Transport::GrpcStream | Transport::GrpcPages => Encoding::Protobuf,
+            Transport::Rest
+            | Transport::GrpcJson
+            | Transport::RestPages
+            | Transport::RestNdjson
+            | Transport::RestSse => Encoding::Json,
         }
     }
 
@@ -160,6 +224,9 @@ impl Method {
     }
 }
 
+/// The items of one stream as a client receives them.
+pub type ItemStream = BoxStream<'static, Result<StreamItem, CallError>>;
+
 /// One downstream call over one transport. Implementations only move bytes and
 /// convert types; timeouts, verification and counting of outcomes happen once,
 /// in [`crate::front`], for both.
@@ -173,6 +240,16 @@ pub trait Outbound: Send + Sync + 'static {
         n: u64,
         message: DynamicMessage,
     ) -> BoxFuture<'static, Result<DynamicMessage, CallError>>;
+    /// The items of `req`, delivered as `delivery` (pages of `page_size`),
+    /// each as it arrives. A client that cannot deliver that way yields one
+    /// error.
+    fn items(&self, req: StreamRequest, delivery: Delivery, page_size: u32) -> ItemStream {
+        let _ = (req, page_size);
+        let target = self.target().to_owned();
+        Box::pin(futures::stream::once(async move {
+            Err(CallError::Status { target, status: format!("{delivery:?} is not delivered by this client") })
+        }))
+    }
     /// Where calls go, for error messages (`http://127.0.0.1:4000`).
     fn target(&self) -> &str;
     /// Every setting that affects fairness, for `/stats` and the report.
@@ -188,7 +265,7 @@ mod tests {
         assert_eq!((Transport::Grpc.as_str(), Transport::Grpc.title()), ("grpc", "gRPC"));
         assert_eq!((Transport::Rest.as_str(), Transport::Rest.title()), ("rest", "REST"));
         assert_eq!(serde_json::to_string(&Transport::Rest).unwrap(), "\"rest\"");
-        for t in Transport::ALL {
+        for t in Transport::ALL.into_iter().chain(Transport::STREAMING) {
             assert_eq!(serde_json::to_string(&t).unwrap(), format!("\"{}\"", t.as_str()));
             assert_eq!(<Transport as clap::ValueEnum>::from_str(t.as_str(), false), Ok(t));
             assert_eq!(Transport::from_name(t.as_str()), Some(t));

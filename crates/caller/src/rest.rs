@@ -289,6 +289,15 @@ impl Outbound for RestClient {
         })
     }
 
+    fn items(
+        &self,
+        req: payload::StreamRequest,
+        delivery: crate::outbound::Delivery,
+        page_size: u32,
+    ) -> crate::outbound::ItemStream {
+        crate::items::rest(self.client.clone(), self.target.clone(), self.counters.clone(), req, delivery, page_size)
+    }
+
     fn target(&self) -> &str {
         &self.target
     }

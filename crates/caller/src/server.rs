@@ -67,6 +67,8 @@ pub struct Config {
     pub all_addresses: bool,
     /// A team's own method, called instead of `Fetch` (`--proto`).
     pub custom: Option<contract::Loaded>,
+    /// Items per page for the paging arms (`--page-size`).
+    pub page_size: u32,
 }
 
 impl Default for Config {
@@ -93,9 +95,13 @@ impl Default for Config {
             max_work_bytes: service::DEFAULT_MAX_WORK_BYTES,
             all_addresses: false,
             custom: None,
+            page_size: DEFAULT_PAGE_SIZE,
         }
     }
 }
+
+/// Items per page for the paging arms, unless `--page-size` says otherwise.
+pub const DEFAULT_PAGE_SIZE: u32 = 10;
 
 /// A running caller: its bound addresses, its registry, and its tasks.
 #[derive(Debug)]
@@ -164,6 +170,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         "transport": config.transport.as_str(),
         "target": client.target(),
         "fanout": config.fanout,
+        "page_size": config.transport.delivery().map(|_| config.page_size),
         "max_records_per_request": config.max_records,
         "max_in_flight": limit.max(),
         "max_in_flight_source": limit.source(),
@@ -197,6 +204,8 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         },
         budget,
         custom: config.custom.as_ref().map(front::Custom::new),
+        delivery: config.transport.delivery(),
+        page_size: config.page_size,
     });
 
     let front_addr = front_listener.local_addr()?;

@@ -8,3 +8,4 @@ mod garbage;
 mod hop;
 mod no_cert_store;
 mod plain;
+mod streams;

@@ -11,9 +11,10 @@ use serde::{Deserialize, Serialize};
 use crate::model::{Record, base64_bytes};
 use crate::validate::{Limits, PayloadError};
 
-/// What a client asks the downstream to stream.
+/// What a client asks the downstream to stream (a field it does not
+/// know is refused, not ignored).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StreamRequest {
     /// Opaque id chosen by the client: the seed of every item.
     pub request_id: String,

@@ -81,6 +81,12 @@ pub(super) fn parse_transport(text: &str) -> Result<TransportArg, String> {
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    if let Some(streaming) = arms.iter().find(|t| t.is_streaming()) {
+        return Err(format!(
+            "{streaming} is a streaming arm: the tiers serve it (the caller at POST /v1/stream), but the harness \
+             does not drive or measure streams yet; use grpc, rest, rest-pb or grpc-json"
+        ));
+    }
     TransportArg::from_arms(&arms).ok_or_else(|| {
         format!("{text:?} names an arm twice: list distinct arms, or exactly two of one (grpc,grpc) for an A/A check")
     })
@@ -88,7 +94,9 @@ pub(super) fn parse_transport(text: &str) -> Result<TransportArg, String> {
 
 /// `--baseline`: an arm's name.
 fn parse_baseline(text: &str) -> Result<Transport, String> {
-    Transport::from_name(text.trim()).ok_or_else(|| format!("{text:?}: use grpc, rest, rest-pb or grpc-json"))
+    Transport::from_name(text.trim())
+        .filter(|t| !t.is_streaming())
+        .ok_or_else(|| format!("{text:?}: use grpc, rest, rest-pb or grpc-json"))
 }
 
 impl ArmsArgs {

@@ -1,0 +1,217 @@
+//! The streaming arms' clients: the items of one sequence
+//! (`bench.v1.Items`) received over the internal hop as the arm delivers
+//! them (one server-streaming RPC, pages over gRPC or REST, NDJSON,
+//! server-sent events), each yielded as it arrives. Message bytes are
+//! counted per item as the downstream counts them: the protobuf message,
+//! the item's JSON (without the line's newline or the event's framing), a
+//! page's whole body.
+
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use payload::{PageRequest, PageResponse, StreamItem, StreamRequest};
+use prost::Message;
+use telemetry::Counters;
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::transport::Channel;
+
+use crate::outbound::{CallError, Delivery, ItemStream};
+
+const STREAM_PATH: &str = "/bench.v1.Items/Stream";
+const PAGE_PATH: &str = "/bench.v1.Items/Page";
+
+fn bad(target: &str, reason: impl std::fmt::Display) -> CallError {
+    CallError::BadResponse { target: target.to_owned(), reason: reason.to_string() }
+}
+
+/// Pages of `page_size` from `fetch` (one page per token), flattened into
+/// items; the next page is asked for when the previous one has arrived.
+fn paged<F, Fut>(req: StreamRequest, page_size: u32, fetch: F) -> ItemStream
+where
+    F: Fn(PageRequest) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<PageResponse, CallError>> + Send + 'static,
+{
+    let fetch = Arc::new(fetch);
+    let pages = futures::stream::unfold(Some(String::new()), move |token| {
+        let (fetch, stream) = (fetch.clone(), req.clone());
+        async move {
+            let page_token = token?;
+            match fetch(PageRequest { stream, page_size, page_token }).await {
+                Ok(page) => {
+                    let next = (!page.next_page_token.is_empty()).then_some(page.next_page_token);
+                    Some((Ok(futures::stream::iter(page.items.into_iter().map(Ok))), next))
+                }
+                Err(e) => Some((Err(e), None)),
+            }
+        }
+    });
+    Box::pin(pages.try_flatten())
+}
+
+/// The items of `req` over gRPC: `Items/Stream`, or `Items/Page` for pages.
+pub fn grpc(
+    mut client: tonic::client::Grpc<Channel>,
+    target: String,
+    counters: Arc<Counters>,
+    req: StreamRequest,
+    delivery: Delivery,
+    page_size: u32,
+) -> ItemStream {
+    let classify = crate::grpc::classify;
+    if delivery == Delivery::Pages {
+        return paged(req, page_size, move |page| {
+            let (mut client, target, counters) = (client.clone(), target.clone(), counters.clone());
+            async move {
+                client
+                    .ready()
+                    .await
+                    .map_err(|e| CallError::Connect { target: target.clone(), reason: e.to_string() })?;
+                let pb = proto::PageRequest::from(page);
+                counters.add_message_bytes(pb.encoded_len() as u64, 0);
+                let codec = tonic_prost::ProstCodec::<proto::PageRequest, proto::PageResponse>::default();
+                let resp = client
+                    .unary(tonic::Request::new(pb), PathAndQuery::from_static(PAGE_PATH), codec)
+                    .await
+                    .map_err(|s| classify(&target, s))?
+                    .into_inner();
+                counters.add_message_bytes(0, resp.encoded_len() as u64);
+                PageResponse::try_from(resp).map_err(|e| bad(&target, e))
+            }
+        });
+    }
+    if delivery != Delivery::Stream {
+        let status = format!("gRPC delivers a stream or pages, not {delivery:?}");
+        return Box::pin(futures::stream::once(async move { Err(CallError::Status { target, status }) }));
+    }
+    let opened = async move {
+        client.ready().await.map_err(|e| CallError::Connect { target: target.clone(), reason: e.to_string() })?;
+        let pb = proto::StreamRequest::from(req);
+        counters.add_message_bytes(pb.encoded_len() as u64, 0);
+        let codec = tonic_prost::ProstCodec::<proto::StreamRequest, proto::StreamItem>::default();
+        let items = client
+            .server_streaming(tonic::Request::new(pb), PathAndQuery::from_static(STREAM_PATH), codec)
+            .await
+            .map_err(|s| classify(&target, s))?
+            .into_inner();
+        Ok(items.map(move |item| {
+            let item = item.map_err(|s| classify(&target, s))?;
+            counters.add_message_bytes(0, item.encoded_len() as u64);
+            StreamItem::try_from(item).map_err(|e| bad(&target, e))
+        }))
+    };
+    Box::pin(futures::stream::once(opened).try_flatten())
+}
+
+/// The query both REST routes take.
+fn query(url: &mut reqwest::Url, req: &StreamRequest) {
+    let mut q = url.query_pairs_mut();
+    q.append_pair("requestId", &req.request_id).append_pair("items", &req.items.to_string());
+    if req.item_bytes > 0 {
+        q.append_pair("itemBytes", &req.item_bytes.to_string());
+    }
+}
+
+/// A non-success answer as an error with its body's reason.
+async fn success(target: &str, resp: reqwest::Response) -> Result<reqwest::Response, CallError> {
+    let status = resp.status();
+    if status.is_success() {
+        return Ok(resp);
+    }
+    let body = resp.text().await.unwrap_or_default();
+    Err(CallError::Status { target: target.to_owned(), status: format!("HTTP {}: {body}", status.as_u16()) })
+}
+
+fn connect_or_timeout(target: &str, e: reqwest::Error) -> CallError {
+    CallError::Connect { target: target.to_owned(), reason: e.to_string() }
+}
+
+/// The items of `req` over REST: pages from `GET /v1/items`, or one
+/// response of NDJSON or server-sent events from `GET /v1/items/stream`.
+pub fn rest(
+    client: reqwest::Client,
+    target: Arc<str>,
+    counters: Arc<Counters>,
+    req: StreamRequest,
+    delivery: Delivery,
+    page_size: u32,
+) -> ItemStream {
+    if delivery == Delivery::Pages {
+        return paged(req, page_size, move |page| {
+            let (client, target, counters) = (client.clone(), target.clone(), counters.clone());
+            async move {
+                let mut url = reqwest::Url::parse(&format!("{target}/v1/items")).map_err(|e| bad(&target, e))?;
+                query(&mut url, &page.stream);
+                url.query_pairs_mut().append_pair("pageSize", &page.page_size.to_string());
+                if !page.page_token.is_empty() {
+                    url.query_pairs_mut().append_pair("pageToken", &page.page_token);
+                }
+                let resp = client.get(url).header(reqwest::header::ACCEPT, "application/json").send().await;
+                let resp = success(&target, resp.map_err(|e| connect_or_timeout(&target, e))?).await?;
+                let body = resp.bytes().await.map_err(|e| bad(&target, e))?;
+                counters.add_message_bytes(0, body.len() as u64);
+                serde_json::from_slice(&body).map_err(|e| bad(&target, e))
+            }
+        });
+    }
+    let (events, accept) = match delivery {
+        Delivery::Ndjson => (false, "application/x-ndjson"),
+        Delivery::Sse => (true, "text/event-stream"),
+        other => {
+            let status = format!("REST delivers pages, NDJSON or events, not {other:?}");
+            let target = target.to_string();
+            return Box::pin(futures::stream::once(async move { Err(CallError::Status { target, status }) }));
+        }
+    };
+    let opened = async move {
+        let mut url = reqwest::Url::parse(&format!("{target}/v1/items/stream")).map_err(|e| bad(&target, e))?;
+        query(&mut url, &req);
+        let resp = client.get(url).header(reqwest::header::ACCEPT, accept).send().await;
+        let resp = success(&target, resp.map_err(|e| connect_or_timeout(&target, e))?).await?;
+        Ok(lines(resp, target, counters, events))
+    };
+    Box::pin(futures::stream::once(opened).try_flatten())
+}
+
+/// The items of a streamed response body: one per NDJSON line, or one per
+/// event's `data:` (events end with a blank line).
+fn lines(resp: reqwest::Response, target: Arc<str>, counters: Arc<Counters>, events: bool) -> ItemStream {
+    let end: &'static [u8] = if events { b"\n\n" } else { b"\n" };
+    let state = (resp, Vec::<u8>::new(), false);
+    let items = futures::stream::unfold(state, move |(mut resp, mut buf, mut done)| {
+        let (target, counters) = (target.clone(), counters.clone());
+        async move {
+            loop {
+                if let Some(at) = buf.windows(end.len()).position(|w| w == end) {
+                    let record: Vec<u8> = buf.drain(..at + end.len()).collect();
+                    let item = parse(&record[..at], events).and_then(|json| {
+                        counters.add_message_bytes(0, json.len() as u64);
+                        serde_json::from_slice::<StreamItem>(json).map_err(|e| e.to_string())
+                    });
+                    return Some((item.map_err(|e| bad(&target, e)), (resp, buf, done)));
+                }
+                if done {
+                    let rest = (!buf.is_empty()).then(|| Err(bad(&target, "the body ended inside an item")));
+                    return rest.map(|e| (e, (resp, Vec::new(), true)));
+                }
+                match resp.chunk().await {
+                    Ok(Some(chunk)) => buf.extend_from_slice(&chunk),
+                    Ok(None) => done = true,
+                    Err(e) => return Some((Err(bad(&target, e)), (resp, Vec::new(), true))),
+                }
+            }
+        }
+    });
+    Box::pin(items)
+}
+
+/// The JSON of one record: the line itself, or an event's `data:` field.
+fn parse(record: &[u8], events: bool) -> Result<&[u8], String> {
+    if !events {
+        return Ok(record);
+    }
+    record
+        .split(|b| *b == b'\n')
+        .find_map(|line| line.strip_prefix(b"data:"))
+        .map(|d| d.strip_prefix(b" ").unwrap_or(d))
+        .ok_or_else(|| "an event without data".to_owned())
+}
