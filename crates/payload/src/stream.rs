@@ -81,19 +81,7 @@ impl StreamItem {
 /// Checks a stream request against `limits`: an id, at most `max_items`
 /// items, fillers no larger than the largest body.
 pub fn validate_stream(req: &StreamRequest, limits: &Limits) -> Result<(), PayloadError> {
-    if req.request_id.is_empty() {
-        return Err(PayloadError::EmptyRequestId);
-    }
-    if req.request_id.len() > limits.max_request_id_bytes {
-        return Err(PayloadError::RequestIdTooLong { len: req.request_id.len(), max: limits.max_request_id_bytes });
-    }
-    if req.items > limits.max_items {
-        return Err(PayloadError::TooManyItems { requested: req.items, max: limits.max_items });
-    }
-    if req.item_bytes as usize > limits.max_body_bytes {
-        return Err(PayloadError::BodyTooLarge { len: req.item_bytes as usize, max: limits.max_body_bytes });
-    }
-    Ok(())
+    crate::validate::validate_sizes(&req.request_id, req.items, req.item_bytes as usize, limits)
 }
 
 /// Why a received item is not the one expected.

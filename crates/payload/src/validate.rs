@@ -64,17 +64,24 @@ impl PayloadError {
 
 /// Checks `req` against `limits`.
 pub fn validate(req: &FetchRequest, limits: &Limits) -> Result<(), PayloadError> {
-    if req.request_id.is_empty() {
+    validate_sizes(&req.request_id, req.items, req.body.len(), limits)
+}
+
+/// The checks every request shares: an id of at most `max_request_id_bytes`,
+/// at most `max_items` items, and `bytes` of opaque body no larger than
+/// `max_body_bytes`.
+pub(crate) fn validate_sizes(request_id: &str, items: u32, bytes: usize, limits: &Limits) -> Result<(), PayloadError> {
+    if request_id.is_empty() {
         return Err(PayloadError::EmptyRequestId);
     }
-    if req.request_id.len() > limits.max_request_id_bytes {
-        return Err(PayloadError::RequestIdTooLong { len: req.request_id.len(), max: limits.max_request_id_bytes });
+    if request_id.len() > limits.max_request_id_bytes {
+        return Err(PayloadError::RequestIdTooLong { len: request_id.len(), max: limits.max_request_id_bytes });
     }
-    if req.items > limits.max_items {
-        return Err(PayloadError::TooManyItems { requested: req.items, max: limits.max_items });
+    if items > limits.max_items {
+        return Err(PayloadError::TooManyItems { requested: items, max: limits.max_items });
     }
-    if req.body.len() > limits.max_body_bytes {
-        return Err(PayloadError::BodyTooLarge { len: req.body.len(), max: limits.max_body_bytes });
+    if bytes > limits.max_body_bytes {
+        return Err(PayloadError::BodyTooLarge { len: bytes, max: limits.max_body_bytes });
     }
     Ok(())
 }
