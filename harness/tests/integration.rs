@@ -27,4 +27,5 @@ mod replicas;
 mod rerun;
 mod run;
 mod sizes;
+mod streams;
 mod wire;

@@ -83,11 +83,43 @@ impl Attempt {
 }
 
 /// Whether a failed exchange's request had gone out.
-enum Sent {
+pub(super) enum Sent {
     No,
     Yes(hyper::Error),
     /// Sent, and answered with a body over [`MAX_ANSWER_BYTES`].
     TooLarge,
+}
+
+/// An answer read whole: its body, bounded by [`MAX_ANSWER_BYTES`], and
+/// when its last byte arrived.
+async fn read_whole(
+    resp: hyper::Response<hyper::body::Incoming>,
+    rx: &RxStamp,
+    start: Instant,
+) -> Result<FrontAnswer, Sent> {
+    let (parts, body) = resp.into_parts();
+    // A declared length over the bound is refused before a byte is read.
+    if hyper::body::Body::size_hint(&body).lower() > MAX_ANSWER_BYTES as u64 {
+        return Err(Sent::TooLarge);
+    }
+    let body = http_body_util::Limited::new(body, MAX_ANSWER_BYTES)
+        .collect()
+        .await
+        .map_err(|e| match e.downcast::<hyper::Error>() {
+            Ok(e) => Sent::Yes(*e),
+            Err(_) => Sent::TooLarge,
+        })?
+        .to_bytes();
+    // A stamp from before this exchange began cannot be its answer's
+    // (a stepped wall clock): the clock is taken instead.
+    let stamp = rx.arrived().filter(|at| *at >= start);
+    Ok(FrontAnswer {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+        arrived: stamp.unwrap_or_else(Instant::now),
+        kernel_stamped: stamp.is_some(),
+    })
 }
 
 /// The answer to one POST, its body whole.
@@ -175,21 +207,39 @@ impl FrontClient {
     /// out again on a new connection, as a pooled client (hyper-util's) does
     /// with a request that was never sent; the wait counts in its latency.
     pub async fn post_json(&self, body: String) -> Result<FrontAnswer, FrontError> {
+        self.post_reading(body, read_whole).await
+    }
+
+    /// [`post_json`](Self::post_json) with the answer read by `read` (the
+    /// whole body, or a stream's items as they come: `stream.rs`).
+    pub(super) async fn post_reading<T, R>(&self, body: String, read: R) -> Result<T, FrontError>
+    where
+        R: AsyncFn(hyper::Response<hyper::body::Incoming>, &RxStamp, Instant) -> Result<T, Sent>,
+    {
         let c = match self.take_idle() {
             Some(c) => c,
             None => self.connect().await?,
         };
-        self.post_on(c, body).await
+        self.post_on_with(c, body, &read).await
     }
 
-    /// [`post_json`](Self::post_json) on `c`, and once more on a new
-    /// connection if `c` ended before the request went out.
-    async fn post_on(&self, mut c: Conn, body: String) -> Result<FrontAnswer, FrontError> {
+    /// [`post_json`](Self::post_json) on `c`.
+    #[cfg(test)]
+    async fn post_on(&self, c: Conn, body: String) -> Result<FrontAnswer, FrontError> {
+        self.post_on_with(c, body, &read_whole).await
+    }
+
+    /// The exchange on `c`, and once more on a new connection if `c` ended
+    /// before the request went out.
+    async fn post_on_with<T, R>(&self, mut c: Conn, body: String, read: &R) -> Result<T, FrontError>
+    where
+        R: AsyncFn(hyper::Response<hyper::body::Incoming>, &RxStamp, Instant) -> Result<T, Sent>,
+    {
         let body = Bytes::from(body);
-        let mut attempt = self.exchange(&mut c, body.clone()).await;
+        let mut attempt = self.exchange_with(&mut c, body.clone(), read).await;
         if matches!(attempt, Err(Attempt::Unsent)) {
             c = self.connect().await?;
-            attempt = self.exchange(&mut c, body).await;
+            attempt = self.exchange_with(&mut c, body, read).await;
         }
         let (answer, keep) = attempt.map_err(Attempt::into_error)?;
         if keep {
@@ -198,9 +248,18 @@ impl FrontClient {
         Ok(answer)
     }
 
-    /// One exchange on `c`: the answer and whether the connection can be
-    /// kept, or why there is none.
+    /// One exchange on `c`, its answer read whole.
+    #[cfg(test)]
     async fn exchange(&self, c: &mut Conn, body: Bytes) -> Result<(FrontAnswer, bool), Attempt> {
+        self.exchange_with(c, body, &read_whole).await
+    }
+
+    /// One exchange on `c`, its answer read by `read`: the answer and
+    /// whether the connection can be kept, or why there is none.
+    async fn exchange_with<T, R>(&self, c: &mut Conn, body: Bytes, read: &R) -> Result<(T, bool), Attempt>
+    where
+        R: AsyncFn(hyper::Response<hyper::body::Incoming>, &RxStamp, Instant) -> Result<T, Sent>,
+    {
         let mut req = Request::post(self.path.clone()).body(Full::new(body)).expect("a valid request");
         req.headers_mut().insert(HOST, self.host.clone());
         req.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -215,29 +274,7 @@ impl FrontClient {
                 Some(_) => Sent::No,
                 None => Sent::Yes(e.into_error()),
             })?;
-            let (parts, body) = resp.into_parts();
-            // A declared length over the bound is refused before a byte is read.
-            if hyper::body::Body::size_hint(&body).lower() > MAX_ANSWER_BYTES as u64 {
-                return Err(Sent::TooLarge);
-            }
-            let body = http_body_util::Limited::new(body, MAX_ANSWER_BYTES)
-                .collect()
-                .await
-                .map_err(|e| match e.downcast::<hyper::Error>() {
-                    Ok(e) => Sent::Yes(*e),
-                    Err(_) => Sent::TooLarge,
-                })?
-                .to_bytes();
-            // A stamp from before this exchange began cannot be its answer's
-            // (a stepped wall clock): the clock is taken instead.
-            let stamp = rx.arrived().filter(|at| *at >= start);
-            Ok::<_, Sent>(FrontAnswer {
-                status: parts.status,
-                headers: parts.headers,
-                body,
-                arrived: stamp.unwrap_or_else(Instant::now),
-                kernel_stamped: stamp.is_some(),
-            })
+            read(resp, rx, start).await
         };
         // Poll the exchange and the connection together. The connection can
         // end in the same poll that delivers the answer (a server that

@@ -20,6 +20,7 @@
 pub mod dispatch;
 pub mod front;
 mod stamped;
+pub mod stream;
 pub mod target;
 
 use std::collections::BTreeMap;

@@ -105,6 +105,12 @@ impl RxStamp {
         self.0.store(0, Relaxed);
     }
 
+    /// The last packet's stamp as the kernel gave it (ns since the Unix
+    /// epoch; 0: none): two reads with the same stamp read one packet.
+    pub fn raw(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+
     /// When the last packet read so far arrived, on the monotonic clock:
     /// `None` if no read since [`clear`](Self::clear) carried a stamp, or the
     /// stamp is not in the past (the wall clock was stepped).

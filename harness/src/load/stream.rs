@@ -1,0 +1,181 @@
+//! The streaming arms' front exchange (`POST /v1/stream`): the caller's one
+//! NDJSON answer read item by item. Each item is stamped twice: when the
+//! kernel received the packet that completed it (`stamped.rs`; the clock
+//! after the read where there is no stamp), and when the consumer took it.
+//! With a consumer delay the consumer sleeps that long after each item
+//! before it reads on, so the items it has not taken wait in the socket
+//! buffers and the caller's, and the producer is held back as a slow
+//! client would hold it: the two stamps then part.
+
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt;
+use hyper::StatusCode;
+
+use super::front::{FrontClient, FrontError, MAX_ANSWER_BYTES, Sent};
+use super::stamped::RxStamp;
+
+/// One item as the front door relayed it.
+#[derive(Debug, Clone)]
+pub struct StreamedItem {
+    /// Its JSON, without the line's newline.
+    pub json: Bytes,
+    /// When the kernel received its last byte (or the clock after the read).
+    pub arrived: Instant,
+    /// Whether `arrived` is the kernel's stamp.
+    pub kernel_stamped: bool,
+    /// When the consumer took it: after `arrived`, and later by the
+    /// consumer's own delay once it falls behind.
+    pub taken: Instant,
+}
+
+/// Why a stream ended before its last item, as the caller's last line or
+/// the body's end says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamCut {
+    pub reason: String,
+    /// Items received before the cut.
+    pub after_items: u64,
+}
+
+/// One stream's answer: its status, the items in the order they came, and
+/// how it was cut short, if it was. A status other than 200 carries no
+/// items; its body is the refusal.
+#[derive(Debug)]
+pub struct StreamAnswer {
+    pub status: StatusCode,
+    pub items: Vec<StreamedItem>,
+    pub cut: Option<StreamCut>,
+    /// The body of a refusal (a status other than 200).
+    pub refusal: Option<Bytes>,
+}
+
+impl FrontClient {
+    /// POSTs `body` to a streaming front door and reads its NDJSON answer
+    /// item by item, `consumer_delay` late each; pooled and retried as
+    /// [`FrontClient::post_json`] is.
+    pub async fn post_stream(&self, body: String, consumer_delay: Duration) -> Result<StreamAnswer, FrontError> {
+        self.post_reading(body, async |resp, rx, start| read_items(resp, rx, start, consumer_delay).await).await
+    }
+}
+
+/// The caller's last line when a stream failed: `{"error": …, "afterItems": k}`.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ErrorLine {
+    error: String,
+    after_items: u64,
+}
+
+async fn read_items(
+    resp: hyper::Response<hyper::body::Incoming>,
+    rx: &RxStamp,
+    start: Instant,
+    consumer_delay: Duration,
+) -> Result<StreamAnswer, Sent> {
+    let (parts, mut body) = resp.into_parts();
+    let mut answer = StreamAnswer { status: parts.status, items: Vec::new(), cut: None, refusal: None };
+    let (mut buf, mut read) = (BytesMut::new(), 0usize);
+    let mut last: Option<(u64, Instant)> = None;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(Sent::Yes)?.into_data() else { continue };
+        read += data.len();
+        if read > MAX_ANSWER_BYTES {
+            return Err(Sent::TooLarge);
+        }
+        // A stamp from before this exchange began cannot be this read's.
+        // Frames cut from one read share its stamp, converted once (each
+        // conversion to the monotonic clock moves by a few ns).
+        let stamp = match last {
+            Some((raw, at)) if raw == rx.raw() => Some(at),
+            _ => rx.arrived().filter(|at| *at >= start),
+        };
+        last = stamp.map(|at| (rx.raw(), at));
+        let arrived = stamp.unwrap_or_else(Instant::now);
+        buf.extend_from_slice(&data);
+        if answer.status != StatusCode::OK {
+            continue;
+        }
+        while let Some(at) = buf.iter().position(|b| *b == b'\n') {
+            let json = buf.split_to(at + 1).freeze().slice(..at);
+            if let Ok(e) = serde_json::from_slice::<ErrorLine>(&json) {
+                answer.cut = Some(StreamCut { reason: e.error, after_items: e.after_items });
+                continue;
+            }
+            let taken = Instant::now();
+            answer.items.push(StreamedItem { json, arrived, kernel_stamped: stamp.is_some(), taken });
+            if !consumer_delay.is_zero() {
+                tokio::time::sleep(consumer_delay).await;
+            }
+        }
+    }
+    if answer.status != StatusCode::OK {
+        answer.refusal = Some(buf.freeze());
+    } else if !buf.is_empty() && answer.cut.is_none() {
+        let after_items = answer.items.len() as u64;
+        answer.cut = Some(StreamCut { reason: "the answer ended inside an item".into(), after_items });
+    }
+    Ok(answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// Answers one request with a chunked body: each of `chunks` after
+    /// `gap`, then the end.
+    async fn server(chunks: Vec<&'static str>, gap: Duration) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            let _ = tcp.read(&mut buf).await.unwrap();
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n";
+            tcp.write_all(head.as_bytes()).await.unwrap();
+            for c in chunks {
+                tokio::time::sleep(gap).await;
+                tcp.write_all(format!("{:x}\r\n{c}\r\n", c.len()).as_bytes()).await.unwrap();
+            }
+            tcp.write_all(b"0\r\n\r\n").await.unwrap();
+            let _ = tcp.read(&mut buf).await;
+        });
+        format!("http://{addr}/v1/stream")
+    }
+
+    #[tokio::test]
+    async fn items_are_stamped_as_they_arrive_and_a_cut_says_after_how_many() {
+        let gap = Duration::from_millis(30);
+        // The second item comes in two pieces; the error line ends it.
+        let chunks =
+            vec!["{\"index\":0}\n", "{\"ind", "ex\":1}\n{\"index\":2}\n", "{\"error\":\"stalled\",\"afterItems\":3}\n"];
+        let client = FrontClient::new(&server(chunks, gap).await).unwrap();
+        let a = client.post_stream("{}".into(), Duration::ZERO).await.unwrap();
+        let json: Vec<&[u8]> = a.items.iter().map(|i| &i.json[..]).collect();
+        assert_eq!(json, [&b"{\"index\":0}"[..], b"{\"index\":1}", b"{\"index\":2}"]);
+        assert_eq!(a.cut, Some(StreamCut { reason: "stalled".into(), after_items: 3 }));
+        // Item 0 came a gap before the read that completed items 1 and 2.
+        assert!(a.items[1].arrived >= a.items[0].arrived + gap, "{:?}", a.items);
+        assert_eq!(a.items[1].arrived, a.items[2].arrived, "one read completed both");
+        for i in &a.items {
+            assert!(i.taken >= i.arrived);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_slow_consumer_takes_items_late_and_a_torn_end_is_a_cut() {
+        let delay = Duration::from_millis(40);
+        let chunks = vec!["{\"index\":0}\n{\"index\":1}\n{\"index\":2}\n{\"ind"];
+        let client = FrontClient::new(&server(chunks, Duration::ZERO).await).unwrap();
+        let a = client.post_stream("{}".into(), delay).await.unwrap();
+        assert_eq!(a.items.len(), 3);
+        for w in a.items.windows(2) {
+            assert!(w[1].taken >= w[0].taken + delay, "taken a delay apart: {:?}", a.items);
+            assert_eq!(w[1].arrived, w[0].arrived, "all three arrived in one read");
+        }
+        assert_eq!(a.cut.map(|c| c.after_items), Some(3));
+    }
+}
