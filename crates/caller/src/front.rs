@@ -243,7 +243,6 @@ pub fn router(front: Arc<Front>) -> Router {
     let call = if front.custom.is_some() { post(call_custom) } else { post(call) };
     Router::new()
         .route("/v1/call", call)
-        .route(crate::relay::STREAM_PATH, post(crate::relay::stream))
         .fallback(move || {
             let front = not_found.clone();
             async move {

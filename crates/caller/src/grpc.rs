@@ -21,9 +21,12 @@ use tonic::transport::{Channel, Endpoint, Uri};
 use tonic_prost::{ProstDecoder, ProstEncoder};
 
 use crate::hop::{HopOptions, merged};
-use crate::outbound::{CallError, Method, Outbound};
+use crate::outbound::{CallError, Delivery, ItemStream, Method, Outbound};
 use contract::CALL_HEADER;
 use contract::codec::DynamicCodec;
+use futures::{StreamExt, TryStreamExt};
+use payload::{PageResponse, StreamItem, StreamRequest};
+use prost::Message;
 use prost_reflect::DynamicMessage;
 
 /// Why a gRPC client could not be built.
@@ -122,7 +125,7 @@ fn channels(
         .collect())
 }
 
-pub(crate) fn classify(target: &str, status: tonic::Status) -> CallError {
+fn classify(target: &str, status: tonic::Status) -> CallError {
     let target = target.to_owned();
     // tonic reports a failed connect as UNAVAILABLE with the transport error as
     // its source; an UNAVAILABLE that the server itself sent has no source.
@@ -183,7 +186,7 @@ impl Outbound for GrpcClient {
     ) -> crate::outbound::ItemStream {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
         let (client, target, counters) = (self.clients[i].clone(), self.target.clone(), self.counters.clone());
-        crate::items::grpc(client, target, counters, req, delivery, page_size)
+        items(client, target, counters, req, delivery, page_size)
     }
 
     fn target(&self) -> &str {
@@ -193,6 +196,62 @@ impl Outbound for GrpcClient {
     fn settings(&self) -> serde_json::Value {
         grpc_settings("grpc", self.clients.len(), &self.hop)
     }
+}
+
+const ITEMS_STREAM_PATH: &str = "/bench.v1.Items/Stream";
+const ITEMS_PAGE_PATH: &str = "/bench.v1.Items/Page";
+
+/// The items of `req` over gRPC (`bench.v1.Items`): `Items/Stream`, or `Items/Page` for pages.
+fn items(
+    mut client: tonic::client::Grpc<Channel>,
+    target: String,
+    counters: Arc<Counters>,
+    req: StreamRequest,
+    delivery: Delivery,
+    page_size: u32,
+) -> ItemStream {
+    if delivery == Delivery::Pages {
+        return crate::items::paged(req, page_size, move |page| {
+            let (mut client, target, counters) = (client.clone(), target.clone(), counters.clone());
+            async move {
+                client
+                    .ready()
+                    .await
+                    .map_err(|e| CallError::Connect { target: target.clone(), reason: e.to_string() })?;
+                let pb = proto::PageRequest::from(page);
+                counters.add_message_bytes(pb.encoded_len() as u64, 0);
+                let codec = tonic_prost::ProstCodec::<proto::PageRequest, proto::PageResponse>::default();
+                let resp = client
+                    .unary(tonic::Request::new(pb), PathAndQuery::from_static(ITEMS_PAGE_PATH), codec)
+                    .await
+                    .map_err(|s| classify(&target, s))?
+                    .into_inner();
+                counters.add_message_bytes(0, resp.encoded_len() as u64);
+                PageResponse::try_from(resp).map_err(|e| crate::items::bad(&target, e))
+            }
+        });
+    }
+    if delivery != Delivery::Stream {
+        let status = format!("gRPC delivers a stream or pages, not {delivery:?}");
+        return Box::pin(futures::stream::once(async move { Err(CallError::Status { target, status }) }));
+    }
+    let opened = async move {
+        client.ready().await.map_err(|e| CallError::Connect { target: target.clone(), reason: e.to_string() })?;
+        let pb = proto::StreamRequest::from(req);
+        counters.add_message_bytes(pb.encoded_len() as u64, 0);
+        let codec = tonic_prost::ProstCodec::<proto::StreamRequest, proto::StreamItem>::default();
+        let items = client
+            .server_streaming(tonic::Request::new(pb), PathAndQuery::from_static(ITEMS_STREAM_PATH), codec)
+            .await
+            .map_err(|s| classify(&target, s))?
+            .into_inner();
+        Ok(items.map(move |item| {
+            let item = item.map_err(|s| classify(&target, s))?;
+            counters.add_message_bytes(0, item.encoded_len() as u64);
+            StreamItem::try_from(item).map_err(|e| crate::items::bad(&target, e))
+        }))
+    };
+    Box::pin(futures::stream::once(opened).try_flatten())
 }
 
 /// Prost's codec, counting message bytes on `counters` as they are encoded

@@ -1,32 +1,27 @@
 //! The streaming arms' clients: the items of one sequence
 //! (`bench.v1.Items`) received over the internal hop as the arm delivers
 //! them (one server-streaming RPC, pages over gRPC or REST, NDJSON,
-//! server-sent events), each yielded as it arrives. Message bytes are
-//! counted per item as the downstream counts them: the protobuf message,
-//! the item's JSON (without the line's newline or the event's framing), a
-//! page's whole body.
+//! server-sent events), each yielded as it arrives. The paging both
+//! transports share and the REST side are here, the gRPC side in
+//! `grpc.rs`. Message bytes are counted per item as the downstream counts
+//! them: the protobuf message, the item's JSON (without the line's newline
+//! or the event's framing), a page's whole body.
 
 use std::sync::Arc;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use payload::{PageRequest, PageResponse, StreamItem, StreamRequest};
-use prost::Message;
 use telemetry::Counters;
-use tonic::codegen::http::uri::PathAndQuery;
-use tonic::transport::Channel;
 
 use crate::outbound::{CallError, Delivery, ItemStream};
 
-const STREAM_PATH: &str = "/bench.v1.Items/Stream";
-const PAGE_PATH: &str = "/bench.v1.Items/Page";
-
-fn bad(target: &str, reason: impl std::fmt::Display) -> CallError {
+pub(crate) fn bad(target: &str, reason: impl std::fmt::Display) -> CallError {
     CallError::BadResponse { target: target.to_owned(), reason: reason.to_string() }
 }
 
 /// Pages of `page_size` from `fetch` (one page per token), flattened into
 /// items; the next page is asked for when the previous one has arrived.
-fn paged<F, Fut>(req: StreamRequest, page_size: u32, fetch: F) -> ItemStream
+pub(crate) fn paged<F, Fut>(req: StreamRequest, page_size: u32, fetch: F) -> ItemStream
 where
     F: Fn(PageRequest) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<PageResponse, CallError>> + Send + 'static,
@@ -46,60 +41,6 @@ where
         }
     });
     Box::pin(pages.try_flatten())
-}
-
-/// The items of `req` over gRPC: `Items/Stream`, or `Items/Page` for pages.
-pub fn grpc(
-    mut client: tonic::client::Grpc<Channel>,
-    target: String,
-    counters: Arc<Counters>,
-    req: StreamRequest,
-    delivery: Delivery,
-    page_size: u32,
-) -> ItemStream {
-    let classify = crate::grpc::classify;
-    if delivery == Delivery::Pages {
-        return paged(req, page_size, move |page| {
-            let (mut client, target, counters) = (client.clone(), target.clone(), counters.clone());
-            async move {
-                client
-                    .ready()
-                    .await
-                    .map_err(|e| CallError::Connect { target: target.clone(), reason: e.to_string() })?;
-                let pb = proto::PageRequest::from(page);
-                counters.add_message_bytes(pb.encoded_len() as u64, 0);
-                let codec = tonic_prost::ProstCodec::<proto::PageRequest, proto::PageResponse>::default();
-                let resp = client
-                    .unary(tonic::Request::new(pb), PathAndQuery::from_static(PAGE_PATH), codec)
-                    .await
-                    .map_err(|s| classify(&target, s))?
-                    .into_inner();
-                counters.add_message_bytes(0, resp.encoded_len() as u64);
-                PageResponse::try_from(resp).map_err(|e| bad(&target, e))
-            }
-        });
-    }
-    if delivery != Delivery::Stream {
-        let status = format!("gRPC delivers a stream or pages, not {delivery:?}");
-        return Box::pin(futures::stream::once(async move { Err(CallError::Status { target, status }) }));
-    }
-    let opened = async move {
-        client.ready().await.map_err(|e| CallError::Connect { target: target.clone(), reason: e.to_string() })?;
-        let pb = proto::StreamRequest::from(req);
-        counters.add_message_bytes(pb.encoded_len() as u64, 0);
-        let codec = tonic_prost::ProstCodec::<proto::StreamRequest, proto::StreamItem>::default();
-        let items = client
-            .server_streaming(tonic::Request::new(pb), PathAndQuery::from_static(STREAM_PATH), codec)
-            .await
-            .map_err(|s| classify(&target, s))?
-            .into_inner();
-        Ok(items.map(move |item| {
-            let item = item.map_err(|s| classify(&target, s))?;
-            counters.add_message_bytes(0, item.encoded_len() as u64);
-            StreamItem::try_from(item).map_err(|e| bad(&target, e))
-        }))
-    };
-    Box::pin(futures::stream::once(opened).try_flatten())
 }
 
 /// The query both REST routes take.

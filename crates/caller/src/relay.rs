@@ -83,8 +83,13 @@ impl Relay {
     }
 }
 
+/// The streaming route, to merge into the front door's router.
+pub fn router(front: Arc<Front>) -> axum::Router {
+    axum::Router::new().route(STREAM_PATH, axum::routing::post(stream)).with_state(front)
+}
+
 /// `POST /v1/stream`: the items of the stream asked for, as NDJSON.
-pub async fn stream(State(front): State<Arc<Front>>, headers: HeaderMap, body: Body) -> Response {
+async fn stream(State(front): State<Arc<Front>>, headers: HeaderMap, body: Body) -> Response {
     let result = match read_json::<StreamRequest>(&headers, body, &front.body).await {
         Ok((req, n)) => {
             front.front_counters.add_message_bytes(n as u64, 0);
@@ -115,6 +120,6 @@ fn open(front: &Arc<Front>, req: StreamRequest) -> Result<Response, ApiError> {
     payload::validate_stream(&req, &front.limits).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
     let items = front.client.items(req, delivery, front.page_size);
     let relay = Relay { items, front: front.clone(), relayed: 0, done: false };
-    let lines = futures::stream::unfold(relay, Relay::next);
+    let lines = futures::stream::unfold(relay, Relay::next).fuse();
     Ok(([(header::CONTENT_TYPE, NDJSON)], Body::from_stream(lines)).into_response())
 }

@@ -211,7 +211,8 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let front_addr = front_listener.local_addr()?;
     let admin_addr = admin_listener.local_addr()?;
     let mut tasks = JoinSet::new();
-    let front_app = service::json_errors(front::router(front), Some(front_counters.clone()), front::API);
+    let front_app = crate::relay::router(front.clone()).merge(front::router(front));
+    let front_app = service::json_errors(front_app, Some(front_counters.clone()), front::API);
     let front_app = limit.apply(front_app, front_counters.clone(), service::api::overloaded);
     tasks.spawn(serve(front_listener, front_app, Some(front_counters), front_settings, shutdown.clone()));
     let admin_app = service::json_errors(admin_router(registry.clone()), Some(admin_counters), telemetry::ADMIN_API);

@@ -23,9 +23,9 @@ use axum::Router;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::sse::{Event, Sse};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
+use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use payload::{PageRequest, PageResponse, PageToken, PayloadError, StreamItem, StreamRequest};
 use prost::Message;
@@ -99,6 +99,9 @@ impl Producer {
                 Some((item, (index + 1, open)))
             }
         })
+        // A body wrapper may poll once more after the end (tower-http's
+        // compression did): an unfold panics then, a fused stream says None.
+        .fuse()
     }
 
     /// A page of `req`: its items, answered once the last is due; the
@@ -151,6 +154,23 @@ fn status(e: PayloadError) -> tonic::Status {
 }
 
 type ItemStream = Pin<Box<dyn Stream<Item = Result<proto::StreamItem, tonic::Status>> + Send>>;
+
+impl ItemsGrpc {
+    /// The tonic service: requests up to `max_request` bytes, messages
+    /// compressed in `encoding` for clients that accept it (each streamed
+    /// item a message of its own, compressed on its own).
+    pub fn into_server(
+        self,
+        encoding: Option<tonic::codec::CompressionEncoding>,
+        max_request: usize,
+    ) -> proto::items_server::ItemsServer<ItemsGrpc> {
+        let server = proto::items_server::ItemsServer::new(self).max_decoding_message_size(max_request);
+        match encoding {
+            Some(e) => server.send_compressed(e).accept_compressed(e),
+            None => server,
+        }
+    }
+}
 
 #[tonic::async_trait]
 impl proto::items_server::Items for ItemsGrpc {
@@ -211,6 +231,7 @@ impl ItemsQuery {
 struct RestItems {
     producer: Producer,
     counters: Arc<Counters>,
+    compression: service::Compression,
 }
 
 fn api_error(e: PayloadError) -> ApiError {
@@ -245,9 +266,23 @@ fn wants_events(headers: &HeaderMap) -> bool {
     headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).any(|v| v.contains(EVENT_STREAM))
 }
 
+/// True when `Accept-Encoding` offers `coding` (and does not refuse it with `q=0`).
+fn accepts(headers: &HeaderMap, coding: &str) -> bool {
+    headers.get_all(header::ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(
+        |c| {
+            let mut parts = c.split(';').map(str::trim);
+            let named = parts.next().is_some_and(|name| name.eq_ignore_ascii_case(coding));
+            let refused = parts.any(|p| p.strip_prefix("q=").and_then(|q| q.trim().parse::<f32>().ok()) == Some(0.0));
+            named && !refused
+        },
+    )
+}
+
 /// `GET /v1/items/stream?requestId=…&items=…`: NDJSON, each item flushed as
 /// it is made, or server-sent events (`Accept: text/event-stream`), one
-/// event per item with its index as the event id.
+/// event per item with its index as the event id. With the listener's
+/// compression offered by the client, each item is compressed and flushed
+/// on its own (`service::compression::StreamEncoder`).
 async fn stream(
     State(s): State<RestItems>,
     headers: HeaderMap,
@@ -262,28 +297,55 @@ async fn stream(
     }
     let req = q.stream();
     payload::validate_stream(&req, &s.producer.core.limits).map_err(api_error)?;
-    let counters = s.counters.clone();
-    let json = s.producer.stream(req, s.counters.clone()).map(move |item| {
+    let (counters, events) = (s.counters.clone(), wants_events(&headers));
+    let framed = s.producer.stream(req, s.counters.clone()).map(move |item| {
         let json = serde_json::to_string(&item).unwrap_or_default();
         counters.add_message_bytes(0, json.len() as u64);
-        (item.index, json)
+        let framed = if events { format!("id: {}\ndata: {json}\n\n", item.index) } else { json + "\n" };
+        Bytes::from(framed)
     });
-    if wants_events(&headers) {
-        let events = json
-            .map(|(index, json)| Ok::<_, std::convert::Infallible>(Event::default().id(index.to_string()).data(json)));
-        return Ok(Sse::new(events).into_response());
-    }
-    let lines = json.map(|(_, mut json)| {
-        json.push('\n');
-        Ok::<_, std::convert::Infallible>(json)
-    });
-    Ok(([(header::CONTENT_TYPE, NDJSON)], axum::body::Body::from_stream(lines)).into_response())
+    let media = if events { EVENT_STREAM } else { NDJSON };
+    let mut resp = Response::builder().header(header::CONTENT_TYPE, media).header(header::CACHE_CONTROL, "no-cache");
+    let coding = s.compression.content_coding().filter(|c| accepts(&headers, c));
+    let encoder = match coding {
+        Some(_) => service::compression::StreamEncoder::new(s.compression)
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?,
+        None => None,
+    };
+    let body = match (coding, encoder) {
+        (Some(c), Some(encoder)) => {
+            resp = resp.header(header::CONTENT_ENCODING, c);
+            axum::body::Body::from_stream(compressed(framed, encoder))
+        }
+        _ => axum::body::Body::from_stream(framed.map(Ok::<_, std::io::Error>)),
+    };
+    resp.body(body).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
-/// The REST routes of the sequence, to merge into the REST listener's router.
-pub fn rest_routes(producer: Producer, counters: Arc<Counters>) -> Router {
-    Router::new()
-        .route(PAGES_PATH, get(page))
-        .route(STREAM_PATH, get(stream))
-        .with_state(RestItems { producer, counters })
+/// `pieces`, each compressed and flushed by `encoder`, then the coding's end.
+fn compressed(
+    pieces: impl Stream<Item = Bytes> + Send + 'static,
+    encoder: service::compression::StreamEncoder,
+) -> impl Stream<Item = std::io::Result<Bytes>> + Send + 'static {
+    futures::stream::unfold((Box::pin(pieces), Some(encoder)), |(mut pieces, encoder)| async move {
+        let mut encoder = encoder?;
+        match pieces.next().await {
+            Some(piece) => {
+                let out = encoder.piece(&piece).map(Bytes::from);
+                Some((out, (pieces, Some(encoder))))
+            }
+            None => Some((encoder.finish().map(Bytes::from), (pieces, None))),
+        }
+    })
+    .fuse()
+}
+
+/// The REST routes of the sequence, to merge into the REST listener's
+/// router; streams compressed in `compression` for clients that offer it.
+pub fn rest_routes(producer: Producer, counters: Arc<Counters>, compression: service::Compression) -> Router {
+    Router::new().route(PAGES_PATH, get(page)).route(STREAM_PATH, get(stream)).with_state(RestItems {
+        producer,
+        counters,
+        compression,
+    })
 }

@@ -195,11 +195,8 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
             .into_server(),
     )
     .add_service(
-        proto::items_server::ItemsServer::new(crate::items::ItemsGrpc {
-            producer: producer.clone(),
-            counters: grpc_counters.clone(),
-        })
-        .max_decoding_message_size(core.limits.max_encoded_request_bytes()),
+        crate::items::ItemsGrpc { producer: producer.clone(), counters: grpc_counters.clone() }
+            .into_server(config.compression.grpc_encoding(), core.limits.max_encoded_request_bytes()),
     )
     .add_service(health_service)
     .add_service(reflection().build_v1().map_err(reflection_err)?)
@@ -207,7 +204,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     .prepare()
     .into_axum_router();
     let rest_app = rest::router(core.clone(), rest_counters.clone(), config.header_read_timeout)
-        .merge(crate::items::rest_routes(producer, rest_counters.clone()));
+        .merge(crate::items::rest_routes(producer, rest_counters.clone(), config.compression));
     let (grpc_app, rest_app) = (grpc_app, rest_app);
     let (grpc_app, rest_app) = match &custom {
         None => (grpc_app, rest_app),

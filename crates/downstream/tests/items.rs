@@ -237,3 +237,45 @@ async fn a_consumer_that_stops_reading_holds_the_producer_back() {
     drop(ndjson);
     ds.stop().await;
 }
+
+/// With --compression, each streamed item is compressed and flushed on its
+/// own: streams still arrive item by item (tower-http's layer would hold a
+/// streamed body to its end), whole, and fewer bytes cross the wire than
+/// the items' messages.
+#[tokio::test]
+async fn compressed_streams_still_arrive_item_by_item() {
+    for coding in [service::Compression::Gzip, service::Compression::Zstd] {
+        let config = Config { delay: DELAY, stream_interval: INTERVAL, compression: coding, ..Config::default() };
+        let ds = start(config, CancellationToken::new()).await.unwrap();
+        for (events, what) in [(false, "rest-ndjson"), (true, "rest-sse")] {
+            let req = stream_req(what, 12, 0);
+            let sent_at = now_nanos();
+            let got = rest_stream(ds.rest_addr, &req, events).await;
+            check(&req, &got, sent_at, what);
+            streamed(&got, what);
+        }
+        let encoding = coding.grpc_encoding().unwrap();
+        let client = ItemsClient::connect(format!("http://{}", ds.grpc_addr)).await.unwrap();
+        let mut client = client.accept_compressed(encoding).send_compressed(encoding);
+        let req = stream_req("grpc-z", 12, 0);
+        let sent_at = now_nanos();
+        let resp = client.stream(proto::StreamRequest::from(req.clone())).await.unwrap();
+        // gRPC compresses each message on its own: small items may not
+        // shrink, but they are sent compressed.
+        let said = resp.metadata().get("grpc-encoding").map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(said.as_deref(), coding.content_coding(), "{coding:?}");
+        let mut stream = resp.into_inner();
+        let mut got = Vec::new();
+        while let Some(item) = stream.message().await.unwrap() {
+            got.push((StreamItem::try_from(item).unwrap(), now_nanos()));
+        }
+        check(&req, &got, sent_at, "grpc-stream");
+        streamed(&got, "grpc-stream");
+        // One compressed stream per REST answer: its items share a window.
+        let s: StatsSnapshot =
+            reqwest::get(format!("http://{}/stats", ds.admin_addr)).await.unwrap().json().await.unwrap();
+        let rest = &s.listeners["rest"];
+        assert!(rest.bytes_out.unwrap() < rest.message_bytes_out, "{coding:?}: {rest:?}");
+        ds.stop().await;
+    }
+}

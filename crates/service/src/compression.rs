@@ -106,6 +106,54 @@ impl std::fmt::Display for Compression {
     }
 }
 
+/// A streamed body compressed piece by piece, each piece flushed (gzip's
+/// sync flush, zstd's flush) so a client decodes every item as it
+/// arrives. tower-http's layer holds a streamed body until it ends
+/// (tower-rs/tower-http#292), so a stream compresses itself and says so in
+/// its `Content-Encoding`, which that layer leaves alone.
+pub enum StreamEncoder {
+    Gzip(flate2::write::GzEncoder<Vec<u8>>),
+    Zstd(zstd::stream::write::Encoder<'static, Vec<u8>>),
+}
+
+impl StreamEncoder {
+    /// An encoder for `coding`; `None` uncompressed.
+    pub fn new(coding: Compression) -> io::Result<Option<StreamEncoder>> {
+        Ok(match coding {
+            Compression::None => None,
+            Compression::Gzip => Some(StreamEncoder::Gzip(flate2::write::GzEncoder::new(
+                Vec::new(),
+                flate2::Compression::new(GZIP_LEVEL),
+            ))),
+            Compression::Zstd => Some(StreamEncoder::Zstd(zstd::stream::write::Encoder::new(Vec::new(), ZSTD_LEVEL)?)),
+        })
+    }
+
+    /// `piece` compressed and flushed: every byte a decoder needs for it.
+    pub fn piece(&mut self, piece: &[u8]) -> io::Result<Vec<u8>> {
+        match self {
+            StreamEncoder::Gzip(e) => {
+                e.write_all(piece)?;
+                e.flush()?;
+                Ok(std::mem::take(e.get_mut()))
+            }
+            StreamEncoder::Zstd(e) => {
+                e.write_all(piece)?;
+                e.flush()?;
+                Ok(std::mem::take(e.get_mut()))
+            }
+        }
+    }
+
+    /// The coding's end (gzip's trailer, zstd's last block).
+    pub fn finish(self) -> io::Result<Vec<u8>> {
+        match self {
+            StreamEncoder::Gzip(e) => e.finish(),
+            StreamEncoder::Zstd(e) => e.finish(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::Read;
@@ -133,5 +181,34 @@ mod tests {
         }
         assert_eq!(Compression::None.content_coding(), None);
         assert_eq!(Compression::Zstd.content_coding(), Some("zstd"));
+    }
+
+    #[test]
+    fn a_streamed_body_decodes_piece_by_piece_as_it_is_flushed() {
+        for coding in [Compression::Gzip, Compression::Zstd] {
+            let mut enc = StreamEncoder::new(coding).unwrap().unwrap();
+            let mut wire = Vec::new();
+            for (i, piece) in ["{\"index\":0}\n", "{\"index\":1}\n"].iter().enumerate() {
+                wire.extend(enc.piece(piece.as_bytes()).unwrap());
+                // What arrived so far decodes to every piece sent so far.
+                let mut out = Vec::new();
+                let mut partial: Box<dyn io::Read> = match coding {
+                    Compression::Gzip => Box::new(flate2::read::GzDecoder::new(&wire[..])),
+                    _ => Box::new(zstd::stream::read::Decoder::new(&wire[..]).unwrap()),
+                };
+                let _ = io::Read::read_to_end(&mut partial, &mut out);
+                assert_eq!(out.iter().filter(|b| **b == b'\n').count(), i + 1, "{coding:?}");
+            }
+            wire.extend(enc.finish().unwrap());
+            let whole = match coding {
+                Compression::Gzip => {
+                    let mut out = String::new();
+                    io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&wire[..]), &mut out).unwrap();
+                    out
+                }
+                _ => String::from_utf8(zstd::decode_all(&wire[..]).unwrap()).unwrap(),
+            };
+            assert_eq!(whole, "{\"index\":0}\n{\"index\":1}\n", "{coding:?}");
+        }
     }
 }
