@@ -342,13 +342,19 @@ fn a_killed_container_aborts_the_run_naming_the_tier_and_keeps_the_finished_roun
 
 #[test]
 fn a_tier_the_oom_killer_takes_aborts_the_run_and_is_named() {
-    // 10,000 records per answer (the most), 50 a second, each held for a
-    // second: far more than 20 MiB of answers at once.
+    // An upload of 1 MB with every call, 50 a second, each held by the
+    // downstream for its whole second of service time: about 50 MB at once
+    // for certain, against a 20 MiB limit. (Answers of 10,000 records alone
+    // are built only after the wait and freed once sent, so only the few
+    // in the making are held at once: near the limit, which the kernel met
+    // at times by evicting the binary's file pages instead of killing.)
     let run = containers_run(
         "containers-oom",
         &[
             "--tier-memory",
             "downstream=20m",
+            "--request-bytes",
+            "1000000",
             "--items",
             "10000",
             "--qps",
