@@ -17,8 +17,8 @@ fn the_harness_reads_each_arms_stream_item_by_item() {
         start_tier(None, "downstream", &["--delay", "10ms", "--stream-interval", "20ms"].map(String::from));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let req = StreamRequest { request_id: "front-1".into(), items: 8, item_bytes: 32 };
-    for arm in ["grpc-stream", "grpc-pages", "rest-pages", "rest-ndjson", "rest-sse"] {
-        let listener = if arm.starts_with("grpc") { "grpc" } else { "rest" };
+    for transport in caller::Transport::STREAMING {
+        let (arm, listener) = (transport.as_str(), transport.listener());
         let flag = format!("--downstream-{listener}");
         let args = ["--transport", arm, &flag, &downstream.url(listener), "--page-size", "3"].map(String::from);
         let caller = start_tier(None, "caller", &args);

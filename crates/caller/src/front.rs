@@ -270,7 +270,7 @@ async fn call_custom(State(front): State<Arc<Front>>, headers: HeaderMap, body: 
 }
 
 /// Counts a front answer and its message bytes by outcome.
-fn answered(front: &Front, result: Result<Response, ApiError>, request_bytes: u64) -> Response {
+pub(crate) fn answered(front: &Front, result: Result<Response, ApiError>, request_bytes: u64) -> Response {
     match result {
         Ok(resp) => {
             let response_bytes = axum::body::HttpBody::size_hint(resp.body()).exact().unwrap_or(0);

@@ -62,7 +62,7 @@ async fn success(target: &str, resp: reqwest::Response) -> Result<reqwest::Respo
     Err(CallError::Status { target: target.to_owned(), status: format!("HTTP {}: {body}", status.as_u16()) })
 }
 
-fn connect_or_timeout(target: &str, e: reqwest::Error) -> CallError {
+fn connect_error(target: &str, e: reqwest::Error) -> CallError {
     CallError::Connect { target: target.to_owned(), reason: e.to_string() }
 }
 
@@ -87,7 +87,7 @@ pub fn rest(
                     url.query_pairs_mut().append_pair("pageToken", &page.page_token);
                 }
                 let resp = client.get(url).header(reqwest::header::ACCEPT, "application/json").send().await;
-                let resp = success(&target, resp.map_err(|e| connect_or_timeout(&target, e))?).await?;
+                let resp = success(&target, resp.map_err(|e| connect_error(&target, e))?).await?;
                 let body = resp.bytes().await.map_err(|e| bad(&target, e))?;
                 counters.add_message_bytes(0, body.len() as u64);
                 serde_json::from_slice(&body).map_err(|e| bad(&target, e))
@@ -107,7 +107,7 @@ pub fn rest(
         let mut url = reqwest::Url::parse(&format!("{target}/v1/items/stream")).map_err(|e| bad(&target, e))?;
         query(&mut url, &req);
         let resp = client.get(url).header(reqwest::header::ACCEPT, accept).send().await;
-        let resp = success(&target, resp.map_err(|e| connect_or_timeout(&target, e))?).await?;
+        let resp = success(&target, resp.map_err(|e| connect_error(&target, e))?).await?;
         Ok(lines(resp, target, counters, events))
     };
     Box::pin(futures::stream::once(opened).try_flatten())

@@ -90,23 +90,12 @@ pub fn router(front: Arc<Front>) -> axum::Router {
 
 /// `POST /v1/stream`: the items of the stream asked for, as NDJSON.
 async fn stream(State(front): State<Arc<Front>>, headers: HeaderMap, body: Body) -> Response {
-    let result = match read_json::<StreamRequest>(&headers, body, &front.body).await {
-        Ok((req, n)) => {
-            front.front_counters.add_message_bytes(n as u64, 0);
-            open(&front, req)
-        }
-        Err(e) => Err(e),
+    let (result, request_bytes) = match read_json::<StreamRequest>(&headers, body, &front.body).await {
+        Ok((req, n)) => (open(&front, req), n as u64),
+        Err(e) => (Err(e), 0),
     };
-    match result {
-        Ok(resp) => {
-            front.front_counters.record("ok");
-            resp
-        }
-        Err(e) => {
-            front.front_counters.record(e.outcome());
-            e.into_response()
-        }
-    }
+    // Counted as every front answer is; the items' bytes as they are relayed.
+    crate::front::answered(&front, result, request_bytes)
 }
 
 fn open(front: &Arc<Front>, req: StreamRequest) -> Result<Response, ApiError> {

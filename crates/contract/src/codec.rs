@@ -19,12 +19,6 @@ pub struct DynamicCodec {
     pub counters: Arc<Counters>,
 }
 
-impl DynamicCodec {
-    fn count(&self, encoded: u64, decoded: u64) {
-        self.counters.add_message_bytes(encoded, decoded);
-    }
-}
-
 impl Codec for DynamicCodec {
     type Encode = DynamicMessage;
     type Decode = DynamicMessage;
@@ -47,7 +41,7 @@ impl Encoder for DynamicCodec {
     fn encode(&mut self, item: DynamicMessage, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
         let before = buf.remaining_mut();
         item.encode(buf).map_err(|e| Status::internal(format!("encoding a message: {e}")))?;
-        self.count((before - buf.remaining_mut()) as u64, 0);
+        self.counters.add_message_bytes((before - buf.remaining_mut()) as u64, 0);
         Ok(())
     }
 }
@@ -59,7 +53,7 @@ impl Decoder for DynamicCodec {
     fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<DynamicMessage>, Status> {
         // A decode buffer holds exactly one whole message.
         let bytes = buf.remaining() as u64;
-        self.count(0, bytes);
+        self.counters.add_message_bytes(0, bytes);
         let message = DynamicMessage::decode(self.decodes.clone(), buf)
             .map_err(|e| Status::internal(format!("malformed protobuf response: {e}")))?;
         Ok(Some(message))

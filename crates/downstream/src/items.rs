@@ -68,7 +68,7 @@ fn unix_nanos(t: SystemTime) -> i64 {
 impl Producer {
     /// When item `index` of `req` is due, after the stream's start.
     fn due(&self, req: &StreamRequest, index: u32) -> Duration {
-        self.core.service_time_of(&req.request_id) + self.interval * index
+        payload::due_after_origin(self.core.service_time_of(&req.request_id), self.interval, index)
     }
 
     /// The items of `req`, each made when asked for and not before it is
@@ -145,14 +145,6 @@ pub struct ItemsGrpc {
     pub counters: Arc<Counters>,
 }
 
-fn status(e: PayloadError) -> tonic::Status {
-    if e.is_too_large() || matches!(e, PayloadError::TooManyItems { .. }) {
-        tonic::Status::resource_exhausted(e.to_string())
-    } else {
-        tonic::Status::invalid_argument(e.to_string())
-    }
-}
-
 type ItemStream = Pin<Box<dyn Stream<Item = Result<proto::StreamItem, tonic::Status>> + Send>>;
 
 impl ItemsGrpc {
@@ -183,7 +175,7 @@ impl proto::items_server::Items for ItemsGrpc {
         let pb = request.into_inner();
         self.counters.add_message_bytes(pb.encoded_len() as u64, 0);
         let req = StreamRequest::from(pb);
-        payload::validate_stream(&req, &self.producer.core.limits).map_err(status)?;
+        payload::validate_stream(&req, &self.producer.core.limits).map_err(|e| crate::grpc::status_of(&e))?;
         let counters = self.counters.clone();
         let items = self.producer.stream(req, self.counters.clone()).map(move |item| {
             let pb = proto::StreamItem::from(item);
@@ -199,8 +191,8 @@ impl proto::items_server::Items for ItemsGrpc {
     ) -> Result<tonic::Response<proto::PageResponse>, tonic::Status> {
         let pb = request.into_inner();
         self.counters.add_message_bytes(pb.encoded_len() as u64, 0);
-        let req = PageRequest::try_from(pb).map_err(status)?;
-        let page = self.producer.page(req, &self.counters).await.map_err(status)?;
+        let req = PageRequest::try_from(pb).map_err(|e| crate::grpc::status_of(&e))?;
+        let page = self.producer.page(req, &self.counters).await.map_err(|e| crate::grpc::status_of(&e))?;
         let pb = proto::PageResponse::from(page);
         self.counters.add_message_bytes(0, pb.encoded_len() as u64);
         Ok(tonic::Response::new(pb))
@@ -234,11 +226,6 @@ struct RestItems {
     compression: service::Compression,
 }
 
-fn api_error(e: PayloadError) -> ApiError {
-    let code = if e.is_too_large() { StatusCode::PAYLOAD_TOO_LARGE } else { StatusCode::BAD_REQUEST };
-    ApiError::new(code, e.to_string())
-}
-
 /// The query, or a 400 that says what is wrong with it.
 fn query(q: Result<Query<ItemsQuery>, QueryRejection>) -> Result<ItemsQuery, ApiError> {
     q.map(|Query(q)| q).map_err(|e| {
@@ -254,7 +241,7 @@ async fn page(State(s): State<RestItems>, q: Result<Query<ItemsQuery>, QueryReje
     let q = query(q)?;
     let page_size = q.page_size.ok_or_else(|| ApiError::new(StatusCode::BAD_REQUEST, "pageSize is missing"))?;
     let req = PageRequest { stream: q.stream(), page_size, page_token: q.page_token.clone() };
-    let page = s.producer.page(req, &s.counters).await.map_err(api_error)?;
+    let page = s.producer.page(req, &s.counters).await.map_err(crate::rest::api_error)?;
     let body =
         serde_json::to_vec(&page).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     s.counters.add_message_bytes(0, body.len() as u64);
@@ -296,7 +283,7 @@ async fn stream(
         ));
     }
     let req = q.stream();
-    payload::validate_stream(&req, &s.producer.core.limits).map_err(api_error)?;
+    payload::validate_stream(&req, &s.producer.core.limits).map_err(crate::rest::api_error)?;
     let (counters, events) = (s.counters.clone(), wants_events(&headers));
     let framed = s.producer.stream(req, s.counters.clone()).map(move |item| {
         let json = serde_json::to_string(&item).unwrap_or_default();

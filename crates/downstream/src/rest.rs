@@ -98,7 +98,7 @@ impl Encoding {
     }
 }
 
-fn api_error(e: PayloadError) -> ApiError {
+pub(crate) fn api_error(e: PayloadError) -> ApiError {
     let status = if e.is_too_large() { StatusCode::PAYLOAD_TOO_LARGE } else { StatusCode::BAD_REQUEST };
     ApiError::new(status, e.to_string())
 }
