@@ -325,6 +325,78 @@ pub struct RoundResult {
     /// replica reached directly and in older runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<ReplicaSet>,
+    /// What the streams delivered (streaming arms only): per-item figures.
+    /// `latency` is then from each stream's intended start to its last item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<StreamRound>,
+}
+
+/// One round of a streaming arm, item by item. A figure that could not be
+/// measured is `None`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StreamRound {
+    /// Items each stream asked for.
+    pub items_per_stream: u32,
+    /// Streams that delivered every item, whole and in order.
+    pub streams_ok: u64,
+    /// Items the harness received whole and in order (cut streams' too).
+    pub items: u64,
+    /// Items received per second, over the round's schedule.
+    pub items_per_second: f64,
+    /// From each stream's intended start to its first item.
+    pub first_item: Option<Summary>,
+    /// From each stream's intended start to its last item (the round's
+    /// corrected latency).
+    pub last_item: Option<Summary>,
+    /// Each item's arrival at the harness minus its production time at the
+    /// downstream, both read on the system clock.
+    pub item_delay: Option<Summary>,
+    /// Whether `item_delay` compares clocks of one host (`same_host`) or of
+    /// several (`across_hosts`: the clocks' offset is in every figure).
+    pub item_delay_clocks: String,
+    /// The most items each stream had in transit at once: produced by the
+    /// downstream, not yet taken by the harness.
+    pub buffered_items: Option<Spread>,
+    /// Streams cut short, by the items each had delivered (`"37": 2`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cut_after_items: BTreeMap<String, u64>,
+    /// Bytes per item on the internal hop (the downstream's listener,
+    /// divided by the items it produced) and on the front hop (the caller's
+    /// front listener, divided by the items the harness received).
+    pub internal: ItemBytes,
+    pub front: ItemBytes,
+    /// CPU µs per item received, by tier.
+    pub cpu_us_per_item: BTreeMap<TierName, f64>,
+    /// Streams open on average over the round (the load samples' in-flight).
+    pub open_streams_mean: Option<f64>,
+    /// Each tier's mean RSS per 1,000 streams open on average: the whole
+    /// process's memory, its idle footprint included, over the open streams.
+    pub rss_mib_per_1000_open_streams: BTreeMap<TierName, f64>,
+    /// The downstream's own count of its streams over the round: started,
+    /// finished, cut, open (at the end), the most open at once, items made,
+    /// items made after their due time and how late in all (the producer
+    /// held back by flow control or a full socket).
+    pub downstream: Option<telemetry::StreamSnapshot>,
+}
+
+/// A count's median, 99th percentile and maximum.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// Bytes per item of one hop; `None` where the counters or the items were
+/// not read.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ItemBytes {
+    /// The items divided by.
+    pub items: Option<u64>,
+    pub request_wire_bytes_per_item: Option<f64>,
+    pub response_wire_bytes_per_item: Option<f64>,
+    pub request_message_bytes_per_item: Option<f64>,
+    pub response_message_bytes_per_item: Option<f64>,
 }
 
 /// How the internal hop's calls fell on the downstream's replicas in one round.

@@ -68,6 +68,7 @@ pub fn config(transport: Transport) -> Config {
         generators: crate::config::Generators::default(),
         replicas: crate::config::Replicas::default(),
         contract: None,
+        streams: None,
     }
 }
 
@@ -166,6 +167,7 @@ pub fn round(index: u32, base_ms: f64, scale: f64) -> RoundResult {
         pids: [(TierName::Caller, 1000 + index), (TierName::Downstream, 2000 + index)].into_iter().collect(),
         cpu_throttling: BTreeMap::new(),
         replicas: None,
+        stream: None,
     }
 }
 

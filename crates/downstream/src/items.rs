@@ -49,6 +49,21 @@ pub struct Producer {
     pub interval: Duration,
 }
 
+/// A REST stream's outcome, counted as the listener counts a call's when
+/// its body is dropped: `ok` once its last item was made, `cancelled` if the
+/// client went away before (gRPC's edge layer counts its streams itself).
+struct Outcome {
+    counters: Arc<Counters>,
+    items: u32,
+    made: u32,
+}
+
+impl Drop for Outcome {
+    fn drop(&mut self) {
+        self.counters.record(if self.made >= self.items { "ok" } else { "cancelled" });
+    }
+}
+
 /// Counts a stream as cut unless it was marked whole before it ends.
 struct Open {
     counters: Arc<Counters>,
@@ -241,7 +256,11 @@ async fn page(State(s): State<RestItems>, q: Result<Query<ItemsQuery>, QueryReje
     let q = query(q)?;
     let page_size = q.page_size.ok_or_else(|| ApiError::new(StatusCode::BAD_REQUEST, "pageSize is missing"))?;
     let req = PageRequest { stream: q.stream(), page_size, page_token: q.page_token.clone() };
-    let page = s.producer.page(req, &s.counters).await.map_err(crate::rest::api_error)?;
+    let page = s.producer.page(req, &s.counters).await.map_err(|e| {
+        s.counters.record("invalid_argument");
+        crate::rest::api_error(e)
+    })?;
+    s.counters.record("ok");
     let body =
         serde_json::to_vec(&page).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     s.counters.add_message_bytes(0, body.len() as u64);
@@ -285,7 +304,11 @@ async fn stream(
     let req = q.stream();
     payload::validate_stream(&req, &s.producer.core.limits).map_err(crate::rest::api_error)?;
     let (counters, events) = (s.counters.clone(), wants_events(&headers));
+    let mut outcome = Outcome { counters: s.counters.clone(), items: req.items, made: 0 };
     let framed = s.producer.stream(req, s.counters.clone()).map(move |item| {
+        // The whole guard moves into the closure, to be dropped with the body.
+        let outcome = &mut outcome;
+        outcome.made = item.index + 1;
         let json = serde_json::to_string(&item).unwrap_or_default();
         counters.add_message_bytes(0, json.len() as u64);
         let framed = if events { format!("id: {}\ndata: {json}\n\n", item.index) } else { json + "\n" };

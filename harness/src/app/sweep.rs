@@ -221,6 +221,7 @@ fn payload_setup(plan: &Plan, sweep: &PayloadSweep, files: &[String]) -> String 
         }
         PayloadAxis::RequestBytes => setup.push_str(&format!(", {} items per response", cfg.work.items)),
         PayloadAxis::Items => {}
+        PayloadAxis::StreamItems => {}
         PayloadAxis::RequestData | PayloadAxis::ResponseData => {
             setup.push_str(&format!(" ({})", files.join("; ")));
         }
@@ -246,6 +247,7 @@ fn payload_step_name(axis: PayloadAxis, size: u32) -> String {
         PayloadAxis::RequestBytes => format!("step-{size}B"),
         PayloadAxis::RequestData => format!("step-requests-{size}"),
         PayloadAxis::ResponseData => format!("step-answers-{size}"),
+        PayloadAxis::StreamItems => format!("step-{size}per-stream"),
     }
 }
 
@@ -261,6 +263,7 @@ async fn payload_sweep(plan: &Plan, sweep: &PayloadSweep, interrupt: &Interrupt)
         PayloadAxis::RequestBytes => "bytes",
         PayloadAxis::RequestData => "requests",
         PayloadAxis::ResponseData => "answers",
+        PayloadAxis::StreamItems => "stream-items",
     };
     let load = format!("{what}-{}-{}-{rate}", sizes[0], sizes[sizes.len() - 1]);
     let Some((folder, tls)) = create_folder(plan, &started_at, &load) else { return EXIT_FAILED };

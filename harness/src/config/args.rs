@@ -12,9 +12,11 @@ use super::hop::HopArgs;
 use super::link::{self, LinkArgs};
 use super::load::{LoadArgs, LoadContext};
 use super::replicas::ReplicaArgs;
+use super::streams::StreamContext;
 use super::work::WorkArgs;
 use super::{
-    Config, ConfigError, Deploy, Flags, Generators, Hop, Load, Output, OutputArgs, Plan, Replicas, TransportArg, Work,
+    Config, ConfigError, Deploy, Flags, Generators, Hop, Load, Output, OutputArgs, Plan, Replicas, Streams,
+    TransportArg, Work,
 };
 
 /// Flags of a measured run.
@@ -40,6 +42,8 @@ pub struct RunArgs {
     pub replicas: ReplicaArgs,
     #[command(flatten)]
     pub contract: contract::ContractArgs,
+    #[command(flatten)]
+    pub streams: super::streams::StreamArgs,
 }
 
 impl Plan {
@@ -51,12 +55,35 @@ impl Plan {
         let (work, payload) = Work::from_args(&a.work, rates.len())?;
         // A list of data files is a payload sweep too (one step per file).
         let payload = payload.or(super::Contract::sweep(&a.contract, rates.len())?);
+        let cx = StreamContext {
+            arms: &a.arms.transport.arms(),
+            service_time: work.service_time(),
+            fanout: work.fanout,
+            request_bytes: work.request_bytes,
+            payload_sweep: payload.is_some(),
+            rates: rates.len(),
+            own_contract: !a.contract.proto.is_empty(),
+            through_caller: a.deploy.target == super::TargetTier::Caller,
+        };
+        let (streams, stream_sweep) = Streams::from_args(&a.streams, cx)?.unzip();
+        let payload = payload.or(stream_sweep.flatten());
         let (arms, baseline) = a.arms.check(rates.len() > 1 || payload.is_some())?;
         // Arms compared at one rate get enough rounds for an interval.
         let compared = arms.len() > 1 && rates.len() <= 1 && payload.is_none();
         let default_rounds = if compared { DEFAULT_COMPARED_ROUNDS } else { 1 };
-        let cx = LoadContext { service_time: work.service_time(), default_rounds, restartable: a.deploy.restartable() };
+        let service_time = streams.as_ref().map_or(work.service_time(), |s| s.length(work.service_time(), s.items));
+        let cx = LoadContext { service_time, default_rounds, restartable: a.deploy.restartable() };
         let load = Load::from_args(&a.load, rates.first().copied(), cx)?;
+        if let Some(s) = &streams {
+            if load.closed_loop {
+                return Err(super::bad(
+                    "--qps",
+                    "streams are started on the open-loop schedule: give --qps (streams per second)",
+                ));
+            }
+            let most = payload.as_ref().and_then(|p| p.sizes.last().copied()).unwrap_or(s.items);
+            s.check_timeout(work.service_time(), most, load.timeout)?;
+        }
         let mut deploy = Deploy::from_args(&a.deploy, &arms)?;
         let sweep = rates.len() > 1 || payload.is_some();
         let generators = Generators::from_args(&a.generators, &load, sweep, &mut deploy)?;
@@ -77,6 +104,7 @@ impl Plan {
             generators,
             replicas,
             contract,
+            streams,
         };
         Ok(Plan { config, arms, rates, payload })
     }
@@ -98,5 +126,7 @@ pub fn command_line(config: &Config, transport: TransportArg) -> Vec<String> {
     config.generators.replay(&mut flags);
     config.replicas.replay(&mut flags);
     super::Contract::replay(config.contract.as_ref(), &mut flags);
+    Streams::replay(config.streams.as_ref(), &mut flags);
+    Streams::replay_page_size(config.streams.as_ref(), &transport.arms(), &mut flags);
     flags.0
 }

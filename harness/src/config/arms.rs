@@ -74,19 +74,14 @@ pub(super) fn parse_transport(text: &str) -> Result<TransportArg, String> {
             Transport::from_name(name.trim()).ok_or_else(|| {
                 format!(
                     "{:?} in {text:?} is not an arm: use grpc, rest, rest-pb (protobuf over HTTP/1.1), grpc-json \
-                     (JSON over gRPC), both (= grpc,rest), a list such as grpc,rest,rest-pb,grpc-json, or \
-                     grpc,grpc / rest,rest for an A/A check of the statistics",
+                     (JSON over gRPC), both (= grpc,rest), a list such as grpc,rest,rest-pb,grpc-json, \
+                     grpc,grpc / rest,rest for an A/A check of the statistics, or the streaming arms \
+                     grpc-stream, grpc-pages, rest-pages, rest-ndjson, rest-sse",
                     name.trim()
                 )
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    if let Some(streaming) = arms.iter().find(|t| t.is_streaming()) {
-        return Err(format!(
-            "{streaming} is a streaming arm: the tiers serve it (the caller at POST /v1/stream), but the harness \
-             does not drive or measure streams yet; use grpc, rest, rest-pb or grpc-json"
-        ));
-    }
     TransportArg::from_arms(&arms).ok_or_else(|| {
         format!("{text:?} names an arm twice: list distinct arms, or exactly two of one (grpc,grpc) for an A/A check")
     })
@@ -94,9 +89,9 @@ pub(super) fn parse_transport(text: &str) -> Result<TransportArg, String> {
 
 /// `--baseline`: an arm's name.
 fn parse_baseline(text: &str) -> Result<Transport, String> {
-    Transport::from_name(text.trim())
-        .filter(|t| !t.is_streaming())
-        .ok_or_else(|| format!("{text:?}: use grpc, rest, rest-pb or grpc-json"))
+    Transport::from_name(text.trim()).ok_or_else(|| {
+        format!("{text:?}: use grpc, rest, rest-pb, grpc-json or a streaming arm (grpc-stream, rest-pages, …)")
+    })
 }
 
 impl ArmsArgs {

@@ -121,7 +121,7 @@ impl Contract {
         match axis {
             PayloadAxis::RequestData => step.request_data = pick(&self.request_data),
             PayloadAxis::ResponseData => step.response_data = pick(&self.response_data),
-            PayloadAxis::Items | PayloadAxis::RequestBytes => {}
+            PayloadAxis::Items | PayloadAxis::RequestBytes | PayloadAxis::StreamItems => {}
         }
         step
     }

@@ -20,6 +20,7 @@
 //! | `generators.rs` | `--segment`, `--start-at`, `--sample-tiers` |
 //! | `replicas.rs` | `--downstream-replicas`, `--balance`, the connection age, each replica's capacity |
 //! | `contract.rs` | a team's own contract: `--proto`, `--call`, its data files |
+//! | `streams.rs` | the streaming arms: `--stream-items`, `--stream-interval`, `--page-size`, `--consumer-delay` |
 //!
 //! `args.rs` puts them together. This module depends on nothing else in the
 //! harness.
@@ -36,6 +37,7 @@ mod output;
 mod plan;
 mod rates;
 mod replicas;
+mod streams;
 #[cfg(test)]
 mod tests;
 mod work;
@@ -58,6 +60,7 @@ pub use plan::{Plan, arm_dirs, compared_order, recorded_baseline};
 pub use rates::parse_rates;
 pub use replicas::{Balance, MAX_REPLICAS, Replicas, ScaleStep};
 pub use service::Compression;
+pub use streams::{DEFAULT_STREAM_ITEMS, Streams};
 pub use work::{PayloadAxis, PayloadSweep, Work};
 
 /// A flag that cannot be used, with the fix.
@@ -109,6 +112,10 @@ pub struct Config {
     /// built-in `bench.v1.Downstream/Fetch`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contract: Option<Contract>,
+    /// The streaming arms' items, interval, page size and consumer delay;
+    /// absent from run.json for unary arms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<Streams>,
 }
 
 /// A tier the harness starts, as the configuration gives it flags.
@@ -156,13 +163,20 @@ impl Config {
     /// plus a second for connection set-up, never more than `--warmup` (and
     /// none when warm-up is off).
     pub fn rewarm(&self) -> Duration {
-        (self.work.service_time() + Duration::from_secs(1)).min(self.load.warmup)
+        (self.service_time() + Duration::from_secs(1)).min(self.load.warmup)
+    }
+
+    /// How long one request takes at the least: the downstream's slowest
+    /// service time, and for a stream every item after it.
+    pub fn service_time(&self) -> Duration {
+        let service = self.work.service_time();
+        self.streams.as_ref().map_or(service, |s| s.length(service, s.items))
     }
 
     /// About how many requests are in flight at the target rate: rate times
     /// the slowest service time, plus a margin, capped by `--max-in-flight`.
     pub fn expected_in_flight(&self) -> u64 {
-        let per_request = self.work.service_time().as_secs_f64() + 0.1;
+        let per_request = self.service_time().as_secs_f64() + 0.1;
         ((self.load.qps * per_request).ceil() as u64 + 16).min(self.load.max_in_flight as u64)
     }
 
@@ -206,6 +220,9 @@ impl Config {
         self.replicas.tier_flags(role, &mut flags);
         if let Some(c) = &self.contract {
             c.tier_flags(role, &mut flags);
+        }
+        if let Some(s) = &self.streams {
+            s.tier_flags(role, &mut flags);
         }
         flags
     }

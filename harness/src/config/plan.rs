@@ -41,6 +41,9 @@ impl Plan {
         match axis {
             PayloadAxis::Items => config.work.items = size,
             PayloadAxis::RequestBytes => config.work.request_bytes = size,
+            PayloadAxis::StreamItems => {
+                config.streams = config.streams.map(|s| super::Streams { items: size, ..s });
+            }
             PayloadAxis::RequestData | PayloadAxis::ResponseData => {
                 config.contract = config.contract.map(|c| c.step(axis, size));
             }

@@ -106,10 +106,9 @@ fn compared_arms_default_to_three_rounds_and_an_a_a_pair_is_two_arms() {
     assert_eq!(plan(&["--transport", "both"]).unwrap().arm_dirs(), ["grpc", "rest"]);
     assert_eq!(plan(&["--transport", "rest,rest", "--qps", "10,20"]).unwrap_err().flag, "--transport");
     assert!(Cli::try_parse_from(["harness", "--transport", "grpc,soap"]).is_err());
-    // The tiers serve the streaming arms; the harness says it does not drive them yet.
+    // A streaming arm is compared with streaming arms only.
     for streaming in Transport::STREAMING {
-        let err = parse_transport(&format!("grpc,{streaming}")).unwrap_err();
-        assert!(err.contains("is a streaming arm") && err.contains(streaming.as_str()), "{err}");
+        assert_eq!(parse(&["--transport", &format!("grpc,{streaming}")]).unwrap_err().flag, "--transport");
     }
     for arg in ["grpc", "rest", "both", "grpc,grpc", "rest,rest", "rest-pb", "grpc,rest,rest-pb,grpc-json"] {
         let t = parse_transport(arg).unwrap();
@@ -383,4 +382,48 @@ fn the_run_folder_must_fit_in_the_free_space() {
     assert!(needed > 2 << 20 && needed < 64 << 20, "{needed}");
     assert!(plan(&["--duration", "1s", "--warmup", "0s"]).unwrap().expected_output_bytes() < needed);
     assert!(plan(&["--transport", "both", "--duration", "10m"]).unwrap().expected_output_bytes() > needed);
+}
+
+#[test]
+fn streaming_arms_take_their_flags_and_refuse_what_contradicts_them() {
+    let all = "grpc-stream,rest-pages,rest-ndjson,rest-sse,grpc-pages";
+    let p = plan(&["--transport", all, "--stream-items", "50", "--stream-interval", "10ms", "--qps", "20"]).unwrap();
+    assert_eq!(p.arms, Transport::STREAMING);
+    let s = p.config.streams.clone().unwrap();
+    assert_eq!(
+        (s.items, s.interval, s.page_size, s.consumer_delay),
+        (50, Duration::from_millis(10), 10, Duration::ZERO)
+    );
+    assert_eq!(p.config.load.rounds, DEFAULT_COMPARED_ROUNDS);
+    // The downstream gets the interval, the caller the page size; unary arms neither.
+    let c = p.arm(Transport::GrpcPages);
+    assert!(c.tier_flags(TierRole::Downstream, None).0.windows(2).any(|w| w == ["--stream-interval", "10ms"]));
+    assert!(c.tier_flags(TierRole::Caller, None).0.windows(2).any(|w| w == ["--page-size", "10"]));
+    let unary = parse(&["--transport", "grpc"]).unwrap();
+    assert!(unary.streams.is_none());
+    assert!(!unary.tier_flags(TierRole::Downstream, None).0.iter().any(|f| f == "--stream-interval"));
+    // A list of items is a sweep; a stream longer than the timeout is refused.
+    let sweep = plan(&["--transport", "grpc-stream", "--stream-items", "10,100"]).unwrap();
+    assert_eq!(sweep.payload, Some(PayloadSweep { axis: PayloadAxis::StreamItems, sizes: vec![10, 100] }));
+    assert_eq!(sweep.payload_step(PayloadAxis::StreamItems, 100).config.streams.unwrap().items, 100);
+    for (args, flag) in [
+        (&["--transport", "grpc", "--stream-items", "5"][..], "--stream-items"),
+        (&["--transport", "rest", "--consumer-delay", "1ms"], "--consumer-delay"),
+        (&["--transport", "grpc-stream", "--page-size", "5"], "--page-size"),
+        (&["--transport", "rest-pages", "--page-size", "0"], "--page-size"),
+        (&["--transport", "grpc-stream", "--stream-items", "0"], "--stream-items"),
+        (&["--transport", "grpc-stream", "--fanout", "2"], "--fanout"),
+        (&["--transport", "grpc-stream", "--request-bytes", "10"], "--request-bytes"),
+        (&["--transport", "grpc-stream", "--target", "downstream"], "--target"),
+        (&["--transport", "grpc-stream", "--connections", "4", "--duration", "5s"], "--qps"),
+        (&["--transport", "grpc-stream", "--stream-items", "10,100", "--qps", "10,20"], "--stream-items"),
+        (&["--transport", "grpc-stream", "--stream-items", "1000", "--stream-interval", "50ms"], "--timeout"),
+    ] {
+        assert_eq!(plan(args).unwrap_err().flag, flag, "{args:?}");
+    }
+    // What rerun replays gives the same configuration back.
+    let line = command_line(&p.config, TransportArg::from_arms(&p.arms).unwrap());
+    let full = std::iter::once("harness").chain(line.iter().map(String::as_str));
+    let again = Plan::from_args(&Cli::try_parse_from(full).unwrap().run).unwrap();
+    assert_eq!(again.config, p.config);
 }

@@ -70,6 +70,8 @@ pub enum PayloadAxis {
     RequestData,
     /// A team's own answer data files, numbered from 1 (`--response-data a,b,c`).
     ResponseData,
+    /// Items per stream of the streaming arms (`--stream-items 10,100,1000`).
+    StreamItems,
 }
 
 impl PayloadAxis {
@@ -80,6 +82,7 @@ impl PayloadAxis {
             PayloadAxis::RequestBytes => "--request-bytes",
             PayloadAxis::RequestData => "--request-data",
             PayloadAxis::ResponseData => "--response-data",
+            PayloadAxis::StreamItems => "--stream-items",
         }
     }
 
@@ -90,15 +93,7 @@ impl PayloadAxis {
             PayloadAxis::RequestBytes => "request body bytes",
             PayloadAxis::RequestData => "request data file (in the order given)",
             PayloadAxis::ResponseData => "answer data file (in the order given)",
-        }
-    }
-
-    /// The size of this axis in `work` (a data file's number is not there: 0).
-    pub fn of(self, work: &Work) -> u32 {
-        match self {
-            PayloadAxis::Items => work.items,
-            PayloadAxis::RequestBytes => work.request_bytes,
-            PayloadAxis::RequestData | PayloadAxis::ResponseData => 0,
+            PayloadAxis::StreamItems => "items per stream",
         }
     }
 
@@ -123,7 +118,7 @@ fn parse_shape(text: &str) -> Result<Shape, String> {
 
 /// A payload size list (`--items`, `--request-bytes`): one whole number, or
 /// several, strictly increasing.
-fn parse_sizes(flag: &'static str, text: &str) -> Result<Vec<u32>, ConfigError> {
+pub(super) fn parse_sizes(flag: &'static str, text: &str) -> Result<Vec<u32>, ConfigError> {
     let sizes = text
         .split(',')
         .map(|part| {

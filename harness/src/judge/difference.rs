@@ -33,6 +33,17 @@ pub const FINDING_KEYS: &[&str] = &[
     "replica_shed",
     "internal.request_wire_bytes",
     "internal.response_wire_bytes",
+    "first_item_p50",
+    "first_item_p99",
+    "item_delay_p99",
+    "items_per_second",
+    "streams_cut",
+    "cpu_us_per_item.caller",
+    "cpu_us_per_item.downstream",
+    "internal.request_wire_bytes_per_item",
+    "internal.response_wire_bytes_per_item",
+    "rss_mib_per_1000_streams.caller",
+    "rss_mib_per_1000_streams.downstream",
 ];
 
 /// How a row's interval was computed: every row, latency percentiles

@@ -15,7 +15,7 @@ use crate::judge::stats::summarize;
 use crate::measure::histogram::{decode_histogram, encode_histogram, new_histogram};
 use crate::result::{
     ErrorReason, Generator, GeneratorFigures, Latency, LoadSample, Requests, Resources, RoundResult, RunResult,
-    RunStatus, TierName,
+    RunStatus, StreamRound, TierName,
 };
 
 /// One generator's run of one arm, and the folder it came from.
@@ -216,7 +216,9 @@ pub fn merge_round(config: &crate::config::Config, sampler: &RoundResult, rounds
         }
     }
     resources.insert(TierName::Harness, harness(rounds, sampler.window_seconds, requests.sent));
+    let stream = sampler.stream.as_ref().map(|own| merge_stream(own, rounds, &histograms, &resources));
     RoundResult {
+        stream,
         complete: rounds.iter().all(|r| r.complete),
         throughput: throughput(config, requests.sent, requests.ok, requests.scheduled, sampler.window_seconds),
         latency: Latency {
@@ -233,6 +235,47 @@ pub fn merge_round(config: &crate::config::Config, sampler: &RoundResult, rounds
         // The worst of the generators' machines.
         steal_percent: rounds.iter().filter_map(|r| r.steal_percent).reduce(f64::max),
         ..sampler.clone()
+    }
+}
+
+/// The sampler's stream figures with every generator's items: counts
+/// summed, percentiles from the added histograms, the front hop's bytes
+/// (counted for every generator) over every generator's items.
+fn merge_stream(
+    own: &StreamRound,
+    rounds: &[&RoundResult],
+    histograms: &BTreeMap<String, Histogram<u64>>,
+    resources: &BTreeMap<TierName, Resources>,
+) -> StreamRound {
+    let each: Vec<&StreamRound> = rounds.iter().filter_map(|r| r.stream.as_ref()).collect();
+    let items: u64 = each.iter().map(|s| s.items).sum();
+    let mut cut_after_items = BTreeMap::new();
+    for (k, n) in each.iter().flat_map(|s| &s.cut_after_items) {
+        *cut_after_items.entry(k.clone()).or_default() += n;
+    }
+    let scale = |v: Option<f64>| Some(v? * own.items as f64 / items.max(1) as f64);
+    let f = &own.front;
+    let mut cpu_us_per_item = own.cpu_us_per_item.clone();
+    if let Some(cpu) = resources.get(&TierName::Harness).and_then(|r| r.cpu_seconds).filter(|_| items > 0) {
+        cpu_us_per_item.insert(TierName::Harness, cpu * 1e6 / items as f64);
+    }
+    StreamRound {
+        streams_ok: each.iter().map(|s| s.streams_ok).sum(),
+        items,
+        items_per_second: each.iter().map(|s| s.items_per_second).sum(),
+        first_item: histograms.get("first_item").and_then(summarize),
+        last_item: histograms.get("corrected").and_then(summarize),
+        item_delay: histograms.get("item_delay").and_then(summarize),
+        cut_after_items,
+        front: crate::result::ItemBytes {
+            items: Some(items),
+            request_wire_bytes_per_item: scale(f.request_wire_bytes_per_item),
+            response_wire_bytes_per_item: scale(f.response_wire_bytes_per_item),
+            request_message_bytes_per_item: scale(f.request_message_bytes_per_item),
+            response_message_bytes_per_item: scale(f.response_message_bytes_per_item),
+        },
+        cpu_us_per_item,
+        ..own.clone()
     }
 }
 

@@ -2,7 +2,7 @@
 //! better, and how it is read from a round. A table, not code: renderers
 //! iterate it, nothing else decides what a row is.
 
-use crate::result::{Resources, RoundResult, RunResult, TierName};
+use crate::result::{Resources, RoundResult, RunResult, StreamRound, TierName};
 
 /// Which direction of a metric is better.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +78,10 @@ macro_rules! share {
             .share
             .map(|s| s * 100.0))
     };
+}
+
+fn stream(r: &RoundResult) -> Option<&StreamRound> {
+    r.stream.as_ref()
 }
 
 fn res(r: &RoundResult, tier: TierName) -> Option<&Resources> {
@@ -186,6 +190,30 @@ static METRICS: &[Metric] = &[
     share!(13),
     share!(14),
     share!(15),
+    row!(optional "first_item_p50", "time to first item p50 (ms)", Lower, 2, |r| stream(r)?.first_item.as_ref().map(|s| s.p50_ms)),
+    row!(optional "first_item_p99", "time to first item p99 (ms)", Lower, 2, |r| stream(r)?.first_item.as_ref().map(|s| s.p99_ms)),
+    row!(optional "last_item_p50", "time to last item p50 (ms)", Lower, 2, |r| stream(r)?.last_item.as_ref().map(|s| s.p50_ms)),
+    row!(optional "last_item_p99", "time to last item p99 (ms)", Lower, 2, |r| stream(r)?.last_item.as_ref().map(|s| s.p99_ms)),
+    row!(optional "item_delay_p50", "per-item delay p50 (ms)", Lower, 3, |r| stream(r)?.item_delay.as_ref().map(|s| s.p50_ms)),
+    row!(optional "item_delay_p99", "per-item delay p99 (ms)", Lower, 3, |r| stream(r)?.item_delay.as_ref().map(|s| s.p99_ms)),
+    row!(optional "items_per_second", "items per second", Higher, 1, |r| Some(stream(r)?.items_per_second)),
+    row!(optional "streams_cut", "streams cut", Lower, 0, |r| stream(r).map(|_| r.requests.errors.get("stream_cut").copied().unwrap_or(0) as f64)),
+    row!(optional "cpu_us_per_item.caller", "caller CPU per item (µs)", Lower, 2, |r| stream(r)?.cpu_us_per_item.get(&TierName::Caller).copied()),
+    row!(optional "cpu_us_per_item.downstream", "downstream CPU per item (µs)", Lower, 2, |r| stream(r)?.cpu_us_per_item.get(&TierName::Downstream).copied()),
+    row!(optional "cpu_us_per_item.proxy", "proxy CPU per item (µs)", Lower, 2, |r| stream(r)?.cpu_us_per_item.get(&TierName::Proxy).copied()),
+    row!(optional "internal.request_wire_bytes_per_item", "internal hop wire bytes per item, caller → downstream", Lower, 1, |r| stream(r)?.internal.request_wire_bytes_per_item),
+    row!(optional "internal.response_wire_bytes_per_item", "internal hop wire bytes per item, downstream → caller", Lower, 1, |r| stream(r)?.internal.response_wire_bytes_per_item),
+    row!(optional "internal.request_message_bytes_per_item", "internal hop message bytes per item, caller → downstream", Lower, 1, |r| stream(r)?.internal.request_message_bytes_per_item),
+    row!(optional "internal.response_message_bytes_per_item", "internal hop message bytes per item, downstream → caller", Lower, 1, |r| stream(r)?.internal.response_message_bytes_per_item),
+    row!(optional "front.response_wire_bytes_per_item", "front hop wire bytes per item, caller → harness", Neither, 1, |r| stream(r)?.front.response_wire_bytes_per_item),
+    row!(optional "open_streams", "open streams, mean", Neither, 1, |r| stream(r)?.open_streams_mean),
+    row!(optional "rss_mib_per_1000_streams.caller", "caller memory per 1,000 open streams (MiB)", Lower, 1, |r| stream(r)?.rss_mib_per_1000_open_streams.get(&TierName::Caller).copied()),
+    row!(optional "rss_mib_per_1000_streams.downstream", "downstream memory per 1,000 open streams (MiB)", Lower, 1, |r| stream(r)?.rss_mib_per_1000_open_streams.get(&TierName::Downstream).copied()),
+    row!(optional "buffered_items_max", "items in transit per stream, max", Neither, 0, |r| stream(r)?.buffered_items.as_ref().map(|b| b.max)),
+    row!(optional "items_held_back_percent", "items the producer made late (% of items)", Neither, 1, |r| {
+        let d = stream(r)?.downstream.as_ref()?;
+        (d.items > 0).then(|| d.items_late as f64 * 100.0 / d.items as f64)
+    }),
     row!("cpu_seconds.harness", "harness CPU (s)", Neither, 2, |r| res(r, TierName::Harness)?.cpu_seconds),
     row!("cpu_percent_peak.harness", "harness CPU peak (% of a core)", Neither, 1, |r| res(r, TierName::Harness)?
         .cpu_percent_peak),

@@ -30,6 +30,7 @@ pub mod projection;
 pub mod replicas;
 pub mod round;
 pub mod stats;
+pub mod streams;
 pub mod validity;
 
 pub use validity::validity;

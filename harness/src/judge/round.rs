@@ -44,7 +44,9 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
     let window = (input.to_seconds - input.from_seconds).max(1e-9);
     let in_window: Vec<&ResourceSample> =
         input.samples.iter().filter(|s| s.t_seconds >= input.from_seconds && s.t_seconds <= input.to_seconds).collect();
+    let resources = all_resources(input.deltas, &in_window, window, rec, served(input));
     RoundResult {
+        stream: super::streams::stream_round(input, &resources),
         index: input.round + 1,
         complete: input.complete,
         started_seconds: input.from_seconds,
@@ -52,8 +54,8 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
         requests: Requests { scheduled: input.scheduled, sent: rec.sent, ok: rec.ok, errors: rec.errors.clone() },
         throughput: throughput(input.config, rec.sent, rec.ok, input.scheduled, window),
         latency: latency(rec, input.config.deploy.target == crate::config::TargetTier::Caller),
-        histograms: histograms(rec),
-        resources: all_resources(input.deltas, &in_window, window, rec, served(input)),
+        histograms: histograms(rec, input.config.streams.is_some()),
+        resources,
         bytes: Hops {
             front: hop_bytes("front", input.deltas.front.as_ref()),
             internal: hop_bytes(input.config.transport.listener(), input.deltas.internal.as_ref()),
@@ -147,7 +149,10 @@ fn latency(rec: &RoundRecord, front: bool) -> Latency {
     }
 }
 
-fn histograms(rec: &RoundRecord) -> BTreeMap<String, String> {
+/// The round's histograms by name; a streaming arm's also its first item,
+/// item delay and items in transit.
+fn histograms(rec: &RoundRecord, streaming: bool) -> BTreeMap<String, String> {
+    let streams = [("first_item", &rec.first_item), ("item_delay", &rec.item_delay), ("buffered_items", &rec.buffered)];
     [
         ("corrected", &rec.corrected),
         ("service", &rec.service),
@@ -156,6 +161,7 @@ fn histograms(rec: &RoundRecord) -> BTreeMap<String, String> {
         ("caller_overhead", &rec.caller_overhead),
     ]
     .into_iter()
+    .chain(streams.into_iter().filter(|_| streaming))
     .map(|(k, h)| (k.to_owned(), encode_histogram(h)))
     .collect()
 }
@@ -524,6 +530,7 @@ mod tests {
                 outcome: Outcome::Ok,
                 downstream_us: None,
                 kernel_stamped: false,
+                stream: None,
             });
         }
         let deltas = Deltas {

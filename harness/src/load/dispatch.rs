@@ -66,6 +66,7 @@ pub async fn dispatch(
                     outcome: Outcome::Dropped,
                     downstream_us: None,
                     kernel_stamped: false,
+                    stream: None,
                 });
             } else {
                 live.in_flight.fetch_add(1, Relaxed);
@@ -165,7 +166,7 @@ async fn send_one(index: u64, due: Instant, target: Arc<Target>, live: Arc<Live>
     let sent = Instant::now();
     live.sent.fetch_add(1, Relaxed);
     let answer = target.send(index).await;
-    let Answer { outcome, done, downstream_us, kernel_stamped, reason } = answer;
+    let Answer { outcome, done, downstream_us, kernel_stamped, reason, stream } = answer;
     live.in_flight.fetch_sub(1, Relaxed);
     if outcome == Outcome::Ok {
         live.ok.fetch_add(1, Relaxed);
@@ -173,7 +174,7 @@ async fn send_one(index: u64, due: Instant, target: Arc<Target>, live: Arc<Live>
         live.errors.fetch_add(1, Relaxed);
         target.reasons.note(outcome, reason.as_deref().unwrap_or("(no reason given)"));
     }
-    let _ = shots.send(Shot { index, due, sent: Some(sent), done, outcome, downstream_us, kernel_stamped });
+    let _ = shots.send(Shot { index, due, sent: Some(sent), done, outcome, downstream_us, kernel_stamped, stream });
 }
 
 #[cfg(test)]

@@ -92,6 +92,35 @@ pub(super) enum Sent {
 
 /// An answer read whole: its body, bounded by [`MAX_ANSWER_BYTES`], and
 /// when its last byte arrived.
+/// How an exchange reads its answer, once the head has come: whole
+/// ([`Whole`]) or item by item (`stream.rs`). A trait rather than an async
+/// closure, so that the future is known to be `Send` for every borrow of
+/// the stamp.
+pub(super) trait ReadAnswer: Sync {
+    type Output: Send;
+    fn read<'a>(
+        &'a self,
+        resp: hyper::Response<hyper::body::Incoming>,
+        rx: &'a RxStamp,
+        start: Instant,
+    ) -> impl Future<Output = Result<Self::Output, Sent>> + Send + 'a;
+}
+
+/// The whole body at once.
+pub(super) struct Whole;
+
+impl ReadAnswer for Whole {
+    type Output = FrontAnswer;
+    fn read<'a>(
+        &'a self,
+        resp: hyper::Response<hyper::body::Incoming>,
+        rx: &'a RxStamp,
+        start: Instant,
+    ) -> impl Future<Output = Result<FrontAnswer, Sent>> + Send + 'a {
+        read_whole(resp, rx, start)
+    }
+}
+
 async fn read_whole(
     resp: hyper::Response<hyper::body::Incoming>,
     rx: &RxStamp,
@@ -207,14 +236,14 @@ impl FrontClient {
     /// out again on a new connection, as a pooled client (hyper-util's) does
     /// with a request that was never sent; the wait counts in its latency.
     pub async fn post_json(&self, body: String) -> Result<FrontAnswer, FrontError> {
-        self.post_reading(body, read_whole).await
+        self.post_reading(body, Whole).await
     }
 
     /// [`post_json`](Self::post_json) with the answer read by `read` (the
     /// whole body, or a stream's items as they come: `stream.rs`).
     pub(super) async fn post_reading<T, R>(&self, body: String, read: R) -> Result<T, FrontError>
     where
-        R: AsyncFn(hyper::Response<hyper::body::Incoming>, &RxStamp, Instant) -> Result<T, Sent>,
+        R: ReadAnswer<Output = T>,
     {
         let c = match self.take_idle() {
             Some(c) => c,
@@ -226,14 +255,14 @@ impl FrontClient {
     /// [`post_json`](Self::post_json) on `c`.
     #[cfg(test)]
     async fn post_on(&self, c: Conn, body: String) -> Result<FrontAnswer, FrontError> {
-        self.post_on_with(c, body, &read_whole).await
+        self.post_on_with(c, body, &Whole).await
     }
 
     /// The exchange on `c`, and once more on a new connection if `c` ended
     /// before the request went out.
     async fn post_on_with<T, R>(&self, mut c: Conn, body: String, read: &R) -> Result<T, FrontError>
     where
-        R: AsyncFn(hyper::Response<hyper::body::Incoming>, &RxStamp, Instant) -> Result<T, Sent>,
+        R: ReadAnswer<Output = T>,
     {
         let body = Bytes::from(body);
         let mut attempt = self.exchange_with(&mut c, body.clone(), read).await;
@@ -251,14 +280,14 @@ impl FrontClient {
     /// One exchange on `c`, its answer read whole.
     #[cfg(test)]
     async fn exchange(&self, c: &mut Conn, body: Bytes) -> Result<(FrontAnswer, bool), Attempt> {
-        self.exchange_with(c, body, &read_whole).await
+        self.exchange_with(c, body, &Whole).await
     }
 
     /// One exchange on `c`, its answer read by `read`: the answer and
     /// whether the connection can be kept, or why there is none.
     async fn exchange_with<T, R>(&self, c: &mut Conn, body: Bytes, read: &R) -> Result<(T, bool), Attempt>
     where
-        R: AsyncFn(hyper::Response<hyper::body::Incoming>, &RxStamp, Instant) -> Result<T, Sent>,
+        R: ReadAnswer<Output = T>,
     {
         let mut req = Request::post(self.path.clone()).body(Full::new(body)).expect("a valid request");
         req.headers_mut().insert(HOST, self.host.clone());
@@ -274,7 +303,7 @@ impl FrontClient {
                 Some(_) => Sent::No,
                 None => Sent::Yes(e.into_error()),
             })?;
-            read(resp, rx, start).await
+            read.read(resp, rx, start).await
         };
         // Poll the exchange and the connection together. The connection can
         // end in the same poll that delivers the answer (a server that

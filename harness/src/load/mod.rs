@@ -52,6 +52,8 @@ pub enum Outcome {
     BadResponse,
     /// Not sent: `--max-in-flight` requests were outstanding when it was due.
     Dropped,
+    /// A stream that ended before its last item (its record says after how many).
+    StreamCut,
 }
 
 impl Outcome {
@@ -66,12 +68,13 @@ impl Outcome {
             Outcome::DownstreamStatus => Some("status".into()),
             Outcome::BadResponse => Some("bad_response".into()),
             Outcome::Dropped => Some("dropped".into()),
+            Outcome::StreamCut => Some("stream_cut".into()),
         }
     }
 }
 
 /// One request's record.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Shot {
     pub index: u64,
     pub due: Instant,
@@ -83,6 +86,28 @@ pub struct Shot {
     pub downstream_us: Option<u64>,
     /// Whether `done` is the kernel's receive stamp of the answer's last byte.
     pub kernel_stamped: bool,
+    /// What a stream delivered (streaming arms only): `done` is then its
+    /// last item's arrival.
+    pub stream: Option<Box<StreamFacts>>,
+}
+
+/// What one stream delivered, item by item.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StreamFacts {
+    /// When its first item arrived; `None` for a stream with none.
+    pub first: Option<Instant>,
+    /// Items received whole and in order.
+    pub items: u64,
+    /// Each item's delay in µs: its arrival at the harness (the kernel's
+    /// stamp) minus its production time at the downstream, both on the
+    /// system clock.
+    pub delays_us: Vec<u64>,
+    /// The most items in transit at once: produced by the downstream, not
+    /// yet taken by the harness (held in the tiers' and the kernel's
+    /// buffers).
+    pub buffered_peak: u64,
+    /// For a stream cut short, the items it delivered before the cut.
+    pub cut_after: Option<u64>,
 }
 
 /// When each request is due: at `qps` from `t0`, or after a ramp from zero.

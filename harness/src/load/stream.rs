@@ -13,8 +13,13 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::StatusCode;
 
-use super::front::{FrontClient, FrontError, MAX_ANSWER_BYTES, Sent};
+use payload::{StreamItem, StreamRequest};
+
+use super::front::{FrontClient, FrontError, MAX_ANSWER_BYTES, ReadAnswer, Sent};
 use super::stamped::RxStamp;
+use super::target::{Answer, Target, classify, error_body_reason, no_answer_within};
+use super::{Outcome, StreamFacts};
+use crate::config::Streams;
 
 /// One item as the front door relayed it.
 #[derive(Debug, Clone)]
@@ -56,8 +61,132 @@ impl FrontClient {
     /// item by item, `consumer_delay` late each; pooled and retried as
     /// [`FrontClient::post_json`] is.
     pub async fn post_stream(&self, body: String, consumer_delay: Duration) -> Result<StreamAnswer, FrontError> {
-        self.post_reading(body, async |resp, rx, start| read_items(resp, rx, start, consumer_delay).await).await
+        self.post_reading(body, Items { consumer_delay }).await
     }
+}
+
+/// A stream's answer, item by item, each taken `consumer_delay` late.
+struct Items {
+    consumer_delay: Duration,
+}
+
+impl ReadAnswer for Items {
+    type Output = StreamAnswer;
+    fn read<'a>(
+        &'a self,
+        resp: hyper::Response<hyper::body::Incoming>,
+        rx: &'a RxStamp,
+        start: Instant,
+    ) -> impl Future<Output = Result<StreamAnswer, Sent>> + Send + 'a {
+        read_items(resp, rx, start, self.consumer_delay)
+    }
+}
+
+/// Sends stream `index` through the streaming front door and reads it
+/// item by item; `done` is its last item's arrival. Each item is checked
+/// against the one generated for its place (after the last has arrived,
+/// so the check costs no latency), and what the stream delivered goes in
+/// [`StreamFacts`].
+pub(super) async fn stream_request(index: u64, target: &Target, client: &FrontClient, streams: &Streams) -> Answer {
+    let req = StreamRequest { request_id: index.to_string(), items: streams.items, item_bytes: 0 };
+    let body = serde_json::to_string(&req).unwrap_or_default();
+    // One reading of both clocks: the harness's stamps are monotonic, the
+    // downstream's production times are on the system clock.
+    let anchor = Clocks::now();
+    let answer = match tokio::time::timeout(target.timeout, client.post_stream(body, streams.consumer_delay)).await {
+        Err(_) => return Answer::clocked(Outcome::Timeout, no_answer_within(target.timeout)),
+        Ok(Err(e)) => return Answer::clocked(classify(&e), e.to_string()),
+        Ok(Ok(a)) => a,
+    };
+    if answer.status != StatusCode::OK {
+        let reason = error_body_reason(answer.refusal.as_deref().unwrap_or_default());
+        return Answer::clocked(Outcome::Status(answer.status.as_u16()), reason);
+    }
+    let (facts, failure) = stream_facts(&req, &answer, anchor);
+    let last = answer.items.last();
+    let (outcome, reason) = match failure {
+        Some((outcome, reason)) => (outcome, Some(reason)),
+        None => (Outcome::Ok, None),
+    };
+    Answer {
+        done: last.map_or_else(Instant::now, |i| i.arrived),
+        outcome,
+        downstream_us: None,
+        kernel_stamped: last.is_some_and(|i| i.kernel_stamped),
+        reason,
+        stream: Some(Box::new(facts)),
+    }
+}
+
+/// The monotonic and the system clock read together.
+#[derive(Debug, Clone, Copy)]
+struct Clocks {
+    instant: Instant,
+    unix_nanos: i128,
+}
+
+impl Clocks {
+    fn now() -> Clocks {
+        let instant = Instant::now();
+        let unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Clocks { instant, unix_nanos: unix.as_nanos() as i128 }
+    }
+
+    /// `at` on the system clock, in nanoseconds since the Unix epoch.
+    fn unix_nanos(&self, at: Instant) -> i128 {
+        match at.checked_duration_since(self.instant) {
+            Some(d) => self.unix_nanos + d.as_nanos() as i128,
+            None => self.unix_nanos - self.instant.duration_since(at).as_nanos() as i128,
+        }
+    }
+}
+
+/// What a stream delivered, and why it failed if it did: an item that is
+/// not the one generated for its place, or fewer items than asked for.
+fn stream_facts(
+    req: &StreamRequest,
+    answer: &StreamAnswer,
+    clocks: Clocks,
+) -> (StreamFacts, Option<(Outcome, String)>) {
+    let mut facts = StreamFacts { first: answer.items.first().map(|i| i.arrived), ..StreamFacts::default() };
+    let mut produced: Vec<i128> = Vec::with_capacity(answer.items.len());
+    for (i, item) in answer.items.iter().enumerate() {
+        let parsed = match serde_json::from_slice::<StreamItem>(&item.json) {
+            Ok(p) => p,
+            Err(e) => return (facts, Some((Outcome::BadResponse, format!("item {i} is not an item: {e}")))),
+        };
+        if let Err(e) = payload::verify_item(req, &parsed, i as u32) {
+            return (facts, Some((Outcome::BadResponse, e.to_string())));
+        }
+        let made = i128::from(parsed.produced_unix_nanos);
+        let delay = (clocks.unix_nanos(item.arrived) - made).max(0);
+        facts.delays_us.push((delay / 1000) as u64);
+        produced.push(made);
+        facts.items += 1;
+    }
+    // Items in transit when each was taken: those produced by then
+    // (production times rise with the index), less those already taken.
+    facts.buffered_peak = answer
+        .items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let taken = clocks.unix_nanos(item.taken);
+            produced.partition_point(|p| *p <= taken).saturating_sub(i) as u64
+        })
+        .max()
+        .unwrap_or(0);
+    let k = facts.items;
+    let cut = match &answer.cut {
+        Some(c) => Some(c.reason.clone()),
+        None if k < u64::from(req.items) => Some("the stream ended early".to_owned()),
+        None => None,
+    };
+    let failure = cut.map(|reason| {
+        facts.cut_after = Some(k);
+        (Outcome::StreamCut, format!("cut after {k} of {} items: {reason}", req.items))
+    });
+    (facts, failure)
 }
 
 /// The caller's last line when a stream failed: `{"error": …, "afterItems": k}`.

@@ -73,6 +73,9 @@ pub struct Target {
     /// A team's own contract (`--proto`): request `i` is call `i`, and its
     /// answers must be answer `i` mod their count.
     pub custom: Option<Arc<contract::Loaded>>,
+    /// The streaming arms' streams (`--stream-items`, `--consumer-delay`):
+    /// request `i` is stream `i`, read item by item.
+    pub streams: Option<crate::config::Streams>,
 }
 
 /// How one request ended, and when its answer's last byte arrived (before
@@ -88,12 +91,21 @@ pub struct Answer {
     pub kernel_stamped: bool,
     /// Why it failed, as the failing side said it (`None` for a success).
     pub reason: Option<String>,
+    /// What a stream delivered (streaming arms only).
+    pub stream: Option<Box<super::StreamFacts>>,
 }
 
 impl Answer {
     /// A failure, stamped now.
-    fn clocked(outcome: Outcome, reason: String) -> Self {
-        Answer { done: Instant::now(), outcome, downstream_us: None, kernel_stamped: false, reason: Some(reason) }
+    pub(super) fn clocked(outcome: Outcome, reason: String) -> Self {
+        Answer {
+            done: Instant::now(),
+            outcome,
+            downstream_us: None,
+            kernel_stamped: false,
+            reason: Some(reason),
+            stream: None,
+        }
     }
 }
 
@@ -116,6 +128,7 @@ impl Target {
             shape: c.work.shape,
             request_bytes: c.work.request_bytes,
             custom: custom.clone(),
+            streams: c.streams.clone(),
             ..t
         };
         if c.deploy.target == TargetTier::Caller {
@@ -150,6 +163,7 @@ impl Target {
             checks: Checks::default(),
             reasons: Arc::default(),
             custom: None,
+            streams: None,
         }
     }
 
@@ -168,7 +182,10 @@ impl Target {
     /// then checks and classifies the answer.
     pub async fn send(&self, index: u64) -> Answer {
         match &self.endpoint {
-            Endpoint::Front(client) => front_request(index, self, client).await,
+            Endpoint::Front(client) => match &self.streams {
+                Some(streams) => super::stream::stream_request(index, self, client, streams).await,
+                None => front_request(index, self, client).await,
+            },
             Endpoint::Direct(client) => direct_request(index, self, client.as_ref()).await,
         }
     }
@@ -199,7 +216,7 @@ async fn direct_request(index: u64, target: &Target, client: &dyn Outbound) -> A
             (outcome, Some(e.to_string()))
         }
     };
-    Answer { done, outcome, downstream_us: None, kernel_stamped: false, reason }
+    Answer { done, outcome, downstream_us: None, kernel_stamped: false, reason, stream: None }
 }
 
 /// Whether `body` is the JSON array of `fanout` answers call `n` must get:
@@ -253,19 +270,19 @@ async fn front_request(index: u64, target: &Target, client: &FrontClient) -> Ans
     } else {
         (Outcome::BadResponse, Some(FAILED_CHECK.to_owned()))
     };
-    Answer { done, outcome, downstream_us, kernel_stamped, reason }
+    Answer { done, outcome, downstream_us, kernel_stamped, reason, stream: None }
 }
 
 /// The reason of an answer that failed the end-to-end check.
 const FAILED_CHECK: &str = "the answer failed the end-to-end check of its records";
 
-fn no_answer_within(timeout: Duration) -> String {
+pub(super) fn no_answer_within(timeout: Duration) -> String {
     format!("no answer within {} (--timeout)", humantime::format_duration(timeout))
 }
 
 /// What an error answer's body says: the `error` of the JSON every tier
 /// answers with, or the body's first bytes as text.
-fn error_body_reason(body: &[u8]) -> String {
+pub(super) fn error_body_reason(body: &[u8]) -> String {
     #[derive(serde::Deserialize)]
     struct ErrorBody {
         error: String,
@@ -277,7 +294,7 @@ fn error_body_reason(body: &[u8]) -> String {
     }
 }
 
-fn classify(e: &FrontError) -> Outcome {
+pub(super) fn classify(e: &FrontError) -> Outcome {
     match e {
         FrontError::Connect(..) => Outcome::Connect,
         FrontError::Http(_) | FrontError::Closed | FrontError::TooLarge => Outcome::BadResponse,

@@ -27,6 +27,16 @@ pub struct RoundRecord {
     pub send_lag: Histogram<u64>,
     pub downstream_hop: Histogram<u64>,
     pub caller_overhead: Histogram<u64>,
+    /// Streams: from the intended start to the first item (µs).
+    pub first_item: Histogram<u64>,
+    /// Streams: each item's arrival minus its production time (µs).
+    pub item_delay: Histogram<u64>,
+    /// Streams: the most items each had in transit at once (a count).
+    pub buffered: Histogram<u64>,
+    /// Streams: items received whole and in order, cut streams' included.
+    pub items: u64,
+    /// Streams cut short, by the items they delivered before the cut.
+    pub cut_after: BTreeMap<u64, u64>,
     pub sent: u64,
     pub ok: u64,
     /// OK answers whose arrival is the kernel's receive stamp.
@@ -47,6 +57,11 @@ impl Default for RoundRecord {
             send_lag: new_histogram(),
             downstream_hop: new_histogram(),
             caller_overhead: new_histogram(),
+            first_item: new_histogram(),
+            item_delay: new_histogram(),
+            buffered: new_histogram(),
+            items: 0,
+            cut_after: BTreeMap::new(),
             sent: 0,
             ok: 0,
             left_out: 0,
@@ -62,7 +77,9 @@ impl Default for RoundRecord {
 /// does not grow with every round it has measured.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CompactRecord {
-    histograms: [Vec<u8>; 5],
+    histograms: [Vec<u8>; 8],
+    pub items: u64,
+    pub cut_after: BTreeMap<u64, u64>,
     pub sent: u64,
     pub ok: u64,
     pub kernel_stamped: u64,
@@ -86,7 +103,12 @@ impl RoundRecord {
                 encode(&self.send_lag),
                 encode(&self.downstream_hop),
                 encode(&self.caller_overhead),
+                encode(&self.first_item),
+                encode(&self.item_delay),
+                encode(&self.buffered),
             ],
+            items: self.items,
+            cut_after: self.cut_after,
             sent: self.sent,
             ok: self.ok,
             kernel_stamped: self.kernel_stamped,
@@ -101,13 +123,19 @@ impl CompactRecord {
     pub fn expand(&self) -> RoundRecord {
         let decode =
             |b: &Vec<u8>| Deserializer::new().deserialize(&mut b.as_slice()).unwrap_or_else(|_| new_histogram());
-        let [corrected, service, send_lag, downstream_hop, caller_overhead] = &self.histograms;
+        let [corrected, service, send_lag, downstream_hop, caller_overhead, first_item, item_delay, buffered] =
+            &self.histograms;
         RoundRecord {
             corrected: decode(corrected),
             service: decode(service),
             send_lag: decode(send_lag),
             downstream_hop: decode(downstream_hop),
             caller_overhead: decode(caller_overhead),
+            first_item: decode(first_item),
+            item_delay: decode(item_delay),
+            buffered: decode(buffered),
+            items: self.items,
+            cut_after: self.cut_after.clone(),
             sent: self.sent,
             ok: self.ok,
             kernel_stamped: self.kernel_stamped,
@@ -130,8 +158,23 @@ impl RoundRecord {
         }
         let Some(sent) = shot.sent else { return };
         self.sent += 1;
+        if let Some(f) = &shot.stream {
+            self.items += f.items;
+            if let Some(k) = f.cut_after {
+                *self.cut_after.entry(k).or_default() += 1;
+            }
+        }
         if shot.outcome != Outcome::Ok {
             return;
+        }
+        if let Some(f) = &shot.stream {
+            if let Some(first) = f.first {
+                self.first_item.saturating_record(us(first.saturating_duration_since(shot.due)));
+            }
+            for d in &f.delays_us {
+                self.item_delay.saturating_record(*d);
+            }
+            self.buffered.saturating_record(f.buffered_peak);
         }
         self.ok += 1;
         self.kernel_stamped += u64::from(shot.kernel_stamped);
@@ -210,6 +253,7 @@ mod tests {
             outcome: Outcome::Ok,
             downstream_us: Some(8_000),
             kernel_stamped: true,
+            stream: None,
         });
         assert!(r.corrected.max() >= 2_009_000);
         assert!(r.service.max() <= 10_100);
@@ -223,6 +267,7 @@ mod tests {
             outcome: Outcome::Dropped,
             downstream_us: None,
             kernel_stamped: false,
+            stream: None,
         });
         r.add(&Shot {
             index: 2,
@@ -232,6 +277,7 @@ mod tests {
             outcome: Outcome::Status(502),
             downstream_us: None,
             kernel_stamped: false,
+            stream: None,
         });
         assert_eq!((r.sent, r.ok, r.kernel_stamped), (2, 1, 1));
         assert_eq!(r.errors["dropped"], 1);
@@ -250,6 +296,7 @@ mod tests {
             outcome,
             downstream_us: None,
             kernel_stamped: false,
+            stream: None,
         };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let cut = Arc::new(std::sync::OnceLock::new());
@@ -281,6 +328,7 @@ mod tests {
                 outcome: if i % 97 == 0 { Outcome::Timeout } else { Outcome::Ok },
                 downstream_us: Some(499_000 + (i * 31) % 30_000),
                 kernel_stamped: i % 2 == 0,
+                stream: None,
             });
         }
         r.left_out = 3;

@@ -123,7 +123,7 @@ impl Topology {
             return Ok(topology);
         }
         if let Some(url) = cfg.remote_caller() {
-            topology.target_url = format!("{url}/v1/call");
+            topology.target_url = format!("{url}{}", front_path(cfg));
             topology.remote.push(remote(TierName::Downstream, cfg.deploy.remote.downstream_admin.as_deref()));
             topology.remote.push(remote(TierName::Caller, cfg.remote_caller_admin()));
             return Ok(topology);
@@ -178,7 +178,7 @@ impl Topology {
                 host_pid: t.host_pid,
             });
             if t.tier == TierName::Caller {
-                self.target_url = format!("{}/v1/call", t.url(containers::FRONT_PORT));
+                self.target_url = format!("{}{}", t.url(containers::FRONT_PORT), front_path(cfg));
             }
         }
         Ok(())
@@ -218,17 +218,17 @@ impl Topology {
         }
         let caller = self.caller.insert(spawn(TierName::Caller, caller_args(cfg, tls, grpc_url, rest_url)).await?);
         let front = listener(caller, "front")?;
-        self.target_url = format!("http://{front}/v1/call");
+        self.target_url = format!("http://{front}{}", front_path(cfg));
         if let Some(link) = link.filter(|l| l.hop.front()) {
             // Between the harness and the caller.
             let (tier, settings) = crate::tiers::link::start(TierName::LinkFront, link, front).await?;
-            self.target_url = format!("http://{}/v1/call", listener(&tier, "link")?);
+            self.target_url = format!("http://{}{}", listener(&tier, "link")?, front_path(cfg));
             self.links.push((tier, settings));
         }
         if let (Some(kind), ProxyHop::Front) = (cfg.deploy.proxy, cfg.deploy.proxy_hop) {
             // Between the harness and the caller.
             let (tier, info) = proxy::start(kind, ProxyHop::Front, cfg.deploy.bind, front, false).await?;
-            self.target_url = format!("http://{}/v1/call", info.listen);
+            self.target_url = format!("http://{}{}", info.listen, front_path(cfg));
             self.proxy = Some((tier, info));
         }
         Ok(())
@@ -426,4 +426,10 @@ pub(crate) fn caller_args(cfg: &Config, tls: Option<&TlsFiles>, grpc_url: String
         downstream_rest: rest_url,
     };
     tier_args(cfg, tls, &placement)
+}
+
+/// The caller's front door for the arm: `/v1/call`, or the streaming
+/// arms' `/v1/stream`.
+fn front_path(cfg: &Config) -> &'static str {
+    if cfg.streams.is_some() { caller::relay::STREAM_PATH } else { "/v1/call" }
 }
