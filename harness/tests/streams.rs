@@ -2,13 +2,14 @@
 //! the test starts (`harness __tier`): the harness's stream client reads
 //! the caller's one NDJSON answer item by item, every item whole, in order
 //! and as generated, each stamped as it arrived; the first arrives before
-//! the last is made, on every arm. The harness does not drive these arms
-//! in a run yet (refused, exit 2).
+//! the last is made, on every arm. Then whole runs: every arm measured
+//! item by item, and a stream cut after k items counted as an error with k.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::common::{harness_cmd, start_tier};
+use crate::common::{harness_cmd, load, out_dir, run_folder, start_tier};
 use harness::load::front::FrontClient;
+use harness::result::{RunResult, StreamRound, TierName};
 use payload::{StreamItem, StreamRequest, verify_item};
 
 #[test]
@@ -37,7 +38,160 @@ fn the_harness_reads_each_arms_stream_item_by_item() {
         assert!(answer.items.windows(2).all(|w| w[1].arrived >= w[0].arrived), "{arm}: arrivals in order");
         assert!(answer.items.iter().any(|i| i.kernel_stamped), "{arm}: no item carried the kernel's stamp");
     }
-    let o = harness_cmd(&["--transport", "grpc-stream"]).output().unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("is a streaming arm"));
+}
+
+/// A stream figure of `arm`'s only round.
+fn stream_of(folder: &std::path::Path, arm: &str) -> (RunResult, StreamRound) {
+    let run = load(&folder.join(arm));
+    let stream = run.rounds[0].stream.clone().unwrap_or_else(|| panic!("{arm}: no stream figures"));
+    (run, stream)
+}
+
+#[test]
+fn a_run_measures_every_streaming_arm_item_by_item_on_the_producers_schedule() {
+    let out = out_dir("streams-run");
+    let (items, interval_ms, page) = (12u32, 15.0, 4.0);
+    let o = harness_cmd(&[
+        "--transport",
+        "grpc-stream,grpc-pages,rest-pages,rest-ndjson,rest-sse",
+        "--stream-items",
+        "12",
+        "--stream-interval",
+        "15ms",
+        "--page-size",
+        "4",
+        "--delay",
+        "20ms",
+        "--qps",
+        "8",
+        "--duration",
+        "2s",
+        "--warmup",
+        "1s",
+        "--rounds",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    let mut first_item_p50 = std::collections::BTreeMap::new();
+    for arm in ["grpc-stream", "grpc-pages", "rest-pages", "rest-ndjson", "rest-sse"] {
+        let (run, s) = stream_of(&folder, arm);
+        let r = &run.rounds[0];
+        assert!(r.requests.ok > 0 && r.requests.ok == r.requests.sent, "{arm}: {:?}", r.requests);
+        assert_eq!((s.items, s.streams_ok), (u64::from(items) * r.requests.ok, r.requests.ok), "{arm}");
+        for h in ["corrected", "first_item", "item_delay", "buffered_items"] {
+            assert!(r.histograms.contains_key(h), "{arm}: no {h} histogram");
+        }
+        let (first, last, delay) = (s.first_item.unwrap(), s.last_item.unwrap(), s.item_delay.unwrap());
+        assert_eq!(delay.count, s.items, "{arm}: a delay for every item");
+        // The last item cannot come before the schedule made it: 11 intervals after the first is made.
+        assert!(last.min_ms >= first.min_ms, "{arm}");
+        assert!(
+            last.p50_ms - first.p50_ms >= (f64::from(items) - page) * interval_ms * 0.9,
+            "{arm}: {first:?} {last:?}"
+        );
+        // Bytes: the wire carries the message and its framing.
+        let i = &s.internal;
+        assert!(i.response_wire_bytes_per_item.unwrap() > i.response_message_bytes_per_item.unwrap(), "{arm}: {i:?}");
+        assert!(
+            s.cpu_us_per_item.contains_key(&TierName::Caller) && s.cpu_us_per_item.contains_key(&TierName::Downstream)
+        );
+        first_item_p50.insert(arm, (first.p50_ms, delay.p50_ms));
+    }
+    // A page is answered when its last item is made: the paging arms' first
+    // item comes (page size - 1) intervals after the streaming arms', and
+    // their items wait longer from production to arrival.
+    for paged in ["grpc-pages", "rest-pages"] {
+        for streamed in ["grpc-stream", "rest-ndjson", "rest-sse"] {
+            let (p, s) = (first_item_p50[paged], first_item_p50[streamed]);
+            assert!(p.0 - s.0 >= (page - 1.0) * interval_ms * 0.9, "{paged} vs {streamed}: {p:?} {s:?}");
+            assert!(p.1 > s.1, "{paged} vs {streamed}: per-item delay {p:?} {s:?}");
+        }
+    }
+    let comparison = std::fs::read_to_string(folder.join("comparison.md")).unwrap();
+    for row in ["time to first item p99 (ms)", "per-item delay p50 (ms)", "downstream CPU per item (µs)"] {
+        assert!(comparison.contains(row), "comparison.md lacks {row}");
+    }
+}
+
+/// A REST downstream that streams the first `k` items of every stream
+/// asked for, then closes the connection without ending the body; it stops
+/// after `limit` streams.
+fn cutting_downstream(k: u32, limit: usize) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(limit) {
+            let Ok(mut tcp) = conn else { continue };
+            std::thread::spawn(move || {
+                use std::io::{BufRead, Write};
+                let mut reader = std::io::BufReader::new(tcp.try_clone().unwrap());
+                let mut head = String::new();
+                while reader.read_line(&mut head).is_ok_and(|n| n > 2) {}
+                let query = head.split_whitespace().nth(1).and_then(|p| p.split_once('?')).map(|q| q.1.to_owned());
+                let field = |name: &str| {
+                    query.as_deref()?.split('&').find_map(|kv| kv.strip_prefix(&format!("{name}="))).map(str::to_owned)
+                };
+                let req = StreamRequest {
+                    request_id: field("requestId").unwrap_or_default(),
+                    items: field("items").and_then(|n| n.parse().ok()).unwrap_or(0),
+                    item_bytes: 0,
+                };
+                let _ = tcp.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n",
+                );
+                for i in 0..k.min(req.items) {
+                    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as i64;
+                    let line = serde_json::to_string(&StreamItem::new(&req, i, now)).unwrap() + "\n";
+                    let _ = tcp.write_all(format!("{:x}\r\n{line}\r\n", line.len()).as_bytes());
+                }
+                let _ = tcp.flush();
+                let _ = tcp.shutdown(std::net::Shutdown::Both);
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+#[test]
+fn a_stream_cut_after_k_items_is_an_error_that_says_k() {
+    let downstream = cutting_downstream(3, 400);
+    let args = ["--transport", "rest-ndjson", "--downstream-rest", &downstream].map(String::from);
+    let caller = start_tier(None, "caller", &args);
+    let out = out_dir("streams-cut");
+    let front = caller.url("front");
+    let o = harness_cmd(&[
+        "--transport",
+        "rest-ndjson",
+        "--caller-url",
+        &front,
+        "--stream-items",
+        "6",
+        "--qps",
+        "5",
+        "--duration",
+        "2s",
+        "--warmup",
+        "0s",
+        "--rounds",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let run = load(&run_folder(&out));
+    let (r, s) = (&run.rounds[0], run.rounds[0].stream.clone().unwrap());
+    assert!(r.requests.sent > 0);
+    assert_eq!(r.requests.errors.get("stream_cut"), Some(&r.requests.sent), "{:?}", r.requests);
+    assert_eq!(r.requests.ok, 0);
+    assert_eq!(s.cut_after_items.get("3"), Some(&r.requests.sent), "{:?}", s.cut_after_items);
+    assert_eq!(s.items, 3 * r.requests.sent, "the items before each cut still count as delivered");
+    let reason = run.error_reasons.iter().find(|e| e.class == "stream_cut").expect("a reason for the cuts");
+    assert!(reason.reason.starts_with("cut after 3 of 6 items"), "{reason:?}");
 }
