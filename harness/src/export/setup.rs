@@ -20,10 +20,33 @@ pub fn load_text(c: &Config) -> String {
         format!("closed loop over {} connections", c.load.connections)
     } else if let Some(s) = c.generators.segment.filter(|s| s.count > 1) {
         let share = c.generators.share_of(c.load.qps);
-        format!("{} req/s open loop (segment {}/{} of {})", rate(share), s.index, s.count, rate(c.load.qps))
+        let (r, unit) = (rate(share), unit(c));
+        format!("{r} {unit} open loop (segment {}/{} of {})", s.index, s.count, rate(c.load.qps))
     } else {
-        format!("{} req/s open loop", rate(c.load.qps))
+        format!("{} {} open loop", rate(c.load.qps), unit(c))
     }
+}
+
+/// What the rate counts: requests, or streams started.
+fn unit(c: &Config) -> &'static str {
+    if c.streams.is_some() { "streams/s" } else { "req/s" }
+}
+
+/// `100 items per stream, one every 10ms, pages of 10`.
+pub fn stream_text(s: &crate::config::Streams, paged: bool) -> String {
+    let mut t = format!("{} items per stream", s.items);
+    if s.interval.is_zero() {
+        t.push_str(", each as soon as asked for");
+    } else {
+        let _ = write!(t, ", one every {}", hd(s.interval));
+    }
+    if paged {
+        let _ = write!(t, ", pages of {}", s.page_size);
+    }
+    if !s.consumer_delay.is_zero() {
+        let _ = write!(t, ", the harness taking each {} late", hd(s.consumer_delay));
+    }
+    t
 }
 
 fn rate(qps: f64) -> String {
@@ -48,9 +71,11 @@ pub fn setup(run: &RunResult) -> String {
 /// fan-out and label when set).
 pub fn shape(run: &RunResult) -> String {
     let c = &run.config;
-    let mut t = match &c.contract {
-        Some(contract) => format!("{} ms delay, {}", c.work.delay.as_millis(), contract.call),
-        None => format!("{} ms delay, {} items", c.work.delay.as_millis(), c.work.items),
+    let paged = c.transport.delivery() == Some(caller::outbound::Delivery::Pages);
+    let mut t = match (&c.contract, &c.streams) {
+        (Some(contract), _) => format!("{} ms delay, {}", c.work.delay.as_millis(), contract.call),
+        (None, Some(s)) => format!("{} ms delay, {}", c.work.delay.as_millis(), stream_text(s, paged)),
+        (None, None) => format!("{} ms delay, {} items", c.work.delay.as_millis(), c.work.items),
     };
     if !c.work.shape.is_order() {
         let _ = write!(t, " ({} shape)", c.work.shape);
@@ -103,9 +128,10 @@ pub fn shared_rows(c: &Config) -> Vec<Row> {
             },
         ),
         ("service delay / jitter", format!("{} / {}", hd(c.work.delay), hd(c.work.jitter))),
-        match &c.contract {
-            Some(contract) => ("method (your own contract)", contract.call.clone()),
-            None => ("items per response", c.work.items.to_string()),
+        match (&c.contract, &c.streams) {
+            (Some(contract), _) => ("method (your own contract)", contract.call.clone()),
+            (None, Some(s)) => ("items per stream", s.items.to_string()),
+            (None, None) => ("items per response", c.work.items.to_string()),
         },
         ("fan-out", c.work.fanout.to_string()),
         ("timeout", hd(c.load.timeout).to_string()),
@@ -136,6 +162,9 @@ pub fn shared_rows(c: &Config) -> Vec<Row> {
                 .grpc_max_connection_age
                 .map(|d| ("gRPC max connection age (downstream)", format!("{} (±10%)", hd(d)))),
             c.replicas.replica_capacity.map(|n| ("replica capacity (requests in flight each)", n.to_string())),
+            c.streams.as_ref().map(|s| ("item interval (downstream)", hd(s.interval).to_string())),
+            c.streams.as_ref().map(|s| ("page size (paging arms)", s.page_size.to_string())),
+            c.streams.as_ref().map(|s| ("consumer delay per item (harness)", hd(s.consumer_delay).to_string())),
         ]
         .into_iter()
         .flatten(),
