@@ -182,3 +182,56 @@ fn nginx_and_its_workers_die_with_the_harness_however_it_is_killed() {
         let _ = std::fs::remove_dir_all(&out);
     }
 }
+
+#[test]
+fn nginx_and_caddy_pass_each_streamed_item_on_as_it_is_produced() {
+    let (items, interval_ms) = (10.0, 30.0);
+    for proxy in ["nginx", "caddy"] {
+        for (hop, transport) in [("front", "rest-ndjson"), ("internal", "rest-sse"), ("internal", "grpc-stream")] {
+            let case = format!("{proxy}-{transport}-{hop}");
+            let out = out_dir(&format!("proxy-stream-{case}"));
+            let mark = format!("proxy-stream-{case}-{}", std::process::id());
+            let o = harness_cmd(&[
+                "--proxy",
+                proxy,
+                "--proxy-hop",
+                hop,
+                "--transport",
+                transport,
+                "--stream-items",
+                "10",
+                "--stream-interval",
+                "30ms",
+                "--delay",
+                "20ms",
+                "--qps",
+                "4",
+                "--duration",
+                "2s",
+                "--warmup",
+                "500ms",
+                "--quiet",
+                "--out",
+                out.to_str().unwrap(),
+            ])
+            .env(MARK_VAR, &mark)
+            .output()
+            .unwrap();
+            assert_eq!(o.status.code(), Some(0), "{case}: {}", String::from_utf8_lossy(&o.stderr));
+            assert_none_left(&mark, Duration::from_secs(5));
+            let run = load(&run_folder(&out));
+            let r = &run.rounds[0];
+            assert!(r.requests.ok > 0 && r.requests.ok == r.requests.sent, "{case}: {:?}", r.requests);
+            let s = r.stream.as_ref().unwrap();
+            let (first, last) = (s.first_item.as_ref().unwrap(), s.last_item.as_ref().unwrap());
+            // A proxy that gathered the answer would hand every item over at
+            // once; items passed on as made arrive the schedule's intervals apart.
+            assert!(
+                last.max_ms - first.max_ms >= (items - 1.0) * interval_ms * 0.9,
+                "{case}: the first item came with the last: {first:?} {last:?}"
+            );
+            assert!(s.item_delay.as_ref().unwrap().p50_ms < interval_ms, "{case}: items waited: {:?}", s.item_delay);
+            let _ = std::fs::remove_dir_all(&out);
+        }
+    }
+}

@@ -18,7 +18,7 @@ use std::path::Path;
 use crate::config::{Balance, ProxyHop, ProxyKind};
 use crate::result::{ProxyInfo, TierName};
 use crate::tiers::process::{Tier, TierError};
-use crate::tiers::proxy;
+use crate::tiers::proxy::{self, Protocol};
 
 /// Where Debian's nginx keeps its dynamic modules when `nginx -V` names none.
 const DEBIAN_MODULES: &str = "/usr/lib/nginx/modules";
@@ -53,7 +53,7 @@ pub fn config(
     mode: Balance,
     listen: SocketAddr,
     replicas: &[SocketAddr],
-    h2c: bool,
+    protocol: Protocol,
     modules: &str,
     work: &Path,
 ) -> String {
@@ -66,7 +66,7 @@ pub fn config(
     if mode == Balance::L4 {
         main + &stream_block(listen, &format!("{zone}{servers}"))
     } else {
-        main + &proxy::nginx_http(listen, zone, &servers, h2c, work)
+        main + &proxy::nginx_http(listen, zone, &servers, protocol, work)
     }
 }
 
@@ -92,7 +92,7 @@ pub async fn start(
     mode: Balance,
     ip: std::net::IpAddr,
     replicas: &[SocketAddr],
-    h2c: bool,
+    speaks: Protocol,
 ) -> Result<(Tier, ProxyInfo), TierError> {
     let kind = ProxyKind::Nginx;
     let tag = replicas.first().map_or(0, SocketAddr::port);
@@ -107,9 +107,9 @@ pub async fn start(
     } else {
         String::new()
     };
-    let text = config(mode, prepared.listen, replicas, h2c, &modules, &prepared.work);
+    let text = config(mode, prepared.listen, replicas, speaks, &modules, &prepared.work);
     let (tier, workers) = proxy::launch_configured(kind, TierName::Balancer, &prepared, &text).await?;
-    let protocol = protocol(mode, h2c, replicas.len());
+    let protocol = protocol(mode, speaks.h2c, replicas.len());
     Ok((tier, prepared.info(kind, ProxyHop::Internal, replicas[0], protocol, workers, text)))
 }
 
@@ -130,7 +130,7 @@ pub fn reload(
     tier: &Tier,
     info: &mut ProxyInfo,
     replicas: &[SocketAddr],
-    h2c: bool,
+    speaks: Protocol,
 ) -> Result<(), TierError> {
     let fail = |reason: String| TierError::Spawn { tier: TierName::Balancer, reason };
     let modules = if mode == Balance::L4 {
@@ -138,12 +138,12 @@ pub fn reload(
     } else {
         String::new()
     };
-    let text = config(mode, info.listen, replicas, h2c, &modules, &info.work_dir);
+    let text = config(mode, info.listen, replicas, speaks, &modules, &info.work_dir);
     let conf = info.work_dir.join(&info.config_file);
     std::fs::write(&conf, &text).map_err(|e| fail(format!("writing {}: {e}", conf.display())))?;
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(tier.pid() as i32), nix::sys::signal::Signal::SIGHUP)
         .map_err(|e| fail(format!("asking nginx to reload: {e}")))?;
-    info.protocol = protocol(mode, h2c, replicas.len());
+    info.protocol = protocol(mode, speaks.h2c, replicas.len());
     info.config = text;
     Ok(())
 }
@@ -158,12 +158,13 @@ mod tests {
         let replicas: Vec<SocketAddr> =
             ["127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9003"].iter().map(|a| a.parse().unwrap()).collect();
         let w = Path::new("/tmp/w");
-        let l4 = config(Balance::L4, listen, &replicas, true, "load_module /m/ngx_stream_module.so;\n", w);
+        let h2c = Protocol { h2c: true, streams: false };
+        let l4 = config(Balance::L4, listen, &replicas, h2c, "load_module /m/ngx_stream_module.so;\n", w);
         assert!(l4.contains("load_module /m/ngx_stream_module.so;") && l4.contains("stream {"), "{l4}");
         assert!(l4.contains("proxy_pass backend;") && !l4.contains("http {"), "{l4}");
-        let l7 = config(Balance::L7, listen, &replicas, true, "", w);
+        let l7 = config(Balance::L7, listen, &replicas, h2c, "", w);
         assert!(l7.contains("listen 127.0.0.1:8000 http2;") && l7.contains("grpc_pass grpc://backend;"), "{l7}");
-        let rest = config(Balance::L7, listen, &replicas, false, "", w);
+        let rest = config(Balance::L7, listen, &replicas, Protocol::default(), "", w);
         assert!(rest.contains("proxy_pass http://backend;") && rest.contains("keepalive 1024;"), "{rest}");
         for c in [&l4, &l7, &rest] {
             assert!(replicas.iter().all(|r| c.contains(&format!("server {r};"))), "{c}");

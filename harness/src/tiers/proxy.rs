@@ -56,9 +56,9 @@ events {{
 /// upstream `backend` (its `server` lines, `servers`, and `extra` lines
 /// before them), over HTTP/2 cleartext on both sides when `h2c` (gRPC:
 /// `grpc_pass`), else HTTP/1.1 with an upstream keep-alive pool.
-pub(crate) fn nginx_http(listen: SocketAddr, extra: &str, servers: &str, h2c: bool, work: &Path) -> String {
+pub(crate) fn nginx_http(listen: SocketAddr, extra: &str, servers: &str, protocol: Protocol, work: &Path) -> String {
     let w = work.display();
-    let (listen_opts, location) = if h2c {
+    let (listen_opts, mut location) = if protocol.h2c {
         (" http2", "grpc_pass grpc://backend;".to_owned())
     } else {
         (
@@ -67,6 +67,11 @@ pub(crate) fn nginx_http(listen: SocketAddr, extra: &str, servers: &str, h2c: bo
                 .to_owned(),
         )
     };
+    if protocol.streams && !protocol.h2c {
+        // Each item passed on as it comes, not gathered into buffers first
+        // (grpc_pass streams without this).
+        location.push_str("\n            proxy_buffering off;");
+    }
     format!(
         r#"
 http {{
@@ -96,16 +101,28 @@ http {{
     )
 }
 
+/// How a proxy speaks to both sides: HTTP/2 cleartext (gRPC, or REST over
+/// h2c) or HTTP/1.1, and whether answers are streams to pass on item by
+/// item (the streaming arms) rather than whole.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Protocol {
+    pub h2c: bool,
+    pub streams: bool,
+}
+
 /// The proxy's configuration: listen on `listen`, forward everything to
-/// `upstream`, over HTTP/2 cleartext on both sides when `h2c`.
-pub fn config(kind: ProxyKind, listen: SocketAddr, upstream: SocketAddr, h2c: bool, work: &Path) -> String {
+/// `upstream`, over HTTP/2 cleartext on both sides when `protocol.h2c`,
+/// never buffering a streamed answer.
+pub fn config(kind: ProxyKind, listen: SocketAddr, upstream: SocketAddr, protocol: Protocol, work: &Path) -> String {
     match kind {
         ProxyKind::Nginx => {
             nginx_main("nginx between two tiers, on loopback.", "", work)
-                + &nginx_http(listen, "", &format!("        server {upstream};\n"), h2c, work)
+                + &nginx_http(listen, "", &format!("        server {upstream};\n"), protocol, work)
         }
         ProxyKind::Caddy => {
-            let scheme = if h2c { "h2c" } else { "http" };
+            let scheme = if protocol.h2c { "h2c" } else { "http" };
+            // Flush each write at once: a streamed answer's items as they come.
+            let flush = if protocol.streams { "\n\t\tflush_interval -1" } else { "" };
             format!(
                 r#"# Written by grpc-vs-rest: caddy between two tiers, on loopback.
 {{
@@ -117,7 +134,7 @@ pub fn config(kind: ProxyKind, listen: SocketAddr, upstream: SocketAddr, h2c: bo
 }}
 
 http://{listen} {{
-	reverse_proxy {scheme}://{upstream} {{
+	reverse_proxy {scheme}://{upstream} {{{flush}
 		transport http {{
 			keepalive 90s
 			keepalive_idle_conns 1024
@@ -314,12 +331,13 @@ pub async fn start(
     hop: ProxyHop,
     ip: std::net::IpAddr,
     upstream: SocketAddr,
-    h2c: bool,
+    protocol: Protocol,
 ) -> Result<(Tier, ProxyInfo), TierError> {
     let prepared = prepare(kind, TierName::Proxy, ip, upstream.port())?;
-    let text = config(kind, prepared.listen, upstream, h2c, &prepared.work);
+    let text = config(kind, prepared.listen, upstream, protocol, &prepared.work);
     let (tier, workers) = launch_configured(kind, TierName::Proxy, &prepared, &text).await?;
-    let protocol = if h2c { "HTTP/2 cleartext on both sides" } else { "HTTP/1.1 with an upstream keep-alive pool" };
+    let protocol =
+        if protocol.h2c { "HTTP/2 cleartext on both sides" } else { "HTTP/1.1 with an upstream keep-alive pool" };
     let info = prepared.info(kind, hop, upstream, protocol.to_owned(), workers, text);
     Ok((tier, info))
 }
@@ -394,16 +412,23 @@ mod tests {
 
     #[test]
     fn configs_forward_to_the_upstream_with_the_right_protocol() {
+        const H2C: Protocol = Protocol { h2c: true, streams: false };
+        const H1: Protocol = Protocol { h2c: false, streams: false };
         let (l, u): (SocketAddr, SocketAddr) = ("127.0.0.1:8000".parse().unwrap(), "127.0.0.1:9000".parse().unwrap());
         let w = Path::new("/tmp/w");
-        let n = config(ProxyKind::Nginx, l, u, true, w);
+        let n = config(ProxyKind::Nginx, l, u, H2C, w);
         assert!(n.contains("listen 127.0.0.1:8000 http2;") && n.contains("grpc_pass grpc://backend;"), "{n}");
         assert!(n.contains("server 127.0.0.1:9000;") && n.contains("pid /tmp/w/nginx.pid;"));
-        let n = config(ProxyKind::Nginx, l, u, false, w);
+        let n = config(ProxyKind::Nginx, l, u, H1, w);
         assert!(n.contains("listen 127.0.0.1:8000;") && n.contains("proxy_pass http://backend;"));
         assert!(n.contains("keepalive 1024;") && n.contains(r#"proxy_set_header Connection "";"#));
-        let c = config(ProxyKind::Caddy, l, u, true, w);
+        let c = config(ProxyKind::Caddy, l, u, H2C, w);
         assert!(c.contains("http://127.0.0.1:8000 {") && c.contains("reverse_proxy h2c://127.0.0.1:9000"), "{c}");
-        assert!(config(ProxyKind::Caddy, l, u, false, w).contains("reverse_proxy http://127.0.0.1:9000"));
+        assert!(config(ProxyKind::Caddy, l, u, H1, w).contains("reverse_proxy http://127.0.0.1:9000"));
+        // Unary answers pass as the proxies' defaults have them; streams item by item.
+        for (kind, setting) in [(ProxyKind::Nginx, "proxy_buffering off;"), (ProxyKind::Caddy, "flush_interval -1")] {
+            assert!(!config(kind, l, u, H1, w).contains(setting), "{kind:?}");
+            assert!(config(kind, l, u, Protocol { h2c: false, streams: true }, w).contains(setting), "{kind:?}");
+        }
     }
 }

@@ -15,6 +15,7 @@ use crate::result::TierName;
 use crate::tiers::command::{Placement, tier_args};
 use crate::tiers::containers::{self, Containers};
 use crate::tiers::process::{Tier, TierError, spawn};
+use crate::tiers::proxy::Protocol;
 use crate::tiers::{balancer, proxy};
 
 /// How long a tier that failed a later start-up step gets to stop.
@@ -161,8 +162,8 @@ impl Topology {
         if mode.has_balancer() {
             let port = if cfg.transport.is_grpc() { containers::GRPC_PORT } else { containers::REST_PORT };
             let upstreams: Vec<SocketAddr> = set.replicas().map(|t| SocketAddr::new(t.ip, port)).collect();
-            let h2c = cfg.transport.is_grpc() || cfg.hop.rest_http2;
-            let (tier, info) = balancer::start(mode, set.gateway().await?, &upstreams, h2c).await?;
+            let protocol = internal_protocol(cfg);
+            let (tier, info) = balancer::start(mode, set.gateway().await?, &upstreams, protocol).await?;
             grpc = format!("http://{}", info.listen);
             rest = grpc.clone();
             self.balancer = Some((tier, info));
@@ -200,8 +201,8 @@ impl Topology {
         if let (Some(kind), ProxyHop::Internal) = (cfg.deploy.proxy, cfg.deploy.proxy_hop) {
             // Between the caller and the downstream's listener for the transport.
             let upstream = internal_upstream?;
-            let h2c = cfg.transport.is_grpc() || cfg.hop.rest_http2;
-            let (tier, info) = proxy::start(kind, ProxyHop::Internal, cfg.deploy.bind, upstream, h2c).await?;
+            let protocol = internal_protocol(cfg);
+            let (tier, info) = proxy::start(kind, ProxyHop::Internal, cfg.deploy.bind, upstream, protocol).await?;
             grpc_url = format!("http://{}", info.listen);
             rest_url = grpc_url.clone();
             self.proxy = Some((tier, info));
@@ -227,7 +228,14 @@ impl Topology {
         }
         if let (Some(kind), ProxyHop::Front) = (cfg.deploy.proxy, cfg.deploy.proxy_hop) {
             // Between the harness and the caller.
-            let (tier, info) = proxy::start(kind, ProxyHop::Front, cfg.deploy.bind, front, false).await?;
+            let (tier, info) = proxy::start(
+                kind,
+                ProxyHop::Front,
+                cfg.deploy.bind,
+                front,
+                Protocol { h2c: false, streams: cfg.streams.is_some() },
+            )
+            .await?;
             self.target_url = format!("http://{}{}", info.listen, front_path(cfg));
             self.proxy = Some((tier, info));
         }
@@ -246,8 +254,8 @@ impl Topology {
             return Ok((urls("grpc"), urls("rest")));
         }
         let upstreams = self.upstreams(cfg)?;
-        let h2c = cfg.transport.is_grpc() || cfg.hop.rest_http2;
-        let (tier, info) = balancer::start(mode, cfg.deploy.bind, &upstreams, h2c).await?;
+        let protocol = internal_protocol(cfg);
+        let (tier, info) = balancer::start(mode, cfg.deploy.bind, &upstreams, protocol).await?;
         let scheme = if tls.is_some() { "https" } else { "http" };
         let url = format!("{scheme}://{}", info.listen);
         self.balancer = Some((tier, info));
@@ -295,8 +303,7 @@ impl Topology {
         };
         let upstreams = self.upstreams(cfg)?;
         if let Some((tier, info)) = self.balancer.as_mut() {
-            let h2c = cfg.transport.is_grpc() || cfg.hop.rest_http2;
-            balancer::reload(cfg.replicas.balance, tier, info, &upstreams, h2c)?;
+            balancer::reload(cfg.replicas.balance, tier, info, &upstreams, internal_protocol(cfg))?;
         }
         Ok((added, removed))
     }
@@ -432,4 +439,10 @@ pub(crate) fn caller_args(cfg: &Config, tls: Option<&TlsFiles>, grpc_url: String
 /// arms' `/v1/stream`.
 fn front_path(cfg: &Config) -> &'static str {
     if cfg.streams.is_some() { caller::relay::STREAM_PATH } else { "/v1/call" }
+}
+
+/// How the internal hop's proxy or balancer speaks: HTTP/2 cleartext for
+/// gRPC and REST over h2c, and streams passed on item by item.
+pub(crate) fn internal_protocol(cfg: &Config) -> Protocol {
+    Protocol { h2c: cfg.transport.is_grpc() || cfg.hop.rest_http2, streams: cfg.streams.is_some() }
 }
