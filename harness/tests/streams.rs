@@ -195,3 +195,58 @@ fn a_stream_cut_after_k_items_is_an_error_that_says_k() {
     let reason = run.error_reasons.iter().find(|e| e.class == "stream_cut").expect("a reason for the cuts");
     assert!(reason.reason.starts_with("cut after 3 of 6 items"), "{reason:?}");
 }
+
+#[test]
+fn a_slow_consumer_holds_the_producer_back_and_no_tier_gathers_the_stream() {
+    // Each stream is 1,500 items of 16 KiB (about 31 MiB of JSON), made
+    // every 200 µs and taken every millisecond or more: far more than the
+    // buffers on the way hold.
+    let out = out_dir("streams-consumer");
+    let (items, item_bytes) = (1500u64, 16384u64);
+    let o = harness_cmd(&[
+        "--transport",
+        "grpc-stream,grpc-pages,rest-pages,rest-ndjson,rest-sse",
+        "--stream-items",
+        "1500",
+        "--stream-item-bytes",
+        "16384",
+        "--stream-interval",
+        "200us",
+        "--consumer-delay",
+        "1ms",
+        "--delay",
+        "10ms",
+        "--qps",
+        "1",
+        "--duration",
+        "2s",
+        "--warmup",
+        "0s",
+        "--rounds",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    let stream_mib = (items * item_bytes) as f64 / (1024.0 * 1024.0);
+    for arm in ["grpc-stream", "grpc-pages", "rest-pages", "rest-ndjson", "rest-sse"] {
+        let (run, s) = stream_of(&folder, arm);
+        let r = &run.rounds[0];
+        assert!(r.requests.ok > 0 && r.requests.ok == r.requests.sent, "{arm}: {:?}", r.requests);
+        // The downstream's own counters: most items were made after their
+        // due time, the producer waiting for the consumer, not running ahead.
+        let d = s.downstream.as_ref().expect("the downstream's stream counters");
+        assert!(d.items > 0 && d.items_late * 2 > d.items, "{arm}: the producer was not held back: {d:?}");
+        // Nothing on the way gathered a stream: the downstream never held one.
+        let rss = r.resources[&TierName::Downstream].rss_mib_peak.unwrap();
+        assert!(rss < stream_mib, "{arm}: downstream RSS {rss} MiB against a {stream_mib} MiB stream");
+        if !arm.ends_with("pages") {
+            // Streamed items in transit at once stay well short of the stream.
+            let b = s.buffered_items.as_ref().unwrap();
+            assert!(b.max < items as f64 * 0.8, "{arm}: {b:?} of {items} items in transit");
+        }
+    }
+}

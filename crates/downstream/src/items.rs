@@ -140,9 +140,11 @@ impl Producer {
                 self.core.timer.wait(Duration::from_nanos(wait as u64)).await;
             }
         }
+        // An item whose page is asked for after it is due was held back by
+        // the client, as a streamed item asked for late is.
         let items: Vec<StreamItem> = range.clone().map(|i| StreamItem::new(&req.stream, i, at(i))).collect();
-        for _ in &items {
-            counters.streams().item(0);
+        for i in range.clone() {
+            counters.streams().item(now.saturating_sub(at(i)).max(0) as u64);
         }
         let done = range.end >= req.stream.items;
         if done {

@@ -26,6 +26,10 @@ pub struct StreamArgs {
     /// each size a full measured step.
     #[arg(long)]
     pub stream_items: Option<String>,
+    /// Opaque bytes added to each item (its size beyond its one record)
+    /// [default: 0].
+    #[arg(long)]
+    pub stream_item_bytes: Option<u32>,
     /// The simulated production time of each item at the downstream, after
     /// --delay before the first [default: 0ms: each item as soon as it is
     /// asked for].
@@ -48,6 +52,9 @@ pub struct StreamArgs {
 pub struct Streams {
     /// Items per stream.
     pub items: u32,
+    /// Opaque bytes added to each item. Older runs lack it: none.
+    #[serde(default, skip_serializing_if = "super::is_default")]
+    pub item_bytes: u32,
     #[serde(with = "secs")]
     pub interval: Duration,
     pub page_size: u32,
@@ -87,6 +94,7 @@ impl Streams {
         if streaming == 0 {
             let given = [
                 ("--stream-items", a.stream_items.is_some()),
+                ("--stream-item-bytes", a.stream_item_bytes.is_some()),
                 ("--stream-interval", a.stream_interval.is_some()),
                 ("--page-size", a.page_size.is_some()),
                 ("--consumer-delay", a.consumer_delay.is_some()),
@@ -131,12 +139,23 @@ impl Streams {
             Some(n) => n,
             None => caller::server::DEFAULT_PAGE_SIZE,
         };
+        let item_bytes = a.stream_item_bytes.unwrap_or(0);
+        if item_bytes as usize > Limits::DEFAULT_MAX_BODY_BYTES {
+            return Err(bad(
+                "--stream-item-bytes",
+                format!(
+                    "{item_bytes} is over the services' limit of {} bytes per item",
+                    Limits::DEFAULT_MAX_BODY_BYTES
+                ),
+            ));
+        }
         let sweep = (items.len() > 1).then(|| PayloadSweep { axis: PayloadAxis::StreamItems, sizes: items.clone() });
         if sweep.is_some() && cx.rates > 1 {
             return Err(bad("--stream-items", "a list of sizes goes with one --qps, not a rate sweep"));
         }
         let streams = Streams {
             items: items[0],
+            item_bytes,
             interval: a.stream_interval.unwrap_or_default(),
             page_size,
             consumer_delay: a.consumer_delay.unwrap_or_default(),
@@ -172,6 +191,7 @@ impl Streams {
     pub fn replay(streams: Option<&Streams>, flags: &mut Flags) {
         let Some(s) = streams else { return };
         flags.flag("--stream-items", s.items.to_string());
+        flags.flag("--stream-item-bytes", s.item_bytes.to_string());
         flags.duration("--stream-interval", s.interval);
         flags.duration("--consumer-delay", s.consumer_delay);
     }

@@ -35,6 +35,9 @@ fn unit(c: &Config) -> &'static str {
 /// `100 items per stream, one every 10ms, pages of 10`.
 pub fn stream_text(s: &crate::config::Streams, paged: bool) -> String {
     let mut t = format!("{} items per stream", s.items);
+    if s.item_bytes > 0 {
+        let _ = write!(t, " of one record and {} B", s.item_bytes);
+    }
     if s.interval.is_zero() {
         t.push_str(", each as soon as asked for");
     } else {

@@ -24,8 +24,13 @@ use crate::config::Streams;
 /// One item as the front door relayed it.
 #[derive(Debug, Clone)]
 pub struct StreamedItem {
-    /// Its JSON, without the line's newline.
+    /// Its JSON, without the line's newline; empty once checked (a
+    /// stream's items are not kept: [`StreamedItem::checked`] is).
     pub json: Bytes,
+    /// For a checked stream: the item's production time (ns since the
+    /// Unix epoch, on the downstream's clock) if it is the item generated
+    /// for its place, else why not.
+    pub checked: Option<Result<i64, String>>,
     /// When the kernel received its last byte (or the clock after the read).
     pub arrived: Instant,
     /// Whether `arrived` is the kernel's stamp.
@@ -61,13 +66,34 @@ impl FrontClient {
     /// item by item, `consumer_delay` late each; pooled and retried as
     /// [`FrontClient::post_json`] is.
     pub async fn post_stream(&self, body: String, consumer_delay: Duration) -> Result<StreamAnswer, FrontError> {
-        self.post_reading(body, Items { consumer_delay }).await
+        self.post_reading(body, Items { consumer_delay, check: None }).await
+    }
+
+    /// [`post_stream`](Self::post_stream) of `req`, each item checked as it
+    /// is taken (after its arrival is stamped) and its JSON let go, so a
+    /// stream of any length holds one item at a time.
+    pub async fn post_stream_checked(
+        &self,
+        req: &StreamRequest,
+        consumer_delay: Duration,
+    ) -> Result<StreamAnswer, FrontError> {
+        let body = serde_json::to_string(req).unwrap_or_default();
+        self.post_reading(body, Items { consumer_delay, check: Some(req.clone()) }).await
     }
 }
 
-/// A stream's answer, item by item, each taken `consumer_delay` late.
+/// A stream's answer, item by item, each taken `consumer_delay` late and,
+/// with `check`, checked against the one generated for its place.
 struct Items {
     consumer_delay: Duration,
+    check: Option<StreamRequest>,
+}
+
+/// Item `index` of `req` in `json`: its production time, or why it is not the item.
+fn check_item(req: &StreamRequest, index: u32, json: &[u8]) -> Result<i64, String> {
+    let item = serde_json::from_slice::<StreamItem>(json).map_err(|e| format!("item {index} is not an item: {e}"))?;
+    payload::verify_item(req, &item, index).map_err(|e| e.to_string())?;
+    Ok(item.produced_unix_nanos)
 }
 
 impl ReadAnswer for Items {
@@ -78,26 +104,26 @@ impl ReadAnswer for Items {
         rx: &'a RxStamp,
         start: Instant,
     ) -> impl Future<Output = Result<StreamAnswer, Sent>> + Send + 'a {
-        read_items(resp, rx, start, self.consumer_delay)
+        read_items(resp, rx, start, self)
     }
 }
 
 /// Sends stream `index` through the streaming front door and reads it
 /// item by item; `done` is its last item's arrival. Each item is checked
-/// against the one generated for its place (after the last has arrived,
-/// so the check costs no latency), and what the stream delivered goes in
-/// [`StreamFacts`].
+/// against the one generated for its place as it is taken, after its
+/// arrival is stamped (so the check costs no latency), and what the stream
+/// delivered goes in [`StreamFacts`].
 pub(super) async fn stream_request(index: u64, target: &Target, client: &FrontClient, streams: &Streams) -> Answer {
-    let req = StreamRequest { request_id: index.to_string(), items: streams.items, item_bytes: 0 };
-    let body = serde_json::to_string(&req).unwrap_or_default();
+    let req = StreamRequest { request_id: index.to_string(), items: streams.items, item_bytes: streams.item_bytes };
     // One reading of both clocks: the harness's stamps are monotonic, the
     // downstream's production times are on the system clock.
     let anchor = Clocks::now();
-    let answer = match tokio::time::timeout(target.timeout, client.post_stream(body, streams.consumer_delay)).await {
-        Err(_) => return Answer::clocked(Outcome::Timeout, no_answer_within(target.timeout)),
-        Ok(Err(e)) => return Answer::clocked(classify(&e), e.to_string()),
-        Ok(Ok(a)) => a,
-    };
+    let answer =
+        match tokio::time::timeout(target.timeout, client.post_stream_checked(&req, streams.consumer_delay)).await {
+            Err(_) => return Answer::clocked(Outcome::Timeout, no_answer_within(target.timeout)),
+            Ok(Err(e)) => return Answer::clocked(classify(&e), e.to_string()),
+            Ok(Ok(a)) => a,
+        };
     if answer.status != StatusCode::OK {
         let reason = error_body_reason(answer.refusal.as_deref().unwrap_or_default());
         return Answer::clocked(Outcome::Status(answer.status.as_u16()), reason);
@@ -151,14 +177,14 @@ fn stream_facts(
     let mut facts = StreamFacts { first: answer.items.first().map(|i| i.arrived), ..StreamFacts::default() };
     let mut produced: Vec<i128> = Vec::with_capacity(answer.items.len());
     for (i, item) in answer.items.iter().enumerate() {
-        let parsed = match serde_json::from_slice::<StreamItem>(&item.json) {
-            Ok(p) => p,
-            Err(e) => return (facts, Some((Outcome::BadResponse, format!("item {i} is not an item: {e}")))),
+        let checked = match &item.checked {
+            Some(c) => c.clone(),
+            None => check_item(req, i as u32, &item.json),
         };
-        if let Err(e) = payload::verify_item(req, &parsed, i as u32) {
-            return (facts, Some((Outcome::BadResponse, e.to_string())));
-        }
-        let made = i128::from(parsed.produced_unix_nanos);
+        let made = match checked {
+            Ok(made) => i128::from(made),
+            Err(reason) => return (facts, Some((Outcome::BadResponse, reason))),
+        };
         let delay = (clocks.unix_nanos(item.arrived) - made).max(0);
         facts.delays_us.push((delay / 1000) as u64);
         produced.push(made);
@@ -201,16 +227,16 @@ async fn read_items(
     resp: hyper::Response<hyper::body::Incoming>,
     rx: &RxStamp,
     start: Instant,
-    consumer_delay: Duration,
+    how: &Items,
 ) -> Result<StreamAnswer, Sent> {
     let (parts, mut body) = resp.into_parts();
     let mut answer = StreamAnswer { status: parts.status, items: Vec::new(), cut: None, refusal: None };
-    let (mut buf, mut read) = (BytesMut::new(), 0usize);
+    let mut buf = BytesMut::new();
     let mut last: Option<(u64, Instant)> = None;
     while let Some(frame) = body.frame().await {
         let Ok(data) = frame.map_err(Sent::Yes)?.into_data() else { continue };
-        read += data.len();
-        if read > MAX_ANSWER_BYTES {
+        // The bound is on what is held: one item's line (or a refusal).
+        if buf.len() + data.len() > MAX_ANSWER_BYTES {
             return Err(Sent::TooLarge);
         }
         // A stamp from before this exchange began cannot be this read's.
@@ -233,9 +259,12 @@ async fn read_items(
                 continue;
             }
             let taken = Instant::now();
-            answer.items.push(StreamedItem { json, arrived, kernel_stamped: stamp.is_some(), taken });
-            if !consumer_delay.is_zero() {
-                tokio::time::sleep(consumer_delay).await;
+            let index = answer.items.len() as u32;
+            let checked = how.check.as_ref().map(|req| check_item(req, index, &json));
+            let json = if checked.is_some() { Bytes::new() } else { json };
+            answer.items.push(StreamedItem { json, checked, arrived, kernel_stamped: stamp.is_some(), taken });
+            if !how.consumer_delay.is_zero() {
+                tokio::time::sleep(how.consumer_delay).await;
             }
         }
     }
