@@ -80,12 +80,12 @@ pub struct GateError {
 }
 
 fn arm_of(word: &str) -> Option<Transport> {
-    Transport::ALL.into_iter().find(|t| t.as_str() == word)
+    Transport::from_name(word)
 }
 
 /// Every arm's name, for a message: `grpc, rest, rest-pb or grpc-json`.
 fn arm_names() -> String {
-    let names: Vec<&str> = Transport::ALL.iter().map(|t| t.as_str()).collect();
+    let names: Vec<&str> = Transport::ALL.iter().chain(&Transport::STREAMING).map(|t| t.as_str()).collect();
     let (last, rest) = names.split_last().unwrap_or((&"", &[]));
     format!("{} or {last}", rest.join(", "))
 }
@@ -272,6 +272,23 @@ mod tests {
         let line = breaches(&[parse("grpc-json.cpu_us_per_request.caller > 1.2 * rest-pb").unwrap()], &runs);
         assert_eq!(line.len(), 1, "{line:?}");
         assert!(check_arms(&parse("rest-pb.p99>1").unwrap(), &[Transport::Grpc]).is_err());
+    }
+
+    #[test]
+    fn a_streaming_arm_is_gated_on_its_per_item_rows() {
+        let g = parse("grpc-stream.first_item_p99>50ms").unwrap();
+        assert_eq!((g.arm, g.metric.key, g.bound), (Some(Transport::GrpcStream), "first_item_p99", Bound::Value(50.0)));
+        let mut run = testing::run(Transport::GrpcStream, 1.0);
+        let summary = run.rounds[0].latency.corrected.clone().unwrap();
+        let first = |p99_ms: f64| crate::result::Summary { p99_ms, ..summary.clone() };
+        run.rounds[0].stream = Some(crate::result::StreamRound { first_item: Some(first(60.0)), ..Default::default() });
+        let line = breaches(&[g.clone()], &[("gRPC stream", &run)]);
+        assert_eq!(line.len(), 1, "{line:?}");
+        run.rounds[0].stream = Some(crate::result::StreamRound { first_item: Some(first(40.0)), ..Default::default() });
+        assert!(breaches(&[g], &[("gRPC stream", &run)]).is_empty());
+        // A unary run has no first item: the figure was not measured, which breaches.
+        let unary = testing::run(Transport::Grpc, 1.0);
+        assert_eq!(breaches(&[parse("first_item_p99>50ms").unwrap()], &[("gRPC", &unary)]).len(), 1);
     }
 
     #[test]
