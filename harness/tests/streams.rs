@@ -250,3 +250,45 @@ fn a_slow_consumer_holds_the_producer_back_and_no_tier_gathers_the_stream() {
         }
     }
 }
+
+/// Every run.json under `folder`, at any depth.
+fn runs_under(folder: &std::path::Path) -> Vec<RunResult> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(folder).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(runs_under(&path));
+        } else if path.file_name().is_some_and(|n| n == "run.json") {
+            found.push(load(folder));
+        }
+    }
+    found
+}
+
+#[test]
+fn sweeps_of_items_per_stream_and_of_streams_per_second_measure_every_step() {
+    for (sweep, values) in [("--stream-items", "3,9"), ("--qps", "4,8")] {
+        let out = out_dir(&format!("streams-sweep{sweep}"));
+        let mut args = vec!["--transport", "grpc-stream,rest-pages", "--stream-interval", "5ms", "--delay", "10ms"];
+        args.extend(["--duration", "1s", "--warmup", "300ms", "--out", out.to_str().unwrap(), sweep, values]);
+        if sweep != "--qps" {
+            args.extend(["--qps", "5"]);
+        }
+        let o = harness_cmd(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{sweep}: {}", String::from_utf8_lossy(&o.stderr));
+        let runs = runs_under(&run_folder(&out));
+        assert_eq!(runs.len(), 4, "{sweep}: two arms at two steps");
+        let mut steps: Vec<(u32, u64)> = Vec::new();
+        for run in &runs {
+            let r = &run.rounds[0];
+            let s = r.stream.as_ref().expect("stream figures in every step");
+            assert!(r.requests.ok > 0 && r.requests.ok == r.requests.sent, "{sweep}: {:?}", r.requests);
+            assert_eq!(s.items, u64::from(s.items_per_stream) * r.requests.ok, "{sweep}");
+            steps.push((s.items_per_stream, run.config.load.qps as u64));
+        }
+        steps.sort_unstable();
+        steps.dedup();
+        let expected = if sweep == "--qps" { vec![(100, 4), (100, 8)] } else { vec![(3, 5), (9, 5)] };
+        assert_eq!(steps, expected, "{sweep}");
+    }
+}

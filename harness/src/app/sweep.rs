@@ -199,12 +199,17 @@ fn payload_setup(plan: &Plan, sweep: &PayloadSweep, files: &[String]) -> String 
     let (cfg, axis, sizes) = (&plan.config, sweep.axis, &sweep.sizes);
     let load_text = if cfg.load.closed_loop {
         format!("closed loop, {} connections", cfg.load.connections)
+    } else if cfg.streams.is_some() {
+        format!("{} streams/s", cfg.load.qps)
     } else {
         format!("{} req/s", cfg.load.qps)
     };
-    let what = match &cfg.contract {
-        Some(c) => c.call.clone(),
-        None => format!("{} records", cfg.work.shape),
+    let what = match (&cfg.contract, &cfg.streams) {
+        (Some(c), _) => c.call.clone(),
+        (None, Some(s)) => {
+            crate::export::setup::stream_text(s, false).replacen(&format!("{} items per stream", s.items), "items", 1)
+        }
+        (None, None) => format!("{} records", cfg.work.shape),
     };
     let mut setup = format!(
         "{} at {load_text}, {} ms delay, {what}, fan-out {}; {} from {} to {}",
