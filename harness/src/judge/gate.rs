@@ -282,7 +282,7 @@ mod tests {
         let summary = run.rounds[0].latency.corrected.clone().unwrap();
         let first = |p99_ms: f64| crate::result::Summary { p99_ms, ..summary.clone() };
         run.rounds[0].stream = Some(crate::result::StreamRound { first_item: Some(first(60.0)), ..Default::default() });
-        let line = breaches(&[g.clone()], &[("gRPC stream", &run)]);
+        let line = breaches(std::slice::from_ref(&g), &[("gRPC stream", &run)]);
         assert_eq!(line.len(), 1, "{line:?}");
         run.rounds[0].stream = Some(crate::result::StreamRound { first_item: Some(first(40.0)), ..Default::default() });
         assert!(breaches(&[g], &[("gRPC stream", &run)]).is_empty());
