@@ -290,5 +290,11 @@ fn sweeps_of_items_per_stream_and_of_streams_per_second_measure_every_step() {
         steps.dedup();
         let expected = if sweep == "--qps" { vec![(100, 4), (100, 8)] } else { vec![(3, 5), (9, 5)] };
         assert_eq!(steps, expected, "{sweep}");
+        // Each step of two arms holds its decision record, with the streams' drivers.
+        let step = std::fs::read_dir(run_folder(&out)).unwrap().flatten().map(|e| e.path()).find(|p| p.is_dir());
+        let step = step.expect("a step folder");
+        let record = std::fs::read_to_string(step.join("decision.md")).unwrap();
+        assert!(record.contains("# Transport of the internal hop: gRPC stream or REST pages"), "{record}");
+        assert!(record.contains("Time to the first and the last item of a stream"), "{record}");
     }
 }

@@ -140,12 +140,13 @@ impl Plan {
 }
 
 /// The order in which the arms of a run are compared: the baseline first
-/// (`baseline`, or without it the first arm of [`Transport::ALL`]'s order that
-/// ran), then the others in [`Transport::ALL`]'s order; arms of one transport
+/// (`baseline`, or without it the first arm of [`Transport::ALL`]'s order,
+/// then [`Transport::STREAMING`]'s, that ran), then the others in that
+/// order; arms of one transport
 /// (an A/A pair) keep their order. Indices into `transports`. A `both` run
 /// compares gRPC against REST, as it always did.
 pub fn compared_order(transports: &[Transport], baseline: Option<Transport>) -> Vec<usize> {
-    let rank = |t: Transport| Transport::ALL.iter().position(|u| *u == t).unwrap_or(usize::MAX);
+    let rank = |t: Transport| Transport::ALL.iter().chain(&Transport::STREAMING).position(|u| *u == t);
     let mut order: Vec<usize> = (0..transports.len()).collect();
     order.sort_by_key(|&i| (Some(transports[i]) != baseline, rank(transports[i])));
     order

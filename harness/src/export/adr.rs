@@ -90,6 +90,15 @@ fn drivers(arms: &[Arm<'_>]) -> String {
     ] {
         let _ = writeln!(out, "* {d}");
     }
+    if arms.first().is_some_and(|a| a.run.config.streams.is_some()) {
+        for d in [
+            "Time to the first and the last item of a stream, and each item's delay from its production",
+            "CPU and bytes per item in each tier and on each hop",
+            "What a consumer slower than the producer costs (items held back, memory)",
+        ] {
+            let _ = writeln!(out, "* {d}");
+        }
+    }
     out
 }
 

@@ -301,7 +301,7 @@ pub fn read_runs(folder: &Path) -> Result<Vec<RunResult>, String> {
         return Ok(vec![read(&own)?]);
     }
     let mut runs = Vec::new();
-    let names = Transport::ALL.iter().flat_map(|t| {
+    let names = Transport::ALL.iter().chain(&Transport::STREAMING).flat_map(|t| {
         let t = t.as_str();
         [t.to_owned(), format!("{t}-a"), format!("{t}-b")]
     });
@@ -314,7 +314,7 @@ pub fn read_runs(folder: &Path) -> Result<Vec<RunResult>, String> {
     let runs = crate::judge::difference::in_compared_order(runs);
     if runs.is_empty() {
         return Err(format!(
-            "{} is not a run folder (it has no run.json and no grpc/ or rest/ arm folder); give folders written by the harness under results/",
+            "{} is not a run folder (it has no run.json and no arm folder such as grpc/, rest/ or grpc-stream/); give folders written by the harness under results/",
             folder.display()
         ));
     }
