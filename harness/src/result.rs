@@ -351,8 +351,10 @@ pub struct StreamRound {
     /// Each item's arrival at the harness minus its production time at the
     /// downstream, both read on the system clock.
     pub item_delay: Option<Summary>,
-    /// Whether `item_delay` compares clocks of one host (`same_host`) or of
-    /// several (`across_hosts`: the clocks' offset is in every figure).
+    /// Whether `item_delay` compares clocks of one host (`same_host`: the
+    /// harness started the tiers, as processes or containers) or maybe not
+    /// (`may_differ`: a tier it did not start may run elsewhere, and the
+    /// clocks' offset is then in every figure).
     pub item_delay_clocks: String,
     /// The most items each stream had in transit at once: produced by the
     /// downstream, not yet taken by the harness.

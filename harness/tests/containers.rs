@@ -508,3 +508,51 @@ fn replicas_in_cpu_limited_containers_show_where_grpc_pins_and_the_limit_binds()
     assert!(shares.iter().all(|s| (0.2..=0.47).contains(s)), "{shares:?}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn streams_run_between_containers_item_by_item() {
+    if skipped() {
+        return;
+    }
+    let out = out_dir("containers-streams");
+    let o = harness_cmd(&[
+        "--isolation",
+        "containers",
+        "--transport",
+        "grpc-stream,rest-sse",
+        "--stream-items",
+        "10",
+        "--stream-interval",
+        "10ms",
+        "--delay",
+        "5ms",
+        "--qps",
+        "10",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--rounds",
+        "1",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    for arm in ["grpc-stream", "rest-sse"] {
+        let run = load(&folder.join(arm));
+        let r = &run.rounds[0];
+        assert!(r.requests.sent >= 9 && r.requests.ok == r.requests.sent, "{arm}: {:?}", r.requests);
+        let s = r.stream.as_ref().unwrap();
+        assert_eq!(s.items, 10 * r.requests.ok, "{arm}");
+        // The downstream in its container made the items on its schedule, and counted them.
+        assert!(s.downstream.as_ref().is_some_and(|d| d.items > 0), "{arm}: {:?}", s.downstream);
+        assert!(s.internal.response_wire_bytes_per_item.is_some_and(|b| b > 0.0), "{arm}: {:?}", s.internal);
+        assert!(run.tiers[&TierName::Downstream].settings["container"].is_object(), "{arm}");
+        assert_eq!(s.item_delay_clocks, "same_host");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}

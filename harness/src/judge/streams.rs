@@ -54,7 +54,7 @@ pub fn stream_round(input: &RoundInput<'_>, resources: &BTreeMap<TierName, Resou
         first_item: summarize(&rec.first_item),
         last_item: summarize(&rec.corrected),
         item_delay: summarize(&rec.item_delay),
-        item_delay_clocks: if remote { "across_hosts" } else { "same_host" }.to_owned(),
+        item_delay_clocks: if remote { "may_differ" } else { "same_host" }.to_owned(),
         buffered_items: spread(&rec.buffered),
         cut_after_items: rec.cut_after.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
         internal: item_bytes(internal, produced),
