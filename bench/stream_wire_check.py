@@ -38,63 +38,20 @@ arrival and its answer's first byte; bytes of the hop seen in that gap are
 ambiguous and printed as "edge" bytes (the bound of any disagreement that
 alignment can cause). The boundary used is the GET's arrival.
 
-Only the standard library is used. The pcap reading follows
-bench/wire_check.py's, extended with TCP flags, sequence numbers and the
-first payload bytes.
+Only the standard library is used. The pcap reading is bench/wire_check.py's
+(`segments`: TCP flags, sequence numbers and the first payload bytes too).
 """
 import glob
 import json
 import os
 import re
-import struct
 import sys
 from collections import defaultdict
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from wire_check import segments  # noqa: E402
+
 SYN, ACK = 0x02, 0x10
-
-
-def packets(path):
-    """(t, sport, dport, flags, seq, payload_len, payload_head) per TCP packet."""
-    with open(path, "rb") as f:
-        data = f.read()
-    magic = struct.unpack("<I", data[:4])[0]
-    if magic in (0xA1B2C3D4, 0xA1B23C4D):
-        endian = "<"
-    else:
-        endian = ">"
-        magic = struct.unpack(">I", data[:4])[0]
-    nano = magic == 0xA1B23C4D
-    linktype = struct.unpack(endian + "I", data[20:24])[0]
-    skip = {1: 14, 113: 16, 276: 20, 0: 4}.get(linktype, 0)
-    off = 24
-    while off + 16 <= len(data):
-        sec, frac, incl, _orig = struct.unpack(endian + "IIII", data[off : off + 16])
-        off += 16
-        frame = data[off : off + incl]
-        off += incl
-        t = sec + frac / (1e9 if nano else 1e6)
-        ip = frame[skip:]
-        if len(ip) < 20:
-            continue
-        version = ip[0] >> 4
-        if version == 4:
-            ihl = (ip[0] & 0x0F) * 4
-            if ip[9] != 6:
-                continue
-            tcp = ip[ihl:]
-            seg_len = struct.unpack(">H", ip[2:4])[0] - ihl
-        elif version == 6:
-            if ip[6] != 6:
-                continue
-            tcp = ip[40:]
-            seg_len = struct.unpack(">H", ip[4:6])[0]
-        else:
-            continue
-        if len(tcp) < 20:
-            continue
-        sport, dport, seq = struct.unpack(">HHI", tcp[:8])
-        doff = (tcp[12] >> 4) * 4
-        yield t, sport, dport, tcp[13], seq, seg_len - doff, tcp[doff : doff + 16]
 
 
 def new_bytes(state, key, seq, n):
@@ -144,7 +101,7 @@ def analyse(pcap, folder, front_port, ss_log):
         sys.exit("no downstream port in tiers.caller.settings.target (%r)" % target)
     internal_port = int(m.group(1))
 
-    pkts = list(packets(pcap))
+    pkts = list(segments(pcap))
     # Requests to the admin ports: the first payload of each connection.
     first_payload = {}  # (client port, server port) -> (t, head)
     answer = {}  # (client port, server port) -> t of the server's first payload

@@ -24,7 +24,9 @@ import sys
 from pathlib import Path
 
 
-def packets(path):
+def segments(path):
+    """(t, sport, dport, flags, seq, payload_len, payload_head) per TCP packet
+    of a classic pcap file (Ethernet, Linux cooked v1/v2 or BSD loopback)."""
     data = Path(path).read_bytes()
     magic = struct.unpack("<I", data[:4])[0]
     if magic in (0xA1B2C3D4, 0xA1B23C4D):
@@ -34,6 +36,7 @@ def packets(path):
         magic = struct.unpack(">I", data[:4])[0]
     nano = magic == 0xA1B23C4D
     linktype = struct.unpack(endian + "I", data[20:24])[0]
+    skip = {1: 14, 113: 16, 276: 20, 0: 4}.get(linktype, 0)
     off = 24
     while off + 16 <= len(data):
         sec, frac, incl, _orig = struct.unpack(endian + "IIII", data[off : off + 16])
@@ -41,38 +44,34 @@ def packets(path):
         frame = data[off : off + incl]
         off += incl
         t = sec + frac / (1e9 if nano else 1e6)
-        if linktype == 1:  # Ethernet
-            ip = frame[14:]
-        elif linktype == 113:  # Linux cooked (SLL)
-            ip = frame[16:]
-        elif linktype == 276:  # Linux cooked v2
-            ip = frame[20:]
-        elif linktype == 0:  # BSD loopback
-            ip = frame[4:]
-        else:
-            ip = frame
+        ip = frame[skip:]
         if len(ip) < 20:
             continue
         version = ip[0] >> 4
         if version == 4:
             ihl = (ip[0] & 0x0F) * 4
-            total = struct.unpack(">H", ip[2:4])[0]
             if ip[9] != 6:
                 continue
             tcp = ip[ihl:]
-            payload_len_ip = total - ihl
+            seg_len = struct.unpack(">H", ip[2:4])[0] - ihl
         elif version == 6:
             if ip[6] != 6:
                 continue
             tcp = ip[40:]
-            payload_len_ip = struct.unpack(">H", ip[4:6])[0]
+            seg_len = struct.unpack(">H", ip[4:6])[0]
         else:
             continue
         if len(tcp) < 20:
             continue
-        sport, dport = struct.unpack(">HH", tcp[:4])
+        sport, dport, seq = struct.unpack(">HHI", tcp[:8])
         doff = (tcp[12] >> 4) * 4
-        yield t, sport, dport, payload_len_ip - doff
+        yield t, sport, dport, tcp[13], seq, seg_len - doff, tcp[doff : doff + 16]
+
+
+def packets(path):
+    """(t, sport, dport, payload_len) per TCP packet."""
+    for t, sport, dport, _flags, _seq, n, _head in segments(path):
+        yield t, sport, dport, n
 
 
 def exchanges(pcap, port):

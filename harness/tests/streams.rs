@@ -300,3 +300,50 @@ fn sweeps_of_items_per_stream_and_of_streams_per_second_measure_every_step() {
         assert!(record.contains("Time to the first and the last item of a stream"), "{record}");
     }
 }
+
+#[test]
+fn streams_cross_tls_and_compression_item_by_item() {
+    let out = out_dir("streams-tls-gzip");
+    let o = harness_cmd(&[
+        "--transport",
+        "grpc-stream,rest-ndjson",
+        "--tls",
+        "--compression",
+        "gzip",
+        "--stream-items",
+        "10",
+        "--stream-interval",
+        "5ms",
+        "--delay",
+        "5ms",
+        "--qps",
+        "5",
+        "--duration",
+        "1s",
+        "--warmup",
+        "300ms",
+        "--rounds",
+        "1",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    for arm in ["grpc-stream", "rest-ndjson"] {
+        let (run, s) = stream_of(&folder, arm);
+        let r = &run.rounds[0];
+        assert!(r.requests.ok > 0 && r.requests.ok == r.requests.sent, "{arm}: {:?}", r.requests);
+        assert_eq!(s.items, 10 * r.requests.ok, "{arm}");
+        let downstream = &run.tiers[&TierName::Downstream].settings;
+        assert!(downstream.to_string().contains("tls"), "{arm}: {downstream}");
+    }
+    // One REST stream compresses item by item, each flushed: its JSON items
+    // (a record of text each) shrink on the wire.
+    let (_, s) = stream_of(&folder, "rest-ndjson");
+    let (wire, message) =
+        (s.internal.response_wire_bytes_per_item.unwrap(), s.internal.response_message_bytes_per_item.unwrap());
+    assert!(wire < message, "rest-ndjson: {wire} wire bytes per item for {message} of message");
+}
