@@ -12,7 +12,7 @@ use super::comparison::Arm;
 use super::findings::{name_and_unit, sentence, with_unit};
 use super::markdown::{num, setup};
 use crate::config::{TransportArg, arm_dirs, command_line};
-use crate::judge::difference::{FINDING_KEYS, FINDING_THRESHOLD_PERCENT, Row, Verdict, compare};
+use crate::judge::difference::{FINDING_THRESHOLD_PERCENT, Row, Verdict, compare};
 
 /// What a record needs beyond the arms.
 #[derive(Debug, Clone)]
@@ -170,7 +170,7 @@ fn confirmation(arms: &[Arm<'_>], r: &Record<'_>) -> String {
 fn pros_and_cons(rows: &[Row], arms: &[Arm<'_>], i: usize) -> String {
     let mut out = String::new();
     let (a, b) = (arms[0].name, arms.get(1).map_or("", |x| x.name));
-    let headline = FINDING_KEYS.iter().filter_map(|k| rows.iter().find(|r| r.metric.key == *k));
+    let headline = crate::judge::difference::headline(rows);
     for row in headline {
         let good = match (row.verdict, i) {
             (Verdict::ABetter, 0) | (Verdict::BBetter, 1) => Some(true),

@@ -83,9 +83,7 @@ pub fn findings_list(rows: &[Row], a: &str, b: &str) -> String {
             "- No difference on the headline rows is both detectable at 95% and at least {FINDING_THRESHOLD_PERCENT}%."
         );
     }
-    let small: Vec<&Row> = crate::judge::difference::FINDING_KEYS
-        .iter()
-        .filter_map(|k| rows.iter().find(|r| r.metric.key == *k))
+    let small: Vec<&Row> = crate::judge::difference::headline(rows)
         .filter(|r| r.verdict.is_detectable() && !found.iter().any(|f| f.metric.key == r.metric.key))
         .collect();
     if !small.is_empty() {
@@ -95,11 +93,8 @@ pub fn findings_list(rows: &[Row], a: &str, b: &str) -> String {
     if !none.is_empty() {
         let _ = writeln!(out, "- No detectable difference in {}.", names(&none));
     }
-    let one: Vec<&Row> = crate::judge::difference::FINDING_KEYS
-        .iter()
-        .filter_map(|k| rows.iter().find(|r| r.metric.key == *k))
-        .filter(|r| r.verdict == Verdict::OneProcess)
-        .collect();
+    let one: Vec<&Row> =
+        crate::judge::difference::headline(rows).filter(|r| r.verdict == Verdict::OneProcess).collect();
     if !one.is_empty() {
         let _ = writeln!(
             out,

@@ -42,9 +42,24 @@ pub const FINDING_KEYS: &[&str] = &[
     "cpu_us_per_item.downstream",
     "internal.request_wire_bytes_per_item",
     "internal.response_wire_bytes_per_item",
-    "rss_mib_per_1000_streams.caller",
-    "rss_mib_per_1000_streams.downstream",
 ];
+
+/// Headline rows that a streaming run says per item: their per-request
+/// twin (per stream) would repeat the same ratio as a second finding.
+const PER_ITEM_TWINS: &[(&str, &str)] = &[
+    ("cpu_us_per_request.caller", "cpu_us_per_item.caller"),
+    ("cpu_us_per_request.downstream", "cpu_us_per_item.downstream"),
+    ("internal.request_wire_bytes", "internal.request_wire_bytes_per_item"),
+    ("internal.response_wire_bytes", "internal.response_wire_bytes_per_item"),
+];
+
+/// The headline rows of `rows`, in [`FINDING_KEYS`]' order: every one but
+/// a per-request row whose per-item twin was measured.
+pub fn headline<'a>(rows: &'a [Row]) -> impl Iterator<Item = &'a Row> + 'a {
+    let measured = |key: &str| rows.iter().any(|r| r.metric.key == key && (r.a.is_some() || r.b.is_some()));
+    let shadowed = move |key: &str| PER_ITEM_TWINS.iter().any(|(k, twin)| *k == key && measured(twin));
+    FINDING_KEYS.iter().filter(move |k| !shadowed(k)).filter_map(move |k| rows.iter().find(|r| r.metric.key == *k))
+}
 
 /// How a row's interval was computed: every row, latency percentiles
 /// included, from its rounds' own figures.
@@ -191,9 +206,8 @@ pub fn verdict(better: Better, diff: Option<Interval>, rounds: usize) -> Verdict
 /// [`FINDING_KEYS`], and at least [`FINDING_THRESHOLD_PERCENT`] relative to
 /// A; the largest first.
 pub fn findings(rows: &[Row]) -> Vec<&Row> {
-    let mut found: Vec<&Row> = rows
-        .iter()
-        .filter(|r| FINDING_KEYS.contains(&r.metric.key) && r.verdict.is_detectable())
+    let mut found: Vec<&Row> = headline(rows)
+        .filter(|r| r.verdict.is_detectable())
         .filter(|r| r.relative().is_some_and(|rel| rel.estimate.abs() >= FINDING_THRESHOLD_PERCENT))
         .collect();
     found.sort_by(|x, y| {
@@ -205,7 +219,7 @@ pub fn findings(rows: &[Row]) -> Vec<&Row> {
 
 /// The finding rows with no detectable difference.
 pub fn no_difference(rows: &[Row]) -> Vec<&Row> {
-    rows.iter().filter(|r| FINDING_KEYS.contains(&r.metric.key) && r.verdict == Verdict::NoDifference).collect()
+    headline(rows).filter(|r| r.verdict == Verdict::NoDifference).collect()
 }
 
 /// The share of judged rows (with a better side) called different: in an A/A
