@@ -259,6 +259,25 @@ mod tests {
     }
 
     #[test]
+    fn a_streaming_runs_findings_say_a_ratio_once_per_item() {
+        let (mut a, mut b) = pair(5, 1.10);
+        // The same shift per item: the per-request finding would repeat it.
+        for run in [&mut a, &mut b] {
+            for r in &mut run.rounds {
+                let caller = r.resources[&crate::result::TierName::Caller].cpu_us_per_request.unwrap();
+                let per_item = [(crate::result::TierName::Caller, caller / 100.0)].into_iter().collect();
+                r.stream = Some(crate::result::StreamRound { cpu_us_per_item: per_item, ..Default::default() });
+            }
+        }
+        let keys: Vec<&str> = findings(&compare(&a, &b)).iter().map(|r| r.metric.key).collect();
+        assert_eq!(keys.first(), Some(&"cpu_us_per_item.caller"), "{keys:?}");
+        assert!(!keys.contains(&"cpu_us_per_request.caller"), "{keys:?}");
+        // Unary runs keep their per-request finding.
+        let (a, b) = pair(5, 1.10);
+        assert!(findings(&compare(&a, &b)).iter().any(|r| r.metric.key == "cpu_us_per_request.caller"));
+    }
+
+    #[test]
     fn a_ten_percent_cpu_shift_is_found_the_right_way_round() {
         let (a, b) = pair(5, 1.10);
         let rows = compare(&a, &b);
