@@ -10,7 +10,7 @@ use telemetry::CountersSnapshot;
 use crate::config::Config;
 use crate::judge::stats::{mean, mean_peak, summarize};
 use crate::measure::histogram::encode_histogram;
-use crate::measure::record::RoundRecord;
+use crate::measure::record::{RoundRecord, StreamRecord};
 use crate::measure::tier_stats::{Deltas, ReplicaDelta};
 use crate::result::{
     HopBytes, Hops, Latency, LoadSample, ReplicaRound, ReplicaSet, Requests, ResourceSample, Resources, RoundResult,
@@ -152,7 +152,20 @@ fn latency(rec: &RoundRecord, front: bool) -> Latency {
 /// The round's histograms by name; a streaming arm's also its first item,
 /// item delay and items in transit.
 fn histograms(rec: &RoundRecord, streaming: bool) -> BTreeMap<String, String> {
-    let streams = [("first_item", &rec.first_item), ("item_delay", &rec.item_delay), ("buffered_items", &rec.buffered)];
+    let none = StreamRecord::default;
+    let st = match &rec.stream {
+        Some(st) => std::borrow::Cow::Borrowed(st),
+        None if streaming => std::borrow::Cow::Owned(none()),
+        None => return plain_histograms(rec),
+    };
+    let streams = [("first_item", &st.first_item), ("item_delay", &st.item_delay), ("buffered_items", &st.buffered)];
+    let mut all = plain_histograms(rec);
+    all.extend(streams.into_iter().map(|(k, h)| (k.to_owned(), encode_histogram(h))));
+    all
+}
+
+/// Every arm's histograms by name.
+fn plain_histograms(rec: &RoundRecord) -> BTreeMap<String, String> {
     [
         ("corrected", &rec.corrected),
         ("service", &rec.service),
@@ -161,7 +174,6 @@ fn histograms(rec: &RoundRecord, streaming: bool) -> BTreeMap<String, String> {
         ("caller_overhead", &rec.caller_overhead),
     ]
     .into_iter()
-    .chain(streams.into_iter().filter(|_| streaming))
     .map(|(k, h)| (k.to_owned(), encode_histogram(h)))
     .collect()
 }

@@ -11,12 +11,21 @@ use telemetry::CountersSnapshot;
 
 use super::round::RoundInput;
 use super::stats::{mean, summarize};
+use crate::measure::record::StreamRecord;
 use crate::result::{ItemBytes, Resources, Spread, StreamRound, TierName};
 
 /// The round's stream figures; `None` for a unary arm.
 pub fn stream_round(input: &RoundInput<'_>, resources: &BTreeMap<TierName, Resources>) -> Option<StreamRound> {
     let streams = input.config.streams.as_ref()?;
     let rec = input.record;
+    let none;
+    let st = match &rec.stream {
+        Some(st) => st,
+        None => {
+            none = StreamRecord::default();
+            &none
+        }
+    };
     let qps = input.config.generators.share_of(input.config.load.qps);
     let span = if qps > 0.0 && input.scheduled > 0 {
         input.scheduled as f64 / qps
@@ -27,7 +36,7 @@ pub fn stream_round(input: &RoundInput<'_>, resources: &BTreeMap<TierName, Resou
     // The downstream's items flow over the same window as its bytes and
     // CPU; the harness's count is of the streams that ended in the round.
     let produced = internal.and_then(|d| d.streams.as_ref()).map(|s| s.items);
-    let received = Some(rec.items);
+    let received = Some(st.items);
     let per_item = |tier: TierName, items: Option<u64>| {
         let cpu = resources.get(&tier)?.cpu_seconds?;
         let n = items.filter(|n| *n > 0)?;
@@ -49,14 +58,14 @@ pub fn stream_round(input: &RoundInput<'_>, resources: &BTreeMap<TierName, Resou
     Some(StreamRound {
         items_per_stream: streams.items,
         streams_ok: rec.ok,
-        items: rec.items,
-        items_per_second: rec.items as f64 / span,
-        first_item: summarize(&rec.first_item),
+        items: st.items,
+        items_per_second: st.items as f64 / span,
+        first_item: summarize(&st.first_item),
         last_item: summarize(&rec.corrected),
-        item_delay: summarize(&rec.item_delay),
+        item_delay: summarize(&st.item_delay),
         item_delay_clocks: if remote { "may_differ" } else { "same_host" }.to_owned(),
-        buffered_items: spread(&rec.buffered),
-        cut_after_items: rec.cut_after.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
+        buffered_items: spread(&st.buffered),
+        cut_after_items: st.cut_after.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
         internal: item_bytes(internal, produced),
         front: item_bytes(input.deltas.front.as_ref(), received),
         cpu_us_per_item: [

@@ -27,16 +27,9 @@ pub struct RoundRecord {
     pub send_lag: Histogram<u64>,
     pub downstream_hop: Histogram<u64>,
     pub caller_overhead: Histogram<u64>,
-    /// Streams: from the intended start to the first item (µs).
-    pub first_item: Histogram<u64>,
-    /// Streams: each item's arrival minus its production time (µs).
-    pub item_delay: Histogram<u64>,
-    /// Streams: the most items each had in transit at once (a count).
-    pub buffered: Histogram<u64>,
-    /// Streams: items received whole and in order, cut streams' included.
-    pub items: u64,
-    /// Streams cut short, by the items they delivered before the cut.
-    pub cut_after: BTreeMap<u64, u64>,
+    /// A streaming arm's items, made at its first stream (a unary arm's
+    /// round holds no histograms it will not fill).
+    pub stream: Option<StreamRecord>,
     pub sent: u64,
     pub ok: u64,
     /// OK answers whose arrival is the kernel's receive stamp.
@@ -57,11 +50,7 @@ impl Default for RoundRecord {
             send_lag: new_histogram(),
             downstream_hop: new_histogram(),
             caller_overhead: new_histogram(),
-            first_item: new_histogram(),
-            item_delay: new_histogram(),
-            buffered: new_histogram(),
-            items: 0,
-            cut_after: BTreeMap::new(),
+            stream: None,
             sent: 0,
             ok: 0,
             left_out: 0,
@@ -71,15 +60,49 @@ impl Default for RoundRecord {
     }
 }
 
+/// A streaming arm's round, item by item.
+#[derive(Debug, Clone)]
+pub struct StreamRecord {
+    /// From the intended start to the first item (µs).
+    pub first_item: Histogram<u64>,
+    /// Each item's arrival minus its production time (µs).
+    pub item_delay: Histogram<u64>,
+    /// The most items each stream had in transit at once (a count).
+    pub buffered: Histogram<u64>,
+    /// Items received whole and in order, cut streams' included.
+    pub items: u64,
+    /// Streams cut short, by the items they delivered before the cut.
+    pub cut_after: BTreeMap<u64, u64>,
+}
+
+impl Default for StreamRecord {
+    fn default() -> Self {
+        StreamRecord {
+            first_item: new_histogram(),
+            item_delay: new_histogram(),
+            buffered: new_histogram(),
+            items: 0,
+            cut_after: BTreeMap::new(),
+        }
+    }
+}
+
+/// A [`StreamRecord`] with its histograms serialized.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CompactStream {
+    histograms: [Vec<u8>; 3],
+    items: u64,
+    cut_after: BTreeMap<u64, u64>,
+}
+
 /// A finished round's record as it waits for the run to end: its
 /// histograms serialized (HdrHistogram V2: a few kilobytes each instead of
 /// the 2.4 MiB counts array each one is made with), so the harness's memory
 /// does not grow with every round it has measured.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CompactRecord {
-    histograms: [Vec<u8>; 8],
-    pub items: u64,
-    pub cut_after: BTreeMap<u64, u64>,
+    histograms: [Vec<u8>; 5],
+    stream: Option<CompactStream>,
     pub sent: u64,
     pub ok: u64,
     pub kernel_stamped: u64,
@@ -103,12 +126,12 @@ impl RoundRecord {
                 encode(&self.send_lag),
                 encode(&self.downstream_hop),
                 encode(&self.caller_overhead),
-                encode(&self.first_item),
-                encode(&self.item_delay),
-                encode(&self.buffered),
             ],
-            items: self.items,
-            cut_after: self.cut_after,
+            stream: self.stream.map(|st| CompactStream {
+                histograms: [encode(&st.first_item), encode(&st.item_delay), encode(&st.buffered)],
+                items: st.items,
+                cut_after: st.cut_after,
+            }),
             sent: self.sent,
             ok: self.ok,
             kernel_stamped: self.kernel_stamped,
@@ -123,19 +146,23 @@ impl CompactRecord {
     pub fn expand(&self) -> RoundRecord {
         let decode =
             |b: &Vec<u8>| Deserializer::new().deserialize(&mut b.as_slice()).unwrap_or_else(|_| new_histogram());
-        let [corrected, service, send_lag, downstream_hop, caller_overhead, first_item, item_delay, buffered] =
-            &self.histograms;
+        let [corrected, service, send_lag, downstream_hop, caller_overhead] = &self.histograms;
         RoundRecord {
             corrected: decode(corrected),
             service: decode(service),
             send_lag: decode(send_lag),
             downstream_hop: decode(downstream_hop),
             caller_overhead: decode(caller_overhead),
-            first_item: decode(first_item),
-            item_delay: decode(item_delay),
-            buffered: decode(buffered),
-            items: self.items,
-            cut_after: self.cut_after.clone(),
+            stream: self.stream.as_ref().map(|st| {
+                let [first_item, item_delay, buffered] = &st.histograms;
+                StreamRecord {
+                    first_item: decode(first_item),
+                    item_delay: decode(item_delay),
+                    buffered: decode(buffered),
+                    items: st.items,
+                    cut_after: st.cut_after.clone(),
+                }
+            }),
             sent: self.sent,
             ok: self.ok,
             kernel_stamped: self.kernel_stamped,
@@ -159,22 +186,24 @@ impl RoundRecord {
         let Some(sent) = shot.sent else { return };
         self.sent += 1;
         if let Some(f) = &shot.stream {
-            self.items += f.items;
+            let st = self.stream.get_or_insert_with(StreamRecord::default);
+            st.items += f.items;
             if let Some(k) = f.cut_after {
-                *self.cut_after.entry(k).or_default() += 1;
+                *st.cut_after.entry(k).or_default() += 1;
             }
         }
         if shot.outcome != Outcome::Ok {
             return;
         }
         if let Some(f) = &shot.stream {
+            let st = self.stream.get_or_insert_with(StreamRecord::default);
             if let Some(first) = f.first {
-                self.first_item.saturating_record(us(first.saturating_duration_since(shot.due)));
+                st.first_item.saturating_record(us(first.saturating_duration_since(shot.due)));
             }
             for d in &f.delays_us {
-                self.item_delay.saturating_record(*d);
+                st.item_delay.saturating_record(*d);
             }
-            self.buffered.saturating_record(f.buffered_peak);
+            st.buffered.saturating_record(f.buffered_peak);
         }
         self.ok += 1;
         self.kernel_stamped += u64::from(shot.kernel_stamped);
@@ -312,6 +341,38 @@ mod tests {
         assert_eq!((r.sent, r.ok, r.left_out), (2, 1, 2));
         assert_eq!(r.errors.get("bad_response"), Some(&1));
         assert!(!r.errors.contains_key("connect"));
+    }
+
+    #[test]
+    fn a_streams_items_are_recorded_only_for_a_stream_and_survive_compaction() {
+        let t = Instant::now();
+        let shot = |stream: Option<crate::load::StreamFacts>, outcome| Shot {
+            index: 0,
+            due: t,
+            sent: Some(t),
+            done: t + Duration::from_millis(90),
+            outcome,
+            downstream_us: None,
+            kernel_stamped: true,
+            stream: stream.map(Box::new),
+        };
+        let mut r = RoundRecord::default();
+        r.add(&shot(None, Outcome::Ok));
+        assert!(r.stream.is_none(), "a unary round holds no stream histograms");
+        let facts = crate::load::StreamFacts {
+            first: Some(t + Duration::from_millis(20)),
+            items: 3,
+            delays_us: vec![100, 200, 300],
+            buffered_peak: 2,
+            cut_after: None,
+        };
+        r.add(&shot(Some(facts.clone()), Outcome::Ok));
+        r.add(&shot(Some(crate::load::StreamFacts { cut_after: Some(1), items: 1, ..facts }), Outcome::StreamCut));
+        let st = r.clone().compact().expand().stream.expect("the stream record");
+        assert_eq!((st.items, st.cut_after.get(&1)), (4, Some(&1)), "a cut stream's items count, and its k");
+        assert_eq!((st.first_item.len(), st.item_delay.len(), st.buffered.len()), (1, 3, 1), "OK streams only");
+        assert!(st.first_item.max() >= 19_900 && st.first_item.max() <= 20_100);
+        assert_eq!(r.errors.get("stream_cut"), Some(&1));
     }
 
     #[test]
