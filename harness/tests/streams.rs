@@ -40,6 +40,18 @@ fn the_harness_reads_each_arms_stream_item_by_item() {
     }
 }
 
+/// Runs the harness with the flags in `args` and `extra` (flag and value
+/// pairs that are not words), writing under its own folder `name`;
+/// asserts it exits 0 and gives the run folder.
+fn streams_run(name: &str, args: &str, extra: &[&str]) -> std::path::PathBuf {
+    let out = out_dir(name);
+    let mut all: Vec<&str> = args.split_whitespace().chain(extra.iter().copied()).collect();
+    all.extend(["--out", out.to_str().unwrap()]);
+    let o = harness_cmd(&all).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+    run_folder(&out)
+}
+
 /// A stream figure of `arm`'s only round.
 fn stream_of(folder: &std::path::Path, arm: &str) -> (RunResult, StreamRound) {
     let run = load(&folder.join(arm));
@@ -49,34 +61,14 @@ fn stream_of(folder: &std::path::Path, arm: &str) -> (RunResult, StreamRound) {
 
 #[test]
 fn a_run_measures_every_streaming_arm_item_by_item_on_the_producers_schedule() {
-    let out = out_dir("streams-run");
     let (items, interval_ms, page) = (12u32, 15.0, 4.0);
-    let o = harness_cmd(&[
-        "--transport",
-        "grpc-stream,grpc-pages,rest-pages,rest-ndjson,rest-sse",
-        "--stream-items",
-        "12",
-        "--stream-interval",
-        "15ms",
-        "--page-size",
-        "4",
-        "--delay",
-        "20ms",
-        "--qps",
-        "8",
-        "--duration",
-        "2s",
-        "--warmup",
-        "1s",
-        "--rounds",
-        "1",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .output()
-    .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    let folder = run_folder(&out);
+    let folder = streams_run(
+        "streams-run",
+        "--transport grpc-stream,grpc-pages,rest-pages,rest-ndjson,rest-sse \
+         --stream-items 12 --stream-interval 15ms --page-size 4 --delay 20ms --qps 8 \
+         --duration 2s --warmup 1s --rounds 1",
+        &[],
+    );
     let mut first_item_p50 = std::collections::BTreeMap::new();
     for arm in ["grpc-stream", "grpc-pages", "rest-pages", "rest-ndjson", "rest-sse"] {
         let (run, s) = stream_of(&folder, arm);
@@ -162,30 +154,13 @@ fn a_stream_cut_after_k_items_is_an_error_that_says_k() {
     let downstream = cutting_downstream(3, 400);
     let args = ["--transport", "rest-ndjson", "--downstream-rest", &downstream].map(String::from);
     let caller = start_tier(None, "caller", &args);
-    let out = out_dir("streams-cut");
     let front = caller.url("front");
-    let o = harness_cmd(&[
-        "--transport",
-        "rest-ndjson",
-        "--caller-url",
-        &front,
-        "--stream-items",
-        "6",
-        "--qps",
-        "5",
-        "--duration",
-        "2s",
-        "--warmup",
-        "0s",
-        "--rounds",
-        "1",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .output()
-    .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    let run = load(&run_folder(&out));
+    let run = load(&streams_run(
+        "streams-cut",
+        "--transport rest-ndjson --stream-items 6 --qps 5 --duration 2s --warmup 0s \
+         --rounds 1",
+        &["--caller-url", &front],
+    ));
     let (r, s) = (&run.rounds[0], run.rounds[0].stream.clone().unwrap());
     assert!(r.requests.sent > 0);
     assert_eq!(r.requests.errors.get("stream_cut"), Some(&r.requests.sent), "{:?}", r.requests);
@@ -203,36 +178,14 @@ fn a_slow_consumer_holds_the_producer_back_and_no_tier_gathers_the_stream() {
     // Each stream is 1,500 items of 16 KiB (about 31 MiB of JSON), made
     // every 200 µs and taken every millisecond or more: far more than the
     // buffers on the way hold.
-    let out = out_dir("streams-consumer");
     let (items, item_bytes) = (1500u64, 16384u64);
-    let o = harness_cmd(&[
-        "--transport",
-        "grpc-stream,grpc-pages,rest-pages,rest-ndjson,rest-sse",
-        "--stream-items",
-        "1500",
-        "--stream-item-bytes",
-        "16384",
-        "--stream-interval",
-        "200us",
-        "--consumer-delay",
-        "1ms",
-        "--delay",
-        "10ms",
-        "--qps",
-        "1",
-        "--duration",
-        "2s",
-        "--warmup",
-        "0s",
-        "--rounds",
-        "1",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .output()
-    .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    let folder = run_folder(&out);
+    let folder = streams_run(
+        "streams-consumer",
+        "--transport grpc-stream,grpc-pages,rest-pages,rest-ndjson,rest-sse \
+         --stream-items 1500 --stream-item-bytes 16384 --stream-interval 200us \
+         --consumer-delay 1ms --delay 10ms --qps 1 --duration 2s --warmup 0s --rounds 1",
+        &[],
+    );
     let stream_mib = (items * item_bytes) as f64 / (1024.0 * 1024.0);
     for arm in ["grpc-stream", "grpc-pages", "rest-pages", "rest-ndjson", "rest-sse"] {
         let (run, s) = stream_of(&folder, arm);
@@ -303,35 +256,13 @@ fn sweeps_of_items_per_stream_and_of_streams_per_second_measure_every_step() {
 
 #[test]
 fn streams_cross_tls_and_compression_item_by_item() {
-    let out = out_dir("streams-tls-gzip");
-    let o = harness_cmd(&[
-        "--transport",
-        "grpc-stream,rest-ndjson",
-        "--tls",
-        "--compression",
-        "gzip",
-        "--stream-items",
-        "10",
-        "--stream-interval",
-        "5ms",
-        "--delay",
-        "5ms",
-        "--qps",
-        "5",
-        "--duration",
-        "1s",
-        "--warmup",
-        "300ms",
-        "--rounds",
-        "1",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .output()
-    .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    let folder = run_folder(&out);
+    let folder = streams_run(
+        "streams-tls-gzip",
+        "--transport grpc-stream,rest-ndjson --tls --compression gzip --stream-items 10 \
+         --stream-interval 5ms --delay 5ms --qps 5 --duration 1s --warmup 300ms \
+         --rounds 1 --quiet",
+        &[],
+    );
     for arm in ["grpc-stream", "rest-ndjson"] {
         let (run, s) = stream_of(&folder, arm);
         let r = &run.rounds[0];
