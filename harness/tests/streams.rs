@@ -278,3 +278,56 @@ fn streams_cross_tls_and_compression_item_by_item() {
         (s.internal.response_wire_bytes_per_item.unwrap(), s.internal.response_message_bytes_per_item.unwrap());
     assert!(wire < message, "rest-ndjson: {wire} wire bytes per item for {message} of message");
 }
+
+#[test]
+fn two_generators_of_streams_merge_into_one_measurement() {
+    let at = "127.0.0.1:0".to_owned();
+    let tier_args = |role_args: &[&str]| {
+        let mut a: Vec<String> = role_args.iter().map(|s| s.to_string()).collect();
+        a.extend(["--admin-addr".into(), at.clone()]);
+        a
+    };
+    let downstream = start_tier(
+        None,
+        "downstream",
+        &tier_args(&["--grpc-addr", &at, "--rest-addr", &at, "--delay", "10ms", "--stream-interval", "5ms"]),
+    );
+    let grpc = downstream.url("grpc");
+    let caller = start_tier(
+        None,
+        "caller",
+        &tier_args(&["--transport", "grpc-stream", "--downstream-grpc", &grpc, "--listen", &at]),
+    );
+    let out = out_dir("streams-segments");
+    let (front, caller_admin, downstream_admin) = (caller.url("front"), caller.url("admin"), downstream.url("admin"));
+    let children: Vec<_> = (0..2)
+        .map(|i| {
+            let segment = format!("{i}/2");
+            let args = ["--transport grpc-stream --stream-items 8 --stream-interval 5ms --delay 10ms --qps 10 \
+                 --duration 2s --warmup 500ms --rounds 1 --quiet --start-at +2s"];
+            let mut all: Vec<&str> = args[0].split_whitespace().collect();
+            all.extend(["--segment", &segment, "--caller-url", &front, "--caller-admin", &caller_admin]);
+            all.extend(["--downstream-admin", &downstream_admin, "--out", out.to_str().unwrap()]);
+            harness_cmd(&all).stdout(std::process::Stdio::null()).spawn().unwrap()
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success(), "a segment failed");
+    }
+    let segments: Vec<RunResult> = crate::common::run_folders(&out).iter().map(|f| load(f)).collect();
+    assert_eq!(segments.len(), 2);
+    let merged_out = out.join("merged");
+    let o = harness_cmd(&["merge", out.to_str().unwrap(), "--out", merged_out.to_str().unwrap()]).output().unwrap();
+    assert!(o.status.success(), "merge: {}", String::from_utf8_lossy(&o.stderr));
+    let merged = load(&run_folder(&merged_out));
+    let m = merged.rounds[0].stream.as_ref().expect("merged stream figures");
+    let each: Vec<&StreamRound> = segments.iter().map(|s| s.rounds[0].stream.as_ref().unwrap()).collect();
+    // Every generator's streams, counted once: items, OK streams, first items.
+    assert_eq!(m.items, each.iter().map(|s| s.items).sum::<u64>());
+    assert_eq!(m.streams_ok, merged.rounds[0].requests.ok);
+    assert_eq!(m.items, 8 * m.streams_ok, "{:?}", merged.rounds[0].requests);
+    assert_eq!(m.first_item.as_ref().unwrap().count, m.streams_ok);
+    assert_eq!(m.item_delay.as_ref().unwrap().count, m.items);
+    let rate: f64 = each.iter().map(|s| s.items_per_second).sum();
+    assert!((m.items_per_second - rate).abs() < 1e-9);
+}
