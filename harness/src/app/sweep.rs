@@ -206,9 +206,7 @@ fn payload_setup(plan: &Plan, sweep: &PayloadSweep, files: &[String]) -> String 
     };
     let what = match (&cfg.contract, &cfg.streams) {
         (Some(c), _) => c.call.clone(),
-        (None, Some(s)) => {
-            crate::export::setup::stream_text(s, false).replacen(&format!("{} items per stream", s.items), "items", 1)
-        }
+        (None, Some(s)) => format!("items{}", crate::export::setup::stream_detail(s, false)),
         (None, None) => format!("{} records", cfg.work.shape),
     };
     let mut setup = format!(

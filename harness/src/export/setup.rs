@@ -34,7 +34,12 @@ fn unit(c: &Config) -> &'static str {
 
 /// `100 items per stream, one every 10ms, pages of 10`.
 pub fn stream_text(s: &crate::config::Streams, paged: bool) -> String {
-    let mut t = format!("{} items per stream", s.items);
+    format!("{} items per stream{}", s.items, stream_detail(s, paged))
+}
+
+/// What [`stream_text`] says after the count: `, one every 10ms, pages of 10`.
+pub fn stream_detail(s: &crate::config::Streams, paged: bool) -> String {
+    let mut t = String::new();
     if s.item_bytes > 0 {
         let _ = write!(t, " of one record and {} B", s.item_bytes);
     }

@@ -60,13 +60,7 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
             front: hop_bytes("front", input.deltas.front.as_ref()),
             internal: hop_bytes(input.config.transport.listener(), input.deltas.internal.as_ref()),
         },
-        other_cores: mean(
-            input
-                .load
-                .iter()
-                .filter(|s| s.t_seconds > input.from_seconds && s.t_seconds <= input.to_seconds)
-                .filter_map(|s| s.other_cores),
-        ),
+        other_cores: mean(load_in_window(input).filter_map(|s| s.other_cores)),
         steal_percent: input.deltas.steal_percent,
         // Which processes these were is known to the run, not to the figures.
         pids: BTreeMap::new(),
@@ -128,14 +122,28 @@ pub fn imbalance(largest_share: f64, replicas: usize) -> f64 {
 /// the rate.
 pub fn throughput(config: &Config, sent: u64, ok: u64, scheduled: u64, window_seconds: f64) -> Throughput {
     let qps = config.generators.share_of(config.load.qps);
-    let on_schedule = !config.load.closed_loop && qps > 0.0 && scheduled > 0;
-    let span = if on_schedule { scheduled as f64 / qps } else { window_seconds };
+    let span = span(config, scheduled, window_seconds);
     Throughput {
         target_qps: (!config.load.closed_loop).then_some(qps),
         send_rate: sent as f64 / span,
         ok_per_second: ok as f64 / span,
         achieved_ratio: (!config.load.closed_loop).then(|| ok as f64 / span / qps),
     }
+}
+
+/// The seconds a round's rates are over: its schedule's span in an open
+/// loop (`scheduled` at this generator's share of the rate), the window in
+/// a closed loop ([`throughput`]).
+pub fn span(config: &Config, scheduled: u64, window_seconds: f64) -> f64 {
+    let qps = config.generators.share_of(config.load.qps);
+    let on_schedule = !config.load.closed_loop && qps > 0.0 && scheduled > 0;
+    if on_schedule { scheduled as f64 / qps } else { window_seconds }
+}
+
+/// The run's load samples inside the round's window.
+pub fn load_in_window<'a>(input: &RoundInput<'a>) -> impl Iterator<Item = &'a LoadSample> {
+    let (from, to) = (input.from_seconds, input.to_seconds);
+    input.load.iter().filter(move |s| s.t_seconds > from && s.t_seconds <= to)
 }
 
 fn latency(rec: &RoundRecord, front: bool) -> Latency {

@@ -26,12 +26,7 @@ pub fn stream_round(input: &RoundInput<'_>, resources: &BTreeMap<TierName, Resou
             &none
         }
     };
-    let qps = input.config.generators.share_of(input.config.load.qps);
-    let span = if qps > 0.0 && input.scheduled > 0 {
-        input.scheduled as f64 / qps
-    } else {
-        (input.to_seconds - input.from_seconds).max(1e-9)
-    };
+    let span = super::round::span(input.config, input.scheduled, input.to_seconds - input.from_seconds);
     let internal = input.deltas.internal.as_ref();
     // The downstream's items flow over the same window as its bytes and
     // CPU; the harness's count is of the streams that ended in the round.
@@ -42,13 +37,7 @@ pub fn stream_round(input: &RoundInput<'_>, resources: &BTreeMap<TierName, Resou
         let n = items.filter(|n| *n > 0)?;
         Some((tier, cpu * 1e6 / n as f64))
     };
-    let open = mean(
-        input
-            .load
-            .iter()
-            .filter(|s| s.t_seconds > input.from_seconds && s.t_seconds <= input.to_seconds)
-            .map(|s| s.in_flight as f64),
-    );
+    let open = mean(super::round::load_in_window(input).map(|s| s.in_flight as f64));
     let rss_per_1000 = |tier: TierName| {
         let rss = resources.get(&tier)?.rss_mib_mean?;
         let open = open.filter(|o| *o > 0.0)?;

@@ -135,7 +135,7 @@ impl RxStamp {
 /// that steals the cores (bench/README, 2026-12-02) that dated a stamp early
 /// by the whole preemption, before the exchange it belonged to had begun, and
 /// the answer was then counted as unstamped.
-fn clocks_now() -> (Instant, SystemTime) {
+pub(super) fn clocks_now() -> (Instant, SystemTime) {
     /// A bracket this narrow is a few clock reads with nothing between them.
     const TIGHT: Duration = Duration::from_micros(5);
     let bracket = || {

@@ -152,9 +152,11 @@ struct Clocks {
 }
 
 impl Clocks {
+    /// Both clocks read together as the kernel stamps are converted
+    /// ([`super::stamped::clocks_now`]: the narrowest of a few brackets).
     fn now() -> Clocks {
-        let instant = Instant::now();
-        let unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let (instant, wall) = super::stamped::clocks_now();
+        let unix = wall.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         Clocks { instant, unix_nanos: unix.as_nanos() as i128 }
     }
 
