@@ -23,7 +23,7 @@ fn docker_usable() -> bool {
 
 /// True (after saying so) when the test cannot run: it needs root and a
 /// running Docker daemon.
-fn skipped() -> bool {
+pub(crate) fn skipped() -> bool {
     let skip = !docker_usable();
     if skip {
         eprintln!("skipped: needs root and a running Docker daemon");
@@ -57,7 +57,7 @@ fn busy_containers_run(out: &std::path::Path, args: &[&str]) -> (Sweeper, std::p
 }
 
 /// Containers and networks labelled with this harness pid.
-fn left_by(pid: u32) -> Vec<String> {
+pub(crate) fn left_by(pid: u32) -> Vec<String> {
     let filter = format!("label=grpc-vs-rest.harness-pid={pid}");
     let list = |args: &[&str]| {
         let o = Command::new("docker").args(args).args(["--filter", &filter, "-q"]).output().unwrap();
@@ -69,7 +69,7 @@ fn left_by(pid: u32) -> Vec<String> {
 /// Removes, when dropped (a failed assertion included), whatever a harness
 /// with this pid left: a test never leaves containers behind, even when the
 /// harness did.
-struct Sweeper(u32);
+pub(crate) struct Sweeper(pub(crate) u32);
 
 impl Drop for Sweeper {
     fn drop(&mut self) {

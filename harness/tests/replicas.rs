@@ -14,7 +14,7 @@ use common::*;
 /// Runs the harness to its end with `args` (short rounds, quiet) and returns
 /// each arm's run, by its folder's name (`grpc`, `rest`; the folder itself
 /// for one arm), after checking nothing it started is left.
-fn run(case: &str, args: &[&str]) -> Vec<(String, RunResult)> {
+pub(crate) fn run(case: &str, args: &[&str]) -> Vec<(String, RunResult)> {
     let out = out_dir(&format!("replicas-{case}"));
     let mark = format!("replicas-{case}-{}", std::process::id());
     let mut full = vec!["--warmup", "1s", "--quiet", "--out", out.to_str().unwrap()];
@@ -39,7 +39,7 @@ fn run(case: &str, args: &[&str]) -> Vec<(String, RunResult)> {
 }
 
 /// Each replica's share of the calls in round `round` (0-based).
-fn shares(run: &RunResult, round: usize) -> Vec<f64> {
+pub(crate) fn shares(run: &RunResult, round: usize) -> Vec<f64> {
     let set = run.rounds[round].replicas.as_ref().expect("rounds[].replicas");
     set.each.iter().map(|r| r.share.expect("every replica's counters read")).collect()
 }

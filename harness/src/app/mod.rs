@@ -8,7 +8,7 @@
 //! * [`adr`]: `harness adr`, the decision record of a saved comparison;
 //! * [`rerun`]: `harness rerun`, a saved run's configuration measured again;
 //! * [`tier`]: the hidden `__tier` role that runs a service in this process
-//!   (and `__reaper`, the containers' reaper, `tiers::containers::reap`);
+//!   (and `__reaper`, the containers' reaper, `tiers::reaper::reap`);
 //! * [`exit`]: the exit codes.
 
 pub mod adr;
@@ -74,11 +74,11 @@ pub fn main() -> ExitCode {
     if args.get(1).is_some_and(|a| a == TIER_ROLE_ARG) {
         return tier::tier_main(&args[2..]);
     }
-    if args.get(1).is_some_and(|a| a == crate::tiers::containers::REAPER_ROLE_ARG) {
+    if args.get(1).is_some_and(|a| a == crate::tiers::reaper::REAPER_ROLE_ARG) {
         // The containers' reaper (see `tiers::containers`): its one argument
         // is the harness's pid.
         match args.get(2).and_then(|a| a.to_str()?.parse().ok()) {
-            Some(pid) => crate::tiers::containers::reap(pid),
+            Some(pid) => crate::tiers::reaper::reap(pid),
             None => return ExitCode::from(EXIT_USAGE),
         }
         return ExitCode::SUCCESS;
@@ -244,7 +244,19 @@ fn tls_files(plan: &Plan, dir: &Path) -> Result<Option<TlsFiles>, String> {
     if !mode.is_on() {
         return Ok(None);
     }
-    let material = crate::tiers::tls::generate(plan.config.deploy.bind, mode == crate::config::TlsMode::Mtls)
+    // Containers reach each other by the nodes' host names.
+    let names: Vec<String> = match plan.config.deploy.isolation {
+        crate::config::Isolation::Containers => plan
+            .arms
+            .iter()
+            .flat_map(|&t| {
+                let arm = plan.arm(t);
+                crate::tiers::layout::layout(&arm).host_names(&arm)
+            })
+            .collect(),
+        crate::config::Isolation::Processes => Vec::new(),
+    };
+    let material = crate::tiers::tls::generate(plan.config.deploy.bind, &names, mode == crate::config::TlsMode::Mtls)
         .map_err(|e| e.to_string())?;
     let tls_dir = crate::export::files::write_tls(dir, &material)
         .map_err(|e| format!("writing the run's certificates under {}: {e}", dir.display()))?;
@@ -279,7 +291,7 @@ fn interrupt_on_signals() -> std::io::Result<Interrupt> {
                     // folder goes first, then the containers (they do not
                     // die with the harness as child processes do).
                     crate::export::files::remove_unfinished();
-                    crate::tiers::containers::remove_now();
+                    crate::tiers::reaper::remove_now();
                     std::process::exit(i32::from(EXIT_INTERRUPTED))
                 }
             }

@@ -106,6 +106,7 @@ impl Plan {
             contract,
             streams,
         };
+        super::launchers::check(&config)?;
         Ok(Plan { config, arms, rates, payload })
     }
 }

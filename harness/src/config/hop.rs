@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use super::{Compression, ConfigError, Deploy, Flags, Isolation, TierRole, bad, is_default};
+use super::{Compression, ConfigError, Deploy, Flags, TierRole, bad, is_default};
 
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "The internal hop")]
@@ -110,13 +110,6 @@ fn tls_mode(a: &HopArgs, deploy: &Deploy) -> Result<TlsMode, ConfigError> {
             "cannot be used with --downstream-url or --caller-url: the run's certificates are made for the tiers \
              the harness starts; give tiers elsewhere their own certificates (the tiers' --tls-* flags) and leave \
              out --tls/--mtls",
-        ));
-    }
-    if deploy.isolation == Isolation::Containers {
-        return Err(bad(
-            flag,
-            "cannot be used with --isolation containers yet: the run's certificate files are not mounted into the \
-             containers; measure TLS with --isolation processes",
         ));
     }
     Ok(mode)

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, Deploy, Flags, Isolation, TargetTier, bad};
+use super::{ConfigError, Deploy, Flags, TargetTier, bad};
 
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "A link between the tiers")]
@@ -39,7 +39,6 @@ impl LinkArgs {
         let conflicts = [
             ("--caller-url", !deploy.remote.caller_url.is_empty()),
             ("--downstream-url", deploy.downstream_url.is_some()),
-            ("--isolation", deploy.isolation == Isolation::Containers),
             ("--target", deploy.target != TargetTier::Caller),
             ("--proxy", deploy.proxy.is_some()),
             ("--bind", deploy.bind != std::net::IpAddr::from([127, 0, 0, 1])),

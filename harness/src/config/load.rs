@@ -58,7 +58,7 @@ pub struct LoadArgs {
     /// Keep one set of tier processes per arm for all rounds (faster: one
     /// warm-up per arm). Memory is then one process per arm, so a comparison
     /// does not judge its memory rows. Remote tiers (--caller-url,
-    /// --downstream-url) and containers always keep one set.
+    /// --downstream-url) always keep one set.
     #[arg(long)]
     pub reuse_tiers: bool,
     /// A request not answered within this time counts as a timeout (also the
@@ -192,8 +192,8 @@ impl Load {
             // A closed loop has no rate to ramp.
             warmup_ramp: if qps.is_some() { warmup_ramp } else { Duration::ZERO },
             rounds,
-            // Only tiers the harness starts as local processes are restarted
-            // per round; remote tiers and containers keep one set per arm.
+            // Only tiers the harness starts (processes or containers) are
+            // restarted per round; remote tiers keep one set per arm.
             fresh_tiers: !a.reuse_tiers && cx.restartable,
             timeout,
             max_in_flight: a.max_in_flight,

@@ -14,6 +14,7 @@
 //! | `load.rs` | the schedule and rounds: `--qps`, `--duration`, `--rounds`, … |
 //! | `work.rs` | what each request asks of the tiers: `--delay`, `--items`, … |
 //! | `deploy/` | where the tiers run: `--target`, remote URLs, containers, proxy, bind |
+//! | `launchers.rs` | what each launcher (`--isolation`) cannot give, in one table |
 //! | `link.rs` | `--link`, `--link-hop` |
 //! | `hop.rs` | the internal hop's TLS, compression, connections, h2c |
 //! | `output.rs` | `--out`, `--label`, `--quiet`, `--json`, `--plan-qps`, gates |
@@ -31,6 +32,7 @@ mod contract;
 mod deploy;
 mod generators;
 pub mod hop;
+pub mod launchers;
 mod link;
 mod load;
 mod output;

@@ -12,7 +12,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    ConfigError, Deploy, Flags, Hop, Isolation, Link, Load, TargetTier, TierRole, bad, duration, duration_text,
+    ConfigError, Deploy, Flags, Hop, Link, Load, ProxyHop, TargetTier, TierRole, bad, duration, duration_text,
 };
 
 /// The most replicas one arm may run (each is a process with its own runtime).
@@ -45,8 +45,9 @@ pub struct ReplicaArgs {
     #[arg(long)]
     pub replica_capacity: Option<u64>,
     /// Add or remove replicas during every measured round: T:+K adds K
-    /// replicas T after the round starts, T:-K removes the newest K (e.g.
-    /// 10s:+1, or 10s:+1,30s:-1); the balancer is reloaded with the new set,
+    /// replicas T after the round starts, T:-K removes the newest K, T=N
+    /// makes it N (e.g. 10s:+1, 10s:+1,30s:-1 or 10s=5); the balancer is
+    /// reloaded with the new set,
     /// and the report says how long each new replica took to receive its
     /// share. With --balance l4 or l7.
     #[arg(long)]
@@ -77,13 +78,25 @@ fn scale_steps(text: &str, replicas: u32, round: Duration) -> Result<Vec<ScaleSt
     let mut steps = Vec::new();
     let mut count = i64::from(replicas);
     for part in text.split(',').map(str::trim) {
-        let parsed = part.rsplit_once(':').and_then(|(t, k)| {
+        // T=N: to N replicas, the change from the count before it.
+        let to = part.rsplit_once('=').and_then(|(t, n)| {
+            let n: i64 = n.trim().parse().ok()?;
+            Some((duration(t).ok()?, i32::try_from(n - count).ok().filter(|c| *c != 0)?))
+        });
+        let parsed = to.or_else(|| {
+            let (t, k) = part.rsplit_once(':')?;
             let change: i32 = k.strip_prefix('+').unwrap_or(k).parse().ok().filter(|c| *c != 0)?;
             (k.starts_with('+') || k.starts_with('-')).then_some(())?;
             Some((duration(t).ok()?, change))
         });
         let Some((at, change)) = parsed else {
-            return Err(bad(flag, format!("{part:?} is not T:+K or T:-K; e.g. --scale-at 10s:+1 or 10s:+1,30s:-1")));
+            return Err(bad(
+                flag,
+                format!(
+                    "{part:?} is not T:+K, T:-K or T=N (N other than the {count} replicas before it); e.g. \
+                     --scale-at 10s:+1, 10s:+1,30s:-1 or 10s=5"
+                ),
+            ));
         };
         if at >= round || at.is_zero() {
             return Err(bad(
@@ -220,15 +233,21 @@ impl Replicas {
             ("--caller-url", !deploy.remote.caller_url.is_empty()),
             ("--downstream-url", deploy.downstream_url.is_some()),
             ("--target", deploy.target != TargetTier::Caller),
-            ("--proxy", deploy.proxy.is_some()),
-            ("--link", link.is_some()),
         ];
         if several && let Some((flag, _)) = conflicts.iter().find(|(_, given)| *given) {
             return Err(bad(
                 flag,
-                "does not go with --downstream-replicas or --balance yet: replicas are processes or containers the \
-                 harness starts behind the caller it starts, with nothing else on the internal hop; leave out one \
-                 of them",
+                "does not go with --downstream-replicas or --balance: replicas are processes or containers the \
+                 harness starts behind the caller it starts; leave out one of them",
+            ));
+        }
+        let internal_relay = (deploy.proxy.is_some() && deploy.proxy_hop == ProxyHop::Internal)
+            || link.is_some_and(|l| l.hop.internal());
+        if balance == Balance::Client && internal_relay {
+            return Err(bad(
+                "--balance",
+                "client does not go with a proxy or link on the internal hop: the caller would balance over the one \
+                 address in front of the replicas; use l4 or l7, or put the proxy on the front hop",
             ));
         }
         if balance == Balance::L7 && hop.tls.is_on() {
@@ -240,7 +259,7 @@ impl Replicas {
         }
         let scale_at = match a.scale_at.as_deref() {
             None => Vec::new(),
-            Some(text) => scale_at(text, n, balance, deploy, load)?,
+            Some(text) => scale_at(text, n, balance, load)?,
         };
         Ok(Replicas {
             downstream_replicas: n,
@@ -314,19 +333,12 @@ mod secs_opt {
 }
 
 /// `--scale-at`'s steps, where the run can make them.
-fn scale_at(text: &str, n: u32, balance: Balance, deploy: &Deploy, load: &Load) -> Result<Vec<ScaleStep>, ConfigError> {
+fn scale_at(text: &str, n: u32, balance: Balance, load: &Load) -> Result<Vec<ScaleStep>, ConfigError> {
     if !balance.has_balancer() {
         return Err(bad(
             "--scale-at",
             "goes with --balance l4 or l7: the harness reloads the balancer with the new replicas (a \
              caller balancing by itself is given the replicas' addresses when it starts)",
-        ));
-    }
-    if deploy.isolation == Isolation::Containers {
-        return Err(bad(
-            "--scale-at",
-            "does not go with --isolation containers yet: replicas added during a round are started as \
-             processes; leave out one of them",
         ));
     }
     if !load.fresh_tiers || load.closed_loop {

@@ -169,6 +169,13 @@ fn the_command_line_of_a_config_gives_it_back() {
         &["--downstream-replicas", "2", "--balance", "client", "--replica-capacity", "40", "--tls"],
         &["--balance", "l7", "--grpc-max-connection-age", "1500ms"],
         &["--downstream-replicas", "2", "--balance", "l4", "--scale-at", "10s:+1,40s:-2", "--duration", "60s"],
+        // What the layout and the launchers lifted: TLS, scaling and a proxy in
+        // containers, replicas behind a proxy or a link.
+        &["--isolation", "containers", "--mtls", "--transport", "both"],
+        &["--isolation", "containers", "--downstream-replicas", "3", "--balance", "l4", "--scale-at", "10s=5,20s=2"],
+        &["--isolation", "containers", "--proxy", "nginx", "--downstream-replicas", "2", "--balance", "l7"],
+        &["--downstream-replicas", "2", "--balance", "l7", "--proxy", "nginx"],
+        &["--downstream-replicas", "2", "--balance", "l4", "--link", "rtt=5ms", "--link-hop", "both"],
     ] {
         let p = plan(args).unwrap();
         let t = TransportArg::from_arms(&p.arms).unwrap();
@@ -297,7 +304,11 @@ fn bad_values_name_the_flag() {
         (&["--mtls", "--proxy", "caddy", "--proxy-hop", "front"], "--mtls"),
         (&["--tls", "--target", "downstream", "--downstream-url", "http://x:1"], "--tls"),
         (&["--tls", "--caller-url", "http://x:1"], "--tls"),
-        (&["--mtls", "--isolation", "containers"], "--mtls"),
+        (&["--isolation", "containers", "--link", "lan"], "--link"),
+        (&["--isolation", "containers", "--target", "downstream"], "--target"),
+        (&["--isolation", "containers", "--bind", "0.0.0.0"], "--bind"),
+        (&["--tier-cpus", "caller=1"], "--tier-cpus"),
+        (&["--tier-memory", "caller=64m"], "--tier-memory"),
         (&["--segment", "1/3"], "--segment"),
         (&["--segment", "3/3", "--caller-url", "http://x:1"], "--segment"),
         (&["--segment", "0/2", "--connections", "4", "--caller-url", "http://x:1"], "--segment"),
@@ -309,10 +320,9 @@ fn bad_values_name_the_flag() {
         (&["--downstream-replicas", "3"], "--balance"),
         (&["--downstream-replicas", "3", "--balance", "none"], "--balance"),
         (&["--downstream-replicas", "2", "--balance", "l7", "--tls"], "--balance"),
-        (&["--downstream-replicas", "2", "--balance", "l4", "--proxy", "nginx"], "--proxy"),
+        (&["--downstream-replicas", "2", "--balance", "client", "--proxy", "nginx"], "--balance"),
         (&["--downstream-replicas", "2", "--balance", "l4", "--target", "downstream"], "--target"),
-        (&["--downstream-replicas", "2", "--balance", "l4", "--link", "lan"], "--link"),
-        (&["--balance", "l4", "--isolation", "containers", "--scale-at", "10s:+1", "--duration", "60s"], "--scale-at"),
+        (&["--downstream-replicas", "2", "--balance", "client", "--link", "lan"], "--balance"),
         (&["--replica-capacity", "0"], "--replica-capacity"),
         (&["--grpc-max-connection-age", "0s"], "--grpc-max-connection-age"),
         (&["--grpc-max-connection-age", "soon"], "--grpc-max-connection-age"),

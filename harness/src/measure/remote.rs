@@ -45,6 +45,18 @@ impl RemoteSampler {
         self
     }
 
+    /// From the next sample on, arm `arm`'s tiers are `watched` (each
+    /// tier's together); a tier read before keeps its last reading.
+    pub fn rewatch(&mut self, arm: usize, watched: Vec<RemoteWatched>) {
+        let before: Vec<(RemoteWatched, CpuWindow)> = self.watched.drain(..).zip(self.windows.drain(..)).collect();
+        let window = |w: &RemoteWatched| before.iter().find(|(b, _)| b == w).map(|(_, c)| *c).unwrap_or_default();
+        let kept = before.iter().filter(|(w, _)| w.arm != arm).map(|(w, _)| w.clone());
+        let mut all: Vec<RemoteWatched> = kept.chain(watched).collect();
+        all.sort_by_key(|w| (w.arm, w.tier));
+        self.windows = all.iter().map(window).collect();
+        self.watched = all;
+    }
+
     pub fn is_empty(&self) -> bool {
         self.watched.is_empty()
     }

@@ -69,16 +69,16 @@ pub(super) async fn describe(arms: &mut [Arm], reader: &TierStatsReader, plan: &
             eprintln!("{prefix}: {}; load goes to {}", named.join(", "), arm.topology.target_url);
         }
         for tier in arm.topology.tiers() {
-            let link = arm.topology.links.iter().find(|(t, _)| t.name == tier.name).map(|(_, s)| s.clone());
             if arm.tiers.contains_key(&tier.name) {
                 // The downstream's other replicas: the first one's settings
                 // stand for all (they are started alike); their pids are in
                 // each round's replica figures.
                 continue;
             }
-            let settings = match (tier.name, &arm.topology.proxy, &arm.topology.balancer) {
-                (TierName::Proxy, Some((_, info)), _) | (TierName::Balancer, _, Some((_, info))) => info.to_settings(),
-                (TierName::Link | TierName::LinkFront, _, _) => link.unwrap_or(serde_json::Value::Null),
+            let settings = match tier.name {
+                TierName::Proxy | TierName::Balancer | TierName::Link | TierName::LinkFront => {
+                    arm.topology.relay_settings(tier.name).unwrap_or(serde_json::Value::Null)
+                }
                 _ => reader.stats(Some(tier)).await.map(|s| s.settings).unwrap_or(serde_json::Value::Null),
             };
             arm.tiers.insert(tier.name, TierInfo::local(tier.pid(), settings));
@@ -110,11 +110,11 @@ pub(super) fn dead_tier(arms: &mut [Arm], origin: Instant) -> Option<Stop> {
                 )));
             }
         }
-        if let Some((tier, death)) = arm.topology.dead_container() {
+        if let Some((tier, container, death)) = arm.topology.dead() {
             let when = death.at.saturating_duration_since(origin).as_secs_f64();
             return Some(Stop::TierDied(format!(
-                "the {} of the {title} arm (container {}) {} at t={when:.1}s; its last stderr lines:\n{}",
-                tier.tier, tier.name, death.why, death.stderr
+                "the {tier} of the {title} arm (container {container}) {} at t={when:.1}s; its last stderr lines:\n{}",
+                death.why, death.stderr
             )));
         }
     }

@@ -22,7 +22,7 @@ pub(super) async fn describe(arms: &mut [Arm], reader: &TierStatsReader, quiet: 
                 info.hostname = hostname;
             }
         }
-        for remote in &arm.topology.remote {
+        for remote in arm.topology.remote() {
             let stats = reader.stats_at(remote.admin_url.as_deref()).await;
             let mut settings = stats.as_ref().map_or(serde_json::Value::Null, |s| s.settings.clone());
             if let (Some(container), Some(map)) = (&remote.container, settings.as_object_mut()) {
@@ -73,7 +73,7 @@ pub(super) async fn describe(arms: &mut [Arm], reader: &TierStatsReader, quiet: 
 /// serves cannot be checked.
 fn check_contract(
     loaded: &contract::Loaded,
-    remote: &crate::tiers::topology::RemoteTier,
+    remote: &crate::tiers::RemoteTier,
     stats: Option<&telemetry::StatsSnapshot>,
     transport: &str,
 ) -> anyhow::Result<()> {
@@ -96,13 +96,16 @@ fn check_contract(
 
 /// Every remote tier with an admin endpoint, to sample.
 pub(super) fn watched(arms: &[Arm]) -> Vec<RemoteWatched> {
-    arms.iter()
-        .enumerate()
-        .flat_map(|(i, arm)| {
-            arm.topology
-                .remote
-                .iter()
-                .filter_map(move |r| Some(RemoteWatched { arm: i, tier: r.name, admin_url: r.admin_url.clone()? }))
-        })
-        .collect()
+    arms.iter().enumerate().flat_map(|(i, arm)| watched_of(i, &arm.topology)).collect()
+}
+
+/// Arm `arm`'s remote tiers with an admin endpoint, each tier's together
+/// (the downstream's replicas are summed as one tier's figures).
+pub(super) fn watched_of(arm: usize, topology: &crate::tiers::Topology) -> Vec<RemoteWatched> {
+    let mut watched: Vec<RemoteWatched> = topology
+        .remote()
+        .filter_map(|r| Some(RemoteWatched { arm, tier: r.name, admin_url: r.admin_url.clone()? }))
+        .collect();
+    watched.sort_by_key(|w| w.tier);
+    watched
 }

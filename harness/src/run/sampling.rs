@@ -34,8 +34,21 @@ pub(super) struct Sampling {
     task: JoinHandle<(Vec<ArmSample>, Vec<LoadSample>)>,
     /// Sets of processes to sample in place of the ones of the same arm and
     /// tier, one set per restart, in order.
-    rewatch: Arc<Mutex<Vec<Vec<Watched>>>>,
+    rewatch: Rewatch,
 }
+
+/// New sets of what to sample, taken by the sampling task before its next sample.
+#[derive(Clone, Default)]
+struct Rewatch {
+    /// Sets of processes, one set per restart, in order.
+    local: Arc<Mutex<Vec<Vec<Watched>>>>,
+    /// Arms whose tiers sampled through their admin endpoints changed, with
+    /// the new set, in order.
+    remote: Arc<Mutex<Vec<ArmRemotes>>>,
+}
+
+/// One arm's tiers read through their admin endpoints.
+type ArmRemotes = (usize, Vec<RemoteWatched>);
 
 impl Sampling {
     /// Samples `watched` processes on this machine and `remote` tiers through
@@ -54,7 +67,7 @@ impl Sampling {
         // over a window at least half an interval long.
         let sampler = Sampler::new(watched).cpu_window_at_least(interval / 2);
         let remote = RemoteSampler::new(remote).ok().map(|r| r.cpu_window_at_least(interval / 2));
-        let rewatch = Arc::new(Mutex::new(Vec::new()));
+        let rewatch = Rewatch::default();
         let task =
             tokio::spawn(sample_loop((sampler, remote), interval, origin, live, stop.clone(), sink, rewatch.clone()));
         Sampling { stop, task, rewatch }
@@ -63,7 +76,14 @@ impl Sampling {
     /// From the next sample on, each arm's tier named in `watched` is
     /// sampled as the processes given for it there.
     pub fn rewatch(&self, watched: Vec<Watched>) {
-        self.rewatch.lock().unwrap_or_else(|e| e.into_inner()).push(watched);
+        self.rewatch.local.lock().unwrap_or_else(|e| e.into_inner()).push(watched);
+    }
+
+    /// From the next sample on, arm `arm`'s tiers read through their admin
+    /// endpoints are `watched` (replicas started or taken out, containers
+    /// started afresh).
+    pub fn rewatch_remote(&self, arm: usize, watched: Vec<RemoteWatched>) {
+        self.rewatch.remote.lock().unwrap_or_else(|e| e.into_inner()).push((arm, watched));
     }
 
     /// Stops sampling and returns every sample taken.
@@ -80,7 +100,7 @@ async fn sample_loop(
     live: Arc<Live>,
     stop: CancellationToken,
     mut sink: Option<SampleSink>,
-    rewatch: Arc<Mutex<Vec<Vec<Watched>>>>,
+    rewatch: Rewatch,
 ) -> (Vec<ArmSample>, Vec<LoadSample>) {
     let (mut samples, mut load) = (Vec::new(), Vec::<LoadSample>::new());
     let mut ticker = tokio::time::interval(interval);
@@ -93,8 +113,13 @@ async fn sample_loop(
             _ = stop.cancelled() => true,
             _ = ticker.tick() => false,
         };
-        for w in std::mem::take(&mut *rewatch.lock().unwrap_or_else(|e| e.into_inner())) {
+        for w in std::mem::take(&mut *rewatch.local.lock().unwrap_or_else(|e| e.into_inner())) {
             sampler.rewatch(&w);
+        }
+        for (arm, w) in std::mem::take(&mut *rewatch.remote.lock().unwrap_or_else(|e| e.into_inner())) {
+            if let Some(remote) = remote.as_mut() {
+                remote.rewatch(arm, w);
+            }
         }
         let mut batch = sampler.sample(origin);
         if let Some(remote) = remote.as_mut().filter(|r| !r.is_empty()) {

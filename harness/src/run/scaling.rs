@@ -139,17 +139,18 @@ impl Driver<'_> {
             .map_err(|e| Stop::TierDied(format!("scaling the {title} arm's replicas by {change:+} failed: {e}")))?;
         let at_seconds = Instant::now().saturating_duration_since(t0).as_secs_f64();
         let mut removed_indexes = Vec::new();
-        for (i, tier) in removed {
+        for replica in removed {
+            let i = replica.replica();
             // Its counters so far; calls it finishes while it drains are not counted.
-            if let Some(last) = self.reader.stats(Some(&tier)).await {
+            if let Some(last) = self.reader.stats_at(replica.admin_url().as_deref()).await {
                 arm.topology.retired.push((i, last));
             }
             removed_indexes.push(i);
-            let cut = self.interrupt.cut_token().clone();
-            tokio::spawn(async move { tier.stop(Duration::from_secs(6), &cut).await });
+            tokio::spawn(arm.topology.stop_node(replica, self.interrupt.cut_token()));
         }
         self.sampling
             .rewatch(arm.topology.tiers().map(|t| Watched { arm: Some(a), tier: t.name, pid: t.pid() }).collect());
+        self.sampling.rewatch_remote(a, super::remote::watched_of(a, &arm.topology));
         Ok(ScaleEvent {
             at_seconds,
             change,

@@ -164,7 +164,7 @@ impl Driver<'_> {
         (pending, None)
     }
 
-    /// Replaces arm `a`'s tiers with freshly started processes and has the
+    /// Replaces arm `a`'s tiers with freshly started ones and has the
     /// sampler follow them. The old ones stop first, so fixed ports
     /// (`--caller-port`) are free again and nothing of theirs runs beside the
     /// new round; if the new ones fail to start, the arm is left without tiers
@@ -184,6 +184,7 @@ impl Driver<'_> {
             Target::for_arm(&arm.config, &arm.topology.target_url, self.tls).map_err(|e| failed(e.to_string()))?;
         self.sampling
             .rewatch(arm.topology.tiers().map(|t| Watched { arm: Some(a), tier: t.name, pid: t.pid() }).collect());
+        self.sampling.rewatch_remote(a, super::remote::watched_of(a, &arm.topology));
         Ok(())
     }
 
@@ -343,7 +344,7 @@ fn round_pids(topology: &crate::tiers::Topology) -> BTreeMap<TierName, u32> {
     for t in topology.tiers() {
         pids.entry(t.name).or_insert(t.pid());
     }
-    for r in &topology.remote {
+    for r in topology.remote() {
         if let Some(pid) = r.host_pid {
             pids.entry(r.name).or_insert(pid);
         }

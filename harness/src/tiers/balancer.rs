@@ -18,7 +18,8 @@ use std::path::Path;
 use crate::config::{Balance, ProxyHop, ProxyKind};
 use crate::result::{ProxyInfo, TierName};
 use crate::tiers::process::{Tier, TierError};
-use crate::tiers::proxy::{self, Protocol};
+use crate::tiers::proxy;
+use crate::tiers::proxy_config::{self, Protocol};
 
 /// Where Debian's nginx keeps its dynamic modules when `nginx -V` names none.
 const DEBIAN_MODULES: &str = "/usr/lib/nginx/modules";
@@ -60,13 +61,13 @@ pub fn config(
     let servers: String = replicas.iter().map(|r| format!("        server {r};\n")).collect();
     let comment =
         format!("nginx balancing {} downstream replicas ({}), listening on {listen}.", replicas.len(), mode.as_str());
-    let main = proxy::nginx_main(&comment, modules, work);
+    let main = proxy_config::nginx_main(&comment, modules, work);
     // The round robin's place is shared by the workers.
     let zone = "        zone backend 64k;\n";
     if mode == Balance::L4 {
         main + &stream_block(listen, &format!("{zone}{servers}"))
     } else {
-        main + &proxy::nginx_http(listen, zone, &servers, protocol, work)
+        main + &proxy_config::nginx_http(listen, zone, &servers, protocol, work)
     }
 }
 

@@ -18,134 +18,11 @@ use tokio::process::Command;
 use crate::config::{ProxyHop, ProxyKind};
 use crate::result::{ProxyInfo, TierName};
 use crate::tiers::process::{Tier, TierError, exited, launch};
+use crate::tiers::proxy_config::{Protocol, config};
+use crate::tiers::reaper;
 
 /// How long a proxy may take to accept connections.
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
-
-impl ProxyKind {
-    pub(crate) fn config_file(self) -> &'static str {
-        match self {
-            ProxyKind::Nginx => "nginx.conf",
-            ProxyKind::Caddy => "Caddyfile",
-        }
-    }
-}
-
-/// The top of every nginx configuration the harness writes: `comment`
-/// first, then `modules` (its `load_module` lines), one master with its
-/// workers in the foreground, every file of its own in `work`.
-pub(crate) fn nginx_main(comment: &str, modules: &str, work: &Path) -> String {
-    let w = work.display();
-    format!(
-        r#"# Written by grpc-vs-rest: {comment}
-{modules}daemon off;
-master_process on;
-worker_processes auto;
-worker_rlimit_nofile 65536;
-pid {w}/nginx.pid;
-error_log {w}/error.log warn;
-
-events {{
-    worker_connections 16384;
-}}
-"#
-    )
-}
-
-/// nginx's `http` block: listen on `listen` and send every request to the
-/// upstream `backend` (its `server` lines, `servers`, and `extra` lines
-/// before them), over HTTP/2 cleartext on both sides when `h2c` (gRPC:
-/// `grpc_pass`), else HTTP/1.1 with an upstream keep-alive pool.
-pub(crate) fn nginx_http(listen: SocketAddr, extra: &str, servers: &str, protocol: Protocol, work: &Path) -> String {
-    let w = work.display();
-    let (listen_opts, mut location) = if protocol.h2c {
-        (" http2", "grpc_pass grpc://backend;".to_owned())
-    } else {
-        (
-            "",
-            "proxy_pass http://backend;\n            proxy_http_version 1.1;\n            proxy_set_header Connection \"\";"
-                .to_owned(),
-        )
-    };
-    if protocol.streams && !protocol.h2c {
-        // Each item passed on as it comes, not gathered into buffers first
-        // (grpc_pass streams without this).
-        location.push_str("\n            proxy_buffering off;");
-    }
-    format!(
-        r#"
-http {{
-    access_log off;
-    client_body_temp_path {w}/client_body;
-    proxy_temp_path {w}/proxy;
-    fastcgi_temp_path {w}/fastcgi;
-    uwsgi_temp_path {w}/uwsgi;
-    scgi_temp_path {w}/scgi;
-    keepalive_requests 1000000;
-    keepalive_timeout 75s;
-    http2_max_concurrent_streams 16384;
-
-    upstream backend {{
-{extra}{servers}        keepalive 1024;
-        keepalive_requests 1000000;
-    }}
-
-    server {{
-        listen {listen}{listen_opts};
-        location / {{
-            {location}
-        }}
-    }}
-}}
-"#
-    )
-}
-
-/// How a proxy speaks to both sides: HTTP/2 cleartext (gRPC, or REST over
-/// h2c) or HTTP/1.1, and whether answers are streams to pass on item by
-/// item (the streaming arms) rather than whole.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Protocol {
-    pub h2c: bool,
-    pub streams: bool,
-}
-
-/// The proxy's configuration: listen on `listen`, forward everything to
-/// `upstream`, over HTTP/2 cleartext on both sides when `protocol.h2c`,
-/// never buffering a streamed answer.
-pub fn config(kind: ProxyKind, listen: SocketAddr, upstream: SocketAddr, protocol: Protocol, work: &Path) -> String {
-    match kind {
-        ProxyKind::Nginx => {
-            nginx_main("nginx between two tiers, on loopback.", "", work)
-                + &nginx_http(listen, "", &format!("        server {upstream};\n"), protocol, work)
-        }
-        ProxyKind::Caddy => {
-            let scheme = if protocol.h2c { "h2c" } else { "http" };
-            // Flush each write at once: a streamed answer's items as they come.
-            let flush = if protocol.streams { "\n\t\tflush_interval -1" } else { "" };
-            format!(
-                r#"# Written by grpc-vs-rest: caddy between two tiers, on loopback.
-{{
-	admin off
-	auto_https off
-	servers {{
-		protocols h1 h2c
-	}}
-}}
-
-http://{listen} {{
-	reverse_proxy {scheme}://{upstream} {{{flush}
-		transport http {{
-			keepalive 90s
-			keepalive_idle_conns 1024
-		}}
-	}}
-}}
-"#
-            )
-        }
-    }
-}
 
 /// A free loopback port, found by binding port 0 and letting it go.
 fn free_port(ip: std::net::IpAddr) -> std::io::Result<SocketAddr> {
@@ -209,44 +86,6 @@ async fn worker_processes(kind: ProxyKind, pid: u32) -> Option<usize> {
     (last > 0).then_some(last)
 }
 
-/// The name of a proxy's temporary folder: kind, the harness's pid, the upstream port.
-fn work_dir_prefix(kind: ProxyKind, harness_pid: u32) -> String {
-    format!("grpc-vs-rest-{}-{harness_pid}-", kind.as_str())
-}
-
-/// Removes the temporary folders of proxies whose harness is gone (killed
-/// with SIGKILL, it could not remove them; the proxy itself died with it).
-/// A folder whose harness pid is running (or taken again) is left alone.
-fn clear_stale_work_dirs(temp: &Path) {
-    let Ok(entries) = std::fs::read_dir(temp) else { return };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = stale_owner(&name) else { continue };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-}
-
-/// Removes the temporary folders of harness `pid`'s proxies and balancers
-/// (its reaper's last step, once the harness and they are gone).
-pub(crate) fn remove_work_dirs_of(pid: u32, temp: &Path) {
-    let Ok(entries) = std::fs::read_dir(temp) else { return };
-    for entry in entries.flatten() {
-        if stale_owner(&entry.file_name().to_string_lossy()) == Some(pid) {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-}
-
-/// The harness pid in a proxy folder's name, `None` for any other name.
-fn stale_owner(name: &str) -> Option<u32> {
-    let rest = ["nginx", "caddy"].iter().find_map(|k| name.strip_prefix(&format!("grpc-vs-rest-{k}-")))?;
-    let (pid, port) = rest.split_once('-')?;
-    port.parse::<u16>().ok()?;
-    pid.parse().ok()
-}
-
 /// A proxy's binary, its own temporary folder and the address it will
 /// listen on: what a configuration is written for.
 pub(crate) struct Prepared {
@@ -263,10 +102,10 @@ pub(crate) fn prepare(kind: ProxyKind, tier: TierName, ip: std::net::IpAddr, tag
         TierError::Spawn { reason, .. } => fail(reason),
         other => other,
     })?;
-    clear_stale_work_dirs(&std::env::temp_dir());
+    reaper::clear_stale_work_dirs(&std::env::temp_dir());
     // If the harness is killed outright, its reaper removes this folder.
-    crate::tiers::containers::start_reaper().map_err(fail)?;
-    let work = std::env::temp_dir().join(format!("{}{tag}", work_dir_prefix(kind, std::process::id())));
+    reaper::start_reaper().map_err(fail)?;
+    let work = std::env::temp_dir().join(format!("{}{tag}", reaper::work_dir_prefix(kind, std::process::id())));
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).map_err(|e| fail(format!("creating {}: {e}", work.display())))?;
     let listen = free_port(ip).map_err(|e| fail(format!("finding a free port: {e}")))?;
@@ -379,56 +218,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_proxy_folders_of_a_dead_harness_are_cleared() {
-        assert_eq!(stale_owner("grpc-vs-rest-nginx-4242-8080"), Some(4242));
-        assert_eq!(stale_owner("grpc-vs-rest-caddy-7-1"), Some(7));
-        for other in ["grpc-vs-rest-nginx-4242", "grpc-vs-rest-haproxy-1-2", "gvr-nginx-1-2", "grpc-vs-rest-nginx-x-1"]
-        {
-            assert_eq!(stale_owner(other), None, "{other}");
-        }
-        let temp = std::env::temp_dir().join(format!("gvr-stale-{}", std::process::id()));
-        // No process has pid 4194304 (above Linux's pid_max); this one is running.
-        let (dead, live) = (
-            temp.join("grpc-vs-rest-nginx-4194304-80"),
-            temp.join(format!("{}81", work_dir_prefix(ProxyKind::Nginx, std::process::id()))),
-        );
-        let unrelated = temp.join("grpc-vs-rest-notes");
-        for d in [&dead, &live, &unrelated] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        clear_stale_work_dirs(&temp);
-        assert!(!dead.exists() && live.exists() && unrelated.exists());
-        // The reaper of this pid removes its folders, and only those.
-        remove_work_dirs_of(std::process::id(), &temp);
-        assert!(!live.exists() && unrelated.exists());
-        std::fs::remove_dir_all(&temp).unwrap();
-    }
-
-    #[test]
     fn a_missing_binary_names_the_package() {
         let err = locate(ProxyKind::Caddy, &[PathBuf::from("/nonexistent")]).unwrap_err().to_string();
         assert!(err.contains("could not start the proxy") && err.contains("apt-get install caddy"), "{err}");
-    }
-
-    #[test]
-    fn configs_forward_to_the_upstream_with_the_right_protocol() {
-        const H2C: Protocol = Protocol { h2c: true, streams: false };
-        const H1: Protocol = Protocol { h2c: false, streams: false };
-        let (l, u): (SocketAddr, SocketAddr) = ("127.0.0.1:8000".parse().unwrap(), "127.0.0.1:9000".parse().unwrap());
-        let w = Path::new("/tmp/w");
-        let n = config(ProxyKind::Nginx, l, u, H2C, w);
-        assert!(n.contains("listen 127.0.0.1:8000 http2;") && n.contains("grpc_pass grpc://backend;"), "{n}");
-        assert!(n.contains("server 127.0.0.1:9000;") && n.contains("pid /tmp/w/nginx.pid;"));
-        let n = config(ProxyKind::Nginx, l, u, H1, w);
-        assert!(n.contains("listen 127.0.0.1:8000;") && n.contains("proxy_pass http://backend;"));
-        assert!(n.contains("keepalive 1024;") && n.contains(r#"proxy_set_header Connection "";"#));
-        let c = config(ProxyKind::Caddy, l, u, H2C, w);
-        assert!(c.contains("http://127.0.0.1:8000 {") && c.contains("reverse_proxy h2c://127.0.0.1:9000"), "{c}");
-        assert!(config(ProxyKind::Caddy, l, u, H1, w).contains("reverse_proxy http://127.0.0.1:9000"));
-        // Unary answers pass as the proxies' defaults have them; streams item by item.
-        for (kind, setting) in [(ProxyKind::Nginx, "proxy_buffering off;"), (ProxyKind::Caddy, "flush_interval -1")] {
-            assert!(!config(kind, l, u, H1, w).contains(setting), "{kind:?}");
-            assert!(config(kind, l, u, Protocol { h2c: false, streams: true }, w).contains(setting), "{kind:?}");
-        }
     }
 }

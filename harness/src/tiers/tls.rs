@@ -31,9 +31,10 @@ pub struct TlsMaterial {
 #[error("generating the run's TLS certificates: {0}")]
 pub struct TlsError(#[from] rcgen::Error);
 
-/// A fresh CA, a server certificate for `localhost`, loopback and `bind`, and
-/// with `mutual` a client certificate.
-pub fn generate(bind: IpAddr, mutual: bool) -> Result<TlsMaterial, TlsError> {
+/// A fresh CA, a server certificate for `localhost`, loopback, `bind` and
+/// the host `names` peers call the downstream and its relays by (in
+/// containers), and with `mutual` a client certificate.
+pub fn generate(bind: IpAddr, peer_names: &[String], mutual: bool) -> Result<TlsMaterial, TlsError> {
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     ca_params.distinguished_name.push(DnType::CommonName, "grpc-vs-rest throwaway run CA");
@@ -44,6 +45,7 @@ pub fn generate(bind: IpAddr, mutual: bool) -> Result<TlsMaterial, TlsError> {
     if !bind.is_loopback() && !bind.is_unspecified() {
         names.push(bind.to_string());
     }
+    names.extend(peer_names.iter().filter(|n| !names.contains(n)).cloned().collect::<Vec<_>>());
     let server_key = KeyPair::generate()?;
     let mut server = CertificateParams::new(names)?;
     server.distinguished_name.push(DnType::CommonName, "downstream");

@@ -206,7 +206,7 @@ impl DeployArgs {
     /// The harness starts the tiers as processes on this machine (no
     /// container, no tier elsewhere), so it can restart them per round.
     pub fn restartable(&self) -> bool {
-        self.isolation == Isolation::Processes && self.caller_url.is_none() && self.downstream_url.is_none()
+        self.caller_url.is_none() && self.downstream_url.is_none()
     }
 
     /// The service listeners stay on loopback.
@@ -323,24 +323,12 @@ fn placement(a: &DeployArgs, arms: usize) -> Result<(IpAddr, IpAddr), ConfigErro
 
 /// `--isolation containers` and its limits; what it cannot go with.
 fn containers(a: &DeployArgs) -> Result<TierLimits, ConfigError> {
-    if a.isolation == Isolation::Processes {
-        for (flag, given) in [("--tier-cpus", a.tier_cpus.is_some()), ("--tier-memory", a.tier_memory.is_some())] {
-            if given {
-                return Err(bad(flag, "goes with --isolation containers (a process on this machine has no limit)"));
-            }
-        }
-        return Ok(TierLimits::default());
-    }
-    let conflicts = [
-        ("--caller-url", a.caller_url.is_some()),
-        ("--downstream-url", a.downstream_url.is_some()),
-        ("--proxy", a.proxy.is_some()),
-        ("--target", a.target != TargetTier::Caller),
-        ("--caller-port", a.caller_port != 0),
-        ("--bind", !a.loopback_bind()),
-        ("--admin-bind", a.admin_bind.trim() != "127.0.0.1"),
-    ];
-    if let Some((flag, _)) = conflicts.iter().find(|(_, given)| *given) {
+    // What the container launcher cannot give is refused by the launchers'
+    // table (`config/launchers.rs`); tiers elsewhere are started by nobody.
+    let conflicts = [("--caller-url", a.caller_url.is_some()), ("--downstream-url", a.downstream_url.is_some())];
+    if a.isolation == Isolation::Containers
+        && let Some((flag, _)) = conflicts.iter().find(|(_, given)| *given)
+    {
         return Err(bad(
             flag,
             "does not go with --isolation containers (the harness starts the caller and the downstream in \

@@ -1,0 +1,91 @@
+//! What each launcher cannot do, in one table: a run that asks the
+//! launcher `--isolation` names for a feature it lacks is refused here, by
+//! the launcher and the feature, after every section has been validated.
+//! The launchers themselves are `tiers/launch.rs` and `tiers/containers.rs`.
+
+use std::net::IpAddr;
+
+use super::{Config, ConfigError, Isolation, TargetTier, bad};
+
+/// One thing a launcher cannot give, and why.
+pub struct Lacks {
+    pub launcher: Isolation,
+    /// The flag that asks for it.
+    pub flag: &'static str,
+    pub feature: &'static str,
+    pub why: &'static str,
+    /// Whether `cfg` asks for it.
+    asked: fn(&Config) -> bool,
+}
+
+const LOOPBACK: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+/// Every feature a launcher lacks.
+pub const LACKS: [Lacks; 7] = [
+    Lacks {
+        launcher: Isolation::Processes,
+        flag: "--tier-cpus",
+        feature: "a CPU limit per tier",
+        why: "a process on this machine has no limit; give it with --isolation containers",
+        asked: |c| !c.deploy.tier_limits.cpus.is_empty(),
+    },
+    Lacks {
+        launcher: Isolation::Processes,
+        flag: "--tier-memory",
+        feature: "a memory limit per tier",
+        why: "a process on this machine has no limit; give it with --isolation containers",
+        asked: |c| !c.deploy.tier_limits.memory_bytes.is_empty(),
+    },
+    Lacks {
+        launcher: Isolation::Containers,
+        flag: "--link",
+        feature: "a link emulator",
+        why: "the emulator listens on loopback only, and containers reach the host on their network's gateway",
+        asked: |c| c.link.is_some(),
+    },
+    Lacks {
+        launcher: Isolation::Containers,
+        flag: "--target",
+        feature: "the downstream as the load's target",
+        why: "the load goes to the caller's front door, the services' other listeners stay on their network",
+        asked: |c| c.deploy.target != TargetTier::Caller,
+    },
+    Lacks {
+        launcher: Isolation::Containers,
+        flag: "--caller-port",
+        feature: "a chosen front-door port",
+        why: "each container listens on fixed ports of its own network's address",
+        asked: |c| c.deploy.caller_port != 0,
+    },
+    Lacks {
+        launcher: Isolation::Containers,
+        flag: "--bind",
+        feature: "listeners on a chosen address",
+        why: "each container listens on its own network's address",
+        asked: |c| c.deploy.bind != LOOPBACK,
+    },
+    Lacks {
+        launcher: Isolation::Containers,
+        flag: "--admin-bind",
+        feature: "admin listeners on a chosen address",
+        why: "each container listens on its own network's address",
+        asked: |c| c.deploy.admin_bind != LOOPBACK,
+    },
+];
+
+/// Refuses the first feature `cfg` asks of its launcher that the launcher lacks.
+pub fn check(cfg: &Config) -> Result<(), ConfigError> {
+    match LACKS.iter().find(|l| l.launcher == cfg.deploy.isolation && (l.asked)(cfg)) {
+        None => Ok(()),
+        Some(l) => Err(bad(
+            l.flag,
+            format!(
+                "the {} launcher (--isolation {}) cannot give {}: {}",
+                l.launcher.as_str(),
+                l.launcher.as_str(),
+                l.feature,
+                l.why
+            ),
+        )),
+    }
+}

@@ -1,0 +1,170 @@
+//! What one container is doing, as Docker and the host's kernel tell:
+//! its ready line, its host pid, its cgroup's `cpu.stat`, and once it has
+//! stopped, how it ended (watched with `docker wait`, so a tier killed by
+//! the OOM killer or `docker kill` is noticed as a dead child process is).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use service::ReadyLine;
+use tokio::process::Command;
+
+use crate::tiers::docker::docker;
+use crate::tiers::launch::Death;
+
+/// How long a container may take to print its ready line.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Watches one container until it stops: `docker wait` returns when it
+/// does, then its state says how (a `docker wait` that failed, or a container
+/// found running after all, is waited for again after a pause).
+pub(crate) async fn watch(name: String, memory_bytes: Option<u64>, died: Arc<OnceLock<Death>>) {
+    const STATE: &str = "{{.State.Running}} {{.State.OOMKilled}} {{.State.ExitCode}} {{.State.Error}}";
+    loop {
+        let _ = Command::new("docker")
+            .args(["wait", &name])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .status()
+            .await;
+        let at = Instant::now();
+        // Both at once: each `docker` call takes a while on a busy machine.
+        let inspect: [String; 4] = ["inspect".into(), "-f".into(), STATE.into(), name.clone()];
+        let mut logs = Command::new("docker");
+        logs.args(["logs", "--tail", "20", &name]);
+        let (state, logs) = tokio::join!(docker(&inspect), logs.output());
+        let why = match state {
+            Ok(state) => match ended(&state, memory_bytes) {
+                Some(why) => why,
+                None => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            },
+            Err(e) => format!("its container is gone ({e})"),
+        };
+        let stderr = logs.map(|o| String::from_utf8_lossy(&o.stderr).trim_end().to_owned()).unwrap_or_default();
+        let _ = died.set(Death { at, why, stderr: if stderr.is_empty() { "(nothing)".into() } else { stderr } });
+        return;
+    }
+}
+
+/// How a container ended, from `Running OOMKilled ExitCode Error`; `None`
+/// while it runs. `memory_bytes`: its limit.
+fn ended(state: &str, memory_bytes: Option<u64>) -> Option<String> {
+    let mut parts = state.trim().splitn(4, ' ');
+    let (running, oom, code) = (parts.next()?, parts.next()?, parts.next()?);
+    if running == "true" {
+        return None;
+    }
+    let error = parts.next().map(str::trim).filter(|e| !e.is_empty());
+    let mut why = if oom == "true" {
+        let limit = memory_bytes.map_or_else(|| "no limit set".to_owned(), |b| format!("{} MiB", b as f64 / 1048576.0));
+        format!("was killed by the kernel's OOM killer at its memory limit ({limit}; exit code {code})")
+    } else {
+        match code
+            .parse::<i32>()
+            .ok()
+            .filter(|c| *c > 128)
+            .and_then(|c| nix::sys::signal::Signal::try_from(c - 128).ok())
+        {
+            Some(signal) => format!("was killed by {signal} (exit code {code}; not the OOM killer)"),
+            None => format!("exited with code {code}"),
+        }
+    };
+    if let Some(e) = error {
+        why.push_str(&format!(" ({e})"));
+    }
+    Some(why)
+}
+
+/// The host's pid of a container's first process (its tier).
+pub(crate) async fn host_pid(name: &str) -> Option<u32> {
+    let pid = docker(&["inspect".into(), "-f".into(), "{{.State.Pid}}".into(), name.to_owned()]).await.ok()?;
+    pid.trim().parse().ok().filter(|p| *p > 0)
+}
+
+/// The `cpu.stat` of the container's cgroup, as this host mounts it: its
+/// first process's CPU controller (cgroup v1: `/sys/fs/cgroup/cpu…/<path>`)
+/// or, without one, its unified group (v2: `/sys/fs/cgroup/<path>`); `None`
+/// if no such file counts quota periods.
+pub(crate) async fn cpu_stat_path(host_pid: u32) -> Option<PathBuf> {
+    let groups = std::fs::read_to_string(format!("/proc/{host_pid}/cgroup")).ok()?;
+    cgroup_candidates(&groups)
+        .into_iter()
+        .find(|p| std::fs::read_to_string(p).is_ok_and(|t| t.lines().any(|l| l.starts_with("nr_periods "))))
+}
+
+/// Where `cpu.stat` may be for a process whose `/proc/<pid>/cgroup` is `groups`.
+fn cgroup_candidates(groups: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for line in groups.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        let rel = path.trim_start_matches('/');
+        if controllers.split(',').any(|c| c == "cpu") {
+            for mount in ["cpu", "cpu,cpuacct", "cpuacct,cpu"] {
+                found.insert(0, Path::new("/sys/fs/cgroup").join(mount).join(rel).join("cpu.stat"));
+            }
+        } else if controllers.is_empty() {
+            found.push(Path::new("/sys/fs/cgroup").join(rel).join("cpu.stat"));
+        }
+    }
+    found
+}
+
+/// Reads the container's output until its ready line; a container that
+/// exits first, or takes too long, is an error carrying its last lines.
+pub(crate) async fn wait_ready(name: &str) -> Result<ReadyLine, String> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let out = Command::new("docker").args(["logs", name]).output().await.map_err(|e| e.to_string())?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if let Some(ready) = stdout.lines().find_map(|l| serde_json::from_str::<ReadyLine>(l).ok()) {
+            return Ok(ready);
+        }
+        let running = docker(&["inspect".into(), "-f".into(), "{{.State.Running}}".into(), name.to_owned()]).await;
+        let tail = || {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let lines: Vec<&str> = err.lines().collect();
+            lines[lines.len().saturating_sub(20)..].join("\n")
+        };
+        if running.as_deref().map(str::trim) != Ok("true") {
+            return Err(format!("container {name} exited before it was ready; its last stderr lines:\n{}", tail()));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("container {name} printed no ready line within {READY_TIMEOUT:?}:\n{}", tail()));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cgroup_v1_cpu_controller_comes_before_the_unified_group() {
+        let v1 = "4:memory:/docker/abc\n1:cpu:/docker/abc\n0::/docker/abc\n";
+        let found = cgroup_candidates(v1);
+        assert_eq!(found[0], PathBuf::from("/sys/fs/cgroup/cpuacct,cpu/docker/abc/cpu.stat"));
+        assert!(found.contains(&PathBuf::from("/sys/fs/cgroup/cpu/docker/abc/cpu.stat")));
+        assert_eq!(found.last(), Some(&PathBuf::from("/sys/fs/cgroup/docker/abc/cpu.stat")));
+        let v2 = "0::/system.slice/docker-abc.scope\n";
+        assert_eq!(cgroup_candidates(v2), [PathBuf::from("/sys/fs/cgroup/system.slice/docker-abc.scope/cpu.stat")]);
+    }
+
+    #[test]
+    fn a_stopped_container_says_how_it_ended() {
+        assert_eq!(ended("true false 0 ", None), None);
+        assert_eq!(
+            ended("false true 137 ", Some(20 << 20)).as_deref(),
+            Some("was killed by the kernel's OOM killer at its memory limit (20 MiB; exit code 137)")
+        );
+        let killed = ended("false false 137 ", None);
+        assert_eq!(killed.as_deref(), Some("was killed by SIGKILL (exit code 137; not the OOM killer)"));
+        assert_eq!(ended("false false 1 oops", None).as_deref(), Some("exited with code 1 (oops)"));
+    }
+}

@@ -1,0 +1,267 @@
+//! Launchers start nodes. One trait, [`Launcher`]: start a node of the
+//! layout with its arguments and its upstreams' addresses, stop it, say
+//! which of its nodes died; what it started reports its pid (a child
+//! process) or its admin endpoint, host pid and cgroup (a container).
+//! [`Processes`], here, starts every node as a child process;
+//! `containers.rs` starts the two services in containers and the relays
+//! as processes on the host. Neither decides the graph: `layout.rs` does.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, Isolation, TlsFiles};
+use crate::result::{ProxyInfo, TierName};
+use crate::tiers::command::{Placement, tier_args};
+use crate::tiers::layout::{Kind, Layout, Node};
+use crate::tiers::process::{Tier, TierError, spawn};
+use crate::tiers::{balancer, link, proxy};
+
+/// Where a node sends its calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upstreams {
+    /// A downstream replica sends to nobody.
+    None,
+    /// The caller: its gRPC and REST clients' URLs (comma-joined for a
+    /// caller balancing by itself), and each host name in them with the
+    /// address it stands for (a container resolves them through its hosts file).
+    Urls { grpc: String, rest: String, hosts: Vec<(String, IpAddr)> },
+    /// A balancer, proxy or link: the addresses it forwards to.
+    Relay(Vec<SocketAddr>),
+}
+
+/// A tier the harness did not start as a child process: measured only
+/// through its admin endpoint (and, in a container, its cgroup).
+#[derive(Debug, Clone)]
+pub struct RemoteTier {
+    pub name: TierName,
+    /// Which of the downstream's replicas it is, for an arm with several
+    /// (or a balancer): `downstream#0`, …
+    pub replica: Option<u32>,
+    /// Its admin endpoint (`http://host:port`), if known.
+    pub admin_url: Option<String>,
+    /// The container it runs in, when the harness started one
+    /// (`settings.container` in `run.json`).
+    pub container: Option<serde_json::Value>,
+    /// Its cgroup's `cpu.stat` and its limit in cores, for a container
+    /// with `--tier-cpus`.
+    pub cpu_stat: Option<(PathBuf, f64)>,
+    /// Its pid on this host, for a container the harness started.
+    pub host_pid: Option<u32>,
+}
+
+/// How a node that is not a child process ended (a container).
+#[derive(Debug, Clone)]
+pub struct Death {
+    /// When its watcher saw it stopped.
+    pub at: Instant,
+    /// Docker's account: exit code, OOM killer, the engine's own error.
+    pub why: String,
+    /// The last lines it wrote to stderr.
+    pub stderr: String,
+}
+
+/// One node a launcher started.
+#[derive(Debug)]
+pub struct Running {
+    pub node: Node,
+    /// Each listener's address, as its peers reach it.
+    pub listeners: BTreeMap<String, SocketAddr>,
+    /// The name its peers put in URLs in place of its address (a container
+    /// reached over TLS: the run's certificate names it).
+    pub host: Option<String>,
+    /// A child process of the harness, sampled by its pid.
+    pub process: Option<Tier>,
+    /// A service in a container, sampled through its admin endpoint.
+    pub remote: Option<RemoteTier>,
+    /// A proxy's or balancer's configuration and what the report says of it.
+    pub proxy: Option<ProxyInfo>,
+    /// A link emulator's settings, as `run.json` records them.
+    pub link: Option<serde_json::Value>,
+}
+
+impl Running {
+    /// A node that is a child process, reached at the addresses its ready line gave.
+    pub fn process(node: &Node, tier: Tier) -> Running {
+        Running {
+            node: node.clone(),
+            listeners: tier.ready.listeners.clone(),
+            host: None,
+            process: Some(tier),
+            remote: None,
+            proxy: None,
+            link: None,
+        }
+    }
+
+    /// The URL of one of its listeners, as its peers write it.
+    pub fn url(&self, listener: &str, tls: bool) -> String {
+        let scheme = if tls { "https" } else { "http" };
+        match (self.listeners.get(listener), &self.host) {
+            (Some(a), Some(host)) => format!("{scheme}://{host}:{}", a.port()),
+            (Some(a), None) => format!("{scheme}://{a}"),
+            (None, _) => String::new(),
+        }
+    }
+
+    /// Its admin endpoint, for the two services.
+    pub fn admin_url(&self) -> Option<String> {
+        match (&self.process, &self.remote) {
+            (_, Some(r)) => r.admin_url.clone(),
+            (Some(t), None) if self.node.role().is_some() => Some(t.admin_url()),
+            _ => None,
+        }
+    }
+
+    /// The replica index its figures are filed under: 0 for a lone downstream.
+    pub fn replica(&self) -> u32 {
+        self.node.replica.unwrap_or(0)
+    }
+}
+
+/// A node stopping: a future of its own, so that replicas drain together
+/// and one taken out during a round drains while the round goes on.
+pub type Stopping = BoxFuture<'static, ()>;
+
+/// Starts and stops the nodes of a layout.
+pub trait Launcher: Send + Sync + std::fmt::Debug {
+    /// Which `--isolation` it is.
+    fn isolation(&self) -> Isolation;
+
+    /// Whether its peers reach a service by a host name (containers over
+    /// TLS) rather than by its address.
+    fn names_hosts(&self) -> bool {
+        false
+    }
+
+    /// Starts `node` of `layout`, sending to `upstreams`, and waits until it is ready.
+    fn start<'a>(
+        &'a mut self,
+        cfg: &'a Config,
+        tls: Option<&'a TlsFiles>,
+        node: &'a Node,
+        upstreams: Upstreams,
+    ) -> BoxFuture<'a, Result<Running, TierError>>;
+
+    /// Stops one node: SIGTERM and up to `grace` for its drain (none once
+    /// `cut`). It no longer counts as dead from here on.
+    fn stop(&mut self, running: Running, grace: Duration, cut: CancellationToken) -> Stopping;
+
+    /// Removes what the launcher made beside its nodes (a network, and any
+    /// container still there), once every node has been stopped.
+    fn close(self: Box<Self>) -> Stopping;
+
+    /// A node that is not a child process found stopped: its tier, what
+    /// it ran in, and how it ended.
+    fn dead(&self) -> Option<(TierName, String, &Death)> {
+        None
+    }
+}
+
+/// Every node a child process on this machine: the services' listeners on
+/// `--bind` (admin on `--admin-bind`), any free port but the caller's
+/// `--caller-port`; relays on `bind`.
+#[derive(Debug)]
+pub struct Processes {
+    /// Where the balancer and the proxy listen.
+    pub bind: IpAddr,
+}
+
+impl Processes {
+    pub fn new(cfg: &Config) -> Processes {
+        Processes { bind: cfg.deploy.bind }
+    }
+
+    /// Starts a balancer, proxy or link as a child process, listening on `self.bind`.
+    pub async fn start_relay(&self, cfg: &Config, node: &Node, to: &[SocketAddr]) -> Result<Running, TierError> {
+        let missing = || TierError::Spawn { tier: node.name, reason: "it was given nothing to forward to".into() };
+        let first = *to.first().ok_or_else(missing)?;
+        let (tier, info, settings) = match node.kind {
+            Kind::Balancer(mode) => {
+                let (tier, info) = balancer::start(mode, self.bind, to, node.protocol).await?;
+                (tier, Some(info), None)
+            }
+            Kind::Proxy(kind, hop) => {
+                let (tier, info) = proxy::start(kind, hop, self.bind, first, node.protocol).await?;
+                (tier, Some(info), None)
+            }
+            Kind::Link(_) => {
+                let link = Layout::link_of(cfg, node).ok_or_else(missing)?;
+                let (tier, settings) = link::start(node.name, link, first).await?;
+                (tier, None, Some(settings))
+            }
+            Kind::Downstream | Kind::Caller => unreachable!("the services are not relays"),
+        };
+        Ok(Running { proxy: info, link: settings, ..Running::process(node, tier) })
+    }
+}
+
+/// The services' arguments as processes: their listeners on `--bind`, any
+/// free port (the caller's front door on `--caller-port`), admin where
+/// `--admin-bind` says.
+pub fn process_args(cfg: &Config, tls: Option<&TlsFiles>, node: &Node, upstreams: &Upstreams) -> Vec<String> {
+    let any = SocketAddr::new(cfg.deploy.bind, 0).to_string();
+    let admin = SocketAddr::new(cfg.deploy.admin_bind, 0).to_string();
+    let placement = match upstreams {
+        Upstreams::Urls { grpc, rest, .. } => Placement::Caller {
+            front: SocketAddr::new(cfg.deploy.bind, cfg.deploy.caller_port).to_string(),
+            admin,
+            downstream_grpc: grpc.clone(),
+            downstream_rest: rest.clone(),
+        },
+        _ => Placement::Downstream { grpc: any.clone(), rest: any, admin },
+    };
+    debug_assert_eq!(Some(placement.role()), node.role());
+    tier_args(cfg, tls, &placement)
+}
+
+impl Launcher for Processes {
+    fn isolation(&self) -> Isolation {
+        Isolation::Processes
+    }
+
+    fn start<'a>(
+        &'a mut self,
+        cfg: &'a Config,
+        tls: Option<&'a TlsFiles>,
+        node: &'a Node,
+        upstreams: Upstreams,
+    ) -> BoxFuture<'a, Result<Running, TierError>> {
+        Box::pin(async move {
+            match (&upstreams, node.role()) {
+                (Upstreams::Relay(to), None) => self.start_relay(cfg, node, to).await,
+                (_, Some(_)) => {
+                    let tier = spawn(node.name, process_args(cfg, tls, node, &upstreams)).await?;
+                    Ok(Running::process(node, tier))
+                }
+                _ => Err(TierError::Spawn {
+                    tier: node.name,
+                    reason: "a relay needs the addresses it forwards to".into(),
+                }),
+            }
+        })
+    }
+
+    fn stop(&mut self, running: Running, grace: Duration, cut: CancellationToken) -> Stopping {
+        Box::pin(stop_process(running, grace, cut))
+    }
+
+    fn close(self: Box<Self>) -> Stopping {
+        Box::pin(async {})
+    }
+}
+
+/// Stops a node that is a child process; a proxy's or balancer's temporary
+/// and log files go with it (its configuration is in the report).
+pub async fn stop_process(running: Running, grace: Duration, cut: CancellationToken) {
+    if let Some(tier) = running.process {
+        tier.stop(grace, &cut).await;
+    }
+    if let Some(info) = running.proxy {
+        let _ = std::fs::remove_dir_all(&info.work_dir);
+    }
+}
