@@ -22,6 +22,7 @@ mod launchers;
 mod link;
 mod provenance;
 mod proxy;
+mod rebuild;
 mod remote;
 mod render;
 mod replicas;
