@@ -1,12 +1,14 @@
 //! Sizes a newcomer can read: no file under `src/config/` over 450 lines
-//! (one subject per file), and no function anywhere in the harness (its
-//! sources, tests and benches) over 80 lines. A function is measured from
-//! its `fn` line to the first line after it that closes at the same
+//! (one subject per file) nor under `src/tiers/` over 350, and no function
+//! in any Rust file of the workspace (the harness and every crate under
+//! `crates/`: sources and binaries, tests, benches, examples, build
+//! scripts) over 80 lines. A function is measured
+//! from its `fn` line to the first line after it that closes at the same
 //! indentation, as rustfmt lays code out.
 
 use crate::common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const MAX_CONFIG_FILE_LINES: usize = 450;
 const MAX_FUNCTION_LINES: usize = 80;
@@ -49,14 +51,32 @@ fn the_measure_finds_a_long_function_and_passes_a_short_one() {
     assert_eq!(long_functions("trait T {\n    fn f(&self);\n}\n", 0), []);
 }
 
-#[test]
-fn no_function_in_the_harness_is_over_80_lines() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    for dir in ["src", "tests", "benches"] {
-        common::sources(&root.join(dir), &mut files);
+/// Every Rust file of the workspace's packages: the harness and each crate
+/// under `crates/`, their `src/` (with `src/bin/`), `tests/`, `benches/`,
+/// `examples/` and build script.
+fn workspace_sources() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut packages = vec![root.join("harness")];
+    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+        packages.push(entry.unwrap().path());
     }
-    assert!(files.len() > 50, "{files:?}");
+    let mut files = Vec::new();
+    for package in packages.iter().filter(|p| p.join("Cargo.toml").is_file()) {
+        for dir in ["src", "tests", "benches", "examples"] {
+            common::sources(&package.join(dir), &mut files);
+        }
+        files.extend(Some(package.join("build.rs")).filter(|f| f.is_file()));
+    }
+    files
+}
+
+#[test]
+fn no_function_in_the_workspace_is_over_80_lines() {
+    let files = workspace_sources();
+    assert!(files.len() > 150, "{files:?}");
+    for seen in ["harness/tests/sizes.rs", "crates/downstream/src/server.rs", "crates/caller/src/bin/plain-caller.rs"] {
+        assert!(files.iter().any(|f| f.ends_with(seen)), "{seen} not among {files:?}");
+    }
     let long: Vec<String> = files
         .iter()
         .flat_map(|f| {
@@ -69,18 +89,26 @@ fn no_function_in_the_harness_is_over_80_lines() {
     assert!(long.is_empty(), "functions over {MAX_FUNCTION_LINES} lines: {long:#?}");
 }
 
+/// Folders whose files stay short, and how short: one subject per file
+/// under `config/`, one node kind or launcher per file under `tiers/`.
+const MAX_FOLDER_FILE_LINES: [(&str, usize); 2] = [("src/config", MAX_CONFIG_FILE_LINES), ("src/tiers", 350)];
+
 #[test]
-fn no_file_under_config_is_over_450_lines() {
-    let mut files = Vec::new();
-    common::sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src/config"), &mut files);
-    assert!(files.len() >= 8, "{files:?}");
-    let long: Vec<String> = files
-        .iter()
-        .map(|f| (f, std::fs::read_to_string(f).unwrap().lines().count()))
-        .filter(|(_, n)| *n > MAX_CONFIG_FILE_LINES)
-        .map(|(f, n)| format!("{} ({n} lines)", f.display()))
-        .collect();
-    assert!(long.is_empty(), "config files over {MAX_CONFIG_FILE_LINES} lines: {long:?}");
+fn no_file_under_config_or_tiers_is_over_its_bound() {
+    let mut long = Vec::new();
+    for (folder, max) in MAX_FOLDER_FILE_LINES {
+        let mut files = Vec::new();
+        common::sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join(folder), &mut files);
+        assert!(files.len() >= 8, "{folder}: {files:?}");
+        long.extend(
+            files
+                .iter()
+                .map(|f| (f, std::fs::read_to_string(f).unwrap().lines().count()))
+                .filter(|(_, n)| *n > max)
+                .map(|(f, n)| format!("{} ({n} lines, at most {max})", f.display())),
+        );
+    }
+    assert!(long.is_empty(), "files over their folder's bound: {long:?}");
 }
 
 /// Every `file.rs` or `folder/` a code-map row names, found under the row's

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clients::{ClientSettings, build};
 use crate::front::{self, Front};
 use crate::hop::HopOptions;
-use crate::outbound::Transport;
+use crate::outbound::{Outbound, Transport};
 
 /// What the caller does for each front request, as its settings state it.
 pub const PER_REQUEST: &str = "parse the front JSON; per downstream call: encode, send, decode, check the status, \
@@ -139,24 +139,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let mut registry = Registry::new("caller");
     let front_counters = registry.listener(Counters::new("front", API_OUTCOMES));
     let client_counters = registry.client(config.transport.client_counters(config.transport.as_str()));
-    let (url, flag) = if config.transport.is_grpc() {
-        (&config.downstream_grpc, "--downstream-grpc")
-    } else {
-        (&config.downstream_rest, "--downstream-rest")
-    };
-    let mut target = need(url, flag)?;
-    if config.all_addresses {
-        target = crate::balanced::every_address(&target).await?;
-    }
-    let settings = ClientSettings {
-        transport: config.transport,
-        target,
-        grpc_connections: config.grpc_connections,
-        rest_http2: config.rest_http2,
-        hop: config.hop.clone(),
-    };
-    let client = build(&settings, client_counters.clone())
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{flag} {}: {e}", settings.target)))?;
+    let client = client(&config, client_counters.clone()).await?;
 
     let front_settings = ServerSettings {
         drain_timeout: config.drain_timeout,
@@ -166,27 +149,8 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         ..ServerSettings::new(Protocols::Auto)
     };
     let limit = InFlightLimit::from_flag(config.max_in_flight);
-    registry.set_settings(serde_json::json!({
-        "transport": config.transport.as_str(),
-        "target": client.target(),
-        "fanout": config.fanout,
-        "page_size": config.transport.delivery().map(|_| config.page_size),
-        "max_records_per_request": config.max_records,
-        "max_in_flight": limit.max(),
-        "max_in_flight_source": limit.source(),
-        "request_body_timeout_ms": config.header_read_timeout.as_millis() as u64,
-        "downstream_timeout_ms": config.downstream_timeout.as_millis() as u64,
-        "per_request": if config.custom.is_some() { PER_REQUEST_CUSTOM } else { PER_REQUEST },
-        "client": client.settings(),
-        "front_server": front_settings,
-    }));
     let budget = service::WorkBudget::new(config.max_work_bytes).per_record(front::WORK_BYTES_PER_RECORD);
-    registry.extend_settings(budget.settings());
-    registry.extend_settings(service::runtime_settings());
-    registry.extend_settings(service::huge_pages::settings());
-    if let Some(loaded) = &config.custom {
-        registry.extend_settings(serde_json::json!({ "contract": loaded.describe() }));
-    }
+    report_settings(&mut registry, &config, client.as_ref(), &limit, &front_settings, &budget);
     let admin_counters = registry.admin(Counters::new("admin", API_OUTCOMES));
     let registry = Arc::new(registry);
 
@@ -218,4 +182,58 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let admin_app = service::json_errors(admin_router(registry.clone()), Some(admin_counters), telemetry::ADMIN_API);
     tasks.spawn(serve(admin_listener, admin_app, None, ServerSettings::new(Protocols::Auto), shutdown.clone()));
     Ok(Handle { front_addr, admin_addr, registry, served: Served::new(shutdown, tasks) })
+}
+
+/// The transport's client of the downstream (every address of its host with
+/// `--downstream-all-addresses`), counted on `counters`.
+async fn client(config: &Config, counters: Arc<Counters>) -> io::Result<Arc<dyn Outbound>> {
+    let (url, flag) = if config.transport.is_grpc() {
+        (&config.downstream_grpc, "--downstream-grpc")
+    } else {
+        (&config.downstream_rest, "--downstream-rest")
+    };
+    let mut target = need(url, flag)?;
+    if config.all_addresses {
+        target = crate::balanced::every_address(&target).await?;
+    }
+    let settings = ClientSettings {
+        transport: config.transport,
+        target,
+        grpc_connections: config.grpc_connections,
+        rest_http2: config.rest_http2,
+        hop: config.hop.clone(),
+    };
+    build(&settings, counters)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{flag} {}: {e}", settings.target)))
+}
+
+/// What the caller runs with, as `/stats` reports it.
+fn report_settings(
+    registry: &mut Registry,
+    config: &Config,
+    client: &dyn Outbound,
+    limit: &InFlightLimit,
+    front_settings: &ServerSettings,
+    budget: &service::WorkBudget,
+) {
+    registry.set_settings(serde_json::json!({
+        "transport": config.transport.as_str(),
+        "target": client.target(),
+        "fanout": config.fanout,
+        "page_size": config.transport.delivery().map(|_| config.page_size),
+        "max_records_per_request": config.max_records,
+        "max_in_flight": limit.max(),
+        "max_in_flight_source": limit.source(),
+        "request_body_timeout_ms": config.header_read_timeout.as_millis() as u64,
+        "downstream_timeout_ms": config.downstream_timeout.as_millis() as u64,
+        "per_request": if config.custom.is_some() { PER_REQUEST_CUSTOM } else { PER_REQUEST },
+        "client": client.settings(),
+        "front_server": front_settings,
+    }));
+    registry.extend_settings(budget.settings());
+    registry.extend_settings(service::runtime_settings());
+    registry.extend_settings(service::huge_pages::settings());
+    if let Some(loaded) = &config.custom {
+        registry.extend_settings(serde_json::json!({ "contract": loaded.describe() }));
+    }
 }

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Router;
 use payload::Limits;
 use service::tls::ServerTlsFiles;
 use service::{
@@ -15,6 +16,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::Core;
+use crate::custom::Custom;
 use crate::{grpc, hop, rest};
 
 /// Everything the downstream needs to start; built once from the flags.
@@ -112,26 +114,78 @@ impl Handle {
 
 /// Binds all listeners (failing fast, naming the one that could not bind) and
 /// starts serving. Cancel `shutdown` (or call [`Handle::stop`]) to stop.
-pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Handle> {
+pub async fn start(mut config: Config, shutdown: CancellationToken) -> io::Result<Handle> {
     let grpc_listener = bind("gRPC", config.grpc_addr).await?;
     let rest_listener = bind("REST", config.rest_addr).await?;
     let admin_listener = bind("admin", config.admin_addr).await?;
     let tls = hop::listener_tls(config.tls.as_ref())?;
 
-    let server = |protocols| ServerSettings {
-        http2_max_concurrent_streams: config.http2_max_concurrent_streams,
-        header_read_timeout: config.header_read_timeout,
-        idle_timeout: config.idle_timeout,
-        http2_keep_alive_interval: config.http2_keep_alive_interval,
-        drain_timeout: config.drain_timeout,
-        max_connection_body_bytes: config.max_connection_body_bytes,
-        ..ServerSettings::new(protocols)
-    };
     let limit = InFlightLimit::from_flag(config.max_in_flight);
-    let grpc_settings =
-        ServerSettings { max_connection_age: config.grpc_max_connection_age, ..server(Protocols::Http2Only) };
-    let (rest_settings, admin_settings) = (server(Protocols::Auto), server(Protocols::Auto));
+    let settings = Settings::new(&config);
+    let (registry, counters) = registry(&config, &limit, &settings);
+    let registry = Arc::new(registry);
 
+    let custom = config.custom.take().map(Custom::new);
+    let (grpc_app, rest_app) = routers(&config, custom, &counters).await?;
+    let grpc_app = grpc::edge(grpc_app, &limit, counters.grpc.clone(), config.header_read_timeout);
+    let rest_app = config.compression.rest_layers(rest_app);
+    let rest_app = service::json_errors(rest_app, Some(counters.rest.clone()), rest::API);
+    let rest_app = limit.apply(rest_app, counters.rest.clone(), service::api::overloaded);
+
+    let handle_addrs = (grpc_listener.local_addr()?, rest_listener.local_addr()?, admin_listener.local_addr()?);
+    let mut tasks = JoinSet::new();
+    let (grpc_tls, rest_tls) = tls.unzip();
+    let Counted { grpc: grpc_counters, rest: rest_counters, admin: admin_counters } = counters;
+    tasks.spawn(serve_tls(grpc_listener, grpc_app, Some(grpc_counters), settings.grpc, grpc_tls, shutdown.clone()));
+    tasks.spawn(serve_tls(rest_listener, rest_app, Some(rest_counters), settings.rest, rest_tls, shutdown.clone()));
+    let admin_app = service::json_errors(admin_router(registry.clone()), Some(admin_counters), telemetry::ADMIN_API);
+    tasks.spawn(serve(admin_listener, admin_app, None, settings.admin, shutdown.clone()));
+
+    Ok(Handle {
+        grpc_addr: handle_addrs.0,
+        rest_addr: handle_addrs.1,
+        admin_addr: handle_addrs.2,
+        registry,
+        served: Served::new(shutdown, tasks),
+    })
+}
+
+/// The HTTP settings of the three listeners, from the flags.
+struct Settings {
+    grpc: ServerSettings,
+    rest: ServerSettings,
+    admin: ServerSettings,
+}
+
+impl Settings {
+    fn new(config: &Config) -> Self {
+        let server = |protocols| ServerSettings {
+            http2_max_concurrent_streams: config.http2_max_concurrent_streams,
+            header_read_timeout: config.header_read_timeout,
+            idle_timeout: config.idle_timeout,
+            http2_keep_alive_interval: config.http2_keep_alive_interval,
+            drain_timeout: config.drain_timeout,
+            max_connection_body_bytes: config.max_connection_body_bytes,
+            ..ServerSettings::new(protocols)
+        };
+        Settings {
+            grpc: ServerSettings { max_connection_age: config.grpc_max_connection_age, ..server(Protocols::Http2Only) },
+            rest: server(Protocols::Auto),
+            admin: server(Protocols::Auto),
+        }
+    }
+}
+
+/// The counters of the three listeners, kept in the registry.
+struct Counted {
+    grpc: Arc<Counters>,
+    rest: Arc<Counters>,
+    admin: Arc<Counters>,
+}
+
+/// The registry, holding the settings `/stats` reports and each listener's
+/// counters.
+fn registry(config: &Config, limit: &InFlightLimit, settings: &Settings) -> (Registry, Counted) {
     let mut registry = Registry::new("downstream");
     let max_request_bytes = config.limits.max_encoded_request_bytes();
     registry.set_settings(serde_json::json!({
@@ -149,8 +203,8 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         // stream it may open, each declaring the largest message.
         "grpc_max_reserved_bytes_per_connection":
             u64::from(config.http2_max_concurrent_streams) * max_request_bytes as u64,
-        "grpc_server": grpc_settings,
-        "rest_server": rest_settings,
+        "grpc_server": settings.grpc,
+        "rest_server": settings.rest,
     }));
     registry.extend_settings(WorkBudget::new(config.max_work_bytes).settings());
     registry.extend_settings(hop::settings(config.tls.as_ref(), config.compression));
@@ -159,11 +213,18 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     if let Some(loaded) = &config.custom {
         registry.extend_settings(serde_json::json!({ "contract": loaded.describe() }));
     }
-    let grpc_counters = registry.listener(Counters::new("grpc", grpc::OUTCOMES));
-    let rest_counters = registry.listener(Counters::new("rest", rest::OUTCOMES));
-    let admin_counters = registry.admin(Counters::new("admin", service::api::API_OUTCOMES));
-    let registry = Arc::new(registry);
+    let counted = Counted {
+        grpc: registry.listener(Counters::new("grpc", grpc::OUTCOMES)),
+        rest: registry.listener(Counters::new("rest", rest::OUTCOMES)),
+        admin: registry.admin(Counters::new("admin", service::api::API_OUTCOMES)),
+    };
+    (registry, counted)
+}
 
+/// The gRPC and REST routers around one core: the built-in method, the
+/// streamed and paged `Items`, and a team's own method if there is one;
+/// gRPC also serves health and reflection. Nothing is layered on them yet.
+async fn routers(config: &Config, custom: Option<Arc<Custom>>, counters: &Counted) -> io::Result<(Router, Router)> {
     let core = Core {
         delay: config.delay,
         jitter: config.jitter,
@@ -172,89 +233,88 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
         budget: WorkBudget::new(config.max_work_bytes),
     };
     let producer = crate::items::Producer { core: core.clone(), interval: config.stream_interval };
+    let grpc_app = grpc_routes(config, &core, producer.clone(), counters, custom.as_deref()).await?;
+    let rest_app = rest::router(core.clone(), counters.rest.clone(), config.header_read_timeout)
+        .merge(crate::items::rest_routes(producer, counters.rest.clone(), config.compression));
+    match &custom {
+        None => Ok((grpc_app, rest_app)),
+        Some(c) => with_custom(c, core, counters, config, grpc_app, rest_app),
+    }
+}
+
+/// The gRPC routes: the built-in service, `Items`, health, and reflection of
+/// every descriptor served.
+async fn grpc_routes(
+    config: &Config,
+    core: &Core,
+    producer: crate::items::Producer,
+    counters: &Counted,
+    custom: Option<&Custom>,
+) -> io::Result<Router> {
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter.set_serving::<proto::downstream_server::DownstreamServer<grpc::GrpcService>>().await;
     // Reflection in both versions stock tools speak: grpc.reflection.v1
     // (grpcurl, current clients) and v1alpha (grpcio-reflection, older
     // grpcurl and Postman).
-    let custom = config.custom.map(crate::custom::Custom::new);
     let reflection = || {
         let builder = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
-        match &custom {
+        match custom {
             Some(c) => builder.register_encoded_file_descriptor_set(&c.loaded.contract.descriptor_set),
             None => builder,
         }
     };
     let reflection_err =
         |e: tonic_reflection::server::Error| io::Error::other(format!("building gRPC reflection: {e}"));
-    let grpc_app = tonic::service::Routes::new(
-        grpc::GrpcService::new(core.clone(), grpc_counters.clone())
+    Ok(tonic::service::Routes::new(
+        grpc::GrpcService::new(core.clone(), counters.grpc.clone())
             .with_compression(config.compression.grpc_encoding())
             .into_server(),
     )
     .add_service(
-        crate::items::ItemsGrpc { producer: producer.clone(), counters: grpc_counters.clone() }
+        crate::items::ItemsGrpc { producer, counters: counters.grpc.clone() }
             .into_server(config.compression.grpc_encoding(), core.limits.max_encoded_request_bytes()),
     )
     .add_service(health_service)
     .add_service(reflection().build_v1().map_err(reflection_err)?)
     .add_service(reflection().build_v1alpha().map_err(reflection_err)?)
     .prepare()
-    .into_axum_router();
-    let rest_app = rest::router(core.clone(), rest_counters.clone(), config.header_read_timeout)
-        .merge(crate::items::rest_routes(producer, rest_counters.clone(), config.compression));
-    let (grpc_app, rest_app) = (grpc_app, rest_app);
-    let (grpc_app, rest_app) = match &custom {
-        None => (grpc_app, rest_app),
-        Some(c) => {
-            let contract = &c.loaded.contract;
-            let grpc = crate::custom::CustomGrpc::new(
-                c.clone(),
-                core.clone(),
-                grpc_counters.clone(),
-                config.compression.grpc_encoding(),
-            );
-            let rest =
-                crate::custom::rest_method(c.clone(), core.clone(), rest_counters.clone(), config.header_read_timeout);
-            let mut rest_app = rest_app.route(&contract.rest_path(), rest);
-            if let Some(rule) = &contract.http {
-                let route = rule.route();
-                if route == rest::API_PATH || route == contract.rest_path() {
-                    return Err(io::Error::other(format!(
-                        "{}: its google.api.http path {route} is a route this service already serves",
-                        contract.name()
-                    )));
-                }
-                let annotated =
-                    crate::custom::rest_annotated(c.clone(), core, rest_counters.clone(), config.header_read_timeout)
-                        .ok_or_else(|| {
-                        io::Error::other(format!("{}: verb {} is not served", contract.name(), rule.verb))
-                    })?;
-                rest_app = rest_app.route(&route, annotated);
-            }
-            (grpc_app.route_service(&contract.grpc_path(), grpc), rest_app)
+    .into_axum_router())
+}
+
+/// Both routers with a team's own method (`--proto`) added: on gRPC at its
+/// method path, on REST at its own path and at its `google.api.http` rule's,
+/// which may not be a route already served.
+fn with_custom(
+    c: &Arc<Custom>,
+    core: Core,
+    counters: &Counted,
+    config: &Config,
+    grpc_app: Router,
+    rest_app: Router,
+) -> io::Result<(Router, Router)> {
+    let contract = &c.loaded.contract;
+    let grpc = crate::custom::CustomGrpc::new(
+        c.clone(),
+        core.clone(),
+        counters.grpc.clone(),
+        config.compression.grpc_encoding(),
+    );
+    let rest = crate::custom::rest_method(c.clone(), core.clone(), counters.rest.clone(), config.header_read_timeout);
+    let mut rest_app = rest_app.route(&contract.rest_path(), rest);
+    if let Some(rule) = &contract.http {
+        let route = rule.route();
+        if route == rest::API_PATH || route == contract.rest_path() {
+            return Err(io::Error::other(format!(
+                "{}: its google.api.http path {route} is a route this service already serves",
+                contract.name()
+            )));
         }
-    };
-    let grpc_app = grpc::edge(grpc_app, &limit, grpc_counters.clone(), config.header_read_timeout);
-    let rest_app = config.compression.rest_layers(rest_app);
-    let rest_app = service::json_errors(rest_app, Some(rest_counters.clone()), rest::API);
-    let rest_app = limit.apply(rest_app, rest_counters.clone(), service::api::overloaded);
-
-    let handle_addrs = (grpc_listener.local_addr()?, rest_listener.local_addr()?, admin_listener.local_addr()?);
-    let mut tasks = JoinSet::new();
-    let (grpc_tls, rest_tls) = tls.unzip();
-    tasks.spawn(serve_tls(grpc_listener, grpc_app, Some(grpc_counters), grpc_settings, grpc_tls, shutdown.clone()));
-    tasks.spawn(serve_tls(rest_listener, rest_app, Some(rest_counters), rest_settings, rest_tls, shutdown.clone()));
-    let admin_app = service::json_errors(admin_router(registry.clone()), Some(admin_counters), telemetry::ADMIN_API);
-    tasks.spawn(serve(admin_listener, admin_app, None, admin_settings, shutdown.clone()));
-
-    Ok(Handle {
-        grpc_addr: handle_addrs.0,
-        rest_addr: handle_addrs.1,
-        admin_addr: handle_addrs.2,
-        registry,
-        served: Served::new(shutdown, tasks),
-    })
+        let annotated =
+            crate::custom::rest_annotated(c.clone(), core, counters.rest.clone(), config.header_read_timeout)
+                .ok_or_else(|| io::Error::other(format!("{}: verb {} is not served", contract.name(), rule.verb)))?;
+        rest_app = rest_app.route(&route, annotated);
+    }
+    Ok((grpc_app.route_service(&contract.grpc_path(), grpc), rest_app))
 }

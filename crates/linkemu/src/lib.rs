@@ -258,86 +258,102 @@ struct Queue {
 /// One direction of one connection: a reader that stamps chunks onto the
 /// shared serialiser, and a writer that delivers each when it is due.
 fn direction(
-    mut from: TcpStream,
-    mut to: TcpStream,
+    from: TcpStream,
+    to: TcpStream,
     link: Arc<Serialiser>,
     settings: LinkSettings,
     counters: Arc<RelayCounters>,
     upstream: bool,
 ) {
     let queue = Arc::new(Queue::default());
-    let limit = settings.queue_limit_bytes();
-    let one_way = settings.one_way();
     let q = queue.clone();
-    let reader = move || {
-        let mut buf = vec![0u8; settings.chunk_bytes()];
-        loop {
-            {
-                // Bounded buffering: stop reading while the queue is full,
-                // so the sender's TCP window closes as on a real link.
-                let mut s = lock(&q.state);
-                while s.bytes >= limit && !s.writer_done {
-                    s = q.changed.wait(s).unwrap_or_else(|e| e.into_inner());
-                }
-                if s.writer_done {
-                    return;
-                }
-            }
-            let n = from.read(&mut buf).unwrap_or(0);
-            let arrival = Instant::now();
-            let due = link.depart(arrival, n) + one_way;
-            let chunk = (n > 0).then(|| buf[..n].to_vec());
-            let counter = if upstream { &counters.bytes_up } else { &counters.bytes_down };
-            counter.fetch_add(n as u64, Ordering::Relaxed);
-            let mut s = lock(&q.state);
-            s.bytes += n;
-            s.chunks.push_back((due, chunk));
-            q.changed.notify_all();
-            if n == 0 {
-                return;
-            }
-        }
-    };
-    let q = queue;
-    let writer = move || {
-        loop {
-            let due = {
-                let mut s = lock(&q.state);
-                while s.chunks.is_empty() {
-                    s = q.changed.wait(s).unwrap_or_else(|e| e.into_inner());
-                }
-                s.chunks[0].0
-            };
-            sleep_until(due);
-            let (_, chunk) = {
-                let mut s = lock(&q.state);
-                let Some(front) = s.chunks.pop_front() else { continue };
-                s.bytes -= front.1.as_ref().map_or(0, Vec::len);
-                q.changed.notify_all();
-                front
-            };
-            let written = match &chunk {
-                Some(bytes) => to.write_all(bytes),
-                None => {
-                    // The sender closed its side: pass the FIN on.
-                    let _ = to.shutdown(Shutdown::Write);
-                    return;
-                }
-            };
-            if written.is_err() {
-                // The receiver is gone: stop the reader and close both ways.
-                lock(&q.state).writer_done = true;
-                q.changed.notify_all();
-                let _ = to.shutdown(Shutdown::Both);
-                return;
-            }
-        }
-    };
+    let reader = move || read_onto_link(from, &link, settings, &counters, upstream, &q);
+    let writer = move || deliver(to, &queue);
     let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
         let _ = thread::Builder::new().name(name.into()).stack_size(THREAD_STACK_BYTES).spawn(f);
     };
     spawn("link-read", Box::new(reader));
     spawn("link-write", Box::new(writer));
+}
+
+/// The reader of one direction: reads chunks from `from` while the queue has
+/// room, stamps each with its departure from `link` and its arrival at the
+/// other side, and queues it; a read of nothing (the sender closed its side,
+/// or failed) is queued as the end.
+fn read_onto_link(
+    mut from: TcpStream,
+    link: &Serialiser,
+    settings: LinkSettings,
+    counters: &RelayCounters,
+    upstream: bool,
+    q: &Queue,
+) {
+    let limit = settings.queue_limit_bytes();
+    let one_way = settings.one_way();
+    let mut buf = vec![0u8; settings.chunk_bytes()];
+    loop {
+        {
+            // Bounded buffering: stop reading while the queue is full,
+            // so the sender's TCP window closes as on a real link.
+            let mut s = lock(&q.state);
+            while s.bytes >= limit && !s.writer_done {
+                s = q.changed.wait(s).unwrap_or_else(|e| e.into_inner());
+            }
+            if s.writer_done {
+                return;
+            }
+        }
+        let n = from.read(&mut buf).unwrap_or(0);
+        let arrival = Instant::now();
+        let due = link.depart(arrival, n) + one_way;
+        let chunk = (n > 0).then(|| buf[..n].to_vec());
+        let counter = if upstream { &counters.bytes_up } else { &counters.bytes_down };
+        counter.fetch_add(n as u64, Ordering::Relaxed);
+        let mut s = lock(&q.state);
+        s.bytes += n;
+        s.chunks.push_back((due, chunk));
+        q.changed.notify_all();
+        if n == 0 {
+            return;
+        }
+    }
+}
+
+/// The writer of one direction: writes each queued chunk to `to` when it is
+/// due, and passes the end on; if `to` is gone, stops the reader too.
+fn deliver(mut to: TcpStream, q: &Queue) {
+    loop {
+        let due = {
+            let mut s = lock(&q.state);
+            while s.chunks.is_empty() {
+                s = q.changed.wait(s).unwrap_or_else(|e| e.into_inner());
+            }
+            s.chunks[0].0
+        };
+        sleep_until(due);
+        let (_, chunk) = {
+            let mut s = lock(&q.state);
+            let Some(front) = s.chunks.pop_front() else { continue };
+            s.bytes -= front.1.as_ref().map_or(0, Vec::len);
+            q.changed.notify_all();
+            front
+        };
+        let written = match &chunk {
+            Some(bytes) => to.write_all(bytes),
+            None => {
+                // The sender closed its side: pass the FIN on.
+                let _ = to.shutdown(Shutdown::Write);
+                return;
+            }
+        };
+        if written.is_err() {
+            // The receiver is gone: stop the reader and close both ways.
+            lock(&q.state).writer_done = true;
+            q.changed.notify_all();
+            let _ = to.shutdown(Shutdown::Both);
+            return;
+        }
+    }
 }
 
 /// Sleeps until `due` on a high-resolution timer.

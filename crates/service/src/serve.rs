@@ -197,6 +197,44 @@ pub async fn serve_tls(
     shutdown: CancellationToken,
 ) {
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    let builder = http_builder(&settings);
+    // Every connection task is tracked so shutdown can wait for them to drain.
+    let connections = TaskTracker::new();
+    let mut accept_errors = LogLimiter::new(Duration::from_secs(1));
+    let mut accepted_count = 0u64;
+
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let tcp = match accepted {
+            Ok((tcp, _peer)) => tcp,
+            Err(e) => {
+                accept_failed(&mut accept_errors, e).await;
+                continue;
+            }
+        };
+        if settings.tcp_nodelay {
+            let _ = tcp.set_nodelay(true);
+        }
+        accepted_count += 1;
+        let conn = Conn {
+            builder: builder.clone(),
+            app: app.clone(),
+            settings,
+            max_age: settings.max_connection_age.map(|age| jittered(age, accepted_count)),
+            shutdown: shutdown.clone(),
+            counters: counters.clone(),
+        };
+        connections.spawn(conn.serve(tcp, counters.clone(), acceptor.clone()));
+    }
+    drop(listener);
+    drain(connections, settings.drain_timeout).await;
+}
+
+/// The HTTP/1.1 and HTTP/2 connection builder for `settings`.
+fn http_builder(settings: &ServerSettings) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -218,66 +256,35 @@ pub async fn serve_tls(
         // connection instead of keeping its streams and buffers forever.
         .keep_alive_interval(settings.http2_keep_alive_interval)
         .keep_alive_timeout(settings.http2_keep_alive_timeout);
-    let builder = match settings.protocols {
+    match settings.protocols {
         Protocols::Auto => builder,
         Protocols::Http2Only => builder.http2_only(),
-    };
-    // Every connection task is tracked so shutdown can wait for them to drain.
-    let connections = TaskTracker::new();
-    let mut accept_errors = LogLimiter::new(Duration::from_secs(1));
-    let mut accepted_count = 0u64;
-
-    loop {
-        let accepted = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            accepted = listener.accept() => accepted,
-        };
-        let tcp = match accepted {
-            Ok((tcp, _peer)) => tcp,
-            Err(e) => {
-                // EMFILE and friends: back off briefly instead of spinning; the
-                // connections already open keep being served. The condition
-                // lasts as long as the connections that cause it, so it is
-                // reported at most once a second, not on every retry.
-                if let Some(suppressed) = accept_errors.admit(Instant::now()) {
-                    if suppressed == 0 {
-                        tracing::warn!("accept failed: {e}");
-                    } else {
-                        tracing::warn!("accept failed: {e} ({suppressed} more since the last report)");
-                    }
-                }
-                tokio::time::sleep(ACCEPT_RETRY).await;
-                continue;
-            }
-        };
-        if settings.tcp_nodelay {
-            let _ = tcp.set_nodelay(true);
-        }
-        accepted_count += 1;
-        let conn = Conn {
-            builder: builder.clone(),
-            app: app.clone(),
-            settings,
-            max_age: settings.max_connection_age.map(|age| jittered(age, accepted_count)),
-            shutdown: shutdown.clone(),
-            counters: counters.clone(),
-        };
-        let (counters, acceptor) = (counters.clone(), acceptor.clone());
-        connections.spawn(async move {
-            match (counters, acceptor) {
-                (Some(c), Some(tls)) => conn.run_tls(CountingStream::new(tcp, c.clone()), &tls, Some(&c)).await,
-                (None, Some(tls)) => conn.run_tls(tcp, &tls, None).await,
-                (Some(c), None) => conn.run(TokioIo::new(CountingStream::new(tcp, c))).await,
-                (None, None) => conn.run(TokioIo::new(tcp)).await,
-            }
-        });
     }
-    drop(listener);
+}
+
+/// After a failed accept (EMFILE and friends): back off briefly instead of
+/// spinning; the connections already open keep being served. The condition
+/// lasts as long as the connections that cause it, so it is reported at most
+/// once a second, not on every retry.
+async fn accept_failed(accept_errors: &mut LogLimiter, e: io::Error) {
+    if let Some(suppressed) = accept_errors.admit(Instant::now()) {
+        if suppressed == 0 {
+            tracing::warn!("accept failed: {e}");
+        } else {
+            tracing::warn!("accept failed: {e} ({suppressed} more since the last report)");
+        }
+    }
+    tokio::time::sleep(ACCEPT_RETRY).await;
+}
+
+/// Lets the tracked connections finish, waiting for them at most
+/// `drain_timeout`.
+async fn drain(connections: TaskTracker, drain_timeout: Duration) {
     connections.close();
     tokio::select! {
         _ = connections.wait() => {}
-        _ = tokio::time::sleep(settings.drain_timeout) => {
-            tracing::warn!("drain timed out after {:?}; closing remaining connections", settings.drain_timeout);
+        _ = tokio::time::sleep(drain_timeout) => {
+            tracing::warn!("drain timed out after {:?}; closing remaining connections", drain_timeout);
         }
     }
 }
@@ -301,6 +308,22 @@ struct Conn {
 }
 
 impl Conn {
+    /// Serves an accepted socket: counted on `counters` (under TLS, so wire
+    /// bytes include its records), through TLS when there is an `acceptor`.
+    async fn serve(
+        self,
+        tcp: tokio::net::TcpStream,
+        counters: Option<Arc<Counters>>,
+        acceptor: Option<tokio_rustls::TlsAcceptor>,
+    ) {
+        match (counters, acceptor) {
+            (Some(c), Some(tls)) => self.run_tls(CountingStream::new(tcp, c.clone()), &tls, Some(&c)).await,
+            (None, Some(tls)) => self.run_tls(tcp, &tls, None).await,
+            (Some(c), None) => self.run(TokioIo::new(CountingStream::new(tcp, c))).await,
+            (None, None) => self.run(TokioIo::new(tcp)).await,
+        }
+    }
+
     /// The TLS handshake (bounded by the header-read timeout, counted), then
     /// [`Conn::run`] over the decrypted stream.
     async fn run_tls<S>(self, io: S, tls: &tokio_rustls::TlsAcceptor, counters: Option<&Counters>)

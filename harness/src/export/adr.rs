@@ -10,7 +10,8 @@ use caller::Transport;
 
 use super::comparison::Arm;
 use super::findings::{name_and_unit, sentence, with_unit};
-use super::markdown::{num, setup};
+use super::markdown::setup;
+use super::numbers::num;
 use crate::config::{TransportArg, arm_dirs, command_line};
 use crate::judge::difference::{FINDING_THRESHOLD_PERCENT, Row, Verdict, compare};
 

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use crate::export::charts::{Series, line_chart};
-use crate::export::markdown::num;
+use crate::export::numbers::num;
 use crate::judge::capacity::Capacity;
 use crate::result::TierName;
 

@@ -8,7 +8,8 @@ use std::fmt::Write;
 
 use super::findings::{difference_cell, findings_list, method_note, projection_section, verdict_cell};
 use super::setup;
-use crate::export::markdown::{charts_section, environment_table, num};
+use crate::export::markdown::{charts_section, environment_table};
+use crate::export::numbers::num;
 use crate::judge::attribution::{Split, attribute};
 use crate::judge::difference::{Row, Verdict, called_share, compare, paired};
 use crate::judge::inference::CONFIDENCE;

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::markdown::num;
+use super::numbers::num;
 use crate::judge::difference::{FINDING_THRESHOLD_PERCENT, Row, Verdict, findings, no_difference};
 use crate::judge::inference::{
     AA_SIMULATED_COMPARISONS, AA_SIMULATED_P50_SPREAD_PERCENT, AA_SIMULATED_WORST_PERCENT, MIN_ROUNDS,

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::markdown::num;
+use super::numbers::num;
 use crate::result::{Generator, RunResult, Summary};
 
 /// The `## Generators` section, or nothing for a run of one generator.

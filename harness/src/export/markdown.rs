@@ -4,19 +4,12 @@
 
 use std::fmt::Write;
 
+use super::numbers::num;
 use super::setup;
 use crate::judge::metrics::metrics;
 use crate::judge::stats::mean;
 use crate::measure::histogram::{decode_histogram, resolution_us};
 use crate::result::{CpuThrottling, RunResult, RunStatus, TierName};
-
-/// A number with fixed decimals, or `n/a` where it was not measured.
-pub fn num(v: Option<f64>, decimals: usize) -> String {
-    match v {
-        Some(v) if v.is_finite() => format!("{v:.decimals$}"),
-        _ => "n/a".to_owned(),
-    }
-}
 
 pub use super::setup::{setup, shape, title};
 

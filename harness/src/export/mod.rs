@@ -9,8 +9,10 @@
 //! * [`capacity`]: a sweep's `capacity.md` / `capacity.json`; [`payload`]: a
 //!   payload sweep's `payload.md` / `payload.json`; [`charts`]: SVGs;
 //!   [`hgrm`]: HdrHistogram percentile text; [`timeseries`]: CSV rows;
-//!   [`wire`]: the TLS and compression sentences of both reports;
+//!   [`setup`]: the run's configuration in words, for every report;
 //!   [`replicas`]: the downstream's replicas, their shares and the imbalance;
+//! * [`numbers`]: how every renderer writes a figure (`n/a` where it was
+//!   not measured);
 //! * [`files`]: run folders (whole or absent), every file in them, and
 //!   reading saved runs back for `harness compare`.
 //!
@@ -30,6 +32,7 @@ pub mod generators;
 pub mod hgrm;
 pub mod link;
 pub mod markdown;
+pub mod numbers;
 pub mod payload;
 pub mod replicas;
 pub mod setup;

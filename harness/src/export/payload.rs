@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::export::charts::{Series, stacked_chart};
-use crate::export::markdown::num;
+use crate::export::numbers::num;
 use crate::judge::payload::{PayloadReport, PayloadStep};
 use crate::result::TierName;
 

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::markdown::num;
+use super::numbers::num;
 use crate::judge::replicas::{ArmReplicas, summarize};
 use crate::result::RunResult;
 

@@ -11,7 +11,7 @@ use std::fmt::Write;
 use serde_json::Value;
 
 use crate::config::{Compression, Config, TargetTier, TlsMode, hd};
-use crate::export::markdown::num;
+use crate::export::numbers::num;
 use crate::result::{RunResult, TierName};
 
 /// `100 req/s open loop` or `closed loop over 8 connections`.

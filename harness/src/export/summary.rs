@@ -7,7 +7,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::export::comparison::{Arm, terminal, terminal_findings};
-use crate::export::markdown::{num, title};
+use crate::export::markdown::title;
+use crate::export::numbers::num;
 use crate::result::{Latency, RoundResult, RunResult, RunStatus, Throughput, TierName};
 
 /// With several arms the findings first; then the summary of every arm, then

@@ -1,6 +1,7 @@
 //! Judgements over measured data: pure functions, no I/O, unit tested on
 //! synthetic inputs.
 //!
+//! * [`input`]: what one measured round hands the judges, and its window;
 //! * [`round`]: one round's records, samples and counter differences → its
 //!   figures (rates, latency summaries, CPU and bytes per request);
 //! * [`stats`]: summaries and means;
@@ -23,6 +24,7 @@ pub mod capacity;
 pub mod difference;
 pub mod gate;
 pub mod inference;
+pub mod input;
 pub mod merge;
 pub mod metrics;
 pub mod payload;

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use telemetry::CountersSnapshot;
 
-use super::round::RoundInput;
+use super::input::{RoundInput, load_in_window, span};
 use super::stats::{mean, summarize};
 use crate::measure::record::StreamRecord;
 use crate::result::{ItemBytes, Resources, Spread, StreamRound, TierName};
@@ -26,7 +26,7 @@ pub fn stream_round(input: &RoundInput<'_>, resources: &BTreeMap<TierName, Resou
             &none
         }
     };
-    let span = super::round::span(input.config, input.scheduled, input.to_seconds - input.from_seconds);
+    let span = span(input.config, input.scheduled, input.to_seconds - input.from_seconds);
     let internal = input.deltas.internal.as_ref();
     // The downstream's items flow over the same window as its bytes and
     // CPU; the harness's count is of the streams that ended in the round.
@@ -37,7 +37,7 @@ pub fn stream_round(input: &RoundInput<'_>, resources: &BTreeMap<TierName, Resou
         let n = items.filter(|n| *n > 0)?;
         Some((tier, cpu * 1e6 / n as f64))
     };
-    let open = mean(super::round::load_in_window(input).map(|s| s.in_flight as f64));
+    let open = mean(load_in_window(input).map(|s| s.in_flight as f64));
     let rss_per_1000 = |tier: TierName| {
         let rss = resources.get(&tier)?.rss_mib_mean?;
         let open = open.filter(|o| *o > 0.0)?;

@@ -12,11 +12,13 @@
 //!
 //! * [`dispatch`]: the open-loop dispatcher and the closed-loop workers;
 //! * [`target`]: where requests go (the caller's front door, or the
-//!   downstream directly) and how one request is sent and classified.
+//!   downstream directly) and how one request is sent and classified;
+//! * [`answer`]: how one request ended, and a failure's reason in words.
 //!
 //! Load only sends and stamps; it records nothing (that is
 //! `measure::record`) and judges nothing.
 
+pub mod answer;
 pub mod dispatch;
 pub mod front;
 mod stamped;
@@ -32,8 +34,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::result::ErrorReason;
 
+pub use answer::Answer;
 pub use dispatch::{Alarms, closed_loop, dispatch};
-pub use target::{Answer, Checks, Endpoint, Target};
+pub use target::{Checks, Endpoint, Target};
 
 /// How one request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -15,9 +15,9 @@ use hyper::StatusCode;
 
 use payload::{StreamItem, StreamRequest};
 
+use super::answer::{Answer, classify, error_body_reason, no_answer_within};
 use super::front::{FrontClient, FrontError, MAX_ANSWER_BYTES, ReadAnswer, Sent};
 use super::stamped::RxStamp;
-use super::target::{Answer, Target, classify, error_body_reason, no_answer_within};
 use super::{Outcome, StreamFacts};
 use crate::config::Streams;
 
@@ -113,17 +113,16 @@ impl ReadAnswer for Items {
 /// against the one generated for its place as it is taken, after its
 /// arrival is stamped (so the check costs no latency), and what the stream
 /// delivered goes in [`StreamFacts`].
-pub(super) async fn stream_request(index: u64, target: &Target, client: &FrontClient, streams: &Streams) -> Answer {
+pub(super) async fn stream_request(index: u64, timeout: Duration, client: &FrontClient, streams: &Streams) -> Answer {
     let req = StreamRequest { request_id: index.to_string(), items: streams.items, item_bytes: streams.item_bytes };
     // One reading of both clocks: the harness's stamps are monotonic, the
     // downstream's production times are on the system clock.
     let anchor = Clocks::now();
-    let answer =
-        match tokio::time::timeout(target.timeout, client.post_stream_checked(&req, streams.consumer_delay)).await {
-            Err(_) => return Answer::clocked(Outcome::Timeout, no_answer_within(target.timeout)),
-            Ok(Err(e)) => return Answer::clocked(classify(&e), e.to_string()),
-            Ok(Ok(a)) => a,
-        };
+    let answer = match tokio::time::timeout(timeout, client.post_stream_checked(&req, streams.consumer_delay)).await {
+        Err(_) => return Answer::clocked(Outcome::Timeout, no_answer_within(timeout)),
+        Ok(Err(e)) => return Answer::clocked(classify(&e), e.to_string()),
+        Ok(Ok(a)) => a,
+    };
     if answer.status != StatusCode::OK {
         let reason = error_body_reason(answer.refusal.as_deref().unwrap_or_default());
         return Answer::clocked(Outcome::Status(answer.status.as_u16()), reason);

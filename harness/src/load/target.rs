@@ -12,7 +12,8 @@ use caller::outbound::{CallError, Outbound};
 use payload::{CallRequest, FetchRequest, FetchResponse, Shape};
 
 use super::Outcome;
-use super::front::{FrontClient, FrontError};
+use super::answer::{Answer, classify, error_body_reason, no_answer_within};
+use super::front::FrontClient;
 use crate::config::{Config, TargetTier, TlsFiles};
 
 /// Where requests go.
@@ -76,37 +77,6 @@ pub struct Target {
     /// The streaming arms' streams (`--stream-items`, `--consumer-delay`):
     /// request `i` is stream `i`, read item by item.
     pub streams: Option<crate::config::Streams>,
-}
-
-/// How one request ended, and when its answer's last byte arrived (before
-/// the answer was parsed or checked, so checking costs no latency).
-#[derive(Debug, Clone)]
-pub struct Answer {
-    pub done: Instant,
-    pub outcome: Outcome,
-    /// The caller's `Server-Timing: downstream;dur=` in microseconds.
-    pub downstream_us: Option<u64>,
-    /// Whether `done` is the kernel's receive stamp of the last byte (the
-    /// front client's answers) rather than the clock after the read.
-    pub kernel_stamped: bool,
-    /// Why it failed, as the failing side said it (`None` for a success).
-    pub reason: Option<String>,
-    /// What a stream delivered (streaming arms only).
-    pub stream: Option<Box<super::StreamFacts>>,
-}
-
-impl Answer {
-    /// A failure, stamped now.
-    pub(super) fn clocked(outcome: Outcome, reason: String) -> Self {
-        Answer {
-            done: Instant::now(),
-            outcome,
-            downstream_us: None,
-            kernel_stamped: false,
-            reason: Some(reason),
-            stream: None,
-        }
-    }
 }
 
 impl Target {
@@ -183,7 +153,7 @@ impl Target {
     pub async fn send(&self, index: u64) -> Answer {
         match &self.endpoint {
             Endpoint::Front(client) => match &self.streams {
-                Some(streams) => super::stream::stream_request(index, self, client, streams).await,
+                Some(streams) => super::stream::stream_request(index, self.timeout, client, streams).await,
                 None => front_request(index, self, client).await,
             },
             Endpoint::Direct(client) => direct_request(index, self, client.as_ref()).await,
@@ -276,31 +246,6 @@ async fn front_request(index: u64, target: &Target, client: &FrontClient) -> Ans
 /// The reason of an answer that failed the end-to-end check.
 const FAILED_CHECK: &str = "the answer failed the end-to-end check of its records";
 
-pub(super) fn no_answer_within(timeout: Duration) -> String {
-    format!("no answer within {} (--timeout)", humantime::format_duration(timeout))
-}
-
-/// What an error answer's body says: the `error` of the JSON every tier
-/// answers with, or the body's first bytes as text.
-pub(super) fn error_body_reason(body: &[u8]) -> String {
-    #[derive(serde::Deserialize)]
-    struct ErrorBody {
-        error: String,
-    }
-    match serde_json::from_slice::<ErrorBody>(body) {
-        Ok(b) => b.error,
-        Err(_) if body.is_empty() => "(an empty body)".to_owned(),
-        Err(_) => String::from_utf8_lossy(&body[..body.len().min(super::MAX_REASON_BYTES)]).into_owned(),
-    }
-}
-
-pub(super) fn classify(e: &FrontError) -> Outcome {
-    match e {
-        FrontError::Connect(..) => Outcome::Connect,
-        FrontError::Http(_) | FrontError::Closed | FrontError::TooLarge => Outcome::BadResponse,
-    }
-}
-
 /// Reads `downstream;dur=<ms>` from a `Server-Timing` value, in microseconds.
 pub fn parse_server_timing_us(value: &str) -> Option<u64> {
     value.split(',').find_map(|metric| {
@@ -364,15 +309,6 @@ mod tests {
         let answer = target.send(1).await;
         assert_eq!(answer.outcome, Outcome::BadResponse);
         assert_eq!(answer.reason.as_deref(), Some(FAILED_CHECK));
-    }
-
-    #[test]
-    fn an_error_answer_gives_its_reason() {
-        assert_eq!(error_body_reason(br#"{"error":"downstream x answered Unknown"}"#), "downstream x answered Unknown");
-        assert_eq!(error_body_reason(b"upstream broke"), "upstream broke");
-        assert_eq!(error_body_reason(b""), "(an empty body)");
-        let long = vec![b'x'; 2 * crate::load::MAX_REASON_BYTES];
-        assert_eq!(error_body_reason(&long).len(), crate::load::MAX_REASON_BYTES);
     }
 
     #[tokio::test]

@@ -25,7 +25,8 @@ use std::time::{Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Plan, Segment, TlsFiles};
-use crate::judge::round::{RoundInput, assemble};
+use crate::judge::input::RoundInput;
+use crate::judge::round::assemble;
 
 use crate::measure::sampler::{ArmSample, of_arm};
 use crate::measure::tier_stats::{Deltas, TierStatsReader};
