@@ -23,6 +23,7 @@ pub mod tier;
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use tokio::signal::unix::{SignalKind, signal};
@@ -104,14 +105,16 @@ pub fn main() -> ExitCode {
     // is made: a refusal leaves nothing behind.
     let checked = Plan::from_args(&cli.run)
         .map_err(|e| e.to_string())
-        .and_then(|mut p| load_contract(&mut p).map(|_| p))
-        .and_then(|p| crate::measure::environment::check_open_files(&p).map(|()| p).map_err(|e| e.to_string()))
-        .and_then(|p| {
+        .and_then(|p| load_contract(&p).map(|c| (p, c)))
+        .and_then(|(p, c)| {
+            crate::measure::environment::check_open_files(&p).map(|()| (p, c)).map_err(|e| e.to_string())
+        })
+        .and_then(|(p, c)| {
             crate::export::files::check_out(&p.config.output.out, p.expected_output_bytes())
-                .map(|()| p)
+                .map(|()| (p, c))
                 .map_err(|e| e.to_string())
         });
-    let plan = match checked {
+    let (plan, contract) = match checked {
         Ok(plan) => plan,
         Err(e) => {
             eprintln!("harness: {e}");
@@ -126,32 +129,28 @@ pub fn main() -> ExitCode {
         }
     };
     let Some(runtime) = runtime("harness", Some(cli.run.load.load_threads)) else { return ExitCode::from(EXIT_FAILED) };
-    ExitCode::from(runtime.block_on(measure_main(plan, gates)))
+    ExitCode::from(runtime.block_on(measure_main(plan, contract, gates)))
 }
 
 /// Compiles a team's own contract and reads its data (`--proto`) before
 /// anything starts: a file that does not compile, a method that is not
 /// there or streams, a data line that does not fit the schema is refused
 /// here, with the file, the line and the field.
-pub(crate) fn load_contract(plan: &mut Plan) -> Result<Option<contract::Report>, String> {
+/// What it loaded travels beside the plan, never inside it.
+pub(crate) fn load_contract(plan: &Plan) -> Result<Option<Arc<contract::Loaded>>, String> {
     // A sweep over data files: every file is read and checked now, and
     // each step loads its own again when it runs.
-    if let Some(sweep) = plan.payload.clone().filter(|s| s.axis.is_data()) {
+    if let Some(sweep) = plan.payload.as_ref().filter(|s| s.axis.is_data()) {
         let mut first = None;
         for &number in &sweep.sizes {
-            let mut step = plan.payload_step(sweep.axis, number);
-            load_contract(&mut step)?;
-            first = first.or(step.config.contract.and_then(|c| c.loaded));
+            let step = load_contract(&plan.payload_step(sweep.axis, number))?;
+            first = first.or(step);
         }
-        let section = plan.config.contract.as_mut().ok_or("--proto: no contract was given")?;
-        section.loaded = first;
-        return Ok(section.loaded.as_ref().map(|l| l.report()));
+        return first.map(Some).ok_or_else(|| "--proto: no contract was given".to_owned());
     }
-    let Some(section) = plan.config.contract.as_mut() else { return Ok(None) };
+    let Some(section) = plan.config.contract.as_ref() else { return Ok(None) };
     let loaded = section.args().load().map_err(|e| e.to_string())?.ok_or("--proto: no contract was given")?;
-    let report = loaded.report();
-    section.loaded = Some(std::sync::Arc::new(loaded));
-    Ok(Some(report))
+    Ok(Some(Arc::new(loaded)))
 }
 
 /// A value a flag's own parser refused (a duration), as the harness states
@@ -211,7 +210,7 @@ impl Gates {
     }
 }
 
-async fn measure_main(plan: Plan, gates: Gates) -> u8 {
+async fn measure_main(plan: Plan, contract: Option<Arc<contract::Loaded>>, gates: Gates) -> u8 {
     if !crate::result::optimising(crate::measure::environment::OPT_LEVEL) && !plan.config.output.quiet {
         eprintln!(
             "\n  WARNING: this harness was built without optimisation (opt-level {}). Figures from it are\n  \
@@ -231,9 +230,9 @@ async fn measure_main(plan: Plan, gates: Gates) -> u8 {
         }
     };
     if plan.is_sweep() {
-        sweep::sweep_main(&plan, &interrupt).await
+        sweep::sweep_main(&plan, contract.as_ref(), &interrupt).await
     } else {
-        single::single_main(&plan, &interrupt, &gates).await
+        single::single_main(&plan, contract.as_ref(), &interrupt, &gates).await
     }
 }
 

@@ -55,7 +55,10 @@ fn contract_changes(then: &contract::Report, now: &contract::Report) -> Vec<Stri
     changes
 }
 
-pub fn plan(args: &RerunArgs) -> Result<(Plan, Gates, Vec<RunResult>), String> {
+/// The saved run's plan, its contract loaded beside it, its gates and runs.
+pub type Rerun = (Plan, Option<std::sync::Arc<contract::Loaded>>, Gates, Vec<RunResult>);
+
+pub fn plan(args: &RerunArgs) -> Result<Rerun, String> {
     // A sweep: its first step's runs give the configuration, capacity.json the rates.
     let (runs, rates) = match read_sweep(&args.folder) {
         Some(sweep) => {
@@ -76,7 +79,7 @@ pub fn plan(args: &RerunArgs) -> Result<(Plan, Gates, Vec<RunResult>), String> {
     }
     line.extend(args.gates.replay());
     let cli = Cli::try_parse_from(&line).map_err(|e| format!("the saved configuration does not parse: {e}"))?;
-    let mut plan = Plan::from_args(&cli.run).map_err(|e| e.to_string())?;
+    let plan = Plan::from_args(&cli.run).map_err(|e| e.to_string())?;
     for run in &runs {
         let mut step = if rates.is_empty() { plan.arm(run.config.transport) } else { sweep_step(&plan, run) };
         // A run from before --load-threads ran one worker per core; this build
@@ -95,13 +98,13 @@ pub fn plan(args: &RerunArgs) -> Result<(Plan, Gates, Vec<RunResult>), String> {
     }
     let gates = Gates::from_args(&cli.run.output.gates, &plan)?;
     check_targets(&plan.config, &args.target)?;
-    let contract = super::load_contract(&mut plan)?;
+    let contract = super::load_contract(&plan)?;
     if let (Some(then), Some(now)) = (runs[0].contract.as_ref(), contract.as_ref()) {
-        for change in contract_changes(then, now) {
+        for change in contract_changes(then, &now.report()) {
             eprintln!("harness rerun: {change}");
         }
     }
-    Ok((plan, gates, runs))
+    Ok((plan, contract, gates, runs))
 }
 
 /// Where a plan sends load: the remote callers' front doors and a
@@ -172,7 +175,7 @@ pub fn environment_changes(saved: &Environment, now: &Environment) -> Vec<String
 }
 
 pub fn rerun(args: &RerunArgs) -> u8 {
-    let (plan, gates, runs) = match plan(args) {
+    let (plan, contract, gates, runs) = match plan(args) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("harness rerun: {e}");
@@ -202,7 +205,7 @@ pub fn rerun(args: &RerunArgs) -> u8 {
     let Some(runtime) = super::runtime("harness", Some(threads.unwrap_or(DEFAULT_LOAD_THREADS))) else {
         return EXIT_FAILED;
     };
-    runtime.block_on(super::measure_main(plan, gates))
+    runtime.block_on(super::measure_main(plan, contract, gates))
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! One measured run (one transport, or several compared) into one new folder.
 
 use std::io::IsTerminal;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::exit::{EXIT_FAILED, exit_code, with_gates};
@@ -11,7 +12,12 @@ use crate::export::{folder_name, qps_part, summary};
 use crate::result::RunStatus;
 use crate::run::interrupt::Interrupt;
 
-pub async fn single_main(plan: &Plan, interrupt: &Interrupt, gates: &super::Gates) -> u8 {
+pub async fn single_main(
+    plan: &Plan,
+    contract: Option<&Arc<contract::Loaded>>,
+    interrupt: &Interrupt,
+    gates: &super::Gates,
+) -> u8 {
     let cfg = &plan.config;
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let load = if cfg.load.closed_loop { format!("{}conn", cfg.load.connections) } else { qps_part(cfg.load.qps) };
@@ -35,7 +41,7 @@ pub async fn single_main(plan: &Plan, interrupt: &Interrupt, gates: &super::Gate
         }
     };
     let sink = timeseries_sink(&folder.path().join("timeseries.csv"), plan);
-    let runs = match crate::run::run(plan, tls.as_ref(), started_at, interrupt, sink).await {
+    let runs = match crate::run::run(plan, tls.as_ref(), contract, started_at, interrupt, sink).await {
         Ok(r) => r,
         Err(e) => {
             folder.discard();

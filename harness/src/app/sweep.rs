@@ -7,6 +7,7 @@
 //!   every size, one rate, and writes the payload report.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use caller::Transport;
@@ -45,9 +46,9 @@ fn create_folder(plan: &Plan, started_at: &str, load: &str) -> Option<(RunFolder
     }
 }
 
-pub async fn sweep_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
+pub async fn sweep_main(plan: &Plan, contract: Option<&Arc<contract::Loaded>>, interrupt: &Interrupt) -> u8 {
     if let Some(sweep) = &plan.payload {
-        return payload_sweep(plan, sweep, interrupt).await;
+        return payload_sweep(plan, contract, sweep, interrupt).await;
     }
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let (first, last) = (plan.rates[0], plan.rates[plan.rates.len() - 1]);
@@ -75,8 +76,8 @@ pub async fn sweep_main(plan: &Plan, interrupt: &Interrupt) -> u8 {
         }
         let (step_plan, name) = (plan.step(rate, &active), step_name(rate));
         let what = format!("{rate} req/s");
-        let Some(runs) = run_step(&step_plan, tls.as_ref(), &name, &what, folder.path(), &started_at, interrupt).await
-        else {
+        let at = StepAt { name: &name, what: &what, sweep_folder: folder.path(), started_at: &started_at };
+        let Some(runs) = run_step(&step_plan, tls.as_ref(), contract, &at, interrupt).await else {
             last_status = RunStatus::Aborted;
             break;
         };
@@ -146,17 +147,26 @@ fn step_name(rate: f64) -> String {
     format!("step-{}qps", num(Some(rate), if rate.fract() == 0.0 { 0 } else { 2 }))
 }
 
-/// Runs one step (`what`, e.g. `100 req/s`) into the folder `name` and
-/// writes it; `None` when its tiers could not be started.
+/// Where one step of a sweep is written, and what it is called.
+struct StepAt<'a> {
+    /// Its folder, relative to the sweep folder.
+    name: &'a str,
+    /// What it measures, e.g. `100 req/s`.
+    what: &'a str,
+    sweep_folder: &'a Path,
+    started_at: &'a str,
+}
+
+/// Runs one step into its folder and writes it; `None` when its tiers
+/// could not be started. `contract`: the step's own, loaded beside it.
 async fn run_step(
     step_plan: &Plan,
     tls: Option<&TlsFiles>,
-    name: &str,
-    what: &str,
-    sweep_folder: &Path,
-    started_at: &str,
+    contract: Option<&Arc<contract::Loaded>>,
+    at: &StepAt<'_>,
     interrupt: &Interrupt,
 ) -> Option<Vec<RunResult>> {
+    let StepAt { name, what, sweep_folder, started_at } = *at;
     let dir = sweep_folder.join(name);
     let sink =
         std::fs::create_dir_all(&dir).ok().and_then(|()| timeseries_sink(&dir.join("timeseries.csv"), step_plan));
@@ -164,7 +174,7 @@ async fn run_step(
         let arms: Vec<&str> = step_plan.arms.iter().map(|t| t.as_str()).collect();
         eprintln!("sweep: {what} ({})", arms.join(", "));
     }
-    let runs = match crate::run::run(step_plan, tls, started_at.to_owned(), interrupt, sink).await {
+    let runs = match crate::run::run(step_plan, tls, contract, started_at.to_owned(), interrupt, sink).await {
         Ok(r) => r,
         Err(e) => {
             eprintln!("harness: step {what}: {e:#}");
@@ -257,7 +267,12 @@ fn payload_step_name(axis: PayloadAxis, size: u32) -> String {
 
 /// A payload sweep: every arm at every size, at one rate, each size a full
 /// measured step; then `payload.md`, `payload.json` and the charts.
-async fn payload_sweep(plan: &Plan, sweep: &PayloadSweep, interrupt: &Interrupt) -> u8 {
+async fn payload_sweep(
+    plan: &Plan,
+    contract: Option<&Arc<contract::Loaded>>,
+    sweep: &PayloadSweep,
+    interrupt: &Interrupt,
+) -> u8 {
     let cfg = &plan.config;
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let (axis, sizes) = (sweep.axis, &sweep.sizes);
@@ -280,17 +295,22 @@ async fn payload_sweep(plan: &Plan, sweep: &PayloadSweep, interrupt: &Interrupt)
         if interrupt.is_stopped() {
             break;
         }
-        let (mut step_plan, name) = (plan.payload_step(axis, size), payload_step_name(axis, size));
-        if axis.is_data()
-            && let Err(e) = super::load_contract(&mut step_plan)
-        {
-            eprintln!("harness: step {size}: {e}");
-            last_status = RunStatus::Aborted;
-            break;
-        }
+        let (step_plan, name) = (plan.payload_step(axis, size), payload_step_name(axis, size));
+        // A sweep over data files: each step's own contract data.
+        let step_contract = match axis.is_data() {
+            true => match super::load_contract(&step_plan) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("harness: step {size}: {e}");
+                    last_status = RunStatus::Aborted;
+                    break;
+                }
+            },
+            false => contract.cloned(),
+        };
         let what = format!("{size} {}", axis.unit());
-        let Some(runs) = run_step(&step_plan, tls.as_ref(), &name, &what, folder.path(), &started_at, interrupt).await
-        else {
+        let at = StepAt { name: &name, what: &what, sweep_folder: folder.path(), started_at: &started_at };
+        let Some(runs) = run_step(&step_plan, tls.as_ref(), step_contract.as_ref(), &at, interrupt).await else {
             last_status = RunStatus::Aborted;
             break;
         };

@@ -3,20 +3,19 @@
 //! `contract::ContractArgs`, the same on every tier): their checks against
 //! the other sections, the section, its replay, and the flags both tiers
 //! get (the same flags). Compiling the files and reading the data is the
-//! app's, before anything starts; the section then carries what was loaded.
+//! app's, before anything starts; what it loaded travels beside the
+//! configuration (`run::run`'s `contract`), never inside it.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use contract::{ContractArgs, Loaded};
+use contract::ContractArgs;
 use serde::{Deserialize, Serialize};
 
 use super::work::{PayloadAxis, PayloadSweep, WorkArgs};
 use super::{ConfigError, Deploy, Flags, TargetTier, TierRole, bad};
 
 /// The contract section of [`super::Config`]: the flags as given, with
-/// paths made absolute (a tier may start in another folder), and what
-/// they loaded.
+/// paths made absolute (a tier may start in another folder).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Contract {
     pub proto: Vec<PathBuf>,
@@ -30,10 +29,6 @@ pub struct Contract {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub response_data: Vec<PathBuf>,
     pub generate_data: String,
-    /// The compiled contract and both sides' messages, once the app has
-    /// loaded them (never in run.json: its report is, `RunResult::contract`).
-    #[serde(skip)]
-    pub loaded: Option<Arc<Loaded>>,
 }
 
 impl Contract {
@@ -85,7 +80,6 @@ impl Contract {
             request_data: a.request_data.iter().map(absolute).collect(),
             response_data: a.response_data.iter().map(absolute).collect(),
             generate_data: a.generate_data.to_string(),
-            loaded: None,
         }))
     }
 
@@ -117,7 +111,7 @@ impl Contract {
     /// Step `number` (from 1) of a payload sweep over data files: that file alone.
     pub fn step(&self, axis: PayloadAxis, number: u32) -> Contract {
         let pick = |files: &[PathBuf]| files.get(number as usize - 1).cloned().into_iter().collect();
-        let mut step = Contract { loaded: None, ..self.clone() };
+        let mut step = self.clone();
         match axis {
             PayloadAxis::RequestData => step.request_data = pick(&self.request_data),
             PayloadAxis::ResponseData => step.response_data = pick(&self.response_data),
@@ -182,7 +176,6 @@ mod tests {
             request_data: vec!["/team/api/requests.jsonl".into()],
             response_data: vec!["/data/a.jsonl".into(), "/data/b.jsonl".into()],
             generate_data: String::new(),
-            loaded: None,
         };
         let want: Vec<PathBuf> =
             ["/data/a.jsonl", "/data/b.jsonl", "/team/api", "/team/third_party"].map(PathBuf::from).into();

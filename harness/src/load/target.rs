@@ -91,9 +91,14 @@ impl Target {
     /// An arm's load target: the caller's front door at `url`, or (with
     /// `--target downstream`) the downstream's listener at `url`, over TLS
     /// with the run's certificate files when the hop uses it.
-    pub fn for_arm(config: &Config, url: &str, tls: Option<&TlsFiles>) -> anyhow::Result<Target> {
+    /// `custom`: a team's own contract, loaded beside the configuration.
+    pub fn for_arm(
+        config: &Config,
+        url: &str,
+        tls: Option<&TlsFiles>,
+        custom: Option<Arc<contract::Loaded>>,
+    ) -> anyhow::Result<Target> {
         let c = config;
-        let custom = c.contract.as_ref().and_then(|c| c.loaded.clone());
         let shaped = |t: Target| Target {
             shape: c.work.shape,
             request_bytes: c.work.request_bytes,

@@ -2,6 +2,7 @@
 //! together before any load, watched for liveness while the load runs.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
@@ -24,6 +25,8 @@ pub(super) struct Arm {
     pub target: Target,
     /// Each tier's pid and reported settings, for `run.json`.
     pub tiers: BTreeMap<TierName, TierInfo>,
+    /// A team's own contract, loaded beside the configuration.
+    pub contract: Option<Arc<contract::Loaded>>,
 }
 
 /// Why the load stopped before its end.
@@ -33,16 +36,25 @@ pub(super) enum Stop {
 }
 
 /// Starts every arm's tiers; on a failure stops the ones already started.
-pub(super) async fn start_arms(plan: &Plan, tls: Option<&TlsFiles>) -> anyhow::Result<Vec<Arm>> {
+pub(super) async fn start_arms(
+    plan: &Plan,
+    tls: Option<&TlsFiles>,
+    contract: Option<&Arc<contract::Loaded>>,
+) -> anyhow::Result<Vec<Arm>> {
     let mut arms: Vec<Arm> = Vec::new();
     for &transport in &plan.arms {
         let config = plan.arm(transport);
         let started = match Topology::start(&config, tls).await {
-            Ok(topology) => Target::for_arm(&config, &topology.target_url, tls).map(|target| (topology, target)),
+            Ok(topology) => {
+                Target::for_arm(&config, &topology.target_url, tls, contract.cloned()).map(|target| (topology, target))
+            }
             Err(e) => Err(e.into()),
         };
         match started {
-            Ok((topology, target)) => arms.push(Arm { config, topology, target, tiers: BTreeMap::new() }),
+            Ok((topology, target)) => {
+                let (tiers, contract) = (BTreeMap::new(), contract.cloned());
+                arms.push(Arm { config, topology, target, tiers, contract })
+            }
             Err(e) => {
                 for arm in arms {
                     arm.topology.stop(&CancellationToken::new()).await;

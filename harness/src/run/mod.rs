@@ -53,13 +53,17 @@ struct Common {
     origin: Instant,
     /// This generator, when it is one of several or started at a set time.
     generator: Option<Generator>,
+    /// What a team's own contract loaded, for `run.json`.
+    contract: Option<contract::Report>,
 }
 
 /// Runs the whole plan. Errors only for failures before any load (tiers that
 /// do not start); later failures end the run with partial results.
+/// `contract`: a team's own, compiled and loaded by the app beside the plan.
 pub async fn run(
     plan: &Plan,
     tls: Option<&TlsFiles>,
+    contract: Option<&Arc<contract::Loaded>>,
     started_at: String,
     interrupt: &Interrupt,
     sink: Option<SampleSink>,
@@ -69,7 +73,7 @@ pub async fn run(
     let link = cfg.link.as_ref().map(crate::measure::link::probe);
     let reader = TierStatsReader::new()?;
     let instrument = instrument(cfg).await;
-    let mut arms = start_arms(plan, tls).await?;
+    let mut arms = start_arms(plan, tls, contract).await?;
     describe(&mut arms, &reader, plan).await;
     if let Err(e) = remote::describe(&mut arms, &reader, cfg.output.quiet).await {
         for arm in arms {
@@ -126,8 +130,20 @@ pub async fn run(
         Some(Stop::Interrupted) => (RunStatus::Interrupted, Some(interrupt.reason())),
         Some(Stop::TierDied(reason)) => (RunStatus::Aborted, Some(reason)),
     };
-    let common =
-        Common { started_at, environment, instrument, link, status, reason, samples, load_samples, origin, generator };
+    let contract = contract.map(|l| l.report());
+    let common = Common {
+        started_at,
+        environment,
+        instrument,
+        link,
+        status,
+        reason,
+        samples,
+        load_samples,
+        origin,
+        generator,
+        contract,
+    };
     Ok(crate::judge::difference::in_compared_order(results(finished, pending, &common, interrupt.cut_token()).await))
 }
 
@@ -238,7 +254,6 @@ async fn results(
         .enumerate()
         .map(|(i, ((config, tiers, error_reasons), mut rounds))| {
             rounds.sort_by_key(|r| r.index);
-            let contract = config.contract.as_ref().and_then(|c| c.loaded.as_ref()).map(|l| l.report());
             let mut result = RunResult {
                 schema: SCHEMA.to_owned(),
                 tool_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -255,7 +270,7 @@ async fn results(
                 link: common.link.clone(),
                 error_reasons,
                 generators: common.generator.iter().cloned().collect(),
-                contract,
+                contract: common.contract.clone(),
                 validity: Vec::new(),
             };
             result.validity = crate::judge::validity(&result);

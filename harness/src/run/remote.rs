@@ -39,7 +39,7 @@ pub(super) async fn describe(arms: &mut [Arm], reader: &TierStatsReader, quiet: 
                     remote.admin_url.as_deref().unwrap_or("?")
                 );
             }
-            if let Some(loaded) = arm.config.contract.as_ref().and_then(|c| c.loaded.as_deref()) {
+            if let Some(loaded) = arm.contract.as_deref() {
                 check_contract(loaded, remote, stats.as_ref(), transport)?;
             }
             if !quiet {

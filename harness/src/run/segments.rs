@@ -180,8 +180,8 @@ impl Driver<'_> {
         let topology = Topology::start(&arm.config, self.tls).await.map_err(|e| failed(e.to_string()))?;
         // Kept on the arm even if its target cannot be made: the run stops it at the end.
         arm.topology = topology;
-        arm.target =
-            Target::for_arm(&arm.config, &arm.topology.target_url, self.tls).map_err(|e| failed(e.to_string()))?;
+        arm.target = Target::for_arm(&arm.config, &arm.topology.target_url, self.tls, arm.contract.clone())
+            .map_err(|e| failed(e.to_string()))?;
         self.sampling
             .rewatch(arm.topology.tiers().map(|t| Watched { arm: Some(a), tier: t.name, pid: t.pid() }).collect());
         self.sampling.rewatch_remote(a, super::remote::watched_of(a, &arm.topology));
