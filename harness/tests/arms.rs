@@ -12,27 +12,9 @@ use harness::result::RunResult;
 #[test]
 fn four_arms_compare_against_the_baseline_and_attribute_the_difference() {
     let out = out_dir("arms-run");
-    let o = harness_cmd(&[
-        "--transport",
-        "grpc,rest,rest-pb,grpc-json",
-        "--qps",
-        "40",
-        "--duration",
-        "1s",
-        "--warmup",
-        "300ms",
-        "--rounds",
-        "2",
-        "--delay",
-        "20ms",
-        "--items",
-        "50",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .output()
-    .unwrap();
+    let o = short_run(&out)
+        .flags("--transport grpc,rest,rest-pb,grpc-json --qps 40 --warmup 300ms --rounds 2 --delay 20ms --items 50")
+        .output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let folder = run_folder(&out);
     assert!(folder.file_name().unwrap().to_string_lossy().ends_with("-grpc+rest+rest-pb+grpc-json-40qps"));

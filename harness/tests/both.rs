@@ -23,23 +23,7 @@ fn legend(svg_path: &Path) -> Vec<String> {
 #[test]
 fn both_writes_two_arms_a_comparison_and_compare_reproduces_it() {
     let out = out_dir("both-run");
-    let o = harness(&[
-        "--transport",
-        "both",
-        "--qps",
-        "40",
-        "--duration",
-        "1s",
-        "--warmup",
-        "300ms",
-        "--rounds",
-        "2",
-        "--delay",
-        "20ms",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = short_run(&out).flags("--transport both --qps 40 --warmup 300ms --rounds 2").output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let folder = run_folder(&out);
     assert!(folder.file_name().unwrap().to_string_lossy().ends_with("-both-40qps"));
@@ -185,24 +169,9 @@ fn compare_refuses_what_is_not_a_run_folder_and_warns_on_different_setups() {
 #[test]
 fn front_hop_bytes_per_request_agree_across_arms_and_rounds() {
     let out = out_dir("both-front-bytes");
-    let o = harness(&[
-        "--transport",
-        "both",
-        "--qps",
-        "50",
-        "--duration",
-        "1s",
-        "--warmup",
-        "400ms",
-        "--rounds",
-        "3",
-        "--delay",
-        "100ms",
-        "--reuse-tiers",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = short_run(&out)
+        .flags("--transport both --qps 50 --warmup 400ms --rounds 3 --delay 100ms --reuse-tiers")
+        .output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let folder = run_folder(&out);
     let (mut per_request, mut exact) = (Vec::new(), Vec::new());
@@ -240,21 +209,7 @@ fn front_hop_bytes_per_request_agree_across_arms_and_rounds() {
 #[test]
 fn an_a_a_run_reports_its_false_call_share() {
     let out = out_dir("both-aa");
-    let o = harness(&[
-        "--transport",
-        "grpc,grpc",
-        "--qps",
-        "20",
-        "--duration",
-        "1s",
-        "--warmup",
-        "200ms",
-        "--delay",
-        "15ms",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = short_run(&out).flags("--transport grpc,grpc --qps 20 --warmup 200ms --delay 15ms").output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let folder = run_folder(&out);
     assert!(folder.file_name().unwrap().to_string_lossy().ends_with("-aa-grpc-20qps"), "{folder:?}");
@@ -285,22 +240,8 @@ fn stated_rates(text: &str) -> Vec<String> {
 #[test]
 fn a_closed_loop_comparison_states_its_connections_everywhere_never_a_zero_rate() {
     let out = out_dir("both-closed");
-    let o = harness(&[
-        "--transport",
-        "both",
-        "--connections",
-        "4",
-        "--duration",
-        "1s",
-        "--warmup",
-        "0s",
-        "--rounds",
-        "1",
-        "--delay",
-        "10ms",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let closed = short_run(&out).without("--qps").without("--quiet");
+    let o = closed.flags("--transport both --connections 4 --rounds 1 --delay 10ms").output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let folder = run_folder(&out);
     let terminal = String::from_utf8_lossy(&o.stdout).into_owned();

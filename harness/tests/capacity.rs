@@ -9,29 +9,11 @@ use harness::result::TierName;
 #[test]
 fn a_sweep_writes_every_step_and_the_capacity_report() {
     let out = out_dir("sweep");
-    let o = harness_cmd(&[
-        "--transport",
-        "both",
-        "--qps",
-        "40..160x2",
-        "--duration",
-        "1s",
-        "--warmup",
-        "200ms",
-        "--delay",
-        "20ms",
-        // The default SLO (delay + 100 ms, unit-tested in config::tests) is
-        // one 100-ms stall away on two shared cores: a 1-s step's p99 is its
-        // slowest request or two. A second above the delay keeps the knee
-        // about the sweep's logic, not about the machine's worst moment.
-        "--slo-p99",
-        "1s",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .output()
-    .unwrap();
+    // The default SLO (delay + 100 ms, unit-tested in config::tests) is
+    // one 100-ms stall away on two shared cores: a 1-s step's p99 is its
+    // slowest request or two. A second above the delay keeps the knee
+    // about the sweep's logic, not about the machine's worst moment.
+    let o = short_run(&out).flags("--transport both --qps 40..160x2 --warmup 200ms --slo-p99 1s").output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let folder = run_folder(&out);
     assert!(folder.file_name().unwrap().to_string_lossy().ends_with("-both-sweep-40-160qps"));
@@ -61,25 +43,8 @@ fn a_sweep_writes_every_step_and_the_capacity_report() {
 #[test]
 fn throughput_mode_against_the_downstream_writes_a_valid_run_folder() {
     let out = out_dir("closed");
-    let o = harness_cmd(&[
-        "--target",
-        "downstream",
-        "--transport",
-        "rest",
-        "--connections",
-        "2",
-        "--duration",
-        "1s",
-        "--warmup",
-        "200ms",
-        "--delay",
-        "1ms",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .output()
-    .unwrap();
+    let closed = short_run(&out).without("--qps");
+    let o = closed.flags("--target downstream --transport rest --connections 2 --warmup 200ms --delay 1ms").output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let folder = run_folder(&out);
     assert!(folder.file_name().unwrap().to_string_lossy().ends_with("-rest-2conn"));
@@ -102,25 +67,10 @@ fn throughput_mode_against_the_downstream_writes_a_valid_run_folder() {
 fn the_direct_target_drives_the_downstream_over_either_transport() {
     for transport in ["grpc", "rest"] {
         let out = out_dir(&format!("direct-{transport}"));
-        let o = harness_cmd(&[
-            "--target",
-            "downstream",
-            "--transport",
-            transport,
-            "--qps",
-            "100",
-            "--duration",
-            "1s",
-            "--warmup",
-            "0s",
-            "--delay",
-            "10ms",
-            "--quiet",
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+        let o = short_run(&out)
+            .flags("--target downstream --qps 100 --delay 10ms")
+            .args(&["--transport", transport])
+            .output();
         assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
         let run = load(&run_folder(&out));
         let r = &run.rounds[0];
@@ -137,20 +87,7 @@ fn ctrl_c_between_sweep_steps_marks_the_sweep_interrupted() {
     let out = out_dir("sweep-sigint");
     // Step 1's requests are answered 4 s after they are sent: the step drains
     // from about 1.1 s to 5.1 s after its tiers are named.
-    let mut h = start(&[
-        "--qps",
-        "10,20,40",
-        "--duration",
-        "1s",
-        "--warmup",
-        "0s",
-        "--delay",
-        "4s",
-        "--timeout",
-        "30s",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let mut h = short_run(&out).flags("--qps 10,20,40 --duration 1s --delay 4s --timeout 30s").start();
     h.sleep_until(std::time::Duration::from_millis(2500));
     signal(h.child.id() as i32, nix::sys::signal::Signal::SIGINT);
     assert_eq!(h.wait(std::time::Duration::from_secs(60)), Some(130), "{}", h.stderr());
@@ -167,27 +104,7 @@ fn ctrl_c_between_sweep_steps_marks_the_sweep_interrupted() {
 #[test]
 fn a_payload_sweep_writes_every_size_and_the_payload_report() {
     let out = out_dir("payload-sweep");
-    let o = harness_cmd(&[
-        "--transport",
-        "both",
-        "--items",
-        "1,50",
-        "--request-bytes",
-        "300",
-        "--qps",
-        "20",
-        "--duration",
-        "1s",
-        "--warmup",
-        "200ms",
-        "--delay",
-        "20ms",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .output()
-    .unwrap();
+    let o = short_run(&out).flags("--transport both --items 1,50 --request-bytes 300 --qps 20 --warmup 200ms").output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let folder = run_folder(&out);
     assert!(folder.file_name().unwrap().to_string_lossy().ends_with("-both-items-1-50-20qps"), "{folder:?}");

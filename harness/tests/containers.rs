@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{entries, harness_cmd, load, out_dir, run_folder};
+use common::{entries, harness_cmd, load, out_dir, run_folder, short_run};
 use harness::result::{RunStatus, TierName};
 
 fn docker_usable() -> bool {
@@ -32,17 +32,18 @@ pub(crate) fn skipped() -> bool {
 }
 
 /// A light load for a minute: a run the test stops.
-const UNTIL_STOPPED: [&str; 8] = ["--qps", "20", "--delay", "1ms", "--duration", "60s", "--warmup", "0s"];
+const UNTIL_STOPPED: &str = "--qps 20 --delay 1ms --duration 60s --warmup 0s";
 
-/// A containers run of `args` writing to the test's folder `name`, both
-/// tiers running; `None` when the test is [`skipped`].
-fn containers_run(name: &str, args: &[&str]) -> Option<(std::path::PathBuf, Running)> {
+/// A containers run of a short run with `flags` (not quiet) writing to the
+/// test's folder `name`, both tiers running; `None` when the test is
+/// [`skipped`].
+fn containers_run(name: &str, flags: &str) -> Option<(std::path::PathBuf, Running)> {
     if skipped() {
         return None;
     }
     let out = out_dir(name);
-    let run = Running::start(&[&["--isolation", "containers"][..], args, &["--out", out.to_str().unwrap()]].concat());
-    Some((out, run))
+    let run = short_run(&out).without("--quiet").flags("--isolation containers").flags(flags);
+    Some((out, Running::start(&run.to_args())))
 }
 
 /// A closed-loop containers run of 2 s with no service delay (a tier would
@@ -96,7 +97,7 @@ struct Running {
 
 impl Running {
     /// Starts the harness with `args` and waits until both containers run.
-    fn start(args: &[&str]) -> Running {
+    fn start(args: &[String]) -> Running {
         let mut child = harness_cmd(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
         let pid = child.id();
         let sweeper = Sweeper(pid);
@@ -215,7 +216,7 @@ fn a_cpu_limited_caller_never_samples_above_its_quota_and_nothing_is_left() {
 
 #[test]
 fn sigterm_removes_the_containers() {
-    let Some((out, mut h)) = containers_run("containers-term", &UNTIL_STOPPED) else { return };
+    let Some((out, mut h)) = containers_run("containers-term", UNTIL_STOPPED) else { return };
     assert!(!left_by(h.pid).is_empty(), "the run's containers are labelled with its pid");
     h.sleep_until(Duration::from_millis(500));
     common::signal(h.pid as i32, nix::sys::signal::Signal::SIGTERM);
@@ -231,29 +232,10 @@ fn sigterm_removes_the_containers() {
 /// run in containers with `compression`, and what the downstream reported.
 fn containerised_hop(compression: &str) -> ((f64, f64), serde_json::Value) {
     let out = out_dir(&format!("containers-{compression}"));
-    let o = harness_cmd(&[
-        "--isolation",
-        "containers",
-        "--transport",
-        "rest",
-        "--compression",
-        compression,
-        "--items",
-        "50",
-        "--qps",
-        "20",
-        "--delay",
-        "5ms",
-        "--duration",
-        "1s",
-        "--warmup",
-        "0s",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .output()
-    .unwrap();
+    let o = short_run(&out)
+        .flags("--isolation containers --transport rest --items 50 --qps 20 --delay 5ms")
+        .args(&["--compression", compression])
+        .output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let run = load(&run_folder(&out));
     let hop = &run.rounds[0].bytes.internal;
@@ -278,13 +260,8 @@ fn a_contract_is_served_from_containers() {
     std::fs::create_dir_all(dir.join("data")).unwrap();
     let answers = write(&dir.join("data"), "answers.jsonl", &format!("{ANSWER}\n"));
     let out = dir.join("out");
-    let mut args = contract_flags(&proto, &answers);
-    args.extend(
-        ["--isolation", "containers", "--transport", "rest", "--qps", "20", "--delay", "5ms"].map(String::from),
-    );
-    args.extend(["--duration", "1s", "--warmup", "0s", "--quiet", "--out"].map(String::from));
-    args.push(out.display().to_string());
-    let o = harness_cmd(&args.iter().map(String::as_str).collect::<Vec<_>>()).output().unwrap();
+    let run = short_run(&out).args(&contract_flags(&proto, &answers));
+    let o = run.flags("--isolation containers --transport rest --qps 20 --delay 5ms").output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let run = load(&run_folder(&out));
     let r = &run.rounds[0];
@@ -319,9 +296,8 @@ fn gzip_in_containers_compresses_the_internal_hop() {
 
 #[test]
 fn a_killed_container_aborts_the_run_naming_the_tier_and_keeps_the_finished_round() {
-    let args =
-        ["--qps", "20", "--delay", "1ms", "--duration", "2s", "--rounds", "2", "--reuse-tiers", "--warmup", "0s"];
-    let Some((out, mut h)) = containers_run("containers-killed", &args) else { return };
+    let args = "--qps 20 --delay 1ms --duration 2s --rounds 2 --reuse-tiers --warmup 0s";
+    let Some((out, mut h)) = containers_run("containers-killed", args) else { return };
     // Round 1 runs from about 0.1 s to 2.1 s; kill the caller early in round 2.
     h.sleep_until(Duration::from_millis(2500));
     let killed = Command::new("docker").args(["kill", &h.container("caller")]).output().unwrap();
@@ -350,22 +326,8 @@ fn a_tier_the_oom_killer_takes_aborts_the_run_and_is_named() {
     // at times by evicting the binary's file pages instead of killing.)
     let run = containers_run(
         "containers-oom",
-        &[
-            "--tier-memory",
-            "downstream=20m",
-            "--request-bytes",
-            "1000000",
-            "--items",
-            "10000",
-            "--qps",
-            "50",
-            "--delay",
-            "1s",
-            "--duration",
-            "4s",
-            "--warmup",
-            "0s",
-        ],
+        "--tier-memory downstream=20m --request-bytes 1000000 --items 10000 --qps 50 --delay 1s --duration 4s \
+         --warmup 0s",
     );
     let Some((out, mut h)) = run else { return };
     let (code, stderr) = h.wait(Duration::from_secs(60));
@@ -382,7 +344,7 @@ fn a_tier_the_oom_killer_takes_aborts_the_run_and_is_named() {
 
 #[test]
 fn sigkill_of_the_harness_leaves_no_container_or_network_for_long() {
-    let Some((out, mut h)) = containers_run("containers-sigkill", &UNTIL_STOPPED) else { return };
+    let Some((out, mut h)) = containers_run("containers-sigkill", UNTIL_STOPPED) else { return };
     assert!(!left_by(h.pid).is_empty(), "the run's containers are labelled with its pid");
     h.sleep_until(Duration::from_millis(300));
     common::signal(h.pid as i32, nix::sys::signal::Signal::SIGKILL);
@@ -399,7 +361,7 @@ fn sigkill_of_the_harness_leaves_no_container_or_network_for_long() {
 
 #[test]
 fn a_third_ctrl_c_leaves_no_temporary_folder_and_no_container() {
-    let Some((out, mut h)) = containers_run("containers-third", &UNTIL_STOPPED) else { return };
+    let Some((out, mut h)) = containers_run("containers-third", UNTIL_STOPPED) else { return };
     h.sleep_until(Duration::from_millis(500));
     // The third arrives while the tiers are being stopped, before the
     // folder is written.
@@ -515,31 +477,10 @@ fn streams_run_between_containers_item_by_item() {
         return;
     }
     let out = out_dir("containers-streams");
-    let o = harness_cmd(&[
-        "--isolation",
-        "containers",
-        "--transport",
-        "grpc-stream,rest-sse",
-        "--stream-items",
-        "10",
-        "--stream-interval",
-        "10ms",
-        "--delay",
-        "5ms",
-        "--qps",
-        "10",
-        "--duration",
-        "1s",
-        "--warmup",
-        "0s",
-        "--rounds",
-        "1",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .output()
-    .unwrap();
+    let o = short_run(&out)
+        .flags("--isolation containers --transport grpc-stream,rest-sse --stream-items 10 --stream-interval 10ms")
+        .flags("--delay 5ms --qps 10 --rounds 1")
+        .output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let folder = run_folder(&out);
     for arm in ["grpc-stream", "rest-sse"] {

@@ -138,33 +138,12 @@ fn every_arm_carries_the_contracts_messages_and_the_reports_name_it() {
     let requests = write(&dir, "requests.jsonl", &format!("{REQUEST}\n"));
     let answers = write(&dir, "answers.jsonl", &format!("{ANSWER}\n"));
     let out = dir.join("out");
-    let o = harness_cmd(&[
-        "--proto",
-        &proto,
-        "--call",
-        "shop.v1.Orders.Get",
-        "--request-data",
-        &requests,
-        "--response-data",
-        &answers,
-        "--transport",
-        "grpc,rest,rest-pb,grpc-json",
-        "--qps",
-        "40",
-        "--duration",
-        "1s",
-        "--warmup",
-        "300ms",
-        "--rounds",
-        "1",
-        "--delay",
-        "20ms",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .output()
-    .unwrap();
+    // The method named with a dot here; run.json names it with a slash.
+    let o = short_run(&out)
+        .args(&["--proto", &proto, "--call", "shop.v1.Orders.Get", "--request-data", &requests])
+        .args(&["--response-data", &answers])
+        .flags("--transport grpc,rest,rest-pb,grpc-json --qps 40 --warmup 300ms --rounds 1")
+        .output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let folder = run_folder(&out);
     for (arm, request, answer) in [
@@ -226,29 +205,10 @@ fn a_list_of_data_files_is_a_payload_sweep_one_step_per_file() {
         "{}",
         String::from_utf8_lossy(&refused.stderr)
     );
-    let o = harness_cmd(&[
-        "--proto",
-        &proto,
-        "--call",
-        "shop.v1.Orders/Get",
-        "--response-data",
-        &format!("{small},{large}"),
-        "--transport",
-        "grpc",
-        "--qps",
-        "40",
-        "--duration",
-        "1s",
-        "--warmup",
-        "300ms",
-        "--delay",
-        "20ms",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .output()
-    .unwrap();
+    let o = short_run(&out)
+        .args(&contract_flags(&proto, &format!("{small},{large}")))
+        .flags("--transport grpc --qps 40 --warmup 300ms")
+        .output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let folder = run_folder(&out);
     let answer_bytes = |step: &str| {
@@ -275,36 +235,10 @@ fn a_contract_runs_over_tls_compressed_and_fanned_out() {
     let proto = shop(&dir).display().to_string();
     let answers = write(&dir, "answers.jsonl", &format!("{}\n", ANSWER.replace("Ada Lovelace", &"Ada ".repeat(300))));
     let out = dir.join("out");
-    let o = harness_cmd(&[
-        "--proto",
-        &proto,
-        "--call",
-        "shop.v1.Orders/Get",
-        "--response-data",
-        &answers,
-        "--transport",
-        "both",
-        "--tls",
-        "--compression",
-        "gzip",
-        "--fanout",
-        "2",
-        "--qps",
-        "40",
-        "--duration",
-        "1s",
-        "--warmup",
-        "300ms",
-        "--rounds",
-        "1",
-        "--delay",
-        "20ms",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .output()
-    .unwrap();
+    let o = short_run(&out)
+        .args(&contract_flags(&proto, &answers))
+        .flags("--transport both --tls --compression gzip --fanout 2 --qps 40 --warmup 300ms --rounds 1")
+        .output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let folder = run_folder(&out);
     for arm in ["grpc", "rest"] {
@@ -337,29 +271,10 @@ fn rerun_repeats_a_contract_run_and_says_what_changed_in_its_files() {
     let proto = shop(&dir).display().to_string();
     let answers = write(&dir, "answers.jsonl", &format!("{ANSWER}\n"));
     let out = dir.join("out");
-    let o = harness_cmd(&[
-        "--proto",
-        &proto,
-        "--call",
-        "shop.v1.Orders/Get",
-        "--response-data",
-        &answers,
-        "--transport",
-        "grpc",
-        "--qps",
-        "40",
-        "--duration",
-        "1s",
-        "--warmup",
-        "300ms",
-        "--delay",
-        "20ms",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .output()
-    .unwrap();
+    let o = short_run(&out)
+        .args(&contract_flags(&proto, &answers))
+        .flags("--transport grpc --qps 40 --warmup 300ms")
+        .output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let first = run_folder(&out);
     let again = harness_cmd(&["rerun", first.to_str().unwrap()]).output().unwrap();
@@ -407,16 +322,12 @@ fn tiers_started_elsewhere_must_serve_the_same_contract() {
     let caller = start_tier(None, "caller", &args);
     let out = dir.join("out");
     let run = |answers: &str, admin: bool| {
-        let mut args = vec!["--caller-url".to_owned(), caller.url("front")];
+        let mut run = short_run(&out).args(&["--caller-url".to_owned(), caller.url("front")]);
         if admin {
-            args.extend(["--caller-admin".into(), caller.url("admin")]);
-            args.extend(["--downstream-admin".into(), downstream.url("admin")]);
+            run = run.args(&["--caller-admin".to_owned(), caller.url("admin")]);
+            run = run.args(&["--downstream-admin".to_owned(), downstream.url("admin")]);
         }
-        args.extend(contract_flags(&proto, answers));
-        let rest = ["--qps", "40", "--duration", "1s", "--warmup", "0s", "--delay", "5ms", "--quiet", "--out"];
-        args.extend(rest.map(String::from));
-        args.push(out.display().to_string());
-        harness_cmd(&args.iter().map(String::as_str).collect::<Vec<_>>()).output().unwrap()
+        run.args(&contract_flags(&proto, answers)).flags("--qps 40 --delay 5ms").output()
     };
     let o = run(&answers, true);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
@@ -454,11 +365,9 @@ fn a_contract_goes_through_either_proxy_and_compare_tells_contracts_apart() {
         [("nginx", "grpc", &answers), ("caddy", "rest", &answers), ("nginx", "rest", &other)]
     {
         let out = dir.join(format!("{proxy}-{transport}-{}", folders.len()));
-        let mut args = contract_flags(&proto, data);
-        args.extend(["--proxy", proxy, "--transport", transport, "--qps", "40", "--duration", "1s"].map(String::from));
-        args.extend(["--warmup", "300ms", "--delay", "20ms", "--quiet", "--out"].map(String::from));
-        args.push(out.display().to_string());
-        let o = harness_cmd(&args.iter().map(String::as_str).collect::<Vec<_>>()).output().unwrap();
+        let run =
+            short_run(&out).args(&contract_flags(&proto, data)).args(&["--proxy", proxy, "--transport", transport]);
+        let o = run.flags("--qps 40 --warmup 300ms").output();
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(!err.contains("is not installed"), "{err}\n(apt-get install nginx caddy)");
         assert_eq!(o.status.code(), Some(0), "{proxy} {transport}: {err}");
@@ -492,11 +401,8 @@ fn a_rate_sweep_measures_the_contract_at_every_step() {
     let proto = shop(&dir).display().to_string();
     let answers = write(&dir, "answers.jsonl", &format!("{ANSWER}\n"));
     let out = dir.join("out");
-    let mut args = contract_flags(&proto, &answers);
-    args.extend(["--transport", "grpc", "--qps", "20,40", "--duration", "1s", "--warmup", "200ms"].map(String::from));
-    args.extend(["--delay", "20ms", "--slo-p99", "1s", "--quiet", "--out"].map(String::from));
-    args.push(out.display().to_string());
-    let o = harness_cmd(&args.iter().map(String::as_str).collect::<Vec<_>>()).output().unwrap();
+    let run = short_run(&out).args(&contract_flags(&proto, &answers));
+    let o = run.flags("--transport grpc --qps 20,40 --warmup 200ms --slo-p99 1s").output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let folder = run_folder(&out);
     for (step, rate) in [("step-20qps", 20), ("step-40qps", 40)] {

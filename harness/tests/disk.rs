@@ -84,18 +84,7 @@ fn an_out_without_room_for_the_run_is_refused_before_starting() {
 #[test]
 fn a_disk_that_fills_during_the_run_leaves_no_temporary_folder() {
     let Some(fs) = Tmpfs::mount("disk-fills", "8m") else { return };
-    let mut h = start(&[
-        "--qps",
-        "20",
-        "--duration",
-        "2s",
-        "--warmup",
-        "0s",
-        "--delay",
-        "5ms",
-        "--out",
-        fs.path().to_str().unwrap(),
-    ]);
+    let mut h = short_run(fs.path()).flags("--duration 2s --delay 5ms").start();
     // Someone else fills the disk while the run measures.
     let filler = fs.path().join("filler");
     let mut f = std::fs::File::create(&filler).unwrap();

@@ -10,20 +10,7 @@ use common::*;
 #[test]
 fn a_non_loopback_bind_warns_records_and_keeps_admin_on_loopback() {
     let out = out_dir("exposure");
-    let mut h = start(&[
-        "--bind",
-        "0.0.0.0",
-        "--qps",
-        "20",
-        "--duration",
-        "500ms",
-        "--warmup",
-        "0s",
-        "--delay",
-        "5ms",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let mut h = short_run(&out).flags("--bind 0.0.0.0 --duration 500ms --delay 5ms").start();
     assert_eq!(h.wait(Duration::from_secs(60)), Some(0), "{}", h.stderr());
     assert_none_left(&h.mark, Duration::from_secs(5));
     let err = h.stderr();
@@ -49,20 +36,7 @@ fn a_non_loopback_bind_warns_records_and_keeps_admin_on_loopback() {
 #[test]
 fn admin_bind_moves_only_the_admin_listeners() {
     let out = out_dir("admin-bind");
-    let mut h = start(&[
-        "--admin-bind",
-        "127.0.0.2",
-        "--qps",
-        "20",
-        "--duration",
-        "300ms",
-        "--warmup",
-        "0s",
-        "--delay",
-        "5ms",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let mut h = short_run(&out).flags("--admin-bind 127.0.0.2 --duration 300ms --delay 5ms").start();
     assert_eq!(h.wait(Duration::from_secs(60)), Some(0), "{}", h.stderr());
     assert_none_left(&h.mark, Duration::from_secs(5));
     let err = h.stderr();

@@ -15,22 +15,8 @@ const EXIT_LIMIT: Duration = Duration::from_secs(60);
 #[test]
 fn downstream_killed_in_round_2_of_3_keeps_round_1_and_names_the_tier() {
     let out = out_dir("kill-downstream");
-    let mut h = start(&[
-        "--qps",
-        "50",
-        "--duration",
-        "2s",
-        "--warmup",
-        "0s",
-        "--rounds",
-        "3",
-        // The tiers named at the start serve every round.
-        "--reuse-tiers",
-        "--delay",
-        "20ms",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    // The tiers named at the start serve every round (--reuse-tiers).
+    let mut h = short_run(&out).flags("--qps 50 --duration 2s --rounds 3 --reuse-tiers --delay 20ms").start();
     // Round 2 runs from about 2.1 s to 4.1 s after the tiers are named.
     h.sleep_until(Duration::from_millis(3100));
     signal(h.downstream, Signal::SIGKILL);
@@ -60,24 +46,14 @@ fn downstream_killed_in_round_2_of_3_keeps_round_1_and_names_the_tier() {
 fn with_quiet_a_dying_tier_is_still_reported_on_stderr() {
     let out = out_dir("quiet-kill");
     let mark = format!("quiet-kill-{}", std::process::id());
-    let child = harness_cmd(&[
-        "--qps",
-        "50",
-        "--duration",
-        "20s",
-        "--warmup",
-        "0s",
-        "--delay",
-        "20ms",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .env(MARK_VAR, &mark)
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
+    let child = short_run(&out)
+        .flags("--qps 50 --duration 20s --delay 20ms")
+        .command()
+        .env(MARK_VAR, &mark)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     let downstream = marked_tier(&mark, "downstream", EXIT_LIMIT);
     // Let the caller start and the load begin.
     marked_tier(&mark, "caller", EXIT_LIMIT);
@@ -95,18 +71,7 @@ fn with_quiet_a_dying_tier_is_still_reported_on_stderr() {
 #[test]
 fn caller_killed_mid_round_names_the_caller() {
     let out = out_dir("kill-caller");
-    let mut h = start(&[
-        "--qps",
-        "50",
-        "--duration",
-        "3s",
-        "--warmup",
-        "0s",
-        "--delay",
-        "20ms",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let mut h = short_run(&out).flags("--qps 50 --duration 3s --delay 20ms").start();
     h.sleep_until(Duration::from_millis(1500));
     signal(h.caller, Signal::SIGKILL);
     assert_eq!(h.wait(EXIT_LIMIT), Some(1));
@@ -123,20 +88,7 @@ fn caller_killed_mid_round_names_the_caller() {
 #[test]
 fn a_frozen_downstream_shows_in_latency_and_timeouts_and_the_schedule_keeps_its_rate() {
     let out = out_dir("sigstop");
-    let mut h = start(&[
-        "--qps",
-        "50",
-        "--duration",
-        "5s",
-        "--warmup",
-        "0s",
-        "--delay",
-        "20ms",
-        "--timeout",
-        "1s",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let mut h = short_run(&out).flags("--qps 50 --duration 5s --delay 20ms --timeout 1s").start();
     h.sleep_until(Duration::from_millis(1500));
     signal(h.downstream, Signal::SIGSTOP);
     std::thread::sleep(Duration::from_secs(2));
@@ -200,20 +152,7 @@ fn a_tier_that_cannot_start_is_named_with_its_stderr_and_nothing_is_left() {
 #[test]
 fn ctrl_c_drains_writes_an_interrupted_report_and_exits_130() {
     let out = out_dir("sigint");
-    let mut h = start(&[
-        "--qps",
-        "50",
-        "--duration",
-        "3s",
-        "--warmup",
-        "0s",
-        "--rounds",
-        "2",
-        "--delay",
-        "20ms",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let mut h = short_run(&out).flags("--qps 50 --duration 3s --rounds 2 --delay 20ms").start();
     h.sleep_until(Duration::from_millis(1200));
     signal(h.child.id() as i32, Signal::SIGINT);
     assert_eq!(h.wait(EXIT_LIMIT), Some(130), "{}", h.stderr());
@@ -234,20 +173,7 @@ fn ctrl_c_drains_writes_an_interrupted_report_and_exits_130() {
 #[test]
 fn sigterm_is_treated_like_ctrl_c() {
     let out = out_dir("sigterm");
-    let mut h = start(&[
-        "--qps",
-        "50",
-        "--duration",
-        "3s",
-        "--warmup",
-        "0s",
-        "--rounds",
-        "2",
-        "--delay",
-        "20ms",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let mut h = short_run(&out).flags("--qps 50 --duration 3s --rounds 2 --delay 20ms").start();
     h.sleep_until(Duration::from_millis(1200));
     signal(h.child.id() as i32, Signal::SIGTERM);
     assert_eq!(h.wait(EXIT_LIMIT), Some(130), "{}", h.stderr());
@@ -267,24 +193,9 @@ fn sigterm_is_treated_like_ctrl_c() {
 #[test]
 fn a_second_ctrl_c_cuts_the_drain_and_keeps_the_finished_rounds() {
     let out = out_dir("sigint2");
-    let mut h = start(&[
-        "--qps",
-        "50",
-        "--duration",
-        "1s",
-        "--warmup",
-        "0s",
-        "--rounds",
-        "3",
-        // The tiers named at the start serve every round.
-        "--reuse-tiers",
-        "--delay",
-        "20ms",
-        "--timeout",
-        "60s",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    // The tiers named at the start serve every round (--reuse-tiers).
+    let mut h =
+        short_run(&out).flags("--qps 50 --duration 1s --rounds 3 --reuse-tiers --delay 20ms --timeout 60s").start();
     // Round 1 runs from about 0.1 s to 1.1 s after the tiers are named. A
     // frozen downstream in round 2 holds every wait that is left: its
     // requests, its /stats, its own drain.
@@ -324,20 +235,7 @@ fn ctrl_c_during_the_final_drain_cuts_it_short_and_marks_the_run_interrupted() {
     let out = out_dir("sigint-drain");
     // The last requests are due by about 1.1 s after the tiers are named and
     // answered 5 s later: the run drains from about 1.1 s to 6.1 s.
-    let mut h = start(&[
-        "--qps",
-        "20",
-        "--duration",
-        "1s",
-        "--warmup",
-        "0s",
-        "--delay",
-        "5s",
-        "--timeout",
-        "30s",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let mut h = short_run(&out).flags("--qps 20 --duration 1s --delay 5s --timeout 30s").start();
     h.sleep_until(Duration::from_millis(3000));
     signal(h.child.id() as i32, Signal::SIGINT);
     assert_eq!(h.wait(EXIT_LIMIT), Some(130), "{}", h.stderr());
@@ -354,18 +252,7 @@ fn ctrl_c_during_the_final_drain_cuts_it_short_and_marks_the_run_interrupted() {
 #[test]
 fn sigkill_of_the_harness_takes_the_tiers_with_it() {
     let out = out_dir("sigkill");
-    let mut h = start(&[
-        "--qps",
-        "20",
-        "--duration",
-        "20s",
-        "--warmup",
-        "0s",
-        "--delay",
-        "20ms",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let mut h = short_run(&out).flags("--qps 20 --duration 20s --delay 20ms").start();
     h.sleep_until(Duration::from_millis(500));
     assert!(alive(h.downstream) && alive(h.caller));
     signal(h.child.id() as i32, Signal::SIGKILL);
@@ -383,20 +270,7 @@ fn sigkill_of_the_harness_takes_the_tiers_with_it() {
 #[test]
 fn over_max_in_flight_requests_are_dropped_and_the_schedule_keeps_time() {
     let out = out_dir("maxinflight");
-    let mut h = start(&[
-        "--qps",
-        "100",
-        "--duration",
-        "2s",
-        "--warmup",
-        "0s",
-        "--delay",
-        "200ms",
-        "--max-in-flight",
-        "5",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let mut h = short_run(&out).flags("--qps 100 --duration 2s --delay 200ms --max-in-flight 5").start();
     assert_eq!(h.wait(EXIT_LIMIT), Some(0));
     assert_none_left(&h.mark, Duration::from_secs(5));
     let run = load(&run_folder(&out));

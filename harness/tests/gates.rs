@@ -6,13 +6,10 @@ use crate::common;
 
 use common::*;
 
-/// A short run with `extra` flags: its exit code and stderr.
+/// A short run, warmed up for 200 ms, with `extra` flags: its exit code and stderr.
 fn run(name: &str, extra: &[&str]) -> (Option<i32>, String) {
     let out = out_dir(name);
-    let mut args = vec!["--qps", "20", "--duration", "1s", "--warmup", "200ms", "--delay", "20ms", "--quiet"];
-    args.extend_from_slice(extra);
-    args.extend(["--out", out.to_str().unwrap()]);
-    let o = harness_cmd(&args).output().unwrap();
+    let o = short_run(&out).flags("--warmup 200ms").args(extra).output();
     let _ = std::fs::remove_dir_all(&out);
     (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
 }

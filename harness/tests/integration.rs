@@ -18,6 +18,7 @@ mod faults;
 mod fixture;
 mod flags;
 mod gates;
+mod helpers;
 mod launchers;
 mod link;
 mod provenance;

@@ -114,13 +114,8 @@ fn a_proxy_in_front_of_replicas_in_containers_runs_on_the_host() {
 
 #[test]
 fn replicas_behind_an_nginx_proxy_each_take_a_share() {
-    let runs = run(
-        "proxied",
-        &["--transport", "grpc", "--qps", "100", "--delay", "10ms", "--downstream-replicas", "2", "--balance", "l7"]
-            .into_iter()
-            .chain(["--proxy", "nginx"])
-            .collect::<Vec<_>>(),
-    );
+    let runs =
+        run("proxied", "--transport grpc --qps 100 --delay 10ms --downstream-replicas 2 --balance l7 --proxy nginx");
     let run = &runs[0].1;
     assert!(run.tiers.contains_key(&TierName::Proxy), "{:?}", run.tiers.keys());
     let shares = shares(run, 0);
@@ -130,13 +125,8 @@ fn replicas_behind_an_nginx_proxy_each_take_a_share() {
 
 #[test]
 fn replicas_behind_a_link_each_take_a_share_and_pay_its_round_trip() {
-    let runs = run(
-        "linked",
-        &["--transport", "rest", "--qps", "50", "--delay", "10ms", "--downstream-replicas", "2", "--balance", "l7"]
-            .into_iter()
-            .chain(["--link", "rtt=20ms"])
-            .collect::<Vec<_>>(),
-    );
+    let runs =
+        run("linked", "--transport rest --qps 50 --delay 10ms --downstream-replicas 2 --balance l7 --link rtt=20ms");
     let run = &runs[0].1;
     assert!(run.tiers.contains_key(&TierName::Link), "{:?}", run.tiers.keys());
     let shares = shares(run, 0);

@@ -11,25 +11,9 @@ use harness::result::{RunResult, TierName};
 
 fn run(name: &str, extra: &[&str]) -> RunResult {
     let out = out_dir(name);
-    let mut args = vec![
-        "--transport",
-        "grpc",
-        "--qps",
-        "50",
-        "--duration",
-        "2s",
-        "--warmup",
-        "500ms",
-        "--delay",
-        "10ms",
-        "--rounds",
-        "1",
-        "--out",
-    ];
-    let out_text = out.to_str().unwrap().to_owned();
-    args.push(&out_text);
-    args.extend_from_slice(extra);
-    let output = harness_cmd(&args).output().unwrap();
+    let run = short_run(&out).without("--quiet");
+    let run = run.flags("--transport grpc --qps 50 --duration 2s --warmup 500ms --delay 10ms --rounds 1");
+    let output = run.args(extra).output();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     let folder = run_folder(&out);

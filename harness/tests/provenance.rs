@@ -30,22 +30,7 @@ fn git_commit_is_the_builds_not_the_current_directorys() {
     let built = git(Path::new(env!("CARGO_MANIFEST_DIR")), &["rev-parse", "HEAD"]);
 
     let out = out_dir("provenance");
-    let o = harness_cmd(&[
-        "--qps",
-        "20",
-        "--duration",
-        "300ms",
-        "--warmup",
-        "0s",
-        "--delay",
-        "5ms",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .current_dir(&elsewhere)
-    .output()
-    .unwrap();
+    let o = short_run(&out).flags("--duration 300ms --delay 5ms").command().current_dir(&elsewhere).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let run = load(&run_folder(&out));
     assert_ne!(

@@ -16,28 +16,13 @@ fn nginx_and_caddy_on_either_hop_carry_both_transports() {
                 let case = format!("{proxy}-{transport}-{hop}");
                 let out = out_dir(&format!("proxy-{case}"));
                 let mark = format!("proxy-{case}-{}", std::process::id());
-                let o = harness_cmd(&[
-                    "--proxy",
-                    proxy,
-                    "--proxy-hop",
-                    hop,
-                    "--transport",
-                    transport,
-                    "--qps",
-                    "40",
-                    "--duration",
-                    "1s",
-                    "--warmup",
-                    "300ms",
-                    "--delay",
-                    "20ms",
-                    "--quiet",
-                    "--out",
-                    out.to_str().unwrap(),
-                ])
-                .env(MARK_VAR, &mark)
-                .output()
-                .unwrap();
+                let o = short_run(&out)
+                    .args(&["--proxy", proxy, "--proxy-hop", hop, "--transport", transport])
+                    .flags("--qps 40 --warmup 300ms")
+                    .command()
+                    .env(MARK_VAR, &mark)
+                    .output()
+                    .unwrap();
                 let err = String::from_utf8_lossy(&o.stderr);
                 assert!(
                     !err.contains("is not installed"),
@@ -110,20 +95,7 @@ fn nginx_and_its_workers_die_with_the_harness_however_it_is_killed() {
     use nix::sys::signal::Signal;
     for sig in [Signal::SIGKILL, Signal::SIGTERM] {
         let out = out_dir(&format!("proxy-die-{sig}"));
-        let mut h = start(&[
-            "--proxy",
-            "nginx",
-            "--qps",
-            "20",
-            "--duration",
-            "30s",
-            "--warmup",
-            "0s",
-            "--delay",
-            "5ms",
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+        let mut h = short_run(&out).flags("--proxy nginx --duration 30s --delay 5ms").start();
         let err = h.stderr();
         let master: i32 = err
             .split("proxy pid ")
@@ -158,23 +130,7 @@ fn nginx_and_its_workers_die_with_the_harness_however_it_is_killed() {
         } else {
             // Nothing runs after SIGKILL: the next proxy run clears the dead harness's folder.
             let next = out_dir("proxy-die-next");
-            let o = harness_cmd(&[
-                "--proxy",
-                "nginx",
-                "--qps",
-                "20",
-                "--duration",
-                "300ms",
-                "--warmup",
-                "0s",
-                "--delay",
-                "5ms",
-                "--quiet",
-                "--out",
-                next.to_str().unwrap(),
-            ])
-            .output()
-            .unwrap();
+            let o = short_run(&next).flags("--proxy nginx --duration 300ms --delay 5ms").output();
             assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
             assert!(work_dirs(harness).is_empty(), "{sig}: the dead harness's proxy folder was not cleared");
             let _ = std::fs::remove_dir_all(&next);
@@ -191,32 +147,13 @@ fn nginx_and_caddy_pass_each_streamed_item_on_as_it_is_produced() {
             let case = format!("{proxy}-{transport}-{hop}");
             let out = out_dir(&format!("proxy-stream-{case}"));
             let mark = format!("proxy-stream-{case}-{}", std::process::id());
-            let o = harness_cmd(&[
-                "--proxy",
-                proxy,
-                "--proxy-hop",
-                hop,
-                "--transport",
-                transport,
-                "--stream-items",
-                "10",
-                "--stream-interval",
-                "30ms",
-                "--delay",
-                "20ms",
-                "--qps",
-                "4",
-                "--duration",
-                "2s",
-                "--warmup",
-                "500ms",
-                "--quiet",
-                "--out",
-                out.to_str().unwrap(),
-            ])
-            .env(MARK_VAR, &mark)
-            .output()
-            .unwrap();
+            let o = short_run(&out)
+                .args(&["--proxy", proxy, "--proxy-hop", hop, "--transport", transport])
+                .flags("--stream-items 10 --stream-interval 30ms --delay 20ms --qps 4 --duration 2s --warmup 500ms")
+                .command()
+                .env(MARK_VAR, &mark)
+                .output()
+                .unwrap();
             assert_eq!(o.status.code(), Some(0), "{case}: {}", String::from_utf8_lossy(&o.stderr));
             assert_none_left(&mark, Duration::from_secs(5));
             let run = load(&run_folder(&out));

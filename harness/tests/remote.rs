@@ -9,7 +9,7 @@ use crate::common;
 
 use std::process::Command;
 
-use common::{TierProcess, harness_cmd, load, out_dir, run_folder, start_tier};
+use common::{TierProcess, harness_cmd, load, out_dir, run_folder, short_run, start_tier};
 use harness::result::TierName;
 use telemetry::StatsSnapshot;
 
@@ -173,33 +173,11 @@ fn start_remote_tiers(hosts: Option<&Hosts>) -> (TierProcess, TierProcess, TierP
 fn both_arms_measure_every_remote_tier(downstream: &TierProcess, grpc: &TierProcess, rest: &TierProcess) {
     let out = out_dir("remote");
     let per_arm = |l: &str| format!("grpc={},rest={}", grpc.url(l), rest.url(l));
-    let o = harness_cmd(&[
-        "--transport",
-        "both",
-        "--caller-url",
-        &per_arm("front"),
-        "--caller-admin",
-        &per_arm("admin"),
-        "--downstream-admin",
-        &downstream.url("admin"),
-        "--qps",
-        "40",
-        "--duration",
-        "1s",
-        "--warmup",
-        "0s",
-        "--rounds",
-        "1",
-        "--delay",
-        "5ms",
-        "--sample-interval",
-        "200ms",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .output()
-    .unwrap();
+    let o = short_run(&out)
+        .args(&["--caller-url", &per_arm("front"), "--caller-admin", &per_arm("admin")])
+        .args(&["--downstream-admin", &downstream.url("admin")])
+        .flags("--transport both --qps 40 --rounds 1 --delay 5ms --sample-interval 200ms")
+        .output();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{stderr}");
     let folder = run_folder(&out);
@@ -242,27 +220,11 @@ fn both_arms_measure_every_remote_tier(downstream: &TierProcess, grpc: &TierProc
 fn an_unreadable_admin_endpoint_gives_nulls_and_a_note(grpc: &TierProcess) {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let out = out_dir("remote-unread");
-    let o = harness_cmd(&[
-        "--caller-url",
-        &grpc.url("front"),
-        "--caller-admin",
-        &grpc.url("admin"),
-        "--downstream-admin",
-        &format!("http://{closed}"),
-        "--qps",
-        "20",
-        "--duration",
-        "1s",
-        "--warmup",
-        "0s",
-        "--delay",
-        "5ms",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .output()
-    .unwrap();
+    let o = short_run(&out)
+        .args(&["--caller-url", &grpc.url("front"), "--caller-admin", &grpc.url("admin")])
+        .args(&["--downstream-admin", &format!("http://{closed}")])
+        .flags("--delay 5ms")
+        .output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let run = load(&run_folder(&out));
     let d = &run.tiers[&TierName::Downstream];

@@ -11,18 +11,15 @@ use harness::result::{RunResult, TierName};
 
 use common::*;
 
-/// Runs the harness to its end with `args` (short rounds, quiet) and returns
-/// each arm's run, by its folder's name (`grpc`, `rest`; the folder itself
-/// for one arm), after checking nothing it started is left.
-pub(crate) fn run(case: &str, args: &[&str]) -> Vec<(String, RunResult)> {
+/// Runs the harness to its end with `flags`, a rate and a delay among them
+/// (rounds of 2 s after a warm-up of 1 s unless they say otherwise, quiet),
+/// and returns each arm's run, by its folder's name (`grpc`, `rest`; the
+/// folder itself for one arm), after checking nothing it started is left.
+pub(crate) fn run(case: &str, flags: &str) -> Vec<(String, RunResult)> {
     let out = out_dir(&format!("replicas-{case}"));
     let mark = format!("replicas-{case}-{}", std::process::id());
-    let mut full = vec!["--warmup", "1s", "--quiet", "--out", out.to_str().unwrap()];
-    if !args.contains(&"--duration") {
-        full.extend(["--duration", "2s"]);
-    }
-    full.extend_from_slice(args);
-    let o = harness_cmd(&full).env(MARK_VAR, &mark).output().unwrap();
+    let run = short_run(&out).flags("--duration 2s --warmup 1s").flags(flags);
+    let o = run.command().env(MARK_VAR, &mark).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!err.contains("is not installed") && !err.contains("no stream module"), "{case}: {err}");
     assert_none_left(&mark, Duration::from_secs(5));
@@ -48,7 +45,7 @@ pub(crate) fn shares(run: &RunResult, round: usize) -> Vec<f64> {
 fn l4_pins_grpc_to_one_replica_while_rest_spreads_them() {
     // About 30 calls in flight, so REST's pool holds about 30 connections
     // for the L4 balancer to spread; gRPC has one.
-    let l4 = run("l4", &[&SPREAD_LOAD[..], &["--transport", "both", "--balance", "l4"]].concat());
+    let l4 = run("l4", &format!("{SPREAD_LOAD} --transport both --balance l4"));
     let (grpc, rest) = (&l4[0].1, &l4[1].1);
     let pinned = shares(grpc, 0);
     assert_eq!(pinned.iter().filter(|s| **s == 1.0).count(), 1, "gRPC over one connection: {pinned:?}");
@@ -73,11 +70,11 @@ fn l4_pins_grpc_to_one_replica_while_rest_spreads_them() {
 }
 
 /// 300 req/s at 100 ms over three replicas: about 30 calls in flight.
-const SPREAD_LOAD: [&str; 8] = ["--qps", "300", "--delay", "100ms", "--rounds", "1", "--downstream-replicas", "3"];
+const SPREAD_LOAD: &str = "--qps 300 --delay 100ms --rounds 1 --downstream-replicas 3";
 
 #[test]
 fn l7_spreads_grpc_calls_over_the_replicas() {
-    let one = run("l7", &[&SPREAD_LOAD[..], &["--transport", "grpc", "--balance", "l7"]].concat());
+    let one = run("l7", &format!("{SPREAD_LOAD} --transport grpc --balance l7"));
     let each = shares(&one[0].1, 0);
     assert!(each.iter().all(|s| (0.20..=0.47).contains(s)), "gRPC l7: {each:?}");
     assert!(one[0].1.tiers.contains_key(&TierName::Balancer));
@@ -85,7 +82,7 @@ fn l7_spreads_grpc_calls_over_the_replicas() {
 
 #[test]
 fn client_side_balancing_spreads_grpc_calls_over_the_replicas() {
-    let one = run("client", &[&SPREAD_LOAD[..], &["--transport", "grpc", "--balance", "client"]].concat());
+    let one = run("client", &format!("{SPREAD_LOAD} --transport grpc --balance client"));
     let each = shares(&one[0].1, 0);
     assert!(each.iter().all(|s| (0.20..=0.47).contains(s)), "gRPC client: {each:?}");
     assert!(!one[0].1.tiers.contains_key(&TierName::Balancer), "no balancer process");
@@ -98,20 +95,7 @@ fn a_connection_age_moves_grpc_across_the_replicas_behind_l4() {
     // next replica.
     let runs = run(
         "aged",
-        &[
-            "--transport",
-            "grpc",
-            "--qps",
-            "200",
-            "--delay",
-            "50ms",
-            "--downstream-replicas",
-            "3",
-            "--balance",
-            "l4",
-            "--grpc-max-connection-age",
-            "300ms",
-        ],
+        "--transport grpc --qps 200 --delay 50ms --downstream-replicas 3 --balance l4 --grpc-max-connection-age 300ms",
     );
     let r = &runs[0].1;
     let each = shares(r, 0);
@@ -135,20 +119,7 @@ fn the_pinned_replica_sheds_over_its_capacity_and_the_report_counts_it() {
     // About 20 calls in flight, all on one replica that takes 5 at once.
     let runs = run(
         "capacity",
-        &[
-            "--transport",
-            "grpc",
-            "--qps",
-            "200",
-            "--delay",
-            "100ms",
-            "--downstream-replicas",
-            "2",
-            "--balance",
-            "l4",
-            "--replica-capacity",
-            "5",
-        ],
+        "--transport grpc --qps 200 --delay 100ms --downstream-replicas 2 --balance l4 --replica-capacity 5",
     );
     let r = &runs[0].1;
     let set = r.rounds[0].replicas.as_ref().unwrap();
@@ -164,24 +135,10 @@ fn the_pinned_replica_sheds_over_its_capacity_and_the_report_counts_it() {
 fn replicas_and_the_balancer_are_gone_after_ctrl_c_and_after_a_kill() {
     for (sig, case) in [(nix::sys::signal::Signal::SIGINT, "int"), (nix::sys::signal::Signal::SIGKILL, "kill")] {
         let out = out_dir(&format!("replicas-signal-{case}"));
-        let mut h = start(&[
-            "--transport",
-            "grpc",
-            "--qps",
-            "50",
-            "--delay",
-            "20ms",
-            "--warmup",
-            "500ms",
-            "--duration",
-            "20s",
-            "--downstream-replicas",
-            "3",
-            "--balance",
-            "l4",
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+        let mut h = short_run(&out)
+            .flags("--transport grpc --qps 50 --delay 20ms --warmup 500ms --duration 20s")
+            .flags("--downstream-replicas 3 --balance l4")
+            .start();
         let pid = h.child.id();
         let listed = h.stderr();
         assert_eq!(listed.matches("downstream pid").count(), 3, "{listed}");
@@ -209,22 +166,8 @@ fn replicas_and_the_balancer_are_gone_after_ctrl_c_and_after_a_kill() {
 
 #[test]
 fn a_replica_added_mid_round_gets_grpc_calls_behind_l4_only_with_a_connection_age() {
-    let base = [
-        "--transport",
-        "grpc",
-        "--qps",
-        "200",
-        "--delay",
-        "50ms",
-        "--duration",
-        "3s",
-        "--downstream-replicas",
-        "2",
-        "--balance",
-        "l4",
-        "--scale-at",
-        "1s:+1",
-    ];
+    let base =
+        "--transport grpc --qps 200 --delay 50ms --duration 3s --downstream-replicas 2 --balance l4 --scale-at 1s:+1";
     let step = |runs: &[(String, RunResult)]| {
         let set = runs[0].1.rounds[0].replicas.clone().unwrap();
         assert_eq!(set.scaling.len(), 1, "{:?}", set.scaling);
@@ -233,14 +176,14 @@ fn a_replica_added_mid_round_gets_grpc_calls_behind_l4_only_with_a_connection_ag
     };
     // Without an age the one connection stays where it is: the new replica
     // gets nothing, however long the round runs on.
-    let pinned = run("scale-pinned", &base);
+    let pinned = run("scale-pinned", base);
     let (event, each) = step(&pinned);
     assert_eq!((event.first_call_seconds, event.time_to_share_seconds), (None, None), "{event:?}");
     assert!(each.iter().any(|r| r.index == 2 && r.requests.is_empty()), "{each:?}");
     assert!(event.watched_seconds > 1.5, "{event:?}");
     // With connections aged at 300 ms, the balancer sends a new one to it
     // within a turn of its round robin (three ages), and it takes its share.
-    let aged = run("scale-aged", &[&base[..], &["--grpc-max-connection-age", "300ms"]].concat());
+    let aged = run("scale-aged", &format!("{base} --grpc-max-connection-age 300ms"));
     let (event, each) = step(&aged);
     let first = event.first_call_seconds.expect("the new replica answered calls");
     assert!(first <= 3.0 * 0.33 + 0.5, "first call after {first} s: {event:?}");

@@ -14,32 +14,10 @@ fn config_json(folder: &std::path::Path, arm: &str) -> String {
 #[test]
 fn rerun_repeats_the_saved_configuration_into_a_new_folder() {
     let out = out_dir("rerun");
-    let args = [
-        "--transport",
-        "both",
-        "--qps",
-        "25",
-        "--duration",
-        "1s",
-        "--warmup",
-        "200ms",
-        "--rounds",
-        "1",
-        "--delay",
-        "15ms",
-        "--jitter",
-        "1500us",
-        "--items",
-        "3",
-        "--plan-qps",
-        "400",
-        "--label",
-        "again",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    let o = harness_cmd(&args).output().unwrap();
+    let o = short_run(&out)
+        .flags("--transport both --qps 25 --warmup 200ms --rounds 1 --delay 15ms --jitter 1500us --items 3")
+        .flags("--plan-qps 400 --label again")
+        .output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let first = run_folder(&out);
 
@@ -71,22 +49,7 @@ fn rerun_repeats_the_saved_configuration_into_a_new_folder() {
 #[test]
 fn rerun_repeats_a_sweep_with_its_rates() {
     let out = out_dir("rerun-sweep");
-    let args = [
-        "--transport",
-        "rest",
-        "--qps",
-        "20,40",
-        "--duration",
-        "1s",
-        "--warmup",
-        "200ms",
-        "--delay",
-        "15ms",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    let o = harness_cmd(&args).output().unwrap();
+    let o = short_run(&out).flags("--transport rest --qps 20,40 --warmup 200ms --delay 15ms").output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let first = run_folder(&out);
     let o = harness_cmd(&["rerun", first.to_str().unwrap()]).output().unwrap();

@@ -17,23 +17,14 @@ fn harness(args: &[&str]) -> std::process::Command {
 fn a_short_run_sends_qps_times_duration_and_writes_every_file() {
     for transport in ["grpc", "rest"] {
         let out = out_dir(&format!("basic-{transport}"));
-        let output = harness(&[
-            "--transport",
-            transport,
-            "--qps",
-            "200",
-            "--duration",
-            "2s",
-            "--warmup",
-            "500ms",
-            "--delay",
-            "30ms",
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .env_remove(service::WORKERS_ENV)
-        .output()
-        .unwrap();
+        let output = short_run(&out)
+            .without("--quiet")
+            .args(&["--transport", transport])
+            .flags("--qps 200 --duration 2s --warmup 500ms --delay 30ms")
+            .command()
+            .env_remove(service::WORKERS_ENV)
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(0), "{stderr}");
         // The dev profile (what `cargo run -p harness` builds) is optimised:
@@ -137,23 +128,13 @@ fn a_worker_count_set_in_the_environment_is_recorded_in_each_tier_settings() {
     // tokio reads TOKIO_WORKER_THREADS, which the tiers inherit: it changes
     // what is measured, so run.json and the report must say so.
     let out = out_dir("worker-env");
-    let output = harness(&[
-        "--transport",
-        "grpc",
-        "--qps",
-        "50",
-        "--duration",
-        "1s",
-        "--warmup",
-        "0s",
-        "--delay",
-        "10ms",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .env(service::WORKERS_ENV, "1")
-    .output()
-    .unwrap();
+    let output = short_run(&out)
+        .without("--quiet")
+        .flags("--transport grpc --qps 50 --delay 10ms")
+        .command()
+        .env(service::WORKERS_ENV, "1")
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
     let folder = run_folder(&out);
     let run = load(&folder);
@@ -176,22 +157,7 @@ fn a_stalled_tier_shows_in_corrected_latency_but_not_in_service_time() {
     // is frozen wait for a connection: that wait is latency the user sees, and
     // it must appear in the corrected histogram but not in service time.
     let out = out_dir("stall");
-    let mut h = start(&[
-        "--transport",
-        "grpc",
-        "--qps",
-        "50",
-        "--duration",
-        "5s",
-        "--warmup",
-        "0s",
-        "--delay",
-        "20ms",
-        "--connections",
-        "4",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let mut h = short_run(&out).flags("--transport grpc --qps 50 --duration 5s --delay 20ms --connections 4").start();
     h.sleep_until(Duration::from_millis(1500));
     signal(h.downstream, nix::sys::signal::Signal::SIGSTOP);
     std::thread::sleep(Duration::from_millis(1000));
@@ -247,25 +213,10 @@ fn bad_flags_exit_2_naming_the_flag_and_write_nothing() {
 fn fresh_rounds_restart_the_tiers_even_on_a_fixed_caller_port() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
     let out = out_dir("fresh-fixed-port");
-    let o = harness(&[
-        "--qps",
-        "30",
-        "--duration",
-        "1s",
-        "--warmup",
-        "200ms",
-        "--rounds",
-        "2",
-        "--delay",
-        "15ms",
-        "--caller-port",
-        &port,
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .output()
-    .unwrap();
+    let o = short_run(&out)
+        .flags("--qps 30 --warmup 200ms --rounds 2 --delay 15ms")
+        .args(&["--caller-port", &port])
+        .output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let run = load(&run_folder(&out));
     let callers: Vec<u32> = run.rounds.iter().map(|r| r.pids[&TierName::Caller]).collect();
@@ -284,8 +235,7 @@ fn fresh_tiers_run_this_build_even_when_its_file_is_removed_mid_run() {
     std::fs::copy(env!("CARGO_BIN_EXE_harness"), &copy).unwrap();
     let results = out.join("results");
     let child = std::process::Command::new(&copy)
-        .args(["--transport", "grpc", "--qps", "20", "--delay", "10ms", "--duration", "1s", "--warmup", "1s"])
-        .args(["--rounds", "3", "--quiet", "--out", results.to_str().unwrap()])
+        .args(short_run(&results).flags("--transport grpc --qps 20 --delay 10ms --warmup 1s --rounds 3").to_args())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -15,30 +15,9 @@ fn run_json(folder: &std::path::Path, arm: &str) -> RunResult {
 #[test]
 fn mtls_and_gzip_on_both_arms_are_measured_reported_and_rerun() {
     let out = out_dir("wire");
-    let o = harness_cmd(&[
-        "--transport",
-        "both",
-        "--qps",
-        "30",
-        "--duration",
-        "1s",
-        "--warmup",
-        "200ms",
-        "--rounds",
-        "1",
-        "--delay",
-        "10ms",
-        "--items",
-        "50",
-        "--mtls",
-        "--compression",
-        "gzip",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .output()
-    .unwrap();
+    let o = short_run(&out)
+        .flags("--transport both --qps 30 --warmup 200ms --rounds 1 --delay 10ms --items 50 --mtls --compression gzip")
+        .output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let folder = run_folder(&out);
     for f in ["ca.pem", "server.pem", "server-key.pem", "client.pem", "client-key.pem"] {

@@ -1,12 +1,14 @@
 //! Helpers for tests that run the real harness binary: temporary output
-//! folders, spawning with a marker so every process a test started can be
-//! found (and proved gone) afterwards, and reading the run folder back.
+//! folders, the command line of a short run ([`short_run`]), spawning with a
+//! marker so every process a test started can be found (and proved gone)
+//! afterwards, and reading the run folder back.
 
 #![allow(dead_code)]
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,16 +17,122 @@ use harness::result::RunResult;
 /// The environment variable that marks a test's processes (tiers inherit it).
 pub const MARK_VAR: &str = "GVR_TEST_MARK";
 
+/// A test's own output folder `name` under the temporary folder, emptied
+/// (this test process's id in its name keeps concurrent runs apart).
 pub fn out_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("gvr-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }
 
-pub fn harness_cmd(args: &[&str]) -> Command {
+/// The harness binary with `args`, not yet started.
+pub fn harness_cmd<S: AsRef<OsStr>>(args: &[S]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
     cmd.args(args);
     cmd
+}
+
+/// The load of a short run, flag by flag, in the order its command line
+/// gives them: 20 req/s for one second after no warm-up, every call held
+/// 20 ms by the downstream.
+pub const SHORT_RUN: [(&str, &str); 4] =
+    [("--qps", "20"), ("--duration", "1s"), ("--warmup", "0s"), ("--delay", "20ms")];
+
+/// The command line of a short run of the real harness, as most tests here
+/// make one: the load of [`SHORT_RUN`], `--quiet`, and `--out` the test's
+/// folder, with the test's own flags between them. A flag of the base that
+/// the test names takes the test's value instead (never given twice);
+/// [`ShortRun::without`] leaves one out. A run takes no positional
+/// argument, so the order the flags are named in changes nothing.
+#[derive(Clone, Debug)]
+pub struct ShortRun {
+    /// The base load flags and their values; `None` where left out.
+    load: Vec<(&'static str, Option<String>)>,
+    quiet: bool,
+    out: PathBuf,
+    /// The test's own flags and values, in its order.
+    flags: Vec<String>,
+}
+
+/// A short run writing its folder under `out` (see [`ShortRun`]).
+pub fn short_run(out: &Path) -> ShortRun {
+    let load = SHORT_RUN.iter().map(|(flag, value)| (*flag, Some((*value).to_owned()))).collect();
+    ShortRun { load, quiet: true, out: out.to_owned(), flags: Vec::new() }
+}
+
+impl ShortRun {
+    /// Adds flags written as on a shell's command line, split at white space
+    /// (`"--transport both --rounds 2"`); a value with a space in it, or one
+    /// the test computes, goes through [`ShortRun::args`].
+    pub fn flags(self, line: &str) -> ShortRun {
+        self.args(&line.split_whitespace().collect::<Vec<_>>())
+    }
+
+    /// Adds flags one argument at a time. A load flag of [`SHORT_RUN`] among
+    /// them replaces the base one with the argument after it; `--quiet`
+    /// puts back what [`ShortRun::without`] left out.
+    pub fn args<S: AsRef<str>>(mut self, args: &[S]) -> ShortRun {
+        let mut args = args.iter().map(|a| a.as_ref().to_owned());
+        while let Some(arg) = args.next() {
+            if arg == "--quiet" {
+                self.quiet = true;
+            } else if let Some((flag, value)) = self.load.iter_mut().find(|(flag, _)| *flag == arg) {
+                *value = Some(args.next().unwrap_or_else(|| panic!("{flag} without a value")));
+            } else {
+                self.flags.push(arg);
+            }
+        }
+        self
+    }
+
+    /// Leaves out a flag of the base: `--qps` for a closed loop,
+    /// `--quiet` for a run that prints its summary and tiers.
+    pub fn without(mut self, flag: &str) -> ShortRun {
+        if flag == "--quiet" {
+            self.quiet = false;
+        } else {
+            let (_, value) = self
+                .load
+                .iter_mut()
+                .find(|(f, _)| *f == flag)
+                .unwrap_or_else(|| panic!("{flag} is not a flag of a short run's base"));
+            *value = None;
+        }
+        self
+    }
+
+    /// The whole command line after the executable's name.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        for (flag, value) in &self.load {
+            if let Some(value) = value {
+                args.extend([(*flag).to_owned(), value.clone()]);
+            }
+        }
+        args.extend(self.flags.iter().cloned());
+        if self.quiet {
+            args.push("--quiet".to_owned());
+        }
+        args.extend(["--out".to_owned(), self.out.to_str().expect("a UTF-8 output folder").to_owned()]);
+        args
+    }
+
+    /// The harness with this command line, for a test to give it an
+    /// environment, a working folder or pipes.
+    pub fn command(&self) -> Command {
+        harness_cmd(&self.to_args())
+    }
+
+    /// Runs it to its end: its exit status and what it printed.
+    pub fn output(&self) -> Output {
+        self.command().output().unwrap()
+    }
+
+    /// Starts it in the background with [`start`], always without
+    /// `--quiet`: a quiet run never names the tiers `start` waits for.
+    pub fn start(&self) -> Started {
+        start(&self.clone().without("--quiet").to_args())
+    }
 }
 
 /// A harness started in the background, its tiers known.
@@ -61,6 +169,7 @@ impl Started {
         }
     }
 
+    /// Sleeps until `since_tiers` after the harness named its tiers.
     pub fn sleep_until(&self, since_tiers: Duration) {
         let at = self.tiers_at + since_tiers;
         let now = Instant::now();
@@ -71,7 +180,7 @@ impl Started {
 }
 
 /// Starts the harness with `args` and waits until it names its tiers.
-pub fn start(args: &[&str]) -> Started {
+pub fn start<S: AsRef<OsStr>>(args: &[S]) -> Started {
     let mark = format!("{}-{}", std::process::id(), MARKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
     let mut child =
         harness_cmd(args).env(MARK_VAR, &mark).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
@@ -160,6 +269,7 @@ pub fn assert_none_left(mark: &str, limit: Duration) {
     }
 }
 
+/// Sends `sig` to `pid`.
 pub fn signal(pid: i32, sig: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).unwrap();
 }
@@ -182,6 +292,7 @@ pub fn run_folder(out: &Path) -> PathBuf {
     folders.into_iter().next().unwrap()
 }
 
+/// The run.json of `folder`, parsed.
 pub fn load(folder: &Path) -> RunResult {
     let text = std::fs::read_to_string(folder.join("run.json")).unwrap();
     serde_json::from_str(&text).expect("run.json parses into the documented structure")
