@@ -85,9 +85,8 @@ pub async fn run(
     let (origin, late_seconds) = start(cfg, interrupt).await;
     let generator = generator(cfg, late_seconds, &environment);
     let status = Arc::new(Status::default());
-    let remote_watched = remote::watched(&arms);
-    let sampling =
-        Sampling::start(&watched(&arms), remote_watched, cfg.load.sample_interval, origin, status.live.clone(), sink);
+    let (local, remote) = (watched(&arms), remote::watched(&arms));
+    let sampling = Sampling::start(&local, remote, cfg.load.sample_interval, origin, status.live.clone(), sink);
     let progress = Progress::start(cfg.output.quiet, plan.load_duration(), status.clone());
     *status.qps.lock().unwrap_or_else(|e| e.into_inner()) = cfg.generators.share_of(cfg.load.qps);
 
@@ -125,12 +124,7 @@ pub async fn run(
         finished.push((arm.config, arm.tiers, arm.target.reasons.snapshot()));
     }
 
-    let (status, reason) = match stopped {
-        None => (RunStatus::Complete, None),
-        Some(Stop::Interrupted) => (RunStatus::Interrupted, Some(interrupt.reason())),
-        Some(Stop::TierDied(reason)) => (RunStatus::Aborted, Some(reason)),
-    };
-    let contract = contract.map(|l| l.report());
+    let (status, reason) = outcome(stopped, interrupt);
     let common = Common {
         started_at,
         environment,
@@ -142,7 +136,7 @@ pub async fn run(
         load_samples,
         origin,
         generator,
-        contract,
+        contract: contract.map(|l| l.report()),
     };
     Ok(crate::judge::difference::in_compared_order(results(finished, pending, &common, interrupt.cut_token()).await))
 }
@@ -150,6 +144,15 @@ pub async fn run(
 /// When the first segment is due, and with `--start-at` how many seconds
 /// after that instant it is: the pause after the tiers are ready, or the
 /// start instant when it is still ahead (waited for, unless interrupted).
+/// How the run ended, and why when it did not complete.
+fn outcome(stopped: Option<Stop>, interrupt: &Interrupt) -> (RunStatus, Option<String>) {
+    match stopped {
+        None => (RunStatus::Complete, None),
+        Some(Stop::Interrupted) => (RunStatus::Interrupted, Some(interrupt.reason())),
+        Some(Stop::TierDied(reason)) => (RunStatus::Aborted, Some(reason)),
+    }
+}
+
 async fn start(cfg: &Config, interrupt: &Interrupt) -> (Instant, Option<f64>) {
     let Some(at) = cfg.generators.start_instant() else { return (Instant::now() + ARM_SWITCH_PAUSE, None) };
     if let Ok(ahead) = at.duration_since(SystemTime::now()) {
