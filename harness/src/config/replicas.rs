@@ -350,3 +350,16 @@ fn scale_at(text: &str, n: u32, balance: Balance, load: &Load) -> Result<Vec<Sca
     }
     scale_steps(text, n, load.duration)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_to_n_replicas_is_the_change_from_the_count_before_it() {
+        let steps = scale_steps("10s=5,20s=2,30s:+1", 3, Duration::from_secs(60)).unwrap();
+        assert_eq!(steps.iter().map(|s| s.change).collect::<Vec<_>>(), [2, -3, 1]);
+        // Replayed as the changes they are.
+        assert_eq!(steps.iter().map(ScaleStep::text).collect::<Vec<_>>(), ["10000ms:+2", "20000ms:-3", "30000ms:+1"]);
+    }
+}

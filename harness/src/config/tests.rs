@@ -334,6 +334,8 @@ fn bad_values_name_the_flag() {
         (&["--balance", "l4", "--scale-at", "10s:-1", "--duration", "60s"], "--scale-at"),
         (&["--balance", "l4", "--scale-at", "10s:+1", "--duration", "60s", "--reuse-tiers"], "--scale-at"),
         (&["--balance", "l4", "--scale-at", "soon:+1", "--duration", "60s"], "--scale-at"),
+        (&["--downstream-replicas", "2", "--balance", "l4", "--scale-at", "10s=2", "--duration", "60s"], "--scale-at"),
+        (&["--balance", "l4", "--scale-at", "10s=17", "--duration", "60s"], "--scale-at"),
     ] {
         let err = parse(args).unwrap_err();
         assert_eq!(err.flag, flag, "{args:?}: {err}");

@@ -25,7 +25,7 @@ use futures::future::BoxFuture;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, Isolation, TlsFiles};
+use crate::config::{Config, TlsFiles};
 use crate::result::TierName;
 use crate::tiers::command::{self, Placement};
 use crate::tiers::container_state::{cpu_stat_path, host_pid, wait_ready, watch};
@@ -234,14 +234,6 @@ impl Containers {
 }
 
 impl Launcher for Containers {
-    fn isolation(&self) -> Isolation {
-        Isolation::Containers
-    }
-
-    fn names_hosts(&self) -> bool {
-        self.tls
-    }
-
     fn start<'a>(
         &'a mut self,
         cfg: &'a Config,

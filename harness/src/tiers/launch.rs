@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, Isolation, TlsFiles};
+use crate::config::{Config, TlsFiles};
 use crate::result::{ProxyInfo, TierName};
 use crate::tiers::command::{Placement, tier_args};
 use crate::tiers::layout::{Kind, Layout, Node};
@@ -129,15 +129,6 @@ pub type Stopping = BoxFuture<'static, ()>;
 
 /// Starts and stops the nodes of a layout.
 pub trait Launcher: Send + Sync + std::fmt::Debug {
-    /// Which `--isolation` it is.
-    fn isolation(&self) -> Isolation;
-
-    /// Whether its peers reach a service by a host name (containers over
-    /// TLS) rather than by its address.
-    fn names_hosts(&self) -> bool {
-        false
-    }
-
     /// Starts `node` of `layout`, sending to `upstreams`, and waits until it is ready.
     fn start<'a>(
         &'a mut self,
@@ -220,10 +211,6 @@ pub fn process_args(cfg: &Config, tls: Option<&TlsFiles>, node: &Node, upstreams
 }
 
 impl Launcher for Processes {
-    fn isolation(&self) -> Isolation {
-        Isolation::Processes
-    }
-
     fn start<'a>(
         &'a mut self,
         cfg: &'a Config,

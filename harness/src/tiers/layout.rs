@@ -159,11 +159,6 @@ impl Layout {
         self.nodes.iter().enumerate().filter(|(_, n)| n.kind == Kind::Downstream).map(|(i, _)| i)
     }
 
-    /// The balancer's index, if the arm has one.
-    pub fn balancer(&self) -> Option<usize> {
-        self.nodes.iter().position(|n| matches!(n.kind, Kind::Balancer(_)))
-    }
-
     /// The link the arm's configuration gives a link node.
     pub fn link_of<'c>(cfg: &'c Config, node: &Node) -> Option<&'c Link> {
         matches!(node.kind, Kind::Link(_)).then_some(cfg.link.as_ref()).flatten()

@@ -159,7 +159,7 @@ fn every_node_comes_after_its_upstreams() {
         assert!(n.upstreams.iter().all(|&u| u < i), "{l}");
     }
     assert_eq!(l.replicas().count(), 3);
-    assert_eq!(l.balancer(), Some(3));
+    assert!(matches!(l.nodes[3].kind, Kind::Balancer(Balance::L7)), "{l}");
     assert_eq!(reached_listener(&plan.config, &l.nodes[0]), "grpc");
 }
 
