@@ -37,9 +37,25 @@ pub fn check<'a>(parts: &[Part<'a>]) -> Result<Vec<Part<'a>>, String> {
     let Some(first) = parts.first() else { return Err("no run folder given".into()) };
     let mut by_index: BTreeMap<u32, Part<'a>> = BTreeMap::new();
     let count = segment_of(first)?.count;
+    if count == 0 {
+        return Err(format!("{} says it is a segment of 0 generators: no run has none", first.folder));
+    }
     let reference = comparable(first.run);
     for p in parts {
         let s = segment_of(p)?;
+        if s.index >= count {
+            return Err(format!(
+                "{} says it is segment {} of {}: a run of {} generators has segments 0 to {}",
+                p.folder,
+                s.index,
+                s.count,
+                s.count,
+                s.count.saturating_sub(1)
+            ));
+        }
+        if p.run.rounds.is_empty() {
+            return Err(format!("{} holds no measured round: there is nothing of it to merge", p.folder));
+        }
         if s.count != count {
             return Err(format!(
                 "{} is segment {} of {}, but {} is one of {count}: they are not one run",
@@ -477,6 +493,21 @@ mod tests {
         let mut whole = runs.clone();
         whole[0].config.generators.segment = None;
         assert!(check(&parts(&whole)).unwrap_err().contains("seg0 is not a segment"));
+        // A segment past the count (it merged as a fourth of three), a run
+        // of no generators, a segment with no round.
+        let mut past = runs.clone();
+        past.push(runs[0].clone());
+        past[3].config.generators.segment = Some(Segment { index: 7, count: 3, sample_tiers: false });
+        let err = check(&parts(&past)).unwrap_err();
+        assert!(err.contains("seg3 says it is segment 7 of 3: a run of 3 generators has segments 0 to 2"), "{err}");
+        let mut none = runs.clone();
+        for r in &mut none {
+            r.config.generators.segment = Some(Segment { index: 0, count: 0, sample_tiers: true });
+        }
+        assert!(check(&parts(&none)).unwrap_err().contains("seg0 says it is a segment of 0 generators"));
+        let mut empty = runs.clone();
+        empty[1].rounds.clear();
+        assert!(check(&parts(&empty)).unwrap_err().contains("seg1 holds no measured round"));
         // What a generator sets on its own may differ: its admin URLs, its start, its label.
         let mut own = runs.clone();
         own[1].config.generators.start_at = Some("2026-12-03T10:00:00.000Z".into());

@@ -7,6 +7,9 @@ use base64::engine::general_purpose::STANDARD;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
 
+/// The V2 serialization's header, before its counts.
+const V2_HEADER_BYTES: usize = 40;
+
 /// Highest trackable latency: one hour in microseconds.
 pub const MAX_TRACKABLE_US: u64 = 3_600_000_000;
 
@@ -52,10 +55,13 @@ pub fn decode_histogram(text: &str) -> Option<Histogram<u64>> {
 }
 
 /// Why a serialized histogram is refused before it is made, if it is: its
-/// precision above [`SIGNIFICANT_DIGITS`], or its range beyond 1 µs to
+/// precision above [`SIGNIFICANT_DIGITS`], its range beyond 1 µs to
 /// [`MAX_TRACKABLE_US`] (what every histogram here is made with; older runs
-/// had 3 digits). Checks the V2 header: cookie, payload length, offset,
-/// digits (4 bytes each), lowest and highest value (8 bytes each).
+/// had 3 digits), or a payload length other than the bytes that follow the
+/// header (the deserializer makes a buffer of the declared length before it
+/// reads). Checks the V2 header: cookie, payload length, offset, digits (4
+/// bytes each), lowest and highest value and the conversion ratio (8 bytes
+/// each).
 pub fn check_header(bytes: &[u8]) -> Result<(), String> {
     let int = |at: usize, n: usize| -> Option<u64> {
         let b = bytes.get(at..at + n)?;
@@ -70,7 +76,12 @@ pub fn check_header(bytes: &[u8]) -> Result<(), String> {
     if lowest < 1 || highest > MAX_TRACKABLE_US || highest < 2 * lowest {
         return Err(format!("declares the range {lowest}..{highest} µs (within 1..{MAX_TRACKABLE_US})"));
     }
-    Ok(())
+    let present = bytes.len().saturating_sub(V2_HEADER_BYTES) as u64;
+    match int(4, 4) {
+        Some(payload) if payload == present => Ok(()),
+        Some(payload) => Err(format!("declares {payload} bytes of counts where {present} follow its header")),
+        None => Err("is too short to be a histogram".into()),
+    }
 }
 
 /// Why the histogram in `text` is refused, if it is. An empty text is a
@@ -134,6 +145,13 @@ mod tests {
         wide[24..32].copy_from_slice(&(1u64 << 62).to_be_bytes());
         assert!(refusal(&STANDARD.encode(&wide)).unwrap().contains("range"));
         assert!(refusal("AAAA").unwrap().contains("too short"));
+        // A payload declared past the bytes present (4 GiB here): the
+        // deserializer would make a buffer of that size first.
+        let mut long = good.clone();
+        long[4..8].copy_from_slice(&u32::MAX.to_be_bytes());
+        let why = refusal(&STANDARD.encode(&long)).unwrap();
+        assert!(why.contains("declares 4294967295 bytes of counts where"), "{why}");
+        assert!(refusal(&STANDARD.encode(&good[..good.len() - 1])).unwrap().contains("bytes of counts"));
         assert_eq!(refusal(&encode_histogram(&h)), None);
     }
 }
