@@ -12,6 +12,7 @@ use super::comparison::Arm;
 use super::findings::{name_and_unit, sentence, with_unit};
 use super::markdown::setup;
 use super::numbers::num;
+use super::setup::load_text;
 use crate::config::{TransportArg, arm_dirs, command_line};
 use crate::judge::difference::{FINDING_THRESHOLD_PERCENT, Row, Verdict, compare};
 
@@ -68,7 +69,7 @@ fn context(arms: &[Arm<'_>]) -> String {
     let c = &first.run.config;
     format!(
         "## Context and Problem Statement\n\nWhich transport should the internal hop between the caller and the \
-         downstream service use? The options were measured on one machine with grpc-vs-rest: {}, open loop, {} \
+         downstream service use? The options were measured on one machine with grpc-vs-rest: {}, {} \
          counterbalanced round(s) of {} per option after {} of warm-up, the same front door and payload for both, \
          only the internal hop differing.\n",
         setup(first.run),
@@ -79,11 +80,12 @@ fn context(arms: &[Arm<'_>]) -> String {
 }
 
 fn drivers(arms: &[Arm<'_>]) -> String {
-    let qps = arms.first().map_or(0.0, |a| a.run.config.load.qps);
+    // The load as it was given: a closed loop has no rate (it is not 0 req/s).
+    let load = arms.first().map_or_else(String::new, |a| format!(", {}", load_text(&a.run.config)));
     let mut out = String::from("\n## Decision Drivers\n\n");
     for d in [
         "Memory (resident set) of the caller and the downstream".to_owned(),
-        format!("Latency (p50, p99) at {} req/s", num(Some(qps), 0)),
+        format!("Latency (p50, p99){load}"),
         "Throughput sustained and errors".to_owned(),
         "CPU per request in each tier (cores at the team's rate)".to_owned(),
         "Bytes per request on the internal hop, each direction (egress per day)".to_owned(),
@@ -250,8 +252,9 @@ fn more_information(arms: &[Arm<'_>], r: &Record<'_>) -> String {
     let _ = writeln!(
         out,
         "* Caveats: one machine, where the harness and every tier share the cores; loopback, so no network \
-         latency, loss or bandwidth limit; no TLS; {payload}; one rate ({} req/s){}.",
-        num(Some(c.load.qps), 0),
+         latency, loss or bandwidth limit; {}; {payload}; one load ({}){}.",
+        if c.hop.tls.is_on() { "TLS on the internal hop only" } else { "no TLS" },
+        load_text(c),
         c.deploy.proxy.map_or(String::new(), |p| format!(
             "; {} on the {} hop",
             p.as_str(),
@@ -304,6 +307,18 @@ mod tests {
         assert!(text.contains("Chosen option: \"gRPC\", because"), "{text}");
         let consequences = text.split("### Consequences").nth(1).unwrap().split("### Confirmation").next().unwrap();
         assert!(consequences.contains("* Good, because REST's caller memory mean is 2.22× gRPC's"), "{consequences}");
+    }
+
+    #[test]
+    fn a_closed_loop_is_stated_as_one_never_as_0_req_s_or_an_open_loop() {
+        let (mut g, mut r) = testing::both(5, 0.45, 1.0);
+        for run in [&mut g, &mut r] {
+            (run.config.load.closed_loop, run.config.load.connections, run.config.load.qps) = (true, 8, 0.0);
+        }
+        let arms = [Arm { name: "gRPC", run: &g }, Arm { name: "REST", run: &r }];
+        let text = render(&arms, &Record { date: "2026-12-05", prefer: None, folder: "" });
+        assert!(text.contains("* Latency (p50, p99), closed loop over 8 connections"), "{text}");
+        assert!(!text.contains("req/s") && !text.contains("open loop"), "{text}");
     }
 
     #[test]
