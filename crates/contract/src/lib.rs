@@ -60,6 +60,27 @@ pub enum ContractError {
     Http { call: String, reason: String },
 }
 
+/// A compile error as protox gives it, the file at fault named by the path
+/// given (protox names it relative to its include folder); for a file or
+/// import not found, where it was looked for and the flag that adds a place.
+fn compile_error(e: &protox::Error, files: &[PathBuf], includes: &[PathBuf]) -> ContractError {
+    let mut text = format!("{e:?}").replace('\n', " ");
+    if let Some(name) = e.file()
+        && let Some(given) = files.iter().find(|f| f.ends_with(name) && f.as_os_str() != name)
+    {
+        text = text.replacen(name, &given.display().to_string(), 1);
+    }
+    if e.is_file_not_found() {
+        let dirs: Vec<String> = includes.iter().map(|p| p.display().to_string()).collect();
+        text.push_str(&format!(
+            "; imports are looked for in {}, then among the well-known types and google/api: give the folder \
+             that holds the import's path with --import-path DIR",
+            dirs.join(", ")
+        ));
+    }
+    ContractError::Compile(text)
+}
+
 /// A compiled contract and the one method a run calls.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Contract {
@@ -95,7 +116,7 @@ impl Contract {
         resolver.add(GoogleApi);
         let mut compiler = protox::Compiler::with_file_resolver(resolver);
         compiler.include_imports(true).include_source_info(false);
-        compiler.open_files(files).map_err(|e| ContractError::Compile(format!("{e:?}").replace('\n', " ")))?;
+        compiler.open_files(files).map_err(|e| compile_error(&e, files, &includes))?;
         let descriptor_set = compiler.file_descriptor_set().encode_to_vec();
         let pool = compiler.descriptor_pool();
         let method = find_method(&pool, call)?;
@@ -307,6 +328,17 @@ mod tests {
         std::fs::write(&file, "syntax = \"proto3\";\nmessage A { strin x = 1; }\n").unwrap();
         let e = Contract::compile(&[file], &[], "a.B/C").unwrap_err();
         assert!(matches!(e, ContractError::Compile(_)) && e.to_string().contains("bad.proto"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_import_says_where_it_was_looked_for_and_which_flag_adds_a_place() {
+        let dir = testing::folder();
+        let file = dir.join("uses.proto");
+        std::fs::write(&file, "syntax = \"proto3\";\nimport \"vendor/options.proto\";\nmessage A {}\n").unwrap();
+        let e = Contract::compile(std::slice::from_ref(&file), &[], "a.B/C").unwrap_err().to_string();
+        assert!(e.contains("vendor/options.proto") && e.contains("--import-path DIR"), "{e}");
+        assert!(e.contains(&format!("{}:2:1", file.display())), "the file at fault by the path given: {e}");
+        assert!(e.contains(&format!("looked for in {}", dir.display())), "{e}");
     }
 
     #[test]
