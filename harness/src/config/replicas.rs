@@ -225,8 +225,10 @@ impl Replicas {
         if a.replica_capacity == Some(0) {
             return Err(bad("--replica-capacity", "must be at least 1"));
         }
-        if a.grpc_max_connection_age.is_some_and(|d| d.is_zero()) {
-            return Err(bad("--grpc-max-connection-age", "must be longer than zero"));
+        // The downstream is given it in whole microseconds at least, and
+        // refuses zero: an age under a millisecond would start no tier.
+        if a.grpc_max_connection_age.is_some_and(|d| d < Duration::from_millis(1)) {
+            return Err(bad("--grpc-max-connection-age", "must be at least 1ms"));
         }
         let several = n > 1 || balance != Balance::None;
         let conflicts = [

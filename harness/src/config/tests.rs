@@ -325,6 +325,7 @@ fn bad_values_name_the_flag() {
         (&["--downstream-replicas", "2", "--balance", "client", "--link", "lan"], "--balance"),
         (&["--replica-capacity", "0"], "--replica-capacity"),
         (&["--grpc-max-connection-age", "0s"], "--grpc-max-connection-age"),
+        (&["--grpc-max-connection-age", "1ns"], "--grpc-max-connection-age"),
         (&["--grpc-max-connection-age", "soon"], "--grpc-max-connection-age"),
         (&["--balance", "l4", "--scale-at", "70s:+1"], "--scale-at"),
         (&["--balance", "client", "--scale-at", "10s:+1", "--duration", "60s"], "--scale-at"),
