@@ -81,7 +81,6 @@ mod tests {
     use crate::testing;
     use crate::tiers::containers::container_args;
     use crate::tiers::launch::{Upstreams, process_args};
-    use crate::tiers::layout::layout;
 
     /// An arm with every setting a tier is given away from its default.
     fn unusual(transport: Transport) -> Config {
@@ -105,14 +104,13 @@ mod tests {
     fn processes_and_containers_give_each_tier_the_same_settings() {
         for transport in [Transport::Grpc, Transport::Rest] {
             let cfg = unusual(transport);
-            let nodes = layout(&cfg).nodes;
-            let process_downstream = process_args(&cfg, None, &nodes[0], &Upstreams::None);
+            let process_downstream = process_args(&cfg, None, &Upstreams::None);
             let container_downstream = container_args(&cfg, None, &Upstreams::None);
             assert_eq!(settings_only(&process_downstream), settings_only(&container_downstream));
 
             let urls =
                 |grpc: &str, rest: &str| Upstreams::Urls { grpc: grpc.into(), rest: rest.into(), hosts: Vec::new() };
-            let process_caller = process_args(&cfg, None, &nodes[1], &urls("http://a", "http://b"));
+            let process_caller = process_args(&cfg, None, &urls("http://a", "http://b"));
             let container_caller =
                 container_args(&cfg, None, &urls("http://172.18.0.2:50051", "http://172.18.0.2:8080"));
             assert_eq!(settings_only(&process_caller), settings_only(&container_caller));
@@ -132,7 +130,7 @@ mod tests {
     fn placement_flags_are_the_launchers_and_nothing_else() {
         let cfg = unusual(Transport::Grpc);
         let urls = Upstreams::Urls { grpc: "http://d:1".into(), rest: "http://d:2".into(), hosts: Vec::new() };
-        let args = process_args(&cfg, None, &layout(&cfg).nodes[1], &urls);
+        let args = process_args(&cfg, None, &urls);
         let kept = settings_only(&args);
         assert!(PLACEMENT_FLAGS.iter().all(|f| !kept.iter().any(|a| a == f)), "{kept:?}");
         assert!(!kept.iter().any(|a| a.starts_with("http://d")), "{kept:?}");

@@ -21,16 +21,16 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, TlsFiles};
 use crate::result::TierName;
-use crate::tiers::command::{self, Placement};
 use crate::tiers::container_state::{cpu_stat_path, host_pid, wait_ready, watch};
 use crate::tiers::docker::{NAME_PREFIX, docker, labels};
-use crate::tiers::launch::{Death, Launcher, Processes, RemoteTier, Running, Stopping, Upstreams, stop_process};
+use crate::tiers::launch::{
+    Death, Launcher, Listen, Processes, RemoteTier, Running, Starting, Stopping, Upstreams, service_args, stop_process,
+};
 use crate::tiers::layout::Node;
 use crate::tiers::process::TierError;
 use crate::tiers::{image, reaper};
@@ -74,16 +74,8 @@ pub struct Containers {
 /// port of its own network namespace.
 pub fn container_args(cfg: &Config, tls: Option<&TlsFiles>, upstreams: &Upstreams) -> Vec<String> {
     let any = |port: u16| format!("0.0.0.0:{port}");
-    let placement = match upstreams {
-        Upstreams::Urls { grpc, rest, .. } => Placement::Caller {
-            front: any(FRONT_PORT),
-            admin: any(ADMIN_PORT),
-            downstream_grpc: grpc.clone(),
-            downstream_rest: rest.clone(),
-        },
-        _ => Placement::Downstream { grpc: any(GRPC_PORT), rest: any(REST_PORT), admin: any(ADMIN_PORT) },
-    };
-    command::tier_args(cfg, tls, &placement)
+    let listen = Listen { grpc: any(GRPC_PORT), rest: any(REST_PORT), front: any(FRONT_PORT), admin: any(ADMIN_PORT) };
+    service_args(cfg, tls, upstreams, listen)
 }
 
 impl Containers {
@@ -240,7 +232,7 @@ impl Launcher for Containers {
         tls: Option<&'a TlsFiles>,
         node: &'a Node,
         upstreams: Upstreams,
-    ) -> BoxFuture<'a, Result<Running, TierError>> {
+    ) -> Starting<'a> {
         Box::pin(async move {
             match &upstreams {
                 Upstreams::Relay(to) => {

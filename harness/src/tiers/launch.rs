@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, TlsFiles};
 use crate::result::{ProxyInfo, TierName};
 use crate::tiers::command::{Placement, tier_args};
-use crate::tiers::layout::{Kind, Layout, Node};
+use crate::tiers::layout::{Kind, Node};
 use crate::tiers::process::{Tier, TierError, spawn};
 use crate::tiers::{balancer, link, proxy};
 
@@ -127,16 +127,19 @@ impl Running {
 /// and one taken out during a round drains while the round goes on.
 pub type Stopping = BoxFuture<'static, ()>;
 
+/// A node starting, until it is ready.
+pub type Starting<'a> = BoxFuture<'a, Result<Running, TierError>>;
+
 /// Starts and stops the nodes of a layout.
 pub trait Launcher: Send + Sync + std::fmt::Debug {
-    /// Starts `node` of `layout`, sending to `upstreams`, and waits until it is ready.
+    /// Starts `node`, sending to `upstreams`, and waits until it is ready.
     fn start<'a>(
         &'a mut self,
         cfg: &'a Config,
         tls: Option<&'a TlsFiles>,
         node: &'a Node,
         upstreams: Upstreams,
-    ) -> BoxFuture<'a, Result<Running, TierError>>;
+    ) -> Starting<'a>;
 
     /// Stops one node: SIGTERM and up to `grace` for its drain (none once
     /// `cut`). It no longer counts as dead from here on.
@@ -181,7 +184,7 @@ impl Processes {
                 (tier, Some(info), None)
             }
             Kind::Link(_) => {
-                let link = Layout::link_of(cfg, node).ok_or_else(missing)?;
+                let link = cfg.link.as_ref().ok_or_else(missing)?;
                 let (tier, settings) = link::start(node.name, link, first).await?;
                 (tier, None, Some(settings))
             }
@@ -191,23 +194,43 @@ impl Processes {
     }
 }
 
+/// Where a service listens, as its launcher places it: the downstream's
+/// listeners, the caller's front door, either's admin.
+pub struct Listen {
+    pub grpc: String,
+    pub rest: String,
+    pub front: String,
+    pub admin: String,
+}
+
+/// A service's arguments: the caller when it is given URLs, else a
+/// downstream replica, each listening where `listen` says.
+pub fn service_args(cfg: &Config, tls: Option<&TlsFiles>, upstreams: &Upstreams, listen: Listen) -> Vec<String> {
+    let Listen { grpc, rest, front, admin } = listen;
+    let placement = match upstreams {
+        Upstreams::Urls { grpc: downstream_grpc, rest: downstream_rest, .. } => Placement::Caller {
+            front,
+            admin,
+            downstream_grpc: downstream_grpc.clone(),
+            downstream_rest: downstream_rest.clone(),
+        },
+        _ => Placement::Downstream { grpc, rest, admin },
+    };
+    tier_args(cfg, tls, &placement)
+}
+
 /// The services' arguments as processes: their listeners on `--bind`, any
 /// free port (the caller's front door on `--caller-port`), admin where
 /// `--admin-bind` says.
-pub fn process_args(cfg: &Config, tls: Option<&TlsFiles>, node: &Node, upstreams: &Upstreams) -> Vec<String> {
+pub fn process_args(cfg: &Config, tls: Option<&TlsFiles>, upstreams: &Upstreams) -> Vec<String> {
     let any = SocketAddr::new(cfg.deploy.bind, 0).to_string();
-    let admin = SocketAddr::new(cfg.deploy.admin_bind, 0).to_string();
-    let placement = match upstreams {
-        Upstreams::Urls { grpc, rest, .. } => Placement::Caller {
-            front: SocketAddr::new(cfg.deploy.bind, cfg.deploy.caller_port).to_string(),
-            admin,
-            downstream_grpc: grpc.clone(),
-            downstream_rest: rest.clone(),
-        },
-        _ => Placement::Downstream { grpc: any.clone(), rest: any, admin },
+    let listen = Listen {
+        grpc: any.clone(),
+        rest: any,
+        front: SocketAddr::new(cfg.deploy.bind, cfg.deploy.caller_port).to_string(),
+        admin: SocketAddr::new(cfg.deploy.admin_bind, 0).to_string(),
     };
-    debug_assert_eq!(Some(placement.role()), node.role());
-    tier_args(cfg, tls, &placement)
+    service_args(cfg, tls, upstreams, listen)
 }
 
 impl Launcher for Processes {
@@ -217,12 +240,12 @@ impl Launcher for Processes {
         tls: Option<&'a TlsFiles>,
         node: &'a Node,
         upstreams: Upstreams,
-    ) -> BoxFuture<'a, Result<Running, TierError>> {
+    ) -> Starting<'a> {
         Box::pin(async move {
             match (&upstreams, node.role()) {
                 (Upstreams::Relay(to), None) => self.start_relay(cfg, node, to).await,
                 (_, Some(_)) => {
-                    let tier = spawn(node.name, process_args(cfg, tls, node, &upstreams)).await?;
+                    let tier = spawn(node.name, process_args(cfg, tls, &upstreams)).await?;
                     Ok(Running::process(node, tier))
                 }
                 _ => Err(TierError::Spawn {

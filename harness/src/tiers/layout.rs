@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use crate::config::{Balance, Config, Link, ProxyHop, ProxyKind, TargetTier, TierRole};
+use crate::config::{Balance, Config, ProxyHop, ProxyKind, TargetTier, TierRole};
 use crate::result::TierName;
 use crate::tiers::proxy_config::Protocol;
 
@@ -157,11 +157,6 @@ impl Layout {
     /// The downstream's replicas' indexes into [`Layout::nodes`].
     pub fn replicas(&self) -> impl Iterator<Item = usize> + '_ {
         self.nodes.iter().enumerate().filter(|(_, n)| n.kind == Kind::Downstream).map(|(i, _)| i)
-    }
-
-    /// The link the arm's configuration gives a link node.
-    pub fn link_of<'c>(cfg: &'c Config, node: &Node) -> Option<&'c Link> {
-        matches!(node.kind, Kind::Link(_)).then_some(cfg.link.as_ref()).flatten()
     }
 
     /// Every name a node of the arm may be reached by, the replicas that
