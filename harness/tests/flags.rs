@@ -84,3 +84,14 @@ fn a_sweep_is_checked_against_the_open_files_of_its_highest_step() {
     refused(code, &err, "--qps");
     assert!(err.contains("2000 req/s") && err.contains("highest step"), "{err}");
 }
+
+#[test]
+fn a_page_heavier_than_the_downstreams_work_budget_is_refused_before_any_load() {
+    let mut args = SHORT.to_vec();
+    let page = ["--stream-items", "10000", "--stream-item-bytes", "1048576", "--page-size", "10000"];
+    args.extend(["--transport", "rest-pages", "--timeout", "60s"]);
+    args.extend(page);
+    let (code, err) = run_sh("heavy-page", "", &args);
+    refused(code, &err, "--page-size");
+    assert!(err.contains("bytes of work") && err.contains("--page-size 55 or less"), "{err}");
+}

@@ -14,6 +14,13 @@
 //! schedule holds the producer back through HTTP/2 flow control or TCP,
 //! and the listener's `streams` tally counts the items made late and by
 //! how much. A stream that ends before its last item counts as cut.
+//!
+//! Pages and streams weigh in the tier's work budget as unary calls do
+//! (`service::work`): a page its items, an open stream the one item it
+//! makes at a time; what does not fit is shed (503 / RESOURCE_EXHAUSTED) or,
+//! if it never could, too large (413 / RESOURCE_EXHAUSTED), before any item
+//! is made. A page token is read back only if this downstream could have
+//! written it: one whose stream starts in the future is refused.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -30,13 +37,18 @@ use futures::{Stream, StreamExt};
 use payload::{PageRequest, PageResponse, PageToken, PayloadError, StreamItem, StreamRequest};
 use prost::Message;
 use service::api::{ApiError, json_response};
+use service::{HeldUntilSent, WorkPermit};
 use telemetry::Counters;
 
-use crate::core::Core;
+use crate::core::{Core, FetchError};
 
 /// The REST routes of the sequence.
 pub const PAGES_PATH: &str = "/v1/items";
 pub const STREAM_PATH: &str = "/v1/items/stream";
+/// How far in the future a page token's start may lie (the clocks of
+/// replicas on other hosts may disagree by this much): a later start is not
+/// one this downstream wrote, and would hold the page until then.
+pub const PAGE_TOKEN_CLOCK_SLACK: Duration = Duration::from_secs(1);
 /// The media types of the REST streams.
 pub const NDJSON: &str = "application/x-ndjson";
 pub const EVENT_STREAM: &str = "text/event-stream";
@@ -119,17 +131,32 @@ impl Producer {
         .fuse()
     }
 
+    /// Admits an open stream of `req`'s items: the one item it makes at a
+    /// time, held until the stream ends.
+    pub fn admit_stream(&self, req: &StreamRequest) -> Result<WorkPermit, FetchError> {
+        payload::validate_stream(req, &self.core.limits)?;
+        let budget = &self.core.budget;
+        Ok(budget.try_admit(budget.weigh_items(1, u64::from(req.item_bytes)))?)
+    }
+
     /// A page of `req`: its items, answered once the last is due; the
     /// items' production times are their due times (a page's items wait at
-    /// the source until it is asked for).
-    pub async fn page(&self, req: PageRequest, counters: &Counters) -> Result<PageResponse, PayloadError> {
+    /// the source until it is asked for). The page's work is admitted
+    /// before the wait and held by the permit until the page is sent.
+    pub async fn page(&self, req: PageRequest, counters: &Counters) -> Result<(PageResponse, WorkPermit), FetchError> {
         payload::validate_stream(&req.stream, &self.core.limits)?;
         let now = unix_nanos(SystemTime::now());
         let token = match req.page_token.as_str() {
             "" => PageToken { origin_unix_nanos: now, next: 0 },
             t => PageToken::decode(t)?,
         };
+        if token.origin_unix_nanos > now.saturating_add(PAGE_TOKEN_CLOCK_SLACK.as_nanos() as i64) {
+            return Err(PayloadError::InvalidField("page_token").into());
+        }
         let range = payload::page_range(req.stream.items, req.page_size, token.next)?;
+        let budget = &self.core.budget;
+        let weight = budget.weigh_items(u64::from(range.end - range.start), u64::from(req.stream.item_bytes));
+        let permit = budget.try_admit(weight)?;
         if token.next == 0 {
             counters.streams().started();
         }
@@ -151,7 +178,7 @@ impl Producer {
             counters.streams().ended(true);
         }
         let next_page_token = if done { String::new() } else { PageToken { next: range.end, ..token }.encode() };
-        Ok(PageResponse { items, next_page_token })
+        Ok((PageResponse { items, next_page_token }, permit))
     }
 }
 
@@ -189,30 +216,37 @@ impl proto::items_server::Items for ItemsGrpc {
         &self,
         request: tonic::Request<proto::StreamRequest>,
     ) -> Result<tonic::Response<ItemStream>, tonic::Status> {
+        let shed = request.extensions().get::<crate::grpc::ShedMark>().cloned();
         let pb = request.into_inner();
         self.counters.add_message_bytes(pb.encoded_len() as u64, 0);
         let req = StreamRequest::from(pb);
-        payload::validate_stream(&req, &self.producer.core.limits).map_err(|e| crate::grpc::status_of(&e))?;
+        let permit = self.producer.admit_stream(&req).map_err(|e| crate::grpc::fetch_status(&e, shed.as_ref()))?;
         let counters = self.counters.clone();
         let items = self.producer.stream(req, self.counters.clone()).map(move |item| {
             let pb = proto::StreamItem::from(item);
             counters.add_message_bytes(0, pb.encoded_len() as u64);
             Ok(pb)
         });
-        Ok(tonic::Response::new(Box::pin(items)))
+        let mut answer = tonic::Response::new(Box::pin(items) as ItemStream);
+        answer.extensions_mut().insert(HeldUntilSent::new(permit));
+        Ok(answer)
     }
 
     async fn page(
         &self,
         request: tonic::Request<proto::PageRequest>,
     ) -> Result<tonic::Response<proto::PageResponse>, tonic::Status> {
+        let shed = request.extensions().get::<crate::grpc::ShedMark>().cloned();
         let pb = request.into_inner();
         self.counters.add_message_bytes(pb.encoded_len() as u64, 0);
         let req = PageRequest::try_from(pb).map_err(|e| crate::grpc::status_of(&e))?;
-        let page = self.producer.page(req, &self.counters).await.map_err(|e| crate::grpc::status_of(&e))?;
+        let status = |e: FetchError| crate::grpc::fetch_status(&e, shed.as_ref());
+        let (page, permit) = self.producer.page(req, &self.counters).await.map_err(status)?;
         let pb = proto::PageResponse::from(page);
         self.counters.add_message_bytes(0, pb.encoded_len() as u64);
-        Ok(tonic::Response::new(pb))
+        let mut answer = tonic::Response::new(pb);
+        answer.extensions_mut().insert(HeldUntilSent::new(permit));
+        Ok(answer)
     }
 }
 
@@ -258,15 +292,18 @@ async fn page(State(s): State<RestItems>, q: Result<Query<ItemsQuery>, QueryReje
     let q = query(q)?;
     let page_size = q.page_size.ok_or_else(|| ApiError::new(StatusCode::BAD_REQUEST, "pageSize is missing"))?;
     let req = PageRequest { stream: q.stream(), page_size, page_token: q.page_token.clone() };
-    let page = s.producer.page(req, &s.counters).await.map_err(|e| {
-        s.counters.record("invalid_argument");
-        crate::rest::api_error(e)
+    let (page, permit) = s.producer.page(req, &s.counters).await.map_err(|e| {
+        let e = crate::rest::fetch_error(e);
+        s.counters.record(e.outcome());
+        e
     })?;
     s.counters.record("ok");
     let body =
         serde_json::to_vec(&page).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     s.counters.add_message_bytes(0, body.len() as u64);
-    Ok(json_response(body))
+    let mut resp = json_response(body);
+    resp.extensions_mut().insert(HeldUntilSent::new(permit));
+    Ok(resp)
 }
 
 /// True when `Accept` asks for server-sent events.
@@ -304,7 +341,11 @@ async fn stream(
         ));
     }
     let req = q.stream();
-    payload::validate_stream(&req, &s.producer.core.limits).map_err(crate::rest::api_error)?;
+    let permit = s.producer.admit_stream(&req).map_err(|e| {
+        let e = crate::rest::fetch_error(e);
+        s.counters.record(e.outcome());
+        e
+    })?;
     let (counters, events) = (s.counters.clone(), wants_events(&headers));
     let mut outcome = Outcome { counters: s.counters.clone(), items: req.items, made: 0 };
     let framed = s.producer.stream(req, s.counters.clone()).map(move |item| {
@@ -331,7 +372,9 @@ async fn stream(
         }
         _ => axum::body::Body::from_stream(framed.map(Ok::<_, std::io::Error>)),
     };
-    resp.body(body).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+    let mut resp = resp.body(body).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    resp.extensions_mut().insert(HeldUntilSent::new(permit));
+    Ok(resp)
 }
 
 /// `pieces`, each compressed and flushed by `encoder`, then the coding's end.

@@ -15,6 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 const DELAY: Duration = Duration::from_millis(20);
 const INTERVAL: Duration = Duration::from_millis(20);
+/// Far more than any answer here takes, far less than forever.
+const WITHIN: Duration = Duration::from_secs(10);
 
 async fn downstream(interval: Duration) -> Handle {
     let config = Config { delay: DELAY, stream_interval: interval, ..Config::default() };
@@ -278,4 +280,87 @@ async fn compressed_streams_still_arrive_item_by_item() {
         assert!(rest.bytes_out.unwrap() < rest.message_bytes_out, "{coding:?}: {rest:?}");
         ds.stop().await;
     }
+}
+
+async fn listener_requests(admin: SocketAddr, listener: &str) -> std::collections::BTreeMap<String, u64> {
+    let s: StatsSnapshot = reqwest::get(format!("http://{admin}/stats")).await.unwrap().json().await.unwrap();
+    s.listeners[listener].requests.clone()
+}
+
+/// One ~100-byte request for a page of 10,000 items of 1 MiB each (10 GiB
+/// made in memory) is refused before an item is made, over REST and gRPC,
+/// by the same work budget as a unary call, and counted.
+#[tokio::test]
+async fn a_page_heavier_than_the_work_budget_is_refused_before_it_is_made() {
+    let ds = downstream(Duration::ZERO).await;
+    let url = format!("http://{}/v1/items?requestId=big&items=10000&itemBytes=1048576&pageSize=10000", ds.rest_addr);
+    let resp = tokio::time::timeout(WITHIN, reqwest::get(url)).await.expect("refused at once").unwrap();
+    assert_eq!(resp.status(), 413);
+    let reason = resp.text().await.unwrap();
+    assert!(reason.contains("bytes of work"), "{reason}");
+    let mut client = ItemsClient::connect(format!("http://{}", ds.grpc_addr)).await.unwrap();
+    let page = PageRequest { stream: stream_req("big", 10_000, 1 << 20), page_size: 10_000, page_token: String::new() };
+    let status = tokio::time::timeout(WITHIN, client.page(proto::PageRequest::from(page)))
+        .await
+        .expect("refused at once")
+        .expect_err("refused");
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    assert_eq!(listener_requests(ds.admin_addr, "rest").await["too_large"], 1);
+    assert_eq!(listener_requests(ds.admin_addr, "grpc").await["resource_exhausted"], 1);
+    // A page of the usual size is still served.
+    let ok = format!("http://{}/v1/items?requestId=ok&items=20&itemBytes=1024&pageSize=10", ds.rest_addr);
+    assert_eq!(reqwest::get(ok).await.unwrap().status(), 200);
+    ds.stop().await;
+}
+
+/// Open streams hold their item's weight until they end: with a budget of
+/// 8 MiB and items of 1 MiB (4 MiB of work each while sent), a second
+/// stream while the first is open is shed (503 / RESOURCE_EXHAUSTED,
+/// counted `shed`), and once the first ends a new one is served.
+#[tokio::test]
+async fn open_streams_weigh_in_the_work_budget_until_they_end() {
+    let config =
+        Config { delay: DELAY, stream_interval: INTERVAL, max_work_bytes: 8 * 1024 * 1024, ..Config::default() };
+    let ds = start(config, CancellationToken::new()).await.expect("downstream starts");
+    let url = |id: &str| format!("http://{}/v1/items/stream?requestId={id}&items=5&itemBytes=1048576", ds.rest_addr);
+    let mut first = reqwest::get(url("first")).await.unwrap();
+    assert_eq!(first.status(), 200);
+    first.chunk().await.unwrap().expect("the first item");
+    let second = reqwest::get(url("second")).await.unwrap();
+    assert_eq!(second.status(), 503, "{}", second.text().await.unwrap());
+    let mut client = ItemsClient::connect(format!("http://{}", ds.grpc_addr)).await.unwrap();
+    let status = client.stream(proto::StreamRequest::from(stream_req("g", 5, 1 << 20))).await.expect_err("shed");
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    while first.chunk().await.unwrap().is_some() {}
+    drop(first);
+    let mut third = client.stream(proto::StreamRequest::from(stream_req("g2", 2, 1 << 20))).await.unwrap().into_inner();
+    let mut items = 0;
+    while third.message().await.unwrap().is_some() {
+        items += 1;
+    }
+    assert_eq!(items, 2, "served once the first stream let its weight go");
+    assert_eq!(listener_requests(ds.admin_addr, "rest").await["shed"], 1);
+    assert_eq!(listener_requests(ds.admin_addr, "grpc").await["shed"], 1);
+    ds.stop().await;
+}
+
+/// A page token whose stream starts an hour from now was not written by
+/// this downstream; it is refused at once (400 / INVALID_ARGUMENT) rather
+/// than held until then.
+#[tokio::test]
+async fn a_page_token_starting_in_the_future_is_refused_not_held() {
+    let ds = downstream(INTERVAL).await;
+    let token = format!("{}.0", now_nanos() + 3600 * 1_000_000_000);
+    let url = format!("http://{}/v1/items?requestId=x&items=3&pageSize=2&pageToken={token}", ds.rest_addr);
+    let resp = tokio::time::timeout(WITHIN, reqwest::get(url)).await.expect("answered at once").unwrap();
+    assert_eq!(resp.status(), 400);
+    assert!(resp.text().await.unwrap().contains("page_token"));
+    let mut client = ItemsClient::connect(format!("http://{}", ds.grpc_addr)).await.unwrap();
+    let page = PageRequest { stream: stream_req("x", 3, 0), page_size: 2, page_token: token };
+    let status = tokio::time::timeout(WITHIN, client.page(proto::PageRequest::from(page)))
+        .await
+        .expect("answered at once")
+        .expect_err("refused");
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    ds.stop().await;
 }

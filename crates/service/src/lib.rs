@@ -44,4 +44,6 @@ pub use lifecycle::{
 pub use limit::{InFlightLimit, MIN_DEFAULT_MAX_IN_FLIGHT, SHED};
 pub use runtime::{WORKERS_ENV, runtime_settings};
 pub use serve::{Protocols, ServerSettings, bind, serve, serve_tls};
-pub use work::{DEFAULT_MAX_WORK_BYTES, HeldUntilSent, Refused, WORK_BYTES_PER_RECORD, WorkBudget, WorkPermit};
+pub use work::{
+    DEFAULT_MAX_WORK_BYTES, FILLER_COPIES, HeldUntilSent, Refused, WORK_BYTES_PER_RECORD, WorkBudget, WorkPermit,
+};

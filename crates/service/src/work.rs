@@ -12,6 +12,11 @@
 //! eighth of the budget is kept for small requests (at most 1/1024 of it
 //! each), so requests of the usual size are still served while large ones
 //! fill the rest.
+//!
+//! A sequence of items (`bench.v1.Items`) weighs in the same budget: a page
+//! weighs its items, each its record and its filler [`FILLER_COPIES`] times
+//! (made, encoded, framed), from admission until the page is sent; a stream
+//! makes one item at a time and weighs one item for its whole life.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,6 +30,11 @@ pub const DEFAULT_MAX_WORK_BYTES: u64 = 256 * 1024 * 1024;
 /// caller holds more of each record (the decoded answers and the front
 /// answer built from them) and weighs it at twice this (`caller::front`).
 pub const WORK_BYTES_PER_RECORD: u64 = 256;
+
+/// How many copies of an item's filler are alive at once while it is sent:
+/// the bytes made, their base64 in the item's JSON (4/3 of them), and the
+/// framed line or page holding that JSON (4/3 again), rounded up.
+pub const FILLER_COPIES: u64 = 4;
 
 /// The work one tier holds at once, shared by its listeners.
 #[derive(Debug, Clone)]
@@ -84,11 +94,23 @@ impl WorkBudget {
         records.saturating_mul(self.per_record).saturating_add(upload_bytes)
     }
 
+    /// The weight of `items` items of a sequence carrying `item_bytes` of
+    /// filler each: a page of that many items, or (with 1) an open stream.
+    pub fn weigh_items(&self, items: u64, item_bytes: u64) -> u64 {
+        items.saturating_mul(self.per_record.saturating_add(item_bytes.saturating_mul(FILLER_COPIES)))
+    }
+
+    /// The largest weight a request may have: seven eighths of the budget
+    /// (the last eighth is kept for small requests).
+    pub fn largest(&self) -> u64 {
+        self.max - self.max / 8
+    }
+
     /// Admits `weight` if it fits under the budget (a large request: under
     /// seven eighths of it), without waiting.
     pub fn try_admit(&self, weight: u64) -> Result<WorkPermit, Refused> {
         let small = weight <= self.max / 1024;
-        let limit = if small { self.max } else { self.max - self.max / 8 };
+        let limit = if small { self.max } else { self.largest() };
         if weight > limit {
             return Err(Refused::TooLarge { weight, max: limit });
         }

@@ -149,6 +149,9 @@ impl Streams {
                 ),
             ));
         }
+        if paged {
+            check_page_weight(page_size, item_bytes)?;
+        }
         let sweep = (items.len() > 1).then(|| PayloadSweep { axis: PayloadAxis::StreamItems, sizes: items.clone() });
         if sweep.is_some() && cx.rates > 1 {
             return Err(bad("--stream-items", "a list of sizes goes with one --qps, not a rate sweep"));
@@ -212,6 +215,31 @@ impl Streams {
             TierRole::Caller => flags.flag("--page-size", self.page_size.to_string()),
         }
     }
+}
+
+/// A page must fit the downstream's work budget for one request (seven
+/// eighths of `--max-work-bytes`, by default 256 MiB): the downstream
+/// would refuse every page of a heavier one (413 / RESOURCE_EXHAUSTED).
+fn check_page_weight(page_size: u32, item_bytes: u32) -> Result<(), ConfigError> {
+    let budget = service::WorkBudget::new(service::DEFAULT_MAX_WORK_BYTES);
+    let per_item = budget.weigh_items(1, u64::from(item_bytes));
+    let weight = budget.weigh_items(u64::from(page_size), u64::from(item_bytes));
+    if weight <= budget.largest() {
+        return Ok(());
+    }
+    Err(bad(
+        "--page-size",
+        format!(
+            "a page of {page_size} items of {item_bytes} bytes weighs {weight} bytes of work (each item's record and \
+             {} copies of its bytes), over the {} a downstream holds for one request (7/8 of its default \
+             --max-work-bytes of {}): every page would be refused; give --page-size {} or less, or smaller \
+             --stream-item-bytes",
+            service::FILLER_COPIES,
+            budget.largest(),
+            service::DEFAULT_MAX_WORK_BYTES,
+            budget.largest() / per_item,
+        ),
+    ))
 }
 
 /// The flags of unary calls that a stream has no use for, refused.

@@ -419,11 +419,14 @@ fn streaming_arms_take_their_flags_and_refuse_what_contradicts_them() {
     let sweep = plan(&["--transport", "grpc-stream", "--stream-items", "10,100"]).unwrap();
     assert_eq!(sweep.payload, Some(PayloadSweep { axis: PayloadAxis::StreamItems, sizes: vec![10, 100] }));
     assert_eq!(sweep.payload_step(PayloadAxis::StreamItems, 100).config.streams.unwrap().items, 100);
+    // The heaviest page the downstream's work budget takes at 1 MiB an item.
+    assert!(plan(&["--transport", "grpc-pages", "--page-size", "55", "--stream-item-bytes", "1048576"]).is_ok());
     for (args, flag) in [
         (&["--transport", "grpc", "--stream-items", "5"][..], "--stream-items"),
         (&["--transport", "rest", "--consumer-delay", "1ms"], "--consumer-delay"),
         (&["--transport", "grpc-stream", "--page-size", "5"], "--page-size"),
         (&["--transport", "rest-pages", "--page-size", "0"], "--page-size"),
+        (&["--transport", "grpc-pages", "--page-size", "56", "--stream-item-bytes", "1048576"], "--page-size"),
         (&["--transport", "grpc-stream", "--stream-items", "0"], "--stream-items"),
         (&["--transport", "grpc-stream", "--fanout", "2"], "--fanout"),
         (&["--transport", "grpc-stream", "--request-bytes", "10"], "--request-bytes"),
