@@ -176,6 +176,8 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let admin_addr = admin_listener.local_addr()?;
     let mut tasks = JoinSet::new();
     let front_app = crate::relay::router(front.clone()).merge(front::router(front));
+    // The front door decodes no coding: a compressed body is a 415.
+    let front_app = service::Compression::None.rest_layers(front_app);
     let front_app = service::json_errors(front_app, Some(front_counters.clone()), front::API);
     let front_app = limit.apply(front_app, front_counters.clone(), service::api::overloaded);
     tasks.spawn(serve(front_listener, front_app, Some(front_counters), front_settings, shutdown.clone()));

@@ -353,6 +353,8 @@ pub fn overloaded(max_in_flight: usize) -> Response {
 /// three `axum::middleware::from_fn`, each of which boxes a future and clones
 /// a boxed service per call; bench/README.md, "Ratios: the tool against its
 /// peers, in one run"). Outermost first, it
+/// * answers a header block over [`service::MAX_HEADER_BYTES`] with
+///   RESOURCE_EXHAUSTED, counted under it;
 /// * sheds a request over `limit` with [`overloaded`], counted `shed`; an
 ///   admitted one holds its permit until its answer is sent or dropped;
 /// * counts the status of every answer on `counters` under [`outcome`]:
@@ -367,6 +369,22 @@ pub fn edge(router: Router, limit: &InFlightLimit, counters: Arc<Counters>, body
     around(router, Edge { limit: limit.clone(), counters, body_timeout })
 }
 
+/// The answer to a request whose header block is over
+/// [`service::MAX_HEADER_BYTES`] (REST's 431), as a gRPC client reads it:
+/// RESOURCE_EXHAUSTED in a `grpc-status`. A block over the connection's
+/// HTTP/2 limit (`ServerSettings::http2_max_header_list_bytes`, eight times
+/// larger) never gets here: h2 answers it with a bare 431.
+fn headers_too_large(headers: &http::HeaderMap) -> Option<Response> {
+    let head_bytes: usize = headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 4).sum();
+    (head_bytes > service::MAX_HEADER_BYTES).then(|| {
+        Status::resource_exhausted(format!(
+            "the request's metadata is {head_bytes} bytes, more than the {} this listener accepts",
+            service::MAX_HEADER_BYTES
+        ))
+        .into_http()
+    })
+}
+
 struct Edge {
     limit: InFlightLimit,
     counters: Arc<Counters>,
@@ -377,6 +395,10 @@ impl Around for Edge {
     type Carry = (PendingOutcome, OwnedSemaphorePermit);
 
     fn before(&self, mut req: Request) -> Before<Self::Carry> {
+        if let Some(refused) = headers_too_large(req.headers()) {
+            self.counters.record(outcome(Code::ResourceExhausted));
+            return Before::Answer(refused);
+        }
         let Some(permit) = self.limit.try_admit() else {
             self.counters.record(service::SHED);
             return Before::Answer(overloaded(self.limit.max()));

@@ -511,3 +511,49 @@ async fn every_http_refusal_carries_the_json_error_and_is_counted() {
     assert_eq!((admin_counted["not_found"], admin_counted["method_not_allowed"]), (1, 1), "{admin_counted:?}");
     ds.stop().await;
 }
+
+/// Without --compression the REST listener decodes no coding: a body said
+/// to be in one (`br`) is a counted 415 naming it, as with compression on,
+/// never read as if it were plain; `identity` is no coding.
+#[tokio::test]
+async fn a_listener_without_compression_refuses_a_coded_body_with_415() {
+    let ds = downstream(Config { delay: Duration::from_millis(1), ..Config::default() }).await;
+    let http = reqwest::Client::new();
+    let url = format!("http://{}/v1/fetch", ds.rest_addr);
+    let body = r#"{"requestId":"br","items":1}"#;
+    let br = http.post(&url).header("content-type", "application/json").header("content-encoding", "br");
+    let resp = br.body(body).send().await.unwrap();
+    assert_eq!(resp.status(), 415);
+    let reason: serde_json::Value = resp.json().await.unwrap();
+    assert!(reason["error"].as_str().unwrap().contains("\"br\""), "{reason}");
+    let identity = http.post(&url).header("content-type", "application/json").header("content-encoding", "identity");
+    assert_eq!(identity.body(body).send().await.unwrap().status(), 200);
+    let s = stats(ds.admin_addr).await;
+    assert_eq!(s.listeners["rest"].requests["unsupported_media_type"], 1, "{:?}", s.listeners["rest"].requests);
+    ds.stop().await;
+}
+
+/// Metadata over the listener's header limit (32 KiB, as REST's 431) is
+/// answered with a status a gRPC client reads, RESOURCE_EXHAUSTED in a
+/// `grpc-status`, counted; h2's own bare 431 (16 KiB by default) no longer
+/// answers first.
+#[tokio::test]
+async fn metadata_over_the_header_limit_gets_a_grpc_status() {
+    let ds = downstream(Config { delay: Duration::from_millis(1), ..Config::default() }).await;
+    let (send, _driver) = h2_connect(ds.grpc_addr).await;
+    let mut head = grpc_head(ds.grpc_addr, FETCH);
+    head.headers_mut().insert("x-padding", http::HeaderValue::from_str(&"p".repeat(40 * 1024)).unwrap());
+    let mut ready = send.clone().ready().await.unwrap();
+    let (resp, mut stream) = ready.send_request(head, false).unwrap();
+    stream.send_data(fetch_message("big-head", 1), true).unwrap();
+    let resp = tokio::time::timeout(WITHIN, resp).await.expect("an answer").unwrap();
+    assert_eq!(resp.status(), 200, "a gRPC answer, not a bare HTTP refusal");
+    let (code, message) = status_of(resp.headers());
+    assert_eq!(code, tonic::Code::ResourceExhausted as i32, "{message}");
+    assert!(message.contains("metadata"), "{message}");
+    // The connection serves on.
+    assert_eq!(grpc_call(&send, ds.grpc_addr, FETCH, fetch_message("after", 1)).await.0, 0);
+    let s = stats(ds.admin_addr).await;
+    assert_eq!(s.listeners["grpc"].requests["resource_exhausted"], 1, "{:?}", s.listeners["grpc"].requests);
+    ds.stop().await;
+}

@@ -68,10 +68,12 @@ impl Compression {
 
     /// `router` with request bodies in this coding decompressed (a body in
     /// another coding is answered 415) and responses compressed in it for a
-    /// client that accepts it (tower-http); unchanged without compression.
+    /// client that accepts it (tower-http); without compression, a body in
+    /// any coding but `identity` is answered 415 ([`IdentityOnly`]), as
+    /// tower-http answers a coding it was not given.
     pub fn rest_layers(self, router: Router) -> Router {
         if self == Compression::None {
-            return router;
+            return crate::around::around(router, IdentityOnly);
         }
         let (gzip, zstd) = (self == Compression::Gzip, self == Compression::Zstd);
         router
@@ -103,6 +105,34 @@ impl Compression {
 impl std::fmt::Display for Compression {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.pad(self.as_str())
+    }
+}
+
+/// The edge of a listener that decodes no coding: a request whose body
+/// says it is compressed (`Content-Encoding` other than `identity`) is
+/// answered a bare 415 (`json_errors` gives it its reason and counts it),
+/// never read as if it were plain. A header check, no body wrapper: an
+/// uncompressed request pays one header lookup.
+pub struct IdentityOnly;
+
+impl crate::around::Around for IdentityOnly {
+    type Carry = ();
+
+    fn before(&self, req: axum::extract::Request) -> crate::around::Before<()> {
+        let coded = req.headers().get_all(http::header::CONTENT_ENCODING).iter().any(|v| {
+            v.to_str().map_or(true, |v| {
+                v.split(',').any(|c| !c.trim().is_empty() && !c.trim().eq_ignore_ascii_case("identity"))
+            })
+        });
+        if coded {
+            let refused = axum::response::IntoResponse::into_response(http::StatusCode::UNSUPPORTED_MEDIA_TYPE);
+            return crate::around::Before::Answer(refused);
+        }
+        crate::around::Before::Pass(req, ())
+    }
+
+    fn after(&self, resp: axum::response::Response, (): ()) -> axum::response::Response {
+        resp
     }
 }
 

@@ -93,6 +93,12 @@ pub struct ServerSettings {
     /// `MaxConnectionAge`). `None`: connections live as long as they are used.
     #[serde(with = "millis_opt")]
     pub max_connection_age: Option<Duration>,
+    /// The largest HTTP/2 header block a connection reads (HPACK-decoded);
+    /// a larger one is refused by h2 itself with a bare 431. Set well above
+    /// [`crate::MAX_HEADER_BYTES`], so that the listener's own check answers
+    /// first, in its own shape (a JSON 431 on REST, RESOURCE_EXHAUSTED with a
+    /// `grpc-status` on gRPC).
+    pub http2_max_header_list_bytes: u32,
 }
 
 impl ServerSettings {
@@ -103,6 +109,9 @@ impl ServerSettings {
     /// Well under a minute: what one client's idle connections can pin is
     /// bounded by how fast it can open new ones.
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+    /// Eight times [`crate::MAX_HEADER_BYTES`], under hyper's HTTP/1.1 read
+    /// buffer (about 400 KiB), the bound on the other protocol.
+    pub const DEFAULT_HTTP2_MAX_HEADER_LIST_BYTES: u32 = 8 * crate::errors::MAX_HEADER_BYTES as u32;
 
     pub fn new(protocols: Protocols) -> Self {
         ServerSettings {
@@ -119,6 +128,7 @@ impl ServerSettings {
             listen_backlog: LISTEN_BACKLOG,
             max_connection_body_bytes: Self::DEFAULT_MAX_CONNECTION_BODY_BYTES,
             max_connection_age: None,
+            http2_max_header_list_bytes: Self::DEFAULT_HTTP2_MAX_HEADER_LIST_BYTES,
         }
     }
 }
@@ -247,6 +257,7 @@ fn http_builder(settings: &ServerSettings) -> auto::Builder<TokioExecutor> {
         .timer(TokioTimer::new())
         .max_concurrent_streams(settings.http2_max_concurrent_streams)
         .max_pending_accept_reset_streams(settings.http2_max_pending_accept_reset_streams)
+        .max_header_list_size(settings.http2_max_header_list_bytes)
         // Flow-control windows set explicitly (hyper's defaults, named in
         // `h2`), so the report's figures are what runs.
         .initial_stream_window_size(crate::h2::SERVER_STREAM_WINDOW_BYTES)
