@@ -38,9 +38,8 @@ pub enum GrpcBuildError {
     Files(std::io::Error),
 }
 
-/// Largest response message the client decodes (tonic's default is 4 MiB;
-/// 10,000 records fan out well past that).
-pub const MAX_DECODING_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
+/// Largest response message the client decodes ([`crate::outbound::MAX_ANSWER_BYTES`]).
+pub const MAX_DECODING_MESSAGE_BYTES: usize = crate::outbound::MAX_ANSWER_BYTES;
 
 /// Spreads calls round-robin over `connections` HTTP/2 connections.
 #[derive(Debug)]

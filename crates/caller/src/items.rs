@@ -13,7 +13,7 @@ use futures::TryStreamExt;
 use payload::{PageRequest, PageResponse, StreamItem, StreamRequest};
 use telemetry::Counters;
 
-use crate::outbound::{CallError, Delivery, ItemStream};
+use crate::outbound::{CallError, Delivery, ItemStream, MAX_ANSWER_BYTES};
 
 pub(crate) fn bad(target: &str, reason: impl std::fmt::Display) -> CallError {
     CallError::BadResponse { target: target.to_owned(), reason: reason.to_string() }
@@ -52,13 +52,50 @@ fn query(url: &mut reqwest::Url, req: &StreamRequest) {
     }
 }
 
+/// The most of an error answer's body read for its reason.
+const MAX_REASON_BYTES: usize = 64 * 1024;
+
+/// Why a REST answer's body could not be read: too large, or the exchange failed.
+pub(crate) enum Unread {
+    TooLarge(usize),
+    Failed(reqwest::Error),
+}
+
+impl Unread {
+    pub(crate) fn into_call_error(self, target: &str, failed: impl FnOnce(reqwest::Error) -> CallError) -> CallError {
+        match self {
+            Unread::TooLarge(max) => {
+                bad(target, format!("the answer's body is over the {max} bytes this client reads"))
+            }
+            Unread::Failed(e) => failed(e),
+        }
+    }
+}
+
+/// A REST answer's body, read whole up to `max` bytes: one declared or
+/// sent beyond it is refused, not held.
+pub(crate) async fn read_bounded(mut resp: reqwest::Response, max: usize) -> Result<bytes::Bytes, Unread> {
+    if resp.content_length().is_some_and(|n| n > max as u64) {
+        return Err(Unread::TooLarge(max));
+    }
+    let mut body = bytes::BytesMut::new();
+    while let Some(chunk) = resp.chunk().await.map_err(Unread::Failed)? {
+        if body.len() + chunk.len() > max {
+            return Err(Unread::TooLarge(max));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
+
 /// A non-success answer as an error with its body's reason.
 async fn success(target: &str, resp: reqwest::Response) -> Result<reqwest::Response, CallError> {
     let status = resp.status();
     if status.is_success() {
         return Ok(resp);
     }
-    let body = resp.text().await.unwrap_or_default();
+    let body = read_bounded(resp, MAX_REASON_BYTES).await.unwrap_or_default();
+    let body = String::from_utf8_lossy(&body);
     Err(CallError::Status { target: target.to_owned(), status: format!("HTTP {}: {body}", status.as_u16()) })
 }
 
@@ -88,7 +125,9 @@ pub fn rest(
                 }
                 let resp = client.get(url).header(reqwest::header::ACCEPT, "application/json").send().await;
                 let resp = success(&target, resp.map_err(|e| connect_error(&target, e))?).await?;
-                let body = resp.bytes().await.map_err(|e| bad(&target, e))?;
+                let body = read_bounded(resp, MAX_ANSWER_BYTES)
+                    .await
+                    .map_err(|e| e.into_call_error(&target, |e| bad(&target, e)))?;
                 counters.add_message_bytes(0, body.len() as u64);
                 serde_json::from_slice(&body).map_err(|e| bad(&target, e))
             }
@@ -135,6 +174,11 @@ fn lines(resp: reqwest::Response, target: Arc<str>, counters: Arc<Counters>, eve
                     return rest.map(|e| (e, (resp, Vec::new(), true)));
                 }
                 match resp.chunk().await {
+                    // One item's line (or event) is bounded as a whole answer is.
+                    Ok(Some(chunk)) if buf.len() + chunk.len() > MAX_ANSWER_BYTES => {
+                        let reason = format!("an item is over the {MAX_ANSWER_BYTES} bytes this client reads");
+                        return Some((Err(bad(&target, reason)), (resp, Vec::new(), true)));
+                    }
                     Ok(Some(chunk)) => buf.extend_from_slice(&chunk),
                     Ok(None) => done = true,
                     Err(e) => return Some((Err(bad(&target, e)), (resp, Vec::new(), true))),

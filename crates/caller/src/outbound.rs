@@ -14,6 +14,12 @@ use payload::{FetchRequest, FetchResponse, StreamItem, StreamRequest};
 use prost_reflect::{DynamicMessage, MessageDescriptor};
 use telemetry::Counters;
 
+/// The largest answer message any outbound client reads (tonic's default
+/// is 4 MiB; 10,000 records fan out well past that): the gRPC clients'
+/// decoding limit and the REST client's body limit, so an answer without
+/// end fails the call (`bad_response`) instead of filling the caller.
+pub const MAX_ANSWER_BYTES: usize = 256 * 1024 * 1024;
+
 /// Outcome labels counted on an outbound client.
 pub const OUTCOMES: &[&str] = &["ok", "connect", "timeout", "status", "bad_response", "other"];
 

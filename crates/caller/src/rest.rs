@@ -16,7 +16,7 @@ use prost::Message;
 use telemetry::Counters;
 
 use crate::hop::{HopOptions, merged};
-use crate::outbound::{CallError, Method, Outbound};
+use crate::outbound::{CallError, MAX_ANSWER_BYTES, Method, Outbound};
 use prost_reflect::DynamicMessage;
 
 /// Why a REST client could not be built.
@@ -210,7 +210,11 @@ impl Exchange {
         }
         let resp = request.send().await.map_err(|e| transport_error(target, e))?;
         let status = resp.status();
-        let bytes = resp.bytes().await.map_err(|e| transport_error(target, e))?;
+        // Bounded as the gRPC client's decoding is: an answer without end
+        // fails the call (`bad_response`) rather than filling this tier.
+        let bytes = crate::items::read_bounded(resp, MAX_ANSWER_BYTES)
+            .await
+            .map_err(|e| e.into_call_error(target, |e| transport_error(target, e)))?;
         self.counters.add_message_bytes(request_bytes, bytes.len() as u64);
         if !status.is_success() {
             let reason = serde_json::from_slice::<serde_json::Value>(&bytes)
@@ -320,6 +324,7 @@ impl Outbound for RestClient {
             "tcp_nodelay": true,
             "retries": "none",
             "proxy": "none",
+            "max_answer_bytes": MAX_ANSWER_BYTES,
         });
         let mut settings = settings;
         if self.http2 {

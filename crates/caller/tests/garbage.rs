@@ -202,12 +202,24 @@ async fn front_and_admin_refusals_carry_the_json_error_and_are_counted() {
     let array = http.post(&front).header("content-type", "application/json").body(r#"["id", 2]"#);
     let (status, reason) = json_error(array.send().await.unwrap()).await;
     assert_eq!((status, reason.contains("must be a JSON object")), (400, true), "{reason}");
+    // The front door decodes no coding: a body said to be compressed is a
+    // 415 naming the coding, not read as if it were plain.
+    let br = http.post(&front).header("content-type", "application/json").header("content-encoding", "br");
+    let (status, reason) = json_error(br.body(r#"{"requestId":"br","items":1}"#).send().await.unwrap()).await;
+    assert_eq!((status, reason.contains("\"br\"")), (415, true), "{reason}");
+    let identity = http.post(&front).header("content-encoding", "identity");
+    let plain = identity.json(&serde_json::json!({"requestId": "id", "items": 1})).send().await.unwrap();
+    assert_eq!(plain.status(), 200, "identity is no coding");
     let admin = format!("http://{}", s.caller.admin_addr);
     assert_eq!(json_error(http.get(format!("{admin}/metricz")).send().await.unwrap()).await.0, 404);
     let stats: telemetry::StatsSnapshot =
         http.get(format!("{admin}/stats")).send().await.unwrap().json().await.unwrap();
     let counted = &stats.listeners["front"].requests;
-    assert_eq!((counted["method_not_allowed"], counted["bad_request"]), (1, 1), "{counted:?}");
+    assert_eq!(
+        (counted["method_not_allowed"], counted["bad_request"], counted["unsupported_media_type"]),
+        (1, 1, 1),
+        "{counted:?}"
+    );
     assert_eq!(stats.admin.expect("admin answers are counted").requests["not_found"], 1);
     still_serves(&s).await;
 }
@@ -242,4 +254,59 @@ async fn a_caller_sheds_front_requests_over_its_work_budget() {
     assert_eq!(stats.settings["work_bytes_per_record"], 512);
     caller.stop().await;
     ds.stop().await;
+}
+
+/// A downstream that answers every request with a chunked body of `total`
+/// bytes of JSON-looking filler and then holds the connection open.
+async fn endless_downstream(total: usize) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = tcp.read(&mut buf).await;
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+                if tcp.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let piece = vec![b' '; 1 << 20];
+                let chunk = [format!("{:x}\r\n", piece.len()).into_bytes(), piece, b"\r\n".to_vec()].concat();
+                for _ in 0..total / (1 << 20) {
+                    if tcp.write_all(&chunk).await.is_err() {
+                        return;
+                    }
+                }
+                tokio::time::sleep(WITHIN).await;
+            });
+        }
+    });
+    addr
+}
+
+/// The REST client reads an answer up to the gRPC client's cap (256 MiB),
+/// not without end: a downstream answering 300 MiB and holding fails the
+/// call at the cap, counted `bad_response`, long before the call's timeout.
+#[tokio::test]
+async fn an_answer_over_the_cap_fails_the_call_and_is_counted() {
+    let ds = endless_downstream(300 << 20).await;
+    let config = caller::Config {
+        transport: caller::Transport::Rest,
+        downstream_rest: Some(format!("http://{ds}")),
+        downstream_timeout: WITHIN * 3,
+        ..caller::Config::default()
+    };
+    let caller = caller::start(config, CancellationToken::new()).await.unwrap();
+    let front = format!("http://{}/v1/call", caller.front_addr);
+    let call = reqwest::Client::new().post(&front).json(&serde_json::json!({"requestId": "big", "items": 1}));
+    let resp =
+        tokio::time::timeout(WITHIN * 2, call.send()).await.expect("failed at the cap, not the timeout").unwrap();
+    assert_eq!(resp.status(), 502);
+    let reason: serde_json::Value = resp.json().await.unwrap();
+    assert!(reason["error"].as_str().unwrap().contains("bytes this client reads"), "{reason}");
+    let stats = caller.registry.snapshot();
+    let client = stats.clients.values().next().expect("the REST client's counters");
+    assert_eq!(client.requests["bad_response"], 1, "{:?}", client.requests);
+    assert_eq!(stats.clients.len(), 1);
+    caller.stop().await;
 }

@@ -60,6 +60,7 @@ pub(super) fn classify(e: &FrontError) -> Outcome {
     match e {
         FrontError::Connect(..) => Outcome::Connect,
         FrontError::Http(_) | FrontError::Closed | FrontError::TooLarge => Outcome::BadResponse,
+        FrontError::Full { .. } => Outcome::AnswersFull,
     }
 }
 

@@ -20,7 +20,8 @@
 //! retries (but for a request that never went out, see `post_json`), no
 //! proxy, TCP_NODELAY; the timeout is the caller's.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -58,12 +59,92 @@ pub enum FrontError {
     /// The answer's body declared or ran past [`MAX_ANSWER_BYTES`].
     #[error("the answer's body is over the {MAX_ANSWER_BYTES} bytes read")]
     TooLarge,
+    /// The answers being read held the harness's whole [`AnswerBudget`]:
+    /// this one was cut, not held.
+    #[error(
+        "the harness held {held} bytes of answers at once, all answers together, and {max} is its limit \
+         (a caller answering large and slowly); this answer was cut"
+    )]
+    Full { held: usize, max: usize },
 }
 
 /// The largest answer body read from the caller's front door: the largest
 /// answer the contract allows (10,000 records of fan-out 10 as JSON) is tens
 /// of megabytes; a body declared or sent beyond this is refused, not held.
 pub const MAX_ANSWER_BYTES: usize = 256 << 20;
+
+/// The most answer bytes the harness holds at once, every answer being
+/// read together: [`MAX_ANSWER_BYTES`] bounds one answer, and a caller
+/// answering that much to every request and holding the connections would
+/// otherwise take the harness past its memory (3 GB in 12 s at 10 req/s,
+/// issue 51). Four of the largest answers; the contract's largest answer
+/// (10,000 records × fan-out 10 as JSON) is tens of MB.
+pub const MAX_HELD_ANSWER_BYTES: usize = 4 * MAX_ANSWER_BYTES;
+
+/// The bytes of answers held at once against one bound, shared by every
+/// exchange of every client that holds a clone. An answer whose next bytes
+/// do not fit is cut ([`FrontError::Full`]), counted as an error of class
+/// `answers_full`; the answers already held, and the run, go on.
+#[derive(Debug, Clone)]
+pub struct AnswerBudget {
+    held: Arc<AtomicUsize>,
+    max: usize,
+}
+
+impl AnswerBudget {
+    pub fn new(max: usize) -> Self {
+        AnswerBudget { held: Arc::new(AtomicUsize::new(0)), max }
+    }
+
+    /// The one budget of this process ([`MAX_HELD_ANSWER_BYTES`]), shared
+    /// by every front client.
+    pub fn process() -> Self {
+        static SHARED: OnceLock<AnswerBudget> = OnceLock::new();
+        SHARED.get_or_init(|| AnswerBudget::new(MAX_HELD_ANSWER_BYTES)).clone()
+    }
+
+    /// Bytes held now.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Acquire)
+    }
+
+    /// An empty hold on this budget.
+    pub(super) fn hold(&self) -> Held {
+        Held { budget: self.clone(), bytes: 0 }
+    }
+}
+
+/// What one answer holds of an [`AnswerBudget`], given back when dropped.
+#[derive(Debug)]
+pub struct Held {
+    budget: AnswerBudget,
+    bytes: usize,
+}
+
+impl Held {
+    /// Holds `bytes` in all (more or fewer than now), if the budget has room.
+    pub(super) fn resize(&mut self, bytes: usize) -> Result<(), FrontError> {
+        if bytes <= self.bytes {
+            self.budget.held.fetch_sub(self.bytes - bytes, Ordering::AcqRel);
+            self.bytes = bytes;
+            return Ok(());
+        }
+        let more = bytes - self.bytes;
+        let max = self.budget.max;
+        self.budget
+            .held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| (held + more <= max).then_some(held + more))
+            .map_err(|held| FrontError::Full { held, max })?;
+        self.bytes = bytes;
+        Ok(())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.budget.held.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
+}
 
 /// How one exchange on a connection came to nothing.
 #[derive(Debug)]
@@ -88,6 +169,8 @@ pub(super) enum Sent {
     Yes(hyper::Error),
     /// Sent, and answered with a body over [`MAX_ANSWER_BYTES`].
     TooLarge,
+    /// Sent, and its answer cut: the harness held its whole [`AnswerBudget`].
+    Full(FrontError),
 }
 
 /// An answer read whole: its body, bounded by [`MAX_ANSWER_BYTES`], and
@@ -103,6 +186,7 @@ pub(super) trait ReadAnswer: Sync {
         resp: hyper::Response<hyper::body::Incoming>,
         rx: &'a RxStamp,
         start: Instant,
+        held: Held,
     ) -> impl Future<Output = Result<Self::Output, Sent>> + Send + 'a;
 }
 
@@ -116,8 +200,9 @@ impl ReadAnswer for Whole {
         resp: hyper::Response<hyper::body::Incoming>,
         rx: &'a RxStamp,
         start: Instant,
+        held: Held,
     ) -> impl Future<Output = Result<FrontAnswer, Sent>> + Send + 'a {
-        read_whole(resp, rx, start)
+        read_whole(resp, rx, start, held)
     }
 }
 
@@ -125,20 +210,24 @@ async fn read_whole(
     resp: hyper::Response<hyper::body::Incoming>,
     rx: &RxStamp,
     start: Instant,
+    mut held: Held,
 ) -> Result<FrontAnswer, Sent> {
-    let (parts, body) = resp.into_parts();
+    let (parts, mut body) = resp.into_parts();
     // A declared length over the bound is refused before a byte is read.
     if hyper::body::Body::size_hint(&body).lower() > MAX_ANSWER_BYTES as u64 {
         return Err(Sent::TooLarge);
     }
-    let body = http_body_util::Limited::new(body, MAX_ANSWER_BYTES)
-        .collect()
-        .await
-        .map_err(|e| match e.downcast::<hyper::Error>() {
-            Ok(e) => Sent::Yes(*e),
-            Err(_) => Sent::TooLarge,
-        })?
-        .to_bytes();
+    // Each piece is held against the budget before it is kept.
+    let mut whole = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(Sent::Yes)?.into_data() else { continue };
+        if whole.len() + data.len() > MAX_ANSWER_BYTES {
+            return Err(Sent::TooLarge);
+        }
+        held.resize(whole.len() + data.len()).map_err(Sent::Full)?;
+        whole.extend_from_slice(&data);
+    }
+    let body = whole.freeze();
     // A stamp from before this exchange began cannot be its answer's
     // (a stepped wall clock): the clock is taken instead.
     let stamp = rx.arrived().filter(|at| *at >= start);
@@ -148,6 +237,7 @@ async fn read_whole(
         body,
         arrived: stamp.unwrap_or_else(Instant::now),
         kernel_stamped: stamp.is_some(),
+        _held: held,
     })
 }
 
@@ -162,11 +252,15 @@ pub struct FrontAnswer {
     pub arrived: Instant,
     /// Whether `arrived` is the kernel's stamp.
     pub kernel_stamped: bool,
+    /// The body's bytes held against the [`AnswerBudget`] until it is dropped.
+    _held: Held,
 }
 
 /// POSTs JSON to one URL over kept-alive HTTP/1.1 connections.
 pub struct FrontClient {
     url: String,
+    /// What every answer being read holds, with every other client's.
+    budget: AnswerBudget,
     /// `host:port` to connect to and to send as `Host`.
     authority: String,
     host: HeaderValue,
@@ -181,8 +275,14 @@ impl std::fmt::Debug for FrontClient {
 }
 
 impl FrontClient {
-    /// A client for `url` (`http://host:port/path`).
+    /// A client for `url` (`http://host:port/path`), its answers held
+    /// against the process's [`AnswerBudget`].
     pub fn new(url: &str) -> anyhow::Result<Self> {
+        Self::with_budget(url, AnswerBudget::process())
+    }
+
+    /// [`FrontClient::new`] with answers held against `budget`.
+    pub fn with_budget(url: &str, budget: AnswerBudget) -> anyhow::Result<Self> {
         let uri: Uri = url.parse().map_err(|e| anyhow::anyhow!("front URL {url:?}: {e}"))?;
         anyhow::ensure!(uri.scheme_str() == Some("http"), "front URL {url:?}: only http:// is spoken on the front hop");
         let host = uri.host().ok_or_else(|| anyhow::anyhow!("front URL {url:?} has no host"))?;
@@ -196,6 +296,7 @@ impl FrontClient {
         let path = uri.path_and_query().map_or("/", |p| p.as_str()).parse()?;
         Ok(FrontClient {
             url: url.to_owned(),
+            budget,
             host: HeaderValue::from_str(&authority)?,
             authority,
             path,
@@ -303,7 +404,7 @@ impl FrontClient {
                 Some(_) => Sent::No,
                 None => Sent::Yes(e.into_error()),
             })?;
-            read.read(resp, rx, start).await
+            read.read(resp, rx, start, self.budget.hold()).await
         };
         // Poll the exchange and the connection together. The connection can
         // end in the same poll that delivers the answer (a server that
@@ -322,6 +423,7 @@ impl FrontClient {
             (Some(Ok(a)), Some(_)) => Ok((a, false)),
             (Some(Err(Sent::No)), _) => Err(Attempt::Unsent),
             (Some(Err(Sent::TooLarge)), _) => failed(FrontError::TooLarge),
+            (Some(Err(Sent::Full(e))), _) => failed(e),
             (Some(Err(Sent::Yes(e))), Some(Err(first))) if e.is_canceled() => failed(FrontError::Http(first)),
             (Some(Err(Sent::Yes(e))), _) if e.is_canceled() => failed(FrontError::Closed),
             (Some(Err(Sent::Yes(e))), _) => failed(FrontError::Http(e)),
@@ -590,6 +692,46 @@ mod tests {
         let client = FrontClient::new(&format!("http://{addr}/v1/call")).unwrap();
         assert!(matches!(client.post_json("{}".into()).await, Err(FrontError::Http(_))));
         assert_eq!(client.idle_connections(), 0);
+    }
+
+    /// A caller answering large and holding: each answer is under the
+    /// per-answer bound, but together they would pass the harness's total.
+    /// The answer that would pass it is cut at once, the one held goes on,
+    /// and its bytes are given back when it ends.
+    #[tokio::test]
+    async fn answers_held_together_are_bounded_and_the_overflow_is_cut() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1/call", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    let _ = tcp.read(&mut buf).await;
+                    let _ = tcp.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2097152\r\n\r\n").await;
+                    let _ = tcp.write_all(&vec![b' '; 768 * 1024]).await;
+                    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+                });
+            }
+        });
+        let budget = AnswerBudget::new(1 << 20);
+        let client = std::sync::Arc::new(FrontClient::with_budget(&url, budget.clone()).unwrap());
+        let first = tokio::spawn({
+            let client = client.clone();
+            async move { client.post_json("{}".into()).await }
+        });
+        let started = Instant::now();
+        while budget.held() < 768 * 1024 {
+            assert!(started.elapsed() < std::time::Duration::from_secs(10), "held {}", budget.held());
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let second = tokio::time::timeout(std::time::Duration::from_secs(10), client.post_json("{}".into())).await;
+        let second = second.expect("cut at once, not held");
+        assert!(matches!(second, Err(FrontError::Full { max: 1048576, .. })), "{second:?}");
+        assert_eq!(super::super::answer::classify(&second.unwrap_err()), super::super::Outcome::AnswersFull);
+        assert!(!first.is_finished(), "the answer held is still being read");
+        first.abort();
+        let _ = first.await;
+        assert_eq!(budget.held(), 0, "an answer given up gives its bytes back");
     }
 
     #[tokio::test]

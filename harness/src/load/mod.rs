@@ -57,6 +57,9 @@ pub enum Outcome {
     Dropped,
     /// A stream that ended before its last item (its record says after how many).
     StreamCut,
+    /// An answer cut by the harness: the answers being read held all the
+    /// bytes it holds at once (`front::MAX_HELD_ANSWER_BYTES`).
+    AnswersFull,
 }
 
 impl Outcome {
@@ -72,6 +75,7 @@ impl Outcome {
             Outcome::BadResponse => Some("bad_response".into()),
             Outcome::Dropped => Some("dropped".into()),
             Outcome::StreamCut => Some("stream_cut".into()),
+            Outcome::AnswersFull => Some("answers_full".into()),
         }
     }
 }
