@@ -32,7 +32,15 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
         started_seconds: input.from_seconds,
         window_seconds: window,
         requests: Requests { scheduled: input.scheduled, sent: rec.sent, ok: rec.ok, errors: rec.errors.clone() },
-        throughput: throughput(input.config, rec.sent, rec.ok, input.scheduled, window),
+        // Streams a second signal cut were sent, but had no chance to end:
+        // the rates are over the requests that could.
+        throughput: throughput(
+            input.config,
+            rec.sent.saturating_sub(rec.cut_streams),
+            rec.ok,
+            input.scheduled.saturating_sub(rec.cut_streams),
+            window,
+        ),
         latency: latency(rec, input.config.deploy.target == crate::config::TargetTier::Caller),
         histograms: histograms(rec, input.config.streams.is_some()),
         resources,

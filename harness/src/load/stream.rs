@@ -16,7 +16,7 @@ use hyper::StatusCode;
 use payload::{StreamItem, StreamRequest};
 
 use super::answer::{Answer, classify, error_body_reason, no_answer_within};
-use super::front::{FrontClient, FrontError, MAX_ANSWER_BYTES, ReadAnswer, Sent};
+use super::front::{FrontClient, FrontError, Held, MAX_ANSWER_BYTES, ReadAnswer, Sent};
 use super::stamped::RxStamp;
 use super::{Outcome, StreamFacts};
 use crate::config::Streams;
@@ -103,8 +103,9 @@ impl ReadAnswer for Items {
         resp: hyper::Response<hyper::body::Incoming>,
         rx: &'a RxStamp,
         start: Instant,
+        held: Held,
     ) -> impl Future<Output = Result<StreamAnswer, Sent>> + Send + 'a {
-        read_items(resp, rx, start, self)
+        read_items(resp, rx, start, self, held)
     }
 }
 
@@ -229,17 +230,30 @@ async fn read_items(
     rx: &RxStamp,
     start: Instant,
     how: &Items,
+    mut held: Held,
 ) -> Result<StreamAnswer, Sent> {
     let (parts, mut body) = resp.into_parts();
     let mut answer = StreamAnswer { status: parts.status, items: Vec::new(), cut: None, refusal: None };
     let mut buf = BytesMut::new();
     let mut last: Option<(u64, Instant)> = None;
     while let Some(frame) = body.frame().await {
-        let Ok(data) = frame.map_err(Sent::Yes)?.into_data() else { continue };
-        // The bound is on what is held: one item's line (or a refusal).
+        let frame = match frame {
+            // A connection that fails after items arrived cuts the stream:
+            // the items it delivered were measured and are kept.
+            Err(e) if answer.status == StatusCode::OK && !answer.items.is_empty() => {
+                let after_items = answer.items.len() as u64;
+                answer.cut = Some(StreamCut { reason: format!("the connection failed: {e}"), after_items });
+                return Ok(answer);
+            }
+            other => other.map_err(Sent::Yes)?,
+        };
+        let Ok(data) = frame.into_data() else { continue };
+        // The bound is on what is held: one item's line (or a refusal),
+        // held against the harness's budget with every other answer's.
         if buf.len() + data.len() > MAX_ANSWER_BYTES {
             return Err(Sent::TooLarge);
         }
+        held.resize(buf.len() + data.len()).map_err(Sent::Full)?;
         // A stamp from before this exchange began cannot be this read's.
         // Frames cut from one read share its stamp, converted once (each
         // conversion to the monotonic clock moves by a few ns).
@@ -264,6 +278,8 @@ async fn read_items(
             let checked = how.check.as_ref().map(|req| check_item(req, index, &json));
             let json = if checked.is_some() { Bytes::new() } else { json };
             answer.items.push(StreamedItem { json, checked, arrived, kernel_stamped: stamp.is_some(), taken });
+            // A checked item's line is let go; only what is left is held.
+            held.resize(buf.len()).map_err(Sent::Full)?;
             if !how.consumer_delay.is_zero() {
                 tokio::time::sleep(how.consumer_delay).await;
             }
@@ -322,6 +338,32 @@ mod tests {
         for i in &a.items {
             assert!(i.taken >= i.arrived);
         }
+    }
+
+    /// A connection that fails mid-stream (the tiers stopped under it at a
+    /// second Ctrl-C) cuts the stream; the items that arrived are kept.
+    #[tokio::test]
+    async fn a_connection_failing_mid_stream_keeps_the_items_that_arrived() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1/stream", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            let _ = tcp.read(&mut buf).await.unwrap();
+            let head = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+            tcp.write_all(head.as_bytes()).await.unwrap();
+            let items = "{\"index\":0}\n{\"index\":1}\n";
+            tcp.write_all(format!("{:x}\r\n{items}\r\n", items.len()).as_bytes()).await.unwrap();
+            // Gone without the chunked body's end.
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            drop(tcp);
+        });
+        let client = FrontClient::new(&url).unwrap();
+        let a = client.post_stream("{}".into(), Duration::ZERO).await.expect("the items that arrived");
+        assert_eq!(a.items.len(), 2);
+        let cut = a.cut.expect("cut");
+        assert_eq!(cut.after_items, 2);
+        assert!(cut.reason.starts_with("the connection failed"), "{}", cut.reason);
     }
 
     #[tokio::test]

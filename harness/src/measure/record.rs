@@ -40,6 +40,10 @@ pub struct RoundRecord {
     /// their tiers were being stopped under them, so they are left out of
     /// every count, as the README says.
     pub left_out: u64,
+    /// Streams in flight at a second signal: sent, and their items (what
+    /// was measured of them) kept, but neither ok nor an error; the
+    /// round's rates leave them out, as they leave out `left_out`.
+    pub cut_streams: u64,
 }
 
 impl Default for RoundRecord {
@@ -54,6 +58,7 @@ impl Default for RoundRecord {
             sent: 0,
             ok: 0,
             left_out: 0,
+            cut_streams: 0,
             kernel_stamped: 0,
             errors: BTreeMap::new(),
         }
@@ -108,6 +113,7 @@ pub struct CompactRecord {
     pub kernel_stamped: u64,
     pub errors: BTreeMap<String, u64>,
     pub left_out: u64,
+    pub cut_streams: u64,
 }
 
 impl RoundRecord {
@@ -137,6 +143,7 @@ impl RoundRecord {
             kernel_stamped: self.kernel_stamped,
             errors: self.errors,
             left_out: self.left_out,
+            cut_streams: self.cut_streams,
         }
     }
 }
@@ -168,6 +175,7 @@ impl CompactRecord {
             kernel_stamped: self.kernel_stamped,
             errors: self.errors.clone(),
             left_out: self.left_out,
+            cut_streams: self.cut_streams,
         }
     }
 
@@ -178,6 +186,22 @@ impl CompactRecord {
 }
 
 impl RoundRecord {
+    /// A stream the second signal cut: sent, its items and their delays
+    /// kept, neither ok nor an error.
+    pub fn add_cut_stream(&mut self, f: &crate::load::StreamFacts, due: std::time::Instant) {
+        self.sent += 1;
+        self.cut_streams += 1;
+        let st = self.stream.get_or_insert_with(StreamRecord::default);
+        st.items += f.items;
+        if let Some(first) = f.first {
+            let first_us = first.saturating_duration_since(due).as_micros().min(u128::from(u64::MAX)) as u64;
+            st.first_item.saturating_record(first_us);
+        }
+        for d in &f.delays_us {
+            st.item_delay.saturating_record(*d);
+        }
+    }
+
     pub fn add(&mut self, shot: &Shot) {
         let us = |d: std::time::Duration| d.as_micros().min(u128::from(u64::MAX)) as u64;
         if let Some(class) = shot.outcome.error_class() {
@@ -248,7 +272,12 @@ pub async fn collect(
             },
         };
         if shot.outcome != Outcome::Ok && cut_at.get().is_some_and(|cut| shot.done >= *cut) {
-            round.left_out += 1;
+            // A stream in flight at the cut was sent and delivered items:
+            // those were measured and are kept. Any other request is left out.
+            match &shot.stream {
+                Some(facts) if shot.sent.is_some() => round.add_cut_stream(facts, shot.due),
+                _ => round.left_out += 1,
+            }
             continue;
         }
         round.add(&shot);
@@ -341,6 +370,42 @@ mod tests {
         assert_eq!((r.sent, r.ok, r.left_out), (2, 1, 2));
         assert_eq!(r.errors.get("bad_response"), Some(&1));
         assert!(!r.errors.contains_key("connect"));
+    }
+
+    /// A second signal during streams: a stream in flight at the cut was
+    /// sent and its items were measured; they are kept (not left out, not
+    /// an error), and survive compaction.
+    #[tokio::test]
+    async fn streams_in_flight_at_the_cut_keep_their_items() {
+        let t = Instant::now();
+        let facts = crate::load::StreamFacts {
+            first: Some(t + Duration::from_millis(20)),
+            items: 3,
+            delays_us: vec![1_000, 2_000, 3_000],
+            cut_after: Some(3),
+            ..Default::default()
+        };
+        let cut_stream = Shot {
+            index: 0,
+            due: t,
+            sent: Some(t),
+            done: t + Duration::from_millis(150),
+            outcome: Outcome::StreamCut,
+            downstream_us: None,
+            kernel_stamped: false,
+            stream: Some(Box::new(facts)),
+        };
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let cut = Arc::new(std::sync::OnceLock::new());
+        cut.set(t + Duration::from_millis(100)).unwrap();
+        tx.send(cut_stream).unwrap();
+        drop(tx);
+        let r = collect(rx, Arc::new(AtomicU64::new(0)), CancellationToken::new(), cut).await.compact().expand();
+        assert_eq!((r.sent, r.ok, r.left_out, r.cut_streams), (1, 0, 0, 1));
+        assert!(r.errors.is_empty(), "{:?}", r.errors);
+        let st = r.stream.expect("the stream's items");
+        assert_eq!((st.items, st.item_delay.len(), st.first_item.len()), (3, 3, 1));
+        assert!(st.item_delay.max() >= 2_999);
     }
 
     #[test]
