@@ -302,3 +302,31 @@ fn a_connection_count_over_the_open_files_limit_is_refused_before_starting() {
     assert_none_left("nofile", Duration::from_secs(2));
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn a_second_ctrl_c_during_streams_keeps_the_streams_measured_items() {
+    let out = out_dir("sigint2-streams");
+    // Streams of 2 s (100 items 20 ms apart), one started every 100 ms: at
+    // the second signal none has ended, and a dozen are delivering items.
+    let flags = "--transport grpc-stream --stream-items 100 --stream-interval 20ms --qps 10 --duration 4s \
+                 --rounds 1 --timeout 30s";
+    let mut h = short_run(&out).flags(flags).start();
+    h.sleep_until(Duration::from_millis(1300));
+    let pid = h.child.id() as i32;
+    signal(pid, Signal::SIGINT);
+    h.sleep_until(Duration::from_millis(1500));
+    signal(pid, Signal::SIGINT);
+    assert_eq!(h.wait(EXIT_LIMIT), Some(130), "{}", h.stderr());
+    assert_none_left(&h.mark, Duration::from_secs(5));
+    let run = load(&run_folder(&out));
+    assert_eq!(run.status, RunStatus::Interrupted);
+    let r = &run.rounds[0];
+    assert!(!r.complete);
+    // The streams in flight were sent and delivered items: kept, not errors.
+    assert!(r.requests.sent >= 5 && r.requests.scheduled >= r.requests.sent, "{:?}", r.requests);
+    assert!(r.requests.errors.is_empty(), "{:?}", r.requests);
+    let stream = r.stream.as_ref().expect("the streams' figures");
+    assert!(stream.items >= 20 && stream.item_delay.is_some(), "{stream:?}");
+    assert!(!run.validity.iter().any(|v| v.contains("did not keep up")), "{:?}", run.validity);
+    let _ = std::fs::remove_dir_all(&out);
+}

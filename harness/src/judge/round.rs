@@ -115,7 +115,9 @@ pub fn throughput(config: &Config, sent: u64, ok: u64, scheduled: u64, window_se
         target_qps: (!config.load.closed_loop).then_some(qps),
         send_rate: sent as f64 / span,
         ok_per_second: ok as f64 / span,
-        achieved_ratio: (!config.load.closed_loop).then(|| ok as f64 / span / qps),
+        // Nothing due (a round cut before its first due time, or whose every
+        // request the cut caught): no rate to reach, not 0% of one.
+        achieved_ratio: (!config.load.closed_loop && scheduled > 0).then(|| ok as f64 / span / qps),
     }
 }
 
@@ -489,9 +491,9 @@ mod tests {
         // Dropped requests were due: they count against the target.
         let t = throughput(&cfg, 900, 900, 1000, 10.0);
         assert_eq!((t.send_rate, t.achieved_ratio), (90.0, Some(0.9)));
-        // Nothing due: the window is all there is.
+        // Nothing due: the window is all there is, and no rate was there to reach.
         let t = throughput(&cfg, 0, 0, 0, 2.0);
-        assert_eq!((t.ok_per_second, t.achieved_ratio), (0.0, Some(0.0)));
+        assert_eq!((t.ok_per_second, t.achieved_ratio), (0.0, None));
         // One of four generators targets a quarter of the rate: its 250 due span 10 s.
         cfg.generators.segment = Some(crate::config::Segment { index: 1, count: 4, sample_tiers: false });
         let t = throughput(&cfg, 250, 250, 250, 10.0);

@@ -76,4 +76,11 @@ mod tests {
         let long = vec![b'x'; 2 * MAX_REASON_BYTES];
         assert_eq!(error_body_reason(&long).len(), MAX_REASON_BYTES);
     }
+
+    #[test]
+    fn an_answer_the_harness_cut_is_its_own_class() {
+        let full = classify(&FrontError::Full { held: 10, max: 8 });
+        assert_eq!((full, full.error_class().as_deref()), (Outcome::AnswersFull, Some("answers_full")));
+        assert_eq!(classify(&FrontError::TooLarge), Outcome::BadResponse);
+    }
 }

@@ -727,7 +727,6 @@ mod tests {
         let second = tokio::time::timeout(std::time::Duration::from_secs(10), client.post_json("{}".into())).await;
         let second = second.expect("cut at once, not held");
         assert!(matches!(second, Err(FrontError::Full { max: 1048576, .. })), "{second:?}");
-        assert_eq!(super::super::answer::classify(&second.unwrap_err()), super::super::Outcome::AnswersFull);
         assert!(!first.is_finished(), "the answer held is still being read");
         first.abort();
         let _ = first.await;

@@ -129,13 +129,16 @@ pub(super) async fn stream_request(index: u64, timeout: Duration, client: &Front
         return Answer::clocked(Outcome::Status(answer.status.as_u16()), reason);
     }
     let (facts, failure) = stream_facts(&req, &answer, anchor);
-    let last = answer.items.last();
+    let (last, failed) = (answer.items.last(), failure.is_some());
     let (outcome, reason) = match failure {
         Some((outcome, reason)) => (outcome, Some(reason)),
         None => (Outcome::Ok, None),
     };
     Answer {
-        done: last.map_or_else(Instant::now, |i| i.arrived),
+        // A whole stream is done at its last item's arrival; a failed one
+        // when its failure was seen (a cut the user's second signal caused
+        // is told apart by that time: `measure::record::collect`).
+        done: last.filter(|_| !failed).map_or_else(Instant::now, |i| i.arrived),
         outcome,
         downstream_us: None,
         kernel_stamped: last.is_some_and(|i| i.kernel_stamped),
