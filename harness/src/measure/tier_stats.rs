@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use telemetry::{CountersSnapshot, ProcessSnapshot, ProcessStats, StatsSnapshot};
+use telemetry::{CallTally, CountersSnapshot, ProcessSnapshot, ProcessStats, StatsSnapshot};
 
 use super::cgroup::CpuStat;
 use super::steal::CpuTicks;
@@ -217,9 +217,29 @@ pub struct Deltas {
     pub replicas: Vec<ReplicaDelta>,
     /// The hypervisor's steal, % of the machine's CPU ticks between the reads.
     pub steal_percent: Option<f64>,
+    /// What the round's own calls carried on the front hop and the internal
+    /// hop, whenever each ended (read after the last of them); `None` where
+    /// the calls do not name their segment (the built-in call) or no read
+    /// after them was made.
+    pub front_calls: Option<CallTally>,
+    pub internal_calls: Option<CallTally>,
 }
 
 impl Deltas {
+    /// These deltas with the own calls of load segment `segment`, from
+    /// `settled`, a read made once they had all ended.
+    pub fn with_own_calls(self, settled: Option<&Snapshot>, segment: u64, internal_listener: &str) -> Deltas {
+        let of = |stats: Option<&StatsSnapshot>, name: &str| {
+            stats?.listeners.get(name)?.segments.get(&segment).copied().filter(|t| t.calls > 0)
+        };
+        let Some(s) = settled else { return self };
+        Deltas {
+            front_calls: of(s.caller.as_ref(), "front"),
+            internal_calls: of(s.downstream.as_ref(), internal_listener),
+            ..self
+        }
+    }
+
     /// `end - start`, the internal hop read from the downstream's
     /// `internal_listener` (`grpc` or `rest`).
     pub fn between(start: &Snapshot, end: &Snapshot, internal_listener: &str) -> Deltas {
@@ -266,6 +286,8 @@ impl Deltas {
                     }
                 })
                 .collect(),
+            front_calls: None,
+            internal_calls: None,
         }
     }
 }
