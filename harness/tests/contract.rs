@@ -416,3 +416,58 @@ fn a_rate_sweep_measures_the_contract_at_every_step() {
     assert!(md.contains("shop.v1.Orders/Get"), "{md}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Eight answers of very different sizes: each round's message bytes per
+/// request are its own calls' mean, to the byte, on every hop. A round's
+/// counters window opens with the warm-up's last calls still in flight
+/// (each is held 100 ms) and closes before its own last ones end; the
+/// warm-up's and the round's lengths are chosen so those are other data
+/// lines (12 calls of warm-up, 40 of round, 8 lines), so the window's mix
+/// is not the round's.
+#[test]
+fn message_bytes_per_request_are_the_rounds_own_calls_mean_to_the_byte() {
+    let dir = out_dir("contract-own-calls");
+    let proto = shop(&dir).display().to_string();
+    let sizes: [usize; 8] = [100, 3_000, 40_000, 1_000, 120_000, 10, 60_000, 7_000];
+    let lines: Vec<String> = sizes
+        .iter()
+        .enumerate()
+        .map(|(k, len)| {
+            let signature = "A".repeat(len.div_ceil(3) * 4);
+            format!(r#"{{"id":"{}","signature":"{signature}"}}"#, k + 1)
+        })
+        .collect();
+    let varint_len = |v: usize| (usize::BITS - v.max(1).leading_zeros()).div_ceil(7) as usize;
+    // Protobuf by hand: id (tag + one-byte varint), signature (tag, length, bytes).
+    let pb: Vec<usize> =
+        sizes.iter().map(|len| 2 + 1 + varint_len(len.div_ceil(3) * 3) + len.div_ceil(3) * 3).collect();
+    // The proto3 JSON mapping prints each line exactly as written.
+    let json: Vec<usize> = lines.iter().map(String::len).collect();
+    let requests = write(&dir, "requests.jsonl", &format!("{REQUEST}\n"));
+    let answers = write(&dir, "answers.jsonl", &(lines.join("\n") + "\n"));
+    let out = dir.join("out");
+    let o = short_run(&out)
+        .args(&["--proto", &proto, "--call", "shop.v1.Orders/Get", "--request-data", &requests])
+        .args(&["--response-data", &answers])
+        .flags("--transport grpc,rest --qps 40 --warmup 300ms --warmup-ramp 0s --duration 1s --delay 100ms --rounds 2")
+        .output();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    for (arm, answer_sizes, request) in [("grpc", &pb, REQUEST_PB), ("rest", &json, REQUEST.len())] {
+        let run = load(&folder.join(arm));
+        assert_eq!(run.rounds.len(), 2, "{arm}");
+        for r in &run.rounds {
+            let n = r.requests.sent;
+            assert!(n >= 39 && r.requests.ok == n && r.requests.scheduled == n, "{arm}: {:?}", r.requests);
+            // Call i of a round answers line i mod 8, from its first call on.
+            let own = |sizes: &[usize]| (0..n).map(|i| sizes[(i % 8) as usize] as u64).sum::<u64>() as f64 / n as f64;
+            let hop = &r.bytes.internal;
+            assert_eq!(hop.response_message_bytes_per_request, Some(own(answer_sizes)), "{arm} round {}", r.index);
+            assert_eq!(hop.request_message_bytes_per_request, Some(request as f64), "{arm} round {}", r.index);
+            // The front answer is the JSON array of the one answer.
+            let front: Vec<usize> = json.iter().map(|j| j + 2).collect();
+            assert_eq!(r.bytes.front.response_message_bytes_per_request, Some(own(&front)), "{arm} front");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -21,6 +21,7 @@ mod gates;
 mod helpers;
 mod launchers;
 mod link;
+mod own_cpu;
 mod provenance;
 mod proxy;
 mod rebuild;

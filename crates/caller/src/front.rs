@@ -262,11 +262,24 @@ async fn call(State(front): State<Arc<Front>>, headers: HeaderMap, body: Body) -
 }
 
 async fn call_custom(State(front): State<Arc<Front>>, headers: HeaderMap, body: Body) -> Response {
-    let (result, request_bytes) = match read_json::<CustomCall>(&headers, body, &front.body).await {
-        Ok((call, n)) => (front.handle_custom(call).await, n as u64),
-        Err(e) => (Err(e), 0),
+    let (result, request_bytes, number) = match read_json::<CustomCall>(&headers, body, &front.body).await {
+        Ok((call, n)) => {
+            let number = call.request_id.parse::<u64>().ok();
+            (front.handle_custom(call).await, n as u64, number)
+        }
+        Err(e) => (Err(e), 0, None),
     };
-    answered(&front, result, request_bytes)
+    let resp = answered(&front, result, request_bytes);
+    // The call's bytes counted under the load segment its number names too.
+    if let Some(n) = number {
+        let response_bytes = if resp.status().is_success() {
+            axum::body::HttpBody::size_hint(resp.body()).exact().unwrap_or(0)
+        } else {
+            0
+        };
+        front.front_counters.add_call(contract::call_segment(n), request_bytes, response_bytes);
+    }
+    resp
 }
 
 /// Counts a front answer and its message bytes by outcome.

@@ -6,8 +6,8 @@
 //! Every tier and the harness build the same [`Contract`] from the same
 //! files, and refuse to start on a mismatch: the descriptor set's SHA-256
 //! names what was compiled. A call's number picks its messages: call *n*
-//! sends request *n* mod R and is answered with answer *n* mod A
-//! ([`pick`]); the number travels as the request's [`CALL_HEADER`], the
+//! sends request *i* mod R and is answered with answer *i* mod A, *i* its
+//! place in its load segment ([`pick`]); the number travels as the request's [`CALL_HEADER`], the
 //! request id every production hop propagates, so the downstream answers
 //! without looking the request up.
 //!
@@ -34,9 +34,27 @@ pub use generate::{GenerateSpec, generate};
 /// propagates, here the number that picks the answer.
 pub const CALL_HEADER: &str = "x-request-id";
 
-/// The index of call `n`'s message in a list of `count` (`n` mod `count`).
+/// The bit a call number's load segment starts at: the harness numbers
+/// call *i* of its *s*-th segment (a warm-up or a round) `s·2^40 + i`, so a
+/// tier can tell which segment a call belongs to ([`call_segment`]) and
+/// count its bytes there, however late it ends.
+pub const SEGMENT_SHIFT: u32 = 40;
+
+/// The load segment call `n` belongs to (0 for a number without one).
+pub fn call_segment(n: u64) -> u64 {
+    n >> SEGMENT_SHIFT
+}
+
+/// Call `n`'s place in its segment.
+pub fn call_index(n: u64) -> u64 {
+    n & ((1 << SEGMENT_SHIFT) - 1)
+}
+
+/// The index of call `n`'s message in a list of `count`: its place in its
+/// segment mod `count`, so every segment sends the same messages in the
+/// same order (every round of every arm the same mix).
 pub fn pick(n: u64, count: usize) -> usize {
-    (n % count.max(1) as u64) as usize
+    (call_index(n) % count.max(1) as u64) as usize
 }
 
 /// The call number a [`CALL_HEADER`] value carries; `0` for one that
@@ -344,6 +362,9 @@ mod tests {
     #[test]
     fn call_numbers_pick_messages_round_robin() {
         assert_eq!((pick(0, 3), pick(4, 3), pick(7, 1)), (0, 1, 0));
+        // A segment's calls pick from its own first call on.
+        let n = (5 << SEGMENT_SHIFT) + 4;
+        assert_eq!((pick(n, 3), call_segment(n), call_index(n)), (1, 5, 4));
         assert_eq!(call_number(Some(b"42")), 42);
         assert_eq!((call_number(Some(b"x")), call_number(None)), (0, 0));
     }

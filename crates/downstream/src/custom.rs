@@ -57,6 +57,16 @@ impl Custom {
         let permit = core.hold(n, core.budget.weigh(0, self.answer_bytes[i])).await?;
         Ok((self.loaded.answers.messages[i].clone(), permit))
     }
+
+    /// Call `n`'s answer's protobuf size: what the codec writes for it.
+    fn answer_bytes(&self, n: u64) -> u64 {
+        self.answer_bytes[contract::pick(n, self.answer_bytes.len())]
+    }
+}
+
+/// Counts call `n` and its message bytes under the load segment it belongs to.
+fn count_call(counters: &Counters, n: u64, request_bytes: u64, response_bytes: u64) {
+    counters.add_call(contract::call_segment(n), request_bytes, response_bytes);
 }
 
 fn call_number(headers: &http::HeaderMap) -> u64 {
@@ -141,6 +151,8 @@ impl UnaryService<Received> for ProtobufMethod {
             drop(request);
             let answered = shared.custom.answer(&shared.core, n).await;
             shared.counters.add_message_bytes(request_bytes, 0);
+            let answer_bytes = if answered.is_ok() { shared.custom.answer_bytes(n) } else { 0 };
+            count_call(&shared.counters, n, request_bytes, answer_bytes);
             let (answer, permit) = answered.map_err(|e| fetch_status(&e, shed.as_ref()))?;
             let mut resp = GrpcResponse::new(answer);
             resp.extensions_mut().insert(HeldUntilSent::new(permit));
@@ -173,12 +185,14 @@ impl UnaryService<Bytes> for JsonMethod {
                 Ok((answer, permit)) => {
                     let json = contract::to_json(&answer);
                     shared.counters.add_message_bytes(request_bytes, json.len() as u64);
+                    count_call(&shared.counters, n, request_bytes, json.len() as u64);
                     let mut resp = GrpcResponse::new(Bytes::from(json));
                     resp.extensions_mut().insert(HeldUntilSent::new(permit));
                     Ok(resp)
                 }
                 Err(status) => {
                     shared.counters.add_message_bytes(request_bytes, 0);
+                    count_call(&shared.counters, n, request_bytes, 0);
                     Err(status)
                 }
             }
@@ -229,7 +243,7 @@ async fn rest_call(State(st): State<Arc<RestShared>>, headers: HeaderMap, body: 
             .await
         }
     };
-    rest_answered(&st, result, request_bytes)
+    rest_answered(&st, result, request_bytes, call_number(&headers))
 }
 
 /// The method at its `google.api.http` route: the message read from the
@@ -253,7 +267,7 @@ pub fn rest_annotated(
                 let input = st.custom.loaded.contract.input();
                 let decode = |bytes: &[u8]| rule.message(&input, &vars, query.as_deref(), bytes).map(|_| ());
                 let (result, request_bytes) = rest_answer(&st, &headers, body, decode, Encoding::Json).await;
-                rest_answered(&st, result, request_bytes)
+                rest_answered(&st, result, request_bytes, call_number(&headers))
             }
         },
     ))
@@ -263,10 +277,12 @@ fn rest_answered(
     st: &RestShared,
     result: Result<(Encoding, Vec<u8>, WorkPermit), ApiError>,
     request_bytes: usize,
+    n: u64,
 ) -> Response {
     match result {
         Ok((encoding, encoded, permit)) => {
             st.counters.add_message_bytes(request_bytes as u64, encoded.len() as u64);
+            count_call(&st.counters, n, request_bytes as u64, encoded.len() as u64);
             st.counters.record("ok");
             let mut resp = encoding.response(encoded);
             resp.extensions_mut().insert(HeldUntilSent::new(permit));
@@ -274,6 +290,7 @@ fn rest_answered(
         }
         Err(e) => {
             st.counters.add_message_bytes(request_bytes as u64, 0);
+            count_call(&st.counters, n, request_bytes as u64, 0);
             st.counters.record(e.outcome());
             e.into_response()
         }

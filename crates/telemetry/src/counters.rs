@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use serde::{Deserialize, Serialize};
 
+use crate::calls::{CallTally, SegmentTallies};
 use crate::handshakes::{TlsSnapshot, TlsTally};
 use crate::streams::{StreamSnapshot, StreamTally};
 
@@ -40,6 +41,8 @@ pub struct Counters {
     tls: OnceLock<TlsTally>,
     /// What streamed answers did, once the listener streams one.
     streams: OnceLock<StreamTally>,
+    /// Calls and their message bytes by the load segment their id names.
+    segments: SegmentTallies,
 }
 
 impl Counters {
@@ -61,6 +64,7 @@ impl Counters {
             outcomes: outcomes.iter().map(|o| (*o, AtomicU64::new(0))).collect(),
             tls: OnceLock::new(),
             streams: OnceLock::new(),
+            segments: SegmentTallies::default(),
         }
     }
 
@@ -87,6 +91,13 @@ impl Counters {
     pub fn add_message_bytes(&self, request: u64, response: u64) {
         self.message_bytes_in.fetch_add(request, Relaxed);
         self.message_bytes_out.fetch_add(response, Relaxed);
+    }
+
+    /// Counts one call of load segment `segment` (the one its request id
+    /// names) with its message bytes, beside [`Counters::add_message_bytes`]:
+    /// a segment's calls are then counted whenever each ended.
+    pub fn add_call(&self, segment: u64, request: u64, response: u64) {
+        self.segments.add(segment, request, response);
     }
 
     pub fn connection_opened(&self) {
@@ -147,6 +158,7 @@ impl Counters {
             requests: self.outcomes.iter().map(|(l, c)| ((*l).to_owned(), c.load(Relaxed))).collect(),
             tls: self.tls.get().map(TlsTally::snapshot),
             streams: self.streams.get().map(StreamTally::snapshot),
+            segments: self.segments.snapshot(),
         }
     }
 }
@@ -186,6 +198,11 @@ pub struct CountersSnapshot {
     /// Streamed answers (`bench.v1.Items`); absent where none was streamed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub streams: Option<StreamSnapshot>,
+    /// Calls and their message bytes by the load segment their id names,
+    /// since start (never a difference: a segment's own calls are read from
+    /// a read after they all ended); absent where no call named one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub segments: BTreeMap<u64, CallTally>,
 }
 
 impl CountersSnapshot {
@@ -221,6 +238,7 @@ impl CountersSnapshot {
                 (Some(now), Some(then)) => Some(now.since(then)),
                 (now, _) => now.clone(),
             },
+            segments: self.segments.clone(),
         }
     }
 }
@@ -256,6 +274,7 @@ impl std::ops::Add for &CountersSnapshot {
                 (Some(a), Some(b)) => Some(a + b),
                 (a, b) => a.clone().or_else(|| b.clone()),
             },
+            segments: crate::calls::summed(&self.segments, &other.segments),
         }
     }
 }

@@ -14,6 +14,7 @@
 //! lifecycle are the `service` crate's), nor know the contract or transports.
 
 mod admin;
+mod calls;
 mod counters;
 mod counting;
 mod handshakes;
@@ -22,6 +23,7 @@ mod registry;
 mod streams;
 
 pub use admin::{ADMIN_API, admin_router};
+pub use calls::{CallTally, MAX_SEGMENTS};
 pub use counters::{Counters, CountersSnapshot};
 pub use counting::CountingStream;
 pub use handshakes::{TlsSnapshot, TlsTally};

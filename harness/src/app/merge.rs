@@ -71,7 +71,9 @@ pub fn merge_main(args: &MergeArgs) -> u8 {
 }
 
 /// Each segment folder's runs (one per arm), with the folder's name. A
-/// folder that is not a run folder is read as one holding run folders.
+/// folder that is not a run folder is read as one holding run folders: of
+/// the runs whose segments it holds (a Compose or Kubernetes volume used
+/// again), the newest ([`newest_run`]), the others named on stderr.
 fn read_segments(folders: &[PathBuf]) -> Result<Vec<(String, Vec<RunResult>)>, String> {
     let mut segments = Vec::new();
     for folder in folders {
@@ -82,13 +84,56 @@ fn read_segments(folders: &[PathBuf]) -> Result<Vec<(String, Vec<RunResult>)>, S
                 if inside.is_empty() {
                     return Err(e);
                 }
+                let mut held = Vec::new();
                 for f in inside {
-                    segments.push((f.display().to_string(), read_runs(&f)?));
+                    held.push((f.display().to_string(), read_runs(&f)?));
                 }
+                let (newest, earlier) = newest_run(held);
+                if !earlier.is_empty() {
+                    eprintln!(
+                        "harness merge: {} holds segments of earlier runs too; merging the newest run's {}, \
+                         leaving out {} (remove them once merged, or give the folders of one run): {}",
+                        folder.display(),
+                        newest.len(),
+                        earlier.len(),
+                        earlier.join(", ")
+                    );
+                }
+                segments.extend(newest);
             }
         }
     }
     Ok(segments)
+}
+
+/// When a segment's generator began its schedule: its `--start-at` instant,
+/// else when its run started.
+fn began(runs: &[RunResult]) -> Option<std::time::SystemTime> {
+    let run = runs.first()?;
+    let at = run.generators.first().and_then(|g| g.start_at.as_deref()).unwrap_or(&run.started_at);
+    humantime::parse_rfc3339_weak(at).ok()
+}
+
+/// The segments of the newest run among `held`, and the folders of earlier
+/// runs. The generators of one run begin together (one `--start-at`), each
+/// within its run's length of the others; a later run begins after the
+/// one before it ended, so a segment that began a run's length or more
+/// before the newest is another run's. A segment whose start cannot be read
+/// is kept, for `check` to judge.
+fn newest_run(held: Vec<(String, Vec<RunResult>)>) -> (Vec<(String, Vec<RunResult>)>, Vec<String>) {
+    let newest = held.iter().filter_map(|(_, runs)| Some((began(runs)?, runs))).max_by_key(|(at, _)| *at);
+    let Some((latest, runs)) = newest else { return (held, Vec::new()) };
+    let length =
+        runs.iter().flat_map(|r| &r.rounds).map(|r| r.started_seconds + r.window_seconds).fold(1.0_f64, f64::max);
+    let earliest = latest.checked_sub(std::time::Duration::from_secs_f64(length)).unwrap_or(latest);
+    let (mut this, mut earlier) = (Vec::new(), Vec::new());
+    for (folder, runs) in held {
+        match began(&runs) {
+            Some(at) if at <= earliest => earlier.push(folder),
+            _ => this.push((folder, runs)),
+        }
+    }
+    (this, earlier)
 }
 
 /// Every arm merged across the segments; the segments must hold the same arms.
@@ -130,6 +175,50 @@ mod tests {
             })
             .collect();
         (format!("seg{index}"), runs)
+    }
+
+    /// Writes `segment(index)` of 2, begun at `at`, as run folder `name` in `dir`.
+    fn write_segment(dir: &std::path::Path, name: &str, index: u32, at: &str) {
+        let (_, mut runs) = segment(index, &[Transport::Grpc]);
+        for r in &mut runs {
+            r.started_at = at.to_owned();
+            r.config.generators.start_at = Some(at.to_owned());
+            r.generators = vec![crate::result::Generator {
+                segment: index,
+                count: 2,
+                sampled_tiers: index == 0,
+                hostname: None,
+                start_at: Some(at.to_owned()),
+                late_seconds: Some(0.0),
+                own: None,
+            }];
+        }
+        let folder = dir.join(name);
+        std::fs::create_dir_all(&folder).unwrap();
+        crate::export::files::write_results(&folder, &runs).unwrap();
+    }
+
+    #[test]
+    fn a_folder_two_runs_wrote_into_merges_the_newest_and_refuses_only_a_true_double() {
+        let dir = std::env::temp_dir().join(format!("gvr-merge-twice-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        // The Compose profile run twice: both runs' generators write into one folder.
+        for (run, at) in [("first", "2026-12-05T07:00:00Z"), ("second", "2026-12-05T07:05:00Z")] {
+            for index in 0..2 {
+                write_segment(&dir, &format!("{run}-{index}"), index, at);
+            }
+        }
+        let segments = read_segments(std::slice::from_ref(&dir)).unwrap();
+        let names: Vec<&str> = segments.iter().map(|(f, _)| f.rsplit('/').next().unwrap()).collect();
+        assert_eq!(names, ["second-0", "second-1"]);
+        let runs = merged(&segments).unwrap();
+        assert_eq!((runs[0].started_at.as_str(), runs[0].generators.len()), ("2026-12-05T07:05:00Z", 2));
+        // A segment of the newest run given twice is truly doubled: refused,
+        // naming both folders and what to do.
+        write_segment(&dir, "second-1-copy", 1, "2026-12-05T07:05:01Z");
+        let err = merged(&read_segments(std::slice::from_ref(&dir)).unwrap()).unwrap_err();
+        assert!(err.contains("is given twice") && err.contains("second-1-copy") && err.contains("remove"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -69,7 +69,15 @@ pub fn check<'a>(parts: &[Part<'a>]) -> Result<Vec<Part<'a>>, String> {
             ));
         }
         if let Some(twin) = by_index.insert(s.index, *p) {
-            return Err(format!("segment {}/{count} is given twice: {} and {}", s.index, twin.folder, p.folder));
+            return Err(format!(
+                "segment {}/{count} is given twice: {} and {} (begun at {} and {}); remove the folder that is not \
+                 of the run to merge, or give each folder of that run by name",
+                s.index,
+                twin.folder,
+                p.folder,
+                began(twin.run),
+                began(p.run)
+            ));
         }
     }
     if let Some(missing) = (0..count).find(|i| !by_index.contains_key(i)) {
@@ -77,6 +85,11 @@ pub fn check<'a>(parts: &[Part<'a>]) -> Result<Vec<Part<'a>>, String> {
         return Err(format!("segment {missing}/{count} is missing (given: {})", given.join(", ")));
     }
     Ok(by_index.into_values().collect())
+}
+
+/// When a segment's generator was to begin (`--start-at`), else when its run started.
+fn began(run: &RunResult) -> &str {
+    run.generators.first().and_then(|g| g.start_at.as_deref()).unwrap_or(&run.started_at)
 }
 
 fn segment_of(p: &Part<'_>) -> Result<crate::config::Segment, String> {

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use telemetry::CountersSnapshot;
+use telemetry::{CallTally, CountersSnapshot};
 
 use super::input::{RoundInput, load_in_window, span};
 use crate::config::Config;
@@ -45,8 +45,12 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
         histograms: histograms(rec, input.config.streams.is_some()),
         resources,
         bytes: Hops {
-            front: hop_bytes("front", input.deltas.front.as_ref()),
-            internal: hop_bytes(input.config.transport.listener(), input.deltas.internal.as_ref()),
+            front: hop_bytes("front", input.deltas.front.as_ref(), input.deltas.front_calls.as_ref()),
+            internal: hop_bytes(
+                input.config.transport.listener(),
+                input.deltas.internal.as_ref(),
+                input.deltas.internal_calls.as_ref(),
+            ),
         },
         other_cores: mean(load_in_window(input).filter_map(|s| s.other_cores)),
         steal_percent: input.deltas.steal_percent,
@@ -278,14 +282,21 @@ pub fn cpu_peak(samples: &[&&ResourceSample]) -> Option<f64> {
 ///
 /// Each per-request figure divides by the requests its bytes belong to: wire
 /// bytes towards the server arrive as requests start, so they divide by the
-/// requests started in the window; bytes back, and message bytes (counted as
-/// a request ends), divide by the requests that ended in it. A tier that does
-/// not count starts (an older build) falls back to the requests ended.
-pub fn hop_bytes(listener: &str, delta: Option<&CountersSnapshot>) -> HopBytes {
+/// requests started in the window; bytes back divide by the requests that
+/// ended in it. A tier that does not count starts (an older build) falls
+/// back to the requests ended. Message bytes per request are the round's own
+/// calls' (`own`: every call its segment sent, whenever it ended), so
+/// messages of different sizes give the round's own mean; without them
+/// (the built-in call), the window's, over the requests that ended in it.
+pub fn hop_bytes(listener: &str, delta: Option<&CountersSnapshot>, own: Option<&CallTally>) -> HopBytes {
     let Some(d) = delta else { return HopBytes { listener: listener.to_owned(), ..HopBytes::default() } };
     let n = d.requests_total();
     let started = if d.requests_started > 0 { d.requests_started } else { n };
     let per = |v: Option<u64>| v.filter(|_| n > 0).map(|v| v as f64 / n as f64);
+    let own_per = |v: u64, window: Option<f64>| match own {
+        Some(c) if c.calls > 0 => Some(v as f64 / c.calls as f64),
+        _ => window,
+    };
     let per_started = |v: Option<u64>| v.filter(|_| started > 0).map(|v| v as f64 / started as f64);
     HopBytes {
         listener: listener.to_owned(),
@@ -297,8 +308,14 @@ pub fn hop_bytes(listener: &str, delta: Option<&CountersSnapshot>) -> HopBytes {
         response_message_bytes: Some(d.message_bytes_out),
         request_wire_bytes_per_request: per_started(d.bytes_in),
         response_wire_bytes_per_request: per(d.bytes_out),
-        request_message_bytes_per_request: per(Some(d.message_bytes_in)),
-        response_message_bytes_per_request: per(Some(d.message_bytes_out)),
+        request_message_bytes_per_request: own_per(
+            own.map_or(0, |c| c.message_bytes_in),
+            per(Some(d.message_bytes_in)),
+        ),
+        response_message_bytes_per_request: own_per(
+            own.map_or(0, |c| c.message_bytes_out),
+            per(Some(d.message_bytes_out)),
+        ),
         connections_opened: Some(d.connections),
         connections_open_at_end: d.connections_open,
         tls: d.tls.clone(),
@@ -369,7 +386,7 @@ mod tests {
 
     #[test]
     fn bytes_per_request_divide_by_the_requests_the_listener_counted() {
-        let hop = hop_bytes("grpc", Some(&counters(1000, Some(66_000), Some(1_094_000))));
+        let hop = hop_bytes("grpc", Some(&counters(1000, Some(66_000), Some(1_094_000))), None);
         assert_eq!(hop.requests, 1000);
         assert_eq!(hop.request_wire_bytes_per_request, Some(66.0));
         assert_eq!(hop.response_wire_bytes_per_request, Some(1094.0));
@@ -384,29 +401,38 @@ mod tests {
         // (66 B each), but only 900 ended inside the window.
         let mut d = counters(900, Some(66_000), Some(900 * 1094));
         d.requests_started = 1000;
-        let hop = hop_bytes("front", Some(&d));
+        let hop = hop_bytes("front", Some(&d), None);
         assert_eq!(hop.request_wire_bytes_per_request, Some(66.0));
         assert_eq!(hop.response_wire_bytes_per_request, Some(1094.0));
         assert_eq!(hop.request_message_bytes_per_request, Some(7.0));
         assert_eq!((hop.requests, hop.requests_started), (900, Some(1000)));
         // A tier that does not count starts: the requests ended are the divisor.
         d.requests_started = 0;
-        assert_eq!(hop_bytes("front", Some(&d)).request_wire_bytes_per_request, Some(66_000.0 / 900.0));
+        assert_eq!(hop_bytes("front", Some(&d), None).request_wire_bytes_per_request, Some(66_000.0 / 900.0));
     }
 
     #[test]
     fn unmeasured_bytes_stay_null_never_zero() {
         // A read that failed: every figure unmeasured.
-        let none = hop_bytes("rest", None);
+        // The round's own calls, however late each ended, give the message
+        // figures; the window's wire figures stay the window's.
+        let own = CallTally { calls: 8, message_bytes_in: 80, message_bytes_out: 8_008 };
+        let hop = hop_bytes("grpc", Some(&counters(1000, Some(66_000), Some(1_094_000))), Some(&own));
+        assert_eq!(
+            (hop.request_message_bytes_per_request, hop.response_message_bytes_per_request),
+            (Some(10.0), Some(1001.0))
+        );
+        assert_eq!(hop.response_wire_bytes_per_request, Some(1094.0));
+        let none = hop_bytes("rest", None, None);
         assert_eq!(none.listener, "rest");
         assert_eq!(none.request_wire_bytes_per_request, None);
         assert_eq!(none.connections_opened, None);
         // A client that does not own its sockets: wire bytes unknown, message bytes known.
-        let no_wire = hop_bytes("rest", Some(&counters(10, None, None)));
+        let no_wire = hop_bytes("rest", Some(&counters(10, None, None)), None);
         assert_eq!(no_wire.request_wire_bytes_per_request, None);
         assert_eq!(no_wire.response_message_bytes_per_request, Some(1057.0));
         // No request finished: nothing to divide by.
-        let idle = hop_bytes("grpc", Some(&counters(0, Some(500), Some(500))));
+        let idle = hop_bytes("grpc", Some(&counters(0, Some(500), Some(500))), None);
         assert_eq!((idle.request_wire_bytes, idle.request_wire_bytes_per_request), (Some(500), None));
     }
 
@@ -538,6 +564,8 @@ mod tests {
             throttling: BTreeMap::new(),
             replicas: Vec::new(),
             steal_percent: Some(0.5),
+            front_calls: None,
+            internal_calls: None,
         };
         let samples = [
             sample(10.5, TierName::Proxy, 5.0, 3, 2.0),

@@ -77,6 +77,11 @@ pub struct Target {
     /// The streaming arms' streams (`--stream-items`, `--consumer-delay`):
     /// request `i` is stream `i`, read item by item.
     pub streams: Option<crate::config::Streams>,
+    /// The load segment (warm-up or round, numbered from 1 across the run)
+    /// this target sends for: a team's own contract's call `i` is numbered
+    /// `segment·2^40 + i` ([`contract::SEGMENT_SHIFT`]), so the tiers count
+    /// each call's bytes under its segment, however late it ends.
+    pub segment: u64,
 }
 
 impl Target {
@@ -139,7 +144,15 @@ impl Target {
             reasons: Arc::default(),
             custom: None,
             streams: None,
+            segment: 0,
         }
+    }
+
+    /// The number request `index` carries as a team's own contract's call:
+    /// its place in its segment, with the segment above
+    /// [`contract::SEGMENT_SHIFT`] (a closed loop's indices carry it already).
+    pub fn call_number(&self, index: u64) -> u64 {
+        (self.segment << contract::SEGMENT_SHIFT) | index
     }
 
     /// Closes the front client's idle connections (see
@@ -208,8 +221,11 @@ fn custom_answer_ok(loaded: &contract::Loaded, n: u64, fanout: u32, body: &[u8])
 }
 
 async fn front_request(index: u64, target: &Target, client: &FrontClient) -> Answer {
+    // The built-in call's id stays the plain index: its messages carry it,
+    // and their sizes must not change with the segment.
+    let number = if target.custom.is_some() { target.call_number(index) } else { index };
     let call = CallRequest {
-        request_id: index.to_string(),
+        request_id: number.to_string(),
         items: target.items,
         shape: target.shape,
         request_bytes: target.request_bytes,
@@ -238,7 +254,7 @@ async fn front_request(index: u64, target: &Target, client: &FrontClient) -> Ans
     let (outcome, reason) = if resp.status != hyper::StatusCode::OK {
         (Outcome::Status(resp.status.as_u16()), Some(error_body_reason(&resp.body)))
     } else if match &target.custom {
-        Some(loaded) => custom_answer_ok(loaded, index, target.fanout, &resp.body),
+        Some(loaded) => custom_answer_ok(loaded, number, target.fanout, &resp.body),
         None => (target.checks.front)(&call, target.fanout, &resp.body),
     } {
         (Outcome::Ok, None)

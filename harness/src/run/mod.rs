@@ -102,15 +102,14 @@ pub async fn run(
         sampling: &sampling,
         alarms: crate::load::Alarms::ready(),
     };
-    let (pending, stopped) = driver.run(&plan.order()).await;
+    let (mut pending, stopped) = driver.run(&plan.order()).await;
 
     // Drain: requests already sent get their answer or their timeout; after a
     // stop only a short grace. An interrupt during the drain shortens it to
     // that grace (and marks the run interrupted); a second one ends it.
     drain(&status.live, if stopped.is_some() { STOP_GRACE } else { cfg.load.timeout + STOP_GRACE }, interrupt).await;
-    // A tier that died in the last moments of the load or in the drain (a
-    // container's watcher takes a moment to say how it ended) ends the run
-    // as one that died while it was measured.
+    // A tier that died in the load's last moments or in the drain (a container's
+    // watcher takes a moment to say how) ends the run as one that died measured.
     let stopped = match stopped {
         None if interrupt.is_stopped() => Some(Stop::Interrupted),
         None => dead_tier(&mut arms, origin),
@@ -119,7 +118,8 @@ pub async fn run(
     progress.finish().await;
     let (samples, load_samples) = sampling.finish().await;
     let mut finished = Vec::with_capacity(arms.len());
-    for arm in arms {
+    for (a, arm) in arms.into_iter().enumerate() {
+        segments::settle_before_stop(&mut pending, a, &arm.topology, &reader, interrupt).await;
         arm.topology.stop(interrupt.cut_token()).await;
         finished.push((arm.config, arm.tiers, arm.target.reasons.snapshot()));
     }
@@ -228,7 +228,11 @@ async fn results(
         let config = &finished[p.arm].0;
         let rel = |at: Instant| at.saturating_duration_since(common.origin).as_secs_f64();
         let (from_seconds, to_seconds) = (rel(p.start.at), rel(p.end.at));
-        let deltas = Deltas::between(&p.start, &p.end, config.transport.listener());
+        let deltas = Deltas::between(&p.start, &p.end, config.transport.listener()).with_own_calls(
+            p.settled.as_ref(),
+            p.segment,
+            config.transport.listener(),
+        );
         let (arm, round, complete, pids) = (p.arm, p.round, p.complete, p.pids.clone());
         let scaling = p.scaling.clone();
         let (compact, scheduled) = p.settle(cut).await;

@@ -43,6 +43,11 @@ pub(super) struct PendingRound {
     /// The replicas added or removed during the round (`--scale-at`).
     pub scaling: Vec<ScaleEvent>,
     pub complete: bool,
+    /// The round's load segment, which its calls' numbers name.
+    pub segment: u64,
+    /// The tiers' counters read once every call of the round had ended (the
+    /// last read before its tiers stopped): the round's own calls' bytes.
+    pub settled: Option<Snapshot>,
     pub scheduled: JoinHandle<u64>,
     pub collector: JoinHandle<CompactRecord>,
     pub finish: CancellationToken,
@@ -112,8 +117,10 @@ impl Driver<'_> {
         let mut warmed = vec![false; self.arms.len()];
         let mut cursor = self.origin;
         let mut previous_arm: Option<usize> = None;
-        // Closed-loop request ids: a fresh range per segment.
-        let mut next_index = 0u64;
+        // Every segment's number, from 1: a team's own contract's calls
+        // carry it (and closed-loop request ids start at it, a fresh range
+        // per segment).
+        let mut segment = 0u64;
         // The last measured round's end, which is the next round's start when
         // that round follows it directly on the same tiers.
         let mut boundary: Option<Boundary> = None;
@@ -134,8 +141,12 @@ impl Driver<'_> {
                 {
                     self.arms[p].target.release_idle();
                 }
-                if fresh && let Err(stop) = self.restart(a).await {
-                    return (pending, Some(stop));
+                if fresh {
+                    let topology = &self.arms[a].topology;
+                    settle_before_stop(&mut pending, a, topology, self.reader, self.interrupt).await;
+                    if let Err(stop) = self.restart(a).await {
+                        return (pending, Some(stop));
+                    }
                 }
                 cursor = Instant::now() + ARM_SWITCH_PAUSE;
             }
@@ -152,9 +163,10 @@ impl Driver<'_> {
             warmed[a] = true;
             segments.push((Some(round), self.config.load.duration, Duration::ZERO));
             for (measured, length, ramp) in segments {
-                let load = self.start_load(a, measured, cursor, length, ramp, &mut next_index);
+                segment += 1;
+                let load = self.start_load(a, measured, cursor, length, ramp, segment);
                 cursor = load.end_at;
-                let (round, stopped) = self.segment(a, measured, load, &mut boundary).await;
+                let (round, stopped) = self.segment(a, (measured, segment), load, &mut boundary).await;
                 pending.extend(round);
                 if stopped.is_some() {
                     return (pending, stopped);
@@ -198,7 +210,7 @@ impl Driver<'_> {
         t0: Instant,
         length: Duration,
         ramp: Duration,
-        next_index: &mut u64,
+        segment: u64,
     ) -> Started {
         let cfg = self.config;
         let title = self.arms[a].config.transport.title();
@@ -211,12 +223,12 @@ impl Driver<'_> {
         // A round's record is kept compact until the run ends: memory flat in rounds.
         let records = collect(rx, self.status.p99_us.clone(), finish.clone(), self.interrupt.cut_at());
         let collector = tokio::spawn(async move { records.await.compact() });
-        let (live, stop, target) =
+        let (live, stop, mut target) =
             (self.status.live.clone(), self.stop_load.child_token(), self.arms[a].target.clone());
+        target.segment = segment;
         let (end_at, scheduled) = if cfg.load.closed_loop {
             let until = t0 + length;
-            let (connections, first) = (cfg.load.connections, *next_index);
-            *next_index += 1 << 40;
+            let (connections, first) = (cfg.load.connections, segment << contract::SEGMENT_SHIFT);
             let task = tokio::spawn(async move {
                 tokio::time::sleep_until(t0.into()).await;
                 closed_loop(connections, until, target, live, tx, stop, first).await
@@ -243,7 +255,7 @@ impl Driver<'_> {
     async fn segment(
         &mut self,
         a: usize,
-        measured: Option<u32>,
+        (measured, segment): (Option<u32>, u64),
         load: Started,
         boundary: &mut Option<Boundary>,
     ) -> (Option<PendingRound>, Option<Stop>) {
@@ -298,11 +310,38 @@ impl Driver<'_> {
             pids: round_pids(&self.arms[a].topology),
             scaling,
             complete: stopped.is_none(),
+            segment,
+            settled: None,
             scheduled: load.scheduled,
             collector: load.collector,
             finish: load.finish,
         };
         (Some(pending), stopped)
+    }
+}
+
+/// Hands `last`, the last read of arm `a`'s tiers before they stop, made
+/// once every call sent to them had ended, to the rounds they measured
+/// (those not settled by an earlier set of tiers): their own calls' bytes.
+fn settle_calls(pending: &mut [PendingRound], a: usize, last: &Snapshot) {
+    for p in pending.iter_mut().filter(|p| p.arm == a && p.settled.is_none()) {
+        p.settled = Some(last.clone());
+    }
+}
+
+/// Once every call has ended (or been given up on), reads arm `a`'s tiers
+/// one last time before they stop, for its rounds not settled yet: that
+/// read holds those rounds' own calls' bytes.
+pub(super) async fn settle_before_stop(
+    pending: &mut [PendingRound],
+    a: usize,
+    topology: &Topology,
+    reader: &TierStatsReader,
+    interrupt: &Interrupt,
+) {
+    if pending.iter().any(|p| p.arm == a && p.settled.is_none()) {
+        let last = reader.snapshot_until(topology, interrupt.cut_token()).await;
+        settle_calls(pending, a, &last);
     }
 }
 
