@@ -51,8 +51,9 @@ fn comparison_sentence(row: &Row, a: &str, b: &str) -> String {
             (false, true) => "higher",
             (false, false) => "lower",
         };
+        let is = if row.metric.is_count() { ":" } else { " is" };
         return format!(
-            "{b}'s {name} is {} {way} than {a}'s ({values}; 95% CI {:+.d$} to {:+.d$}).",
+            "{b}'s {name}{is} {} {way} than {a}'s ({values}; 95% CI {:+.d$} to {:+.d$}).",
             with_unit(Some(i.estimate.abs()), d, unit),
             i.lo,
             i.hi
@@ -326,6 +327,48 @@ pub fn projection_section(arms: &[&str], p: &[Projection]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use crate::judge::difference::{Method, Row, Verdict};
+    use crate::judge::inference::Interval;
+    use crate::judge::metrics::by_key;
+
+    fn row(key: &str, a: f64, b: f64, half: f64, verdict: Verdict, noise: Option<f64>) -> Row {
+        let d = b - a;
+        Row {
+            metric: by_key(key).unwrap(),
+            a: Some(a),
+            b: Some(b),
+            diff: Some(Interval { estimate: d, lo: d - half, hi: d + half }),
+            method: Method::PairedT,
+            rounds: 3,
+            verdict,
+            noise_percent: noise,
+        }
+    }
+
+    #[test]
+    fn a_count_is_said_as_a_count_and_a_small_finding_beside_its_noise() {
+        let errors = row("errors", 1.0, 53.0, 12.0, Verdict::ABetter, None);
+        assert_eq!(
+            super::sentence(&errors, "gRPC", "REST"),
+            "REST's errors (all classes): 52 more than gRPC's (53 vs 1; 95% CI +40 to +64)."
+        );
+        assert_eq!(super::difference_cell(&errors), "+52 (+40 to +64)");
+        // 8% apart, where two rounds of one arm differ by 5%: called, and marked.
+        let cpu = row("cpu_us_per_request.caller", 100.0, 92.0, 3.0, Verdict::BBetter, Some(5.0));
+        let text = super::sentence(&cpu, "gRPC", "REST");
+        assert!(text.starts_with("REST's caller CPU per request is 8.0% lower than gRPC's"), "{text}");
+        assert!(text.ends_with("It is under twice the A/A noise of CPU rows in this run (2 × 5.0%: two rounds of one arm differ by 5.0% on this machine), so it may be noise."), "{text}");
+        let quiet = row("cpu_us_per_request.caller", 100.0, 92.0, 3.0, Verdict::BBetter, Some(1.0));
+        assert!(!super::sentence(&quiet, "gRPC", "REST").contains("noise"));
+        let unknown = row("cpu_us_per_request.caller", 100.0, 92.0, 3.0, Verdict::BBetter, None);
+        assert!(super::sentence(&unknown, "gRPC", "REST").ends_with("could not be measured in this run."));
+        // No difference: what the rounds could have seen, relative or as a count.
+        let none = row("p99", 200.0, 201.0, 8.0, Verdict::NoDifference, None);
+        assert_eq!(super::verdict_cell(&none, "gRPC", "REST"), "no detectable difference (could have seen ±4.0%)");
+        let none = row("errors", 0.0, 1.0, 1.5, Verdict::NoDifference, None);
+        assert_eq!(super::detectable_text(&none), "±1.5");
+    }
+
     #[test]
     fn labels_split_into_name_and_unit() {
         use super::name_and_unit;

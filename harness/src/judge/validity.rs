@@ -61,19 +61,7 @@ pub fn validity(run: &RunResult) -> Vec<String> {
                 ACHIEVED_RATIO_MIN * 100.0
             ));
         }
-        if let Some(steal) = r.steal_percent.filter(|s| *s > STEAL_LIMIT_PERCENT) {
-            problems.push(format!(
-                "round {k}: the hypervisor took {steal:.1}% of the machine's CPU time (steal, over \
-                 {STEAL_LIMIT_PERCENT}%): its tiers ran on a slower machine than a quiet one"
-            ));
-        }
-        if let Some((other, cores)) = other_load(run, r) {
-            problems.push(format!(
-                "round {k}: other processes kept {other:.2} of {cores} cores busy (over {:.0}% of the machine): the \
-                 tiers competed with them for CPU, so CPU and latency read as on a busier machine",
-                OTHER_LOAD_LIMIT_SHARE * 100.0
-            ));
-        }
+        problems.extend(machine_notes(run, r));
         if let Some(&dropped) = r.requests.errors.get("dropped").filter(|d| **d > 0) {
             problems.push(format!("round {k}: {dropped} requests dropped at --max-in-flight"));
         }
@@ -108,6 +96,27 @@ pub fn validity(run: &RunResult) -> Vec<String> {
         }
     }
     problems
+}
+
+/// What else took the machine's CPU during round `r`: the hypervisor's
+/// steal, or processes outside the run, over their limits.
+fn machine_notes(run: &RunResult, r: &crate::result::RoundResult) -> Vec<String> {
+    let k = r.index;
+    let mut notes = Vec::new();
+    if let Some(steal) = r.steal_percent.filter(|s| *s > STEAL_LIMIT_PERCENT) {
+        notes.push(format!(
+            "round {k}: the hypervisor took {steal:.1}% of the machine's CPU time (steal, over \
+             {STEAL_LIMIT_PERCENT}%): its tiers ran on a slower machine than a quiet one"
+        ));
+    }
+    if let Some((other, cores)) = other_load(run, r) {
+        notes.push(format!(
+            "round {k}: other processes kept {other:.2} of {cores} cores busy (over {:.0}% of the machine): the \
+             tiers competed with them for CPU, so CPU and latency read as on a busier machine",
+            OTHER_LOAD_LIMIT_SHARE * 100.0
+        ));
+    }
+    notes
 }
 
 /// A round's other load and the machine's cores, where the other load is
