@@ -21,6 +21,9 @@ pub const STEAL_LIMIT_PERCENT: f64 = 2.0;
 /// competed with them for CPU, so CPU and latency figures read as on a
 /// busier machine than the run's own (on a 2-core machine, half a core).
 pub const OTHER_LOAD_LIMIT_SHARE: f64 = 0.25;
+/// How an other-load note ends: with [`FELL_BEHIND`] and steal, a note that
+/// says the machine, not the measured tiers, is what was busy.
+pub const COMPETED: &str = "the tiers competed with them for CPU, so CPU and latency read as on a busier machine";
 /// A generator that began this many seconds after `--start-at` or more did
 /// not start with the others.
 pub const LATE_START_LIMIT_SECONDS: f64 = 0.02;
@@ -111,8 +114,7 @@ fn machine_notes(run: &RunResult, r: &crate::result::RoundResult) -> Vec<String>
     }
     if let Some((other, cores)) = other_load(run, r) {
         notes.push(format!(
-            "round {k}: other processes kept {other:.2} of {cores} cores busy (over {:.0}% of the machine): the \
-             tiers competed with them for CPU, so CPU and latency read as on a busier machine",
+            "round {k}: other processes kept {other:.2} of {cores} cores busy (over {:.0}% of the machine): {COMPETED}",
             OTHER_LOAD_LIMIT_SHARE * 100.0
         ));
     }
