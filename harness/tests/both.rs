@@ -222,6 +222,23 @@ fn an_a_a_run_reports_its_false_call_share() {
     let comparison = std::fs::read_to_string(folder.join("comparison.md")).unwrap();
     assert!(comparison.starts_with("# grpc-vs-rest comparison: gRPC #1 vs gRPC #2"), "{comparison}");
     assert!(comparison.contains("**A/A check**: both arms ran the same transport"), "{comparison}");
+    // Beside every "no detectable difference", in the table and the findings,
+    // the smallest difference the three rounds could have seen.
+    let table: Vec<&str> =
+        comparison.lines().filter(|l| l.starts_with('|') && l.contains("no detectable difference")).collect();
+    assert!(!table.is_empty(), "{comparison}");
+    for line in &table {
+        assert!(line.contains("no detectable difference (could have seen ±"), "{line}");
+    }
+    let findings = comparison.split("## Findings").nth(1).unwrap().split("\n## ").next().unwrap();
+    let listed: Vec<&str> = findings.lines().filter(|l| l.contains("o detectable difference")).collect();
+    assert!(!listed.is_empty(), "{findings}");
+    for line in &table {
+        let (name, _) = harness::export::findings::name_and_unit(line.split('|').nth(1).unwrap().trim());
+        for item in listed.iter().filter(|l| l.contains(&format!(" {name} ("))) {
+            assert!(item.contains(&format!(" {name} (could have seen ±")), "{name}: {item}");
+        }
+    }
     assert!(!folder.join("decision.md").exists());
     let csv = std::fs::read_to_string(folder.join("timeseries.csv")).unwrap();
     assert!(csv.contains("grpc-a,caller") && csv.contains("grpc-b,caller"));

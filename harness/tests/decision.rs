@@ -47,7 +47,8 @@ fn the_record_follows_madr_and_leaves_the_outcome_to_people() {
     assert!(grpc.contains("* Good, because REST's caller CPU per request is 2.22× gRPC's"), "{grpc}");
     assert!(
         grpc.contains(
-            "* Neutral, because latency p99 showed no detectable difference (REST 501.11 ms, gRPC 501.31 ms)"
+            "* Neutral, because latency p99 showed no detectable difference where the rounds could have seen ±0.8% \
+             (REST 501.11 ms, gRPC 501.31 ms)"
         ),
         "{grpc}"
     );

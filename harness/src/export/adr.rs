@@ -8,8 +8,8 @@ use std::fmt::Write;
 
 use caller::Transport;
 
-use super::comparison::Arm;
-use super::findings::{name_and_unit, sentence, with_unit};
+use super::comparison::{Arm, not_valid};
+use super::findings::{detectable_text, name_and_unit, sentence, validity_mark, with_unit};
 use super::markdown::setup;
 use super::numbers::num;
 use super::setup::load_text;
@@ -107,6 +107,18 @@ fn drivers(arms: &[Arm<'_>]) -> String {
 
 fn outcome(arms: &[Arm<'_>], rows: &[Row], r: &Record<'_>) -> String {
     let mut out = String::from("\n## Decision Outcome\n\n");
+    let invalid = not_valid(arms);
+    if !invalid.is_empty() {
+        let _ = writeln!(
+            out,
+            "> **Not a basis for a decision yet**: {} {} not a valid measurement ({}). Every pro and con drawn \
+             from {} says so where it stands; measure again before choosing on it.\n",
+            invalid.join(" and "),
+            if invalid.len() == 1 { "was" } else { "were" },
+            arms.iter().filter(|a| !a.run.is_valid()).map(|a| a.run.validity.join("; ")).collect::<Vec<_>>().join("; "),
+            if invalid.len() == 1 { "it" } else { "them" },
+        );
+    }
     let chosen = r.prefer.and_then(|t| arms.iter().position(|a| a.run.config.transport == t));
     match chosen {
         Some(i) => {
@@ -118,8 +130,11 @@ fn outcome(arms: &[Arm<'_>], rows: &[Row], r: &Record<'_>) -> String {
                 arms[i].run.config.transport.as_str()
             );
             let list = pros_and_cons(rows, arms, i);
-            let consequences: String =
-                list.lines().filter(|l| !l.starts_with("* Neutral")).map(|l| format!("{l}\n")).collect();
+            let consequences: String = list
+                .lines()
+                .filter(|l| !l.starts_with("* Neutral") && !l.starts_with("* Inconclusive"))
+                .map(|l| format!("{l}\n"))
+                .collect();
             out.push_str(if consequences.is_empty() {
                 "* Neutral, because no headline row differed detectably.\n"
             } else {
@@ -169,10 +184,13 @@ fn confirmation(arms: &[Arm<'_>], r: &Record<'_>) -> String {
 }
 
 /// Good / Bad from the headline rows with a detectable difference, Neutral
-/// from those without, for option `i` (0 = A, 1 = B).
+/// from those without where the run could have seen one that matters,
+/// Inconclusive where it could not, for option `i` (0 = A, 1 = B). Every
+/// line drawn from an arm that was not valid says so.
 fn pros_and_cons(rows: &[Row], arms: &[Arm<'_>], i: usize) -> String {
     let mut out = String::new();
     let (a, b) = (arms[0].name, arms.get(1).map_or("", |x| x.name));
+    let mark = validity_mark(&not_valid(&arms[..arms.len().min(2)]));
     let headline = crate::judge::difference::headline(rows);
     for row in headline {
         let good = match (row.verdict, i) {
@@ -200,9 +218,25 @@ fn pros_and_cons(rows: &[Row], arms: &[Arm<'_>], i: usize) -> String {
             }
             (Some(true), _) => format!("* Good, because {}", sentence(row, a, b)),
             (Some(false), _) => format!("* Bad, because {}", sentence(row, a, b)),
+            (None, Verdict::NoDifference) if row.inconclusive() => {
+                let (name, values) = values();
+                format!(
+                    "* Inconclusive, because {name} showed no detectable difference but the rounds could only have \
+                     seen one of {} or more ({values}); more rounds narrow it.",
+                    detectable_text(row)
+                )
+            }
             (None, Verdict::NoDifference) => {
                 let (name, values) = values();
-                format!("* Neutral, because {name} showed no detectable difference ({values}).")
+                format!(
+                    "* Neutral, because {name} showed no detectable difference where the rounds could have seen \
+                     {} ({values}).",
+                    detectable_text(row)
+                )
+            }
+            (None, Verdict::BelowResolution) => {
+                let (name, values) = values();
+                format!("* Neutral, because {name} differed by less than the report prints ({values}).")
             }
             (None, Verdict::NotJudged { rounds }) => {
                 format!("* Neutral, because {} was not judged ({rounds} rounds).", name_and_unit(row.metric.label).0)
@@ -213,7 +247,7 @@ fn pros_and_cons(rows: &[Row], arms: &[Arm<'_>], i: usize) -> String {
             ),
             _ => continue,
         };
-        let _ = writeln!(out, "{text}");
+        let _ = writeln!(out, "{text}{mark}");
     }
     if out.is_empty() {
         out.push_str("* Neutral, because no headline row was measured for it.\n");
@@ -319,6 +353,58 @@ mod tests {
         let text = render(&arms, &Record { date: "2026-12-05", prefer: None, folder: "" });
         assert!(text.contains("* Latency (p50, p99), closed loop over 8 connections"), "{text}");
         assert!(!text.contains("req/s") && !text.contains("open loop"), "{text}");
+    }
+
+    fn pros_of(text: &str) -> &str {
+        text.split("## Pros and Cons of the Options").nth(1).unwrap().split("## More Information").next().unwrap()
+    }
+
+    #[test]
+    fn pros_and_cons_from_an_arm_that_is_not_valid_say_so_where_they_stand() {
+        let (g, mut r) = testing::both(5, 0.45, 1.0);
+        let arms = [Arm { name: "gRPC", run: &g }, Arm { name: "REST", run: &r }];
+        let rec = Record { date: "2026-12-05", prefer: Some(Transport::Rest), folder: "" };
+        assert!(!render(&arms, &rec).contains("NOT a valid"));
+        r.validity = vec!["round 1: other processes kept 1.90 of 2 cores busy (over 25% of the machine)".into()];
+        let arms = [Arm { name: "gRPC", run: &g }, Arm { name: "REST", run: &r }];
+        let text = render(&arms, &rec);
+        let mark = "**Drawn from REST: NOT a valid measurement (see Validity), no basis for a choice.**";
+        let lines: Vec<&str> = pros_of(&text).lines().filter(|l| l.starts_with("* ")).collect();
+        assert!(lines.iter().any(|l| l.starts_with("* Good, because REST's caller CPU")), "{text}");
+        assert!(lines.iter().all(|l| l.ends_with(mark)), "{lines:#?}");
+        // The outcome opens with it, and the consequences carry the mark.
+        let outcome = text.split("## Decision Outcome").nth(1).unwrap().split("### Confirmation").next().unwrap();
+        assert!(outcome.trim_start().starts_with("> **Not a basis for a decision yet**: REST was not a valid"));
+        assert!(outcome.contains("other processes kept 1.90 of 2 cores busy"), "{outcome}");
+        assert!(
+            outcome.lines().filter(|l| l.starts_with("* Bad") || l.starts_with("* Good")).all(|l| l.ends_with(mark))
+        );
+    }
+
+    #[test]
+    fn a_wide_interval_is_inconclusive_and_a_tight_one_neutral() {
+        let (g, mut r) = testing::both(3, 1.0, 1.0);
+        // REST's p99 moves by 40% from round to round; p50 stays put.
+        for (round, w) in r.rounds.iter_mut().zip([0.7, 1.4, 0.9]) {
+            let s = round.latency.corrected.as_mut().unwrap();
+            s.p99_ms *= w;
+        }
+        let arms = [Arm { name: "gRPC", run: &g }, Arm { name: "REST", run: &r }];
+        let text = render(&arms, &Record { date: "2026-12-05", prefer: None, folder: "" });
+        let pros = pros_of(&text);
+        let p99 = pros.lines().find(|l| l.contains("latency p99")).unwrap();
+        assert!(
+            p99.starts_with("* Inconclusive, because latency p99 showed no detectable difference but the rounds could only have seen one of ±"),
+            "{p99}"
+        );
+        let p50 = pros.lines().find(|l| l.contains("latency p50")).unwrap();
+        assert!(
+            p50.starts_with(
+                "* Neutral, because latency p50 showed no detectable difference where the rounds could have seen ±"
+            ),
+            "{p50}"
+        );
+        assert!(!pros.contains("* Neutral, because latency p99"), "{pros}");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use super::findings::{difference_cell, findings_list, method_note, projection_section, verdict_cell};
+use super::findings::{difference_cell, findings_list, method_note, projection_section, validity_mark, verdict_cell};
 use super::setup;
 use crate::export::markdown::{charts_section, environment_table};
 use crate::export::numbers::num;
@@ -100,7 +100,7 @@ pub fn findings_section(arms: &[Arm<'_>], rows: &[Vec<Row>]) -> String {
         if arms.len() > 2 {
             let _ = writeln!(out, "{} against {}:\n", b.name, arms[0].name);
         }
-        out.push_str(&findings_list(r, arms[0].name, b.name));
+        out.push_str(&findings_list(r, arms[0].name, b.name, &validity_mark(&not_valid(&[arms[0], *b]))));
     }
     let named: Vec<(&str, &RunResult)> = arms.iter().map(|a| (a.name, a.run)).collect();
     out.push_str(&super::replicas::findings(&named));
@@ -117,6 +117,11 @@ pub fn findings_section(arms: &[Arm<'_>], rows: &[Vec<Row>]) -> String {
         );
     }
     out
+}
+
+/// The names of the arms among `arms` that were not valid measurements.
+pub fn not_valid<'a>(arms: &[Arm<'a>]) -> Vec<&'a str> {
+    arms.iter().filter(|a| !a.run.is_valid()).map(|a| a.name).collect()
 }
 
 /// `## Attribution`: where gRPC, REST, rest-pb and grpc-json all ran, how
@@ -344,5 +349,36 @@ mod tests {
         let (g, bad) = crate::testing::both(3, 1.0, 1.5);
         let arms = [Arm { name: "gRPC", run: &g }, Arm { name: "REST", run: &bad }];
         assert!(terminal_findings(&arms).starts_with("NOT VALID: REST: round 1: achieved"));
+    }
+
+    #[test]
+    fn findings_from_an_arm_that_is_not_valid_say_so_where_they_stand() {
+        let (g, mut r) = crate::testing::both(5, 0.45, 1.0);
+        let arms = [Arm { name: "gRPC", run: &g }, Arm { name: "REST", run: &r }];
+        assert!(!findings_section(&arms, &judged(&arms)).contains("NOT a valid"));
+        r.validity = vec!["round 1: other processes kept 1.90 of 2 cores busy".into()];
+        let arms = [Arm { name: "gRPC", run: &g }, Arm { name: "REST", run: &r }];
+        let text = findings_section(&arms, &judged(&arms));
+        let sentences: Vec<&str> = text.lines().filter(|l| l.starts_with("- REST's")).collect();
+        assert!(!sentences.is_empty(), "{text}");
+        for line in sentences {
+            assert!(
+                line.ends_with("**Drawn from REST: NOT a valid measurement (see Validity), no basis for a choice.**"),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_no_difference_cell_says_what_the_rounds_could_have_seen() {
+        let (g, r) = crate::testing::both(5, 1.0, 1.0);
+        let arms = [Arm { name: "gRPC", run: &g }, Arm { name: "REST", run: &r }];
+        let text = render(&arms, false);
+        let cells: Vec<&str> =
+            text.lines().filter(|l| l.starts_with('|') && l.contains("no detectable difference")).collect();
+        assert!(!cells.is_empty(), "{text}");
+        for line in cells {
+            assert!(line.contains("no detectable difference (could have seen ±"), "{line}");
+        }
     }
 }

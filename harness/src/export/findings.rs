@@ -33,12 +33,32 @@ pub fn with_unit(v: Option<f64>, decimals: usize, unit: &str) -> String {
 
 /// One finding: `REST's caller CPU per request is 43.2% higher than gRPC's
 /// (61.2 vs 42.7 µs; 95% CI +38.0% to +48.1%).`, or with a ratio at 2× and
-/// beyond.
+/// beyond; a count as a count (`REST's errors are 52 more than gRPC's`). A
+/// difference under twice its row type's A/A noise says so.
 pub fn sentence(row: &Row, a: &str, b: &str) -> String {
+    format!("{}{}", comparison_sentence(row, a, b), noise_note(row))
+}
+
+fn comparison_sentence(row: &Row, a: &str, b: &str) -> String {
     let (name, unit) = name_and_unit(row.metric.label);
     let d = row.metric.decimals;
     let values = format!("{} vs {}", with_unit(row.b, d, unit), with_unit(row.a, d, unit));
-    let Some(rel) = row.relative() else { return format!("{b}'s {name} differs from {a}'s ({values}).") };
+    let Some(rel) = row.relative() else {
+        let Some(i) = row.diff else { return format!("{b}'s {name} differs from {a}'s ({values}).") };
+        let way = match (row.metric.is_count(), i.estimate > 0.0) {
+            (true, true) => "more",
+            (true, false) => "fewer",
+            (false, true) => "higher",
+            (false, false) => "lower",
+        };
+        let is = if row.metric.is_count() { ":" } else { " is" };
+        return format!(
+            "{b}'s {name}{is} {} {way} than {a}'s ({values}; 95% CI {:+.d$} to {:+.d$}).",
+            with_unit(Some(i.estimate.abs()), d, unit),
+            i.lo,
+            i.hi
+        );
+    };
     let ratio = 1.0 + rel.estimate / 100.0;
     if !(0.5..2.0).contains(&ratio) {
         return format!(
@@ -56,13 +76,56 @@ pub fn sentence(row: &Row, a: &str, b: &str) -> String {
     )
 }
 
+/// For a called relative difference: whether it is under twice the A/A
+/// noise of its row type in this run, or that the noise could not be measured.
+fn noise_note(row: &Row) -> String {
+    if !row.verdict.is_detectable() || row.relative().is_none() {
+        return String::new();
+    }
+    let kind = crate::judge::noise::row_type(row.metric.key);
+    match row.noise_percent {
+        Some(n) if row.within_noise() => format!(
+            " It is under twice the A/A noise of {kind} rows in this run (2 × {n:.1}%: two rounds of one arm \
+             differ by {n:.1}% on this machine), so it may be noise."
+        ),
+        Some(_) => String::new(),
+        None => format!(" The A/A noise of {kind} rows could not be measured in this run."),
+    }
+}
+
+/// The smallest difference a row's rounds could have detected at 95%
+/// (`±4.1%`, a count or a value without a base: `±1.4 B`).
+pub fn detectable_text(row: &Row) -> String {
+    match (row.detectable_percent(), row.detectable()) {
+        (Some(p), _) => format!("±{p:.1}%"),
+        (None, Some(d)) => {
+            let (_, unit) = name_and_unit(row.metric.label);
+            format!("±{}", with_unit(Some(d), row.metric.decimals + 1, unit))
+        }
+        (None, None) => "n/a".into(),
+    }
+}
+
+/// What is appended to a sentence drawn from an arm that was not a valid
+/// measurement, where it stands; empty when both arms were valid.
+pub fn validity_mark(invalid: &[&str]) -> String {
+    match invalid {
+        [] => String::new(),
+        names => format!(
+            " **Drawn from {}: NOT a valid measurement (see Validity), no basis for a choice.**",
+            names.join(" and ")
+        ),
+    }
+}
+
 fn names(rows: &[&Row]) -> String {
     let n: Vec<&str> = rows.iter().map(|r| name_and_unit(r.metric.label).0).collect();
     n.join(", ")
 }
 
-/// The findings of B against A as Markdown list items.
-pub fn findings_list(rows: &[Row], a: &str, b: &str) -> String {
+/// The findings of B against A as Markdown list items; every item drawn
+/// from the arms carries `mark` ([`validity_mark`]).
+pub fn findings_list(rows: &[Row], a: &str, b: &str, mark: &str) -> String {
     let mut out = String::new();
     if let Some(r) = rows.iter().find(|r| matches!(r.verdict, Verdict::NotJudged { .. })) {
         let rounds = r.rounds;
@@ -75,7 +138,7 @@ pub fn findings_list(rows: &[Row], a: &str, b: &str) -> String {
     }
     let found = findings(rows);
     for r in &found {
-        let _ = writeln!(out, "- {}", sentence(r, a, b));
+        let _ = writeln!(out, "- {}{mark}", sentence(r, a, b));
     }
     if found.is_empty() {
         let _ = writeln!(
@@ -87,11 +150,32 @@ pub fn findings_list(rows: &[Row], a: &str, b: &str) -> String {
         .filter(|r| r.verdict.is_detectable() && !found.iter().any(|f| f.metric.key == r.metric.key))
         .collect();
     if !small.is_empty() {
-        let _ = writeln!(out, "- Detectable but under {FINDING_THRESHOLD_PERCENT}%: {}.", names(&small));
+        let _ = writeln!(out, "- Detectable but under {FINDING_THRESHOLD_PERCENT}%: {}.{mark}", names(&small));
+    }
+    let below: Vec<&Row> =
+        crate::judge::difference::headline(rows).filter(|r| r.verdict == Verdict::BelowResolution).collect();
+    if !below.is_empty() {
+        let _ = writeln!(out, "- Under the printed resolution, no side called: {}.", names(&below));
     }
     let none = no_difference(rows);
-    if !none.is_empty() {
-        let _ = writeln!(out, "- No detectable difference in {}.", names(&none));
+    let with_detectable = |rows: &[&&Row]| {
+        let n: Vec<String> = rows
+            .iter()
+            .map(|r| format!("{} (could have seen {})", name_and_unit(r.metric.label).0, detectable_text(r)))
+            .collect();
+        n.join(", ")
+    };
+    let (wide, tight): (Vec<&&Row>, Vec<&&Row>) = none.iter().partition(|r| r.inconclusive());
+    if !tight.is_empty() {
+        let _ = writeln!(out, "- No detectable difference in {}.{mark}", with_detectable(&tight));
+    }
+    if !wide.is_empty() {
+        let _ = writeln!(
+            out,
+            "- Inconclusive (no detectable difference, but the rounds could not have seen one of \
+             {FINDING_THRESHOLD_PERCENT}%): {}; more rounds narrow it.{mark}",
+            with_detectable(&wide)
+        );
     }
     let one: Vec<&Row> =
         crate::judge::difference::headline(rows).filter(|r| r.verdict == Verdict::OneProcess).collect();
@@ -126,7 +210,8 @@ pub fn verdict_cell(row: &Row, a: &str, b: &str) -> String {
         Verdict::NotJudged { rounds } => format!("not judged ({rounds} rounds)"),
         Verdict::NotMeasured => "n/a".into(),
         Verdict::OneProcess => "not judged (one process per arm)".into(),
-        Verdict::NoDifference => "no detectable difference".into(),
+        Verdict::NoDifference => format!("no detectable difference (could have seen {})", detectable_text(row)),
+        Verdict::BelowResolution => "under the printed resolution, no side called".into(),
         Verdict::ABetter => format!("{a} better"),
         Verdict::BBetter => format!("{b} better"),
         Verdict::BHigher => format!("{b} higher"),
@@ -159,7 +244,16 @@ pub fn method_note(rounds: &str, paired: bool) -> String {
          percentiles, latency min, mean and max, throughput, errors, CPU, memory, bytes) was called in at most \
          {AA_SIMULATED_WORST_PERCENT}% of them, the nominal 5% within the simulation's error. A row is *better* on one \
          side when its 95% interval of B − A excludes zero, *no detectable difference* when it includes zero, and \
-         *not judged* with fewer than {MIN_ROUNDS} rounds per arm. \
+         *not judged* with fewer than {MIN_ROUNDS} rounds per arm. Beside every *no detectable difference* \
+         stands the smallest difference the rounds could have detected: the half-width of the same 95% t \
+         interval, t(0.975, df) times the standard error from the rounds' own spread, since a mean difference is \
+         called exactly when it is larger than that; where it is {FINDING_THRESHOLD_PERCENT}% of the first arm or \
+         more, the comparison is *inconclusive* on that row, not a tie. A difference under what its row prints \
+         (one unit of the last digit, or 0.1% of the first arm) calls no side. Counts (errors, connections, \
+         streams cut) are compared as counts, never as a percentage of a base that may be near zero. A finding \
+         under twice the A/A noise of its row type says so: that noise is how far two rounds of one arm differ \
+         in this run (√2 times the rounds' pooled relative standard deviation within each arm), an A/A pair \
+         measured on this machine beside whatever else it ran. \
          Memory belongs to a process, so its rows are judged only when every round ran on tier processes of its own \
          (started and warmed up for that round, the default); with tiers reused across rounds they say *not \
          judged (one process per arm)*. \
@@ -233,6 +327,48 @@ pub fn projection_section(arms: &[&str], p: &[Projection]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use crate::judge::difference::{Method, Row, Verdict};
+    use crate::judge::inference::Interval;
+    use crate::judge::metrics::by_key;
+
+    fn row(key: &str, a: f64, b: f64, half: f64, verdict: Verdict, noise: Option<f64>) -> Row {
+        let d = b - a;
+        Row {
+            metric: by_key(key).unwrap(),
+            a: Some(a),
+            b: Some(b),
+            diff: Some(Interval { estimate: d, lo: d - half, hi: d + half }),
+            method: Method::PairedT,
+            rounds: 3,
+            verdict,
+            noise_percent: noise,
+        }
+    }
+
+    #[test]
+    fn a_count_is_said_as_a_count_and_a_small_finding_beside_its_noise() {
+        let errors = row("errors", 1.0, 53.0, 12.0, Verdict::ABetter, None);
+        assert_eq!(
+            super::sentence(&errors, "gRPC", "REST"),
+            "REST's errors (all classes): 52 more than gRPC's (53 vs 1; 95% CI +40 to +64)."
+        );
+        assert_eq!(super::difference_cell(&errors), "+52 (+40 to +64)");
+        // 8% apart, where two rounds of one arm differ by 5%: called, and marked.
+        let cpu = row("cpu_us_per_request.caller", 100.0, 92.0, 3.0, Verdict::BBetter, Some(5.0));
+        let text = super::sentence(&cpu, "gRPC", "REST");
+        assert!(text.starts_with("REST's caller CPU per request is 8.0% lower than gRPC's"), "{text}");
+        assert!(text.ends_with("It is under twice the A/A noise of CPU rows in this run (2 × 5.0%: two rounds of one arm differ by 5.0% on this machine), so it may be noise."), "{text}");
+        let quiet = row("cpu_us_per_request.caller", 100.0, 92.0, 3.0, Verdict::BBetter, Some(1.0));
+        assert!(!super::sentence(&quiet, "gRPC", "REST").contains("noise"));
+        let unknown = row("cpu_us_per_request.caller", 100.0, 92.0, 3.0, Verdict::BBetter, None);
+        assert!(super::sentence(&unknown, "gRPC", "REST").ends_with("could not be measured in this run."));
+        // No difference: what the rounds could have seen, relative or as a count.
+        let none = row("p99", 200.0, 201.0, 8.0, Verdict::NoDifference, None);
+        assert_eq!(super::verdict_cell(&none, "gRPC", "REST"), "no detectable difference (could have seen ±4.0%)");
+        let none = row("errors", 0.0, 1.0, 1.5, Verdict::NoDifference, None);
+        assert_eq!(super::detectable_text(&none), "±1.5");
+    }
+
     #[test]
     fn labels_split_into_name_and_unit() {
         use super::name_and_unit;

@@ -366,7 +366,7 @@ fn validity_section(run: &RunResult) -> String {
     if run.is_valid() {
         let _ = writeln!(
             out,
-            "Valid: every round achieved at least 99% of the target with no errors or drops, the generator kept its schedule (send lag p99 under 10 ms) and was not near a full core."
+            "Valid: every round achieved at least 99% of the target with no errors or drops, the generator kept its schedule (send lag p99 under 10 ms) and was not near a full core, and other processes kept at most 25% of the machine's cores busy where that was measured."
         );
     } else {
         let _ = writeln!(out, "**Not a valid measurement of the transports:**\n");

@@ -170,8 +170,17 @@ struct JsonRow {
     relative_ci_high: Option<f64>,
     method: &'static str,
     rounds: usize,
-    /// `a_better`, `b_better`, `no_detectable_difference`, `b_higher`,
-    /// `b_lower`, `not_judged`, `not_measured`.
+    /// The smallest difference the rounds could have detected at 95% (the
+    /// interval's half-width), absolute and relative to A.
+    detectable: Option<f64>,
+    detectable_relative_percent: Option<f64>,
+    /// No detectable difference, but the rounds could not have seen one of
+    /// the findings' threshold (5%; a count: one).
+    inconclusive: bool,
+    /// The A/A noise of the row's type in these runs, in percent.
+    aa_noise_percent: Option<f64>,
+    /// `a_better`, `b_better`, `no_detectable_difference`, `below_resolution`,
+    /// `b_higher`, `b_lower`, `not_judged`, `not_measured`.
     verdict: &'static str,
 }
 
@@ -183,8 +192,16 @@ fn json_comparisons(runs: &[RunResult]) -> Vec<JsonComparison> {
         .skip(1)
         .map(|(i, b)| {
             let rows = compare(&runs[0], b);
-            let sentences =
-                findings(&rows).iter().map(|r| crate::export::findings::sentence(r, &names[0], &names[i])).collect();
+            let invalid: Vec<&str> = [(&runs[0], names[0].as_str()), (b, names[i].as_str())]
+                .iter()
+                .filter(|(run, _)| !run.is_valid())
+                .map(|(_, name)| *name)
+                .collect();
+            let mark = crate::export::findings::validity_mark(&invalid);
+            let sentences = findings(&rows)
+                .iter()
+                .map(|r| format!("{}{mark}", crate::export::findings::sentence(r, &names[0], &names[i])))
+                .collect();
             let rows = rows
                 .iter()
                 .map(|r| JsonRow {
@@ -203,10 +220,15 @@ fn json_comparisons(runs: &[RunResult]) -> Vec<JsonComparison> {
                         Method::WelchT => "welch_t",
                     },
                     rounds: r.rounds,
+                    detectable: r.detectable(),
+                    detectable_relative_percent: r.detectable_percent(),
+                    inconclusive: r.inconclusive(),
+                    aa_noise_percent: r.noise_percent,
                     verdict: match r.verdict {
                         Verdict::ABetter => "a_better",
                         Verdict::BBetter => "b_better",
                         Verdict::NoDifference => "no_detectable_difference",
+                        Verdict::BelowResolution => "below_resolution",
                         Verdict::BHigher => "b_higher",
                         Verdict::BLower => "b_lower",
                         Verdict::NotJudged { .. } => "not_judged",
@@ -290,6 +312,19 @@ fn json_arm(run: &RunResult) -> JsonArm<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_single_run_beside_other_load_is_not_called_valid_on_the_terminal() {
+        let mut run = crate::testing::run(caller::Transport::Grpc, 1.0);
+        run.environment.logical_cores = Some(2);
+        run.validity = crate::judge::validity(&run);
+        assert!(text(std::slice::from_ref(&run), None, false).contains("\nvalid measurement\n"));
+        run.rounds.iter_mut().for_each(|r| r.other_cores = Some(1.9));
+        run.validity = crate::judge::validity(&run);
+        let out = text(&[run], None, false);
+        assert!(!out.contains("\nvalid measurement"), "{out}");
+        assert!(out.contains("NOT VALID: round 1: other processes kept 1.90 of 2 cores busy (over 25%"), "{out}");
+    }
 
     #[test]
     fn the_json_of_a_comparison_has_rows_findings_and_the_projection() {

@@ -18,6 +18,7 @@ mod tests {
     use crate::judge::inference::{
         AA_SIMULATED_COMPARISONS, AA_SIMULATED_P50_SPREAD_PERCENT, AA_SIMULATED_WORST_PERCENT, Rng,
     };
+    use crate::judge::noise::row_type;
     use crate::judge::stats::summarize;
     use crate::measure::histogram::{encode_histogram, new_histogram};
     use crate::result::{RoundResult, RunResult, TierName};
@@ -121,21 +122,10 @@ mod tests {
     fn judged(row: &Row) -> bool {
         use crate::judge::difference::Verdict;
         row.metric.better != crate::judge::metrics::Better::Neither
-            && matches!(row.verdict, Verdict::NoDifference | Verdict::ABetter | Verdict::BBetter)
-    }
-
-    /// The row types a closing note names, and which keys belong to each.
-    fn row_type(key: &str) -> &'static str {
-        match key {
-            "p50" | "p90" | "p95" | "p99" | "p999" => "latency percentile",
-            "min" | "mean" | "max" => "latency min/mean/max",
-            "throughput" | "achieved_percent" => "throughput",
-            "errors" | "dropped" => "errors",
-            k if k.starts_with("cpu_") => "CPU",
-            k if k.starts_with("rss_") => "memory",
-            k if k.contains("bytes") => "bytes",
-            _ => "other",
-        }
+            && matches!(
+                row.verdict,
+                Verdict::NoDifference | Verdict::BelowResolution | Verdict::ABetter | Verdict::BBetter
+            )
     }
 
     /// Prints each row's and each row type's false-call share, and asserts

@@ -9,6 +9,7 @@
 
 use super::inference::{self, Interval, MIN_ROUNDS};
 use super::metrics::{Better, Metric, metrics};
+use super::noise::aa_noise_percent;
 use super::stats::mean;
 use crate::result::RunResult;
 
@@ -85,6 +86,9 @@ pub enum Verdict {
     OneProcess,
     /// The interval includes zero.
     NoDifference,
+    /// The interval excludes zero, but the difference is under what the row
+    /// prints ([`Row::resolution`]): no side is called.
+    BelowResolution,
     ABetter,
     BBetter,
     /// A detectable difference on a row with no better side.
@@ -112,12 +116,66 @@ pub struct Row {
     /// Rounds (pairs) the interval rests on.
     pub rounds: usize,
     pub verdict: Verdict,
+    /// The A/A noise of the row's type in these two runs, in percent of the
+    /// mean ([`aa_noise_percent`]); `None` where it cannot be measured.
+    pub noise_percent: Option<f64>,
 }
 
 impl Row {
-    /// The difference relative to A, in percent.
+    /// The difference relative to A, in percent; none for a count, which is
+    /// compared as a count ([`Metric::is_count`]).
     pub fn relative(&self) -> Option<Interval> {
+        if self.metric.is_count() {
+            return None;
+        }
         self.diff?.relative_to(self.a?)
+    }
+
+    /// The smallest difference these rounds would have called at 95%, in the
+    /// row's unit: the half-width of its t interval (t(0.975, df) × the
+    /// standard error from the rounds' own spread), since a mean difference
+    /// is called exactly when it is larger than that.
+    pub fn detectable(&self) -> Option<f64> {
+        self.diff.map(|d| (d.hi - d.lo) / 2.0)
+    }
+
+    /// [`Row::detectable`] in percent of A, where the row is relative.
+    pub fn detectable_percent(&self) -> Option<f64> {
+        let a = self.a.filter(|a| *a != 0.0 && a.is_finite() && !self.metric.is_count())?;
+        Some(self.detectable()? / a.abs() * 100.0)
+    }
+
+    /// The smallest difference the row prints, in its unit: one unit of the
+    /// values' last digit, and for a relative row 0.1% of A (the difference
+    /// cell's last digit), whichever is larger; a count's is one.
+    pub fn resolution(&self) -> f64 {
+        let digit = 10f64.powi(-i32::try_from(self.metric.decimals).unwrap_or(i32::MAX));
+        match self.a {
+            _ if self.metric.is_count() => digit.max(1.0),
+            Some(a) if a != 0.0 && a.is_finite() => digit.max(a.abs() * 0.001),
+            _ => digit,
+        }
+    }
+
+    /// True when no difference was seen but one that matters could have hidden
+    /// in the interval: the run could only have detected a difference of at
+    /// least [`FINDING_THRESHOLD_PERCENT`] of A (a count: one or more).
+    pub fn inconclusive(&self) -> bool {
+        self.verdict == Verdict::NoDifference
+            && match (self.detectable_percent(), self.detectable()) {
+                (Some(p), _) => p >= FINDING_THRESHOLD_PERCENT,
+                (None, Some(d)) => d >= self.resolution(),
+                (None, None) => true,
+            }
+    }
+
+    /// True when a called difference is under twice the A/A noise of its
+    /// row type: two measurements of one arm differ by that much.
+    pub fn within_noise(&self) -> bool {
+        match (self.relative(), self.noise_percent) {
+            (Some(rel), Some(noise)) => self.verdict.is_detectable() && rel.estimate.abs() < 2.0 * noise,
+            _ => false,
+        }
     }
 }
 
@@ -141,7 +199,11 @@ pub fn paired(a: &RunResult, b: &RunResult) -> bool {
 /// Every row of [`metrics`] for B against A.
 pub fn compare(a: &RunResult, b: &RunResult) -> Vec<Row> {
     let is_paired = paired(a, b);
-    metrics().iter().map(|m| row(m, a, b, is_paired)).collect()
+    let mut rows: Vec<Row> = metrics().iter().map(|m| row(m, a, b, is_paired)).collect();
+    for r in &mut rows {
+        r.noise_percent = aa_noise_percent(&[a, b], FINDING_KEYS, r.metric.key);
+    }
+    rows
 }
 
 /// One row: a latency percentile is judged like every other figure, one
@@ -172,7 +234,11 @@ fn row(m: &'static Metric, a: &RunResult, b: &RunResult, is_paired: bool) -> Row
         }
         v => v,
     };
-    Row { metric: m, a: ma, b: mb, diff, method, rounds, verdict }
+    let mut row = Row { metric: m, a: ma, b: mb, diff, method, rounds, verdict, noise_percent: None };
+    if row.verdict.is_detectable() && diff.is_some_and(|d| d.estimate.abs() < row.resolution()) {
+        row.verdict = Verdict::BelowResolution;
+    }
+    row
 }
 
 /// True when every round of `run` measured `tier` on a process of its own
@@ -204,14 +270,17 @@ pub fn verdict(better: Better, diff: Option<Interval>, rounds: usize) -> Verdict
 
 /// The rows that make findings: detectable, on a row with a better side in
 /// [`FINDING_KEYS`], and at least [`FINDING_THRESHOLD_PERCENT`] relative to
-/// A; the largest first.
+/// A (a count: any difference above its resolution); counts first, then the
+/// largest first.
 pub fn findings(rows: &[Row]) -> Vec<&Row> {
     let mut found: Vec<&Row> = headline(rows)
         .filter(|r| r.verdict.is_detectable())
-        .filter(|r| r.relative().is_some_and(|rel| rel.estimate.abs() >= FINDING_THRESHOLD_PERCENT))
+        .filter(|r| {
+            r.metric.is_count() || r.relative().is_some_and(|rel| rel.estimate.abs() >= FINDING_THRESHOLD_PERCENT)
+        })
         .collect();
     found.sort_by(|x, y| {
-        let size = |r: &Row| r.relative().map_or(0.0, |rel| rel.estimate.abs());
+        let size = |r: &Row| r.relative().map_or(f64::INFINITY, |rel| rel.estimate.abs());
         size(y).total_cmp(&size(x))
     });
     found
@@ -228,7 +297,9 @@ pub fn called_share(rows: &[Row]) -> (usize, usize) {
     let judged: Vec<&Row> = rows
         .iter()
         .filter(|r| r.metric.better != Better::Neither)
-        .filter(|r| matches!(r.verdict, Verdict::NoDifference | Verdict::ABetter | Verdict::BBetter))
+        .filter(|r| {
+            matches!(r.verdict, Verdict::NoDifference | Verdict::BelowResolution | Verdict::ABetter | Verdict::BBetter)
+        })
         .collect();
     (judged.iter().filter(|r| r.verdict.is_detectable()).count(), judged.len())
 }
@@ -312,6 +383,102 @@ mod tests {
         assert_eq!(by_key(&rows, "rss_mib_mean.downstream").verdict, Verdict::NoDifference);
         b.rounds.iter_mut().for_each(|r| r.pids.clear());
         assert_eq!(by_key(&compare(&a, &b), "rss_mib_mean.downstream").verdict, Verdict::OneProcess);
+    }
+
+    #[test]
+    fn a_difference_under_the_printed_resolution_calls_no_side() {
+        // p99 0.05 ms lower on B in every round, about 500 ms: the interval
+        // excludes zero, but the row prints "-0.0%" (0.1% of A is 0.5 ms).
+        let (a, mut b) = pair(5, 1.0);
+        for (rb, ra) in b.rounds.iter_mut().zip(&a.rounds) {
+            let p99 = ra.latency.corrected.as_ref().unwrap().p99_ms;
+            rb.latency.corrected.as_mut().unwrap().p99_ms = p99 - 0.05 + 0.001 * f64::from(rb.index % 2);
+        }
+        let rows = compare(&a, &b);
+        let p99 = by_key(&rows, "p99");
+        assert!(p99.diff.unwrap().excludes_zero(), "{p99:?}");
+        assert_eq!(p99.verdict, Verdict::BelowResolution, "{p99:?}");
+        assert!((p99.resolution() - p99.a.unwrap() * 0.001).abs() < 1e-9);
+        // A judged non-call: it counts in the A/A share, never as a finding.
+        assert!(!findings(&rows).iter().any(|r| r.metric.key == "p99"));
+        // Ten times as large it is over the resolution and called.
+        for (rb, ra) in b.rounds.iter_mut().zip(&a.rounds) {
+            rb.latency.corrected.as_mut().unwrap().p99_ms = ra.latency.corrected.as_ref().unwrap().p99_ms - 5.0;
+        }
+        assert_eq!(by_key(&compare(&a, &b), "p99").verdict, Verdict::BBetter);
+    }
+
+    #[test]
+    fn counts_are_compared_as_counts() {
+        let (mut a, mut b) = pair(3, 1.0);
+        for (run, n) in [(&mut a, [1, 1, 1]), (&mut b, [53, 50, 56])] {
+            for (r, n) in run.rounds.iter_mut().zip(n) {
+                r.requests.errors = [("timeout".to_owned(), n)].into_iter().collect();
+            }
+        }
+        let rows = compare(&a, &b);
+        let errors = by_key(&rows, "errors");
+        assert_eq!(errors.verdict, Verdict::ABetter);
+        assert_eq!(errors.relative(), None, "a count has no percentage: {errors:?}");
+        assert_eq!(errors.diff.unwrap().estimate, 52.0);
+        assert_eq!(errors.detectable_percent(), None);
+        // A count is a finding, before the relative ones.
+        assert_eq!(findings(&rows).first().map(|r| r.metric.key), Some("errors"));
+        // Under one count apart, no side is called.
+        for (r, n) in b.rounds.iter_mut().zip([1, 1, 2]) {
+            r.requests.errors = [("timeout".to_owned(), n)].into_iter().collect();
+        }
+        let rows = compare(&a, &b);
+        assert_ne!(by_key(&rows, "errors").verdict, Verdict::ABetter);
+    }
+
+    #[test]
+    fn no_difference_says_what_the_rounds_could_have_seen() {
+        let (a, b) = pair(5, 1.0);
+        let rows = compare(&a, &b);
+        let cpu = by_key(&rows, "cpu_us_per_request.caller");
+        assert_eq!(cpu.verdict, Verdict::NoDifference, "{cpu:?}");
+        let d = cpu.diff.unwrap();
+        // The half-width of the interval, relative to A.
+        assert!((cpu.detectable().unwrap() - (d.hi - d.lo) / 2.0).abs() < 1e-12);
+        let percent = cpu.detectable_percent().unwrap();
+        assert!(percent > 0.0 && percent < FINDING_THRESHOLD_PERCENT, "{percent}");
+        assert!(!cpu.inconclusive(), "a 1% noise leaves a tight interval: {cpu:?}");
+        // The same rows with a wide spread on B: inconclusive, not a tie.
+        let (a, mut b) = pair(3, 1.0);
+        for (r, w) in b.rounds.iter_mut().zip([0.7, 1.4, 0.9]) {
+            let caller = r.resources.get_mut(&crate::result::TierName::Caller).unwrap();
+            caller.cpu_us_per_request = caller.cpu_us_per_request.map(|c| c * w);
+        }
+        let rows = compare(&a, &b);
+        let cpu = by_key(&rows, "cpu_us_per_request.caller");
+        assert_eq!(cpu.verdict, Verdict::NoDifference, "{cpu:?}");
+        assert!(cpu.inconclusive() && cpu.detectable_percent().unwrap() > 20.0, "{cpu:?}");
+    }
+
+    #[test]
+    fn a_finding_under_twice_the_a_a_noise_is_marked() {
+        // Rounds of each arm 4% apart; a 10% shift is called and within twice the noise.
+        let (mut a, mut b) = pair(5, 1.10);
+        for run in [&mut a, &mut b] {
+            for (r, w) in run.rounds.iter_mut().zip([0.95, 1.05, 1.0, 0.96, 1.04]) {
+                for tier in [crate::result::TierName::Caller, crate::result::TierName::Downstream] {
+                    let t = r.resources.get_mut(&tier).unwrap();
+                    t.cpu_us_per_request = t.cpu_us_per_request.map(|c| c * w);
+                }
+            }
+        }
+        // Pairs move together (counterbalanced), so the paired interval still calls it.
+        let rows = compare(&a, &b);
+        let cpu = by_key(&rows, "cpu_us_per_request.caller");
+        assert_eq!(cpu.verdict, Verdict::ABetter, "{cpu:?}");
+        let noise = cpu.noise_percent.unwrap();
+        assert!(noise > 5.0 && cpu.within_noise(), "{noise} {cpu:?}");
+        // The quiet pair: the same shift stands clear of its noise.
+        let (a, b) = pair(5, 1.10);
+        let rows = compare(&a, &b);
+        let cpu = by_key(&rows, "cpu_us_per_request.caller");
+        assert!(cpu.verdict.is_detectable() && !cpu.within_noise(), "{cpu:?}");
     }
 
     #[test]

@@ -34,6 +34,13 @@ impl Metric {
         self.key.strip_prefix("rss_")?.split_once('.').map(|(_, tier)| tier)
     }
 
+    /// True for rows that count things (errors, connections, streams cut):
+    /// compared as counts, never as a percentage of a base that may be
+    /// near zero (1 against 53 errors is 52 more, not +5200%).
+    pub fn is_count(&self) -> bool {
+        COUNT_KEYS.contains(&self.key)
+    }
+
     /// True for latency rows, whose unit is milliseconds.
     pub fn is_latency(&self) -> bool {
         self.label.ends_with("(ms)")
@@ -87,6 +94,19 @@ fn stream(r: &RoundResult) -> Option<&StreamRound> {
 fn res(r: &RoundResult, tier: TierName) -> Option<&Resources> {
     r.resources.get(&tier)
 }
+
+/// The rows that count things per round (see [`Metric::is_count`]).
+const COUNT_KEYS: &[&str] = &[
+    "requests_sent",
+    "errors",
+    "dropped",
+    "replica_shed",
+    "streams_cut",
+    "buffered_items_max",
+    "internal.connections_opened",
+    "internal.connections_open_at_end",
+    "front.connections_opened",
+];
 
 /// The row with gate key `key`.
 pub fn by_key(key: &str) -> Option<&'static Metric> {
@@ -277,6 +297,12 @@ mod tests {
         keys.dedup();
         assert_eq!(keys.len(), METRICS.len());
         assert!(by_key("p99").unwrap().is_latency() && !by_key("throughput").unwrap().is_latency());
+        // Every count key names a row, and a count row has no decimals.
+        for key in COUNT_KEYS {
+            let m = by_key(key).unwrap_or_else(|| panic!("{key} names no row"));
+            assert!(m.is_count() && m.decimals == 0, "{key}");
+        }
+        assert!(!by_key("internal.request_wire_bytes").unwrap().is_count());
         // A share row for every replica a run may have.
         let last = format!("replica_share.{}", crate::config::MAX_REPLICAS - 1);
         assert!(by_key(&last).is_some() && by_key(&format!("replica_share.{}", crate::config::MAX_REPLICAS)).is_none());

@@ -10,6 +10,7 @@
 //!   A/A simulation (`aa_simulation.rs`, a test);
 //! * [`metrics`]: the rows a report shows and which direction is better;
 //! * [`difference`]: two arms row by row: intervals, verdicts, findings;
+//! * [`noise`]: the A/A noise of a row type, from an arm's own rounds;
 //! * [`attribution`]: the 2×2 of encoding × transport: how much of REST − gRPC each explains;
 //! * [`projection`]: what an arm needs at a planned rate (`--plan-qps`);
 //! * [`replicas`]: how an arm's calls fell on the downstream's replicas, and the imbalance;
@@ -27,6 +28,7 @@ pub mod inference;
 pub mod input;
 pub mod merge;
 pub mod metrics;
+pub mod noise;
 pub mod payload;
 pub mod projection;
 pub mod replicas;

@@ -16,6 +16,14 @@ pub const HARNESS_CPU_PEAK_LIMIT: f64 = 90.0;
 /// Steal above this share of the machine's CPU ticks in a round: the
 /// hypervisor gave this VM's cores away often enough to slow what it measured.
 pub const STEAL_LIMIT_PERCENT: f64 = 2.0;
+/// Processes outside the run keeping more than this share of the machine's
+/// logical cores busy, on average over a round: the tiers and the harness
+/// competed with them for CPU, so CPU and latency figures read as on a
+/// busier machine than the run's own (on a 2-core machine, half a core).
+pub const OTHER_LOAD_LIMIT_SHARE: f64 = 0.25;
+/// How an other-load note ends: with [`FELL_BEHIND`] and steal, a note that
+/// says the machine, not the measured tiers, is what was busy.
+pub const COMPETED: &str = "the tiers competed with them for CPU, so CPU and latency read as on a busier machine";
 /// A generator that began this many seconds after `--start-at` or more did
 /// not start with the others.
 pub const LATE_START_LIMIT_SECONDS: f64 = 0.02;
@@ -56,12 +64,7 @@ pub fn validity(run: &RunResult) -> Vec<String> {
                 ACHIEVED_RATIO_MIN * 100.0
             ));
         }
-        if let Some(steal) = r.steal_percent.filter(|s| *s > STEAL_LIMIT_PERCENT) {
-            problems.push(format!(
-                "round {k}: the hypervisor took {steal:.1}% of the machine's CPU time (steal, over \
-                 {STEAL_LIMIT_PERCENT}%): its tiers ran on a slower machine than a quiet one"
-            ));
-        }
+        problems.extend(machine_notes(run, r));
         if let Some(&dropped) = r.requests.errors.get("dropped").filter(|d| **d > 0) {
             problems.push(format!("round {k}: {dropped} requests dropped at --max-in-flight"));
         }
@@ -96,6 +99,34 @@ pub fn validity(run: &RunResult) -> Vec<String> {
         }
     }
     problems
+}
+
+/// What else took the machine's CPU during round `r`: the hypervisor's
+/// steal, or processes outside the run, over their limits.
+fn machine_notes(run: &RunResult, r: &crate::result::RoundResult) -> Vec<String> {
+    let k = r.index;
+    let mut notes = Vec::new();
+    if let Some(steal) = r.steal_percent.filter(|s| *s > STEAL_LIMIT_PERCENT) {
+        notes.push(format!(
+            "round {k}: the hypervisor took {steal:.1}% of the machine's CPU time (steal, over \
+             {STEAL_LIMIT_PERCENT}%): its tiers ran on a slower machine than a quiet one"
+        ));
+    }
+    if let Some((other, cores)) = other_load(run, r) {
+        notes.push(format!(
+            "round {k}: other processes kept {other:.2} of {cores} cores busy (over {:.0}% of the machine): {COMPETED}",
+            OTHER_LOAD_LIMIT_SHARE * 100.0
+        ));
+    }
+    notes
+}
+
+/// A round's other load and the machine's cores, where the other load is
+/// over [`OTHER_LOAD_LIMIT_SHARE`] of them; `None` where it is not, or where
+/// either was not measured.
+fn other_load(run: &RunResult, r: &crate::result::RoundResult) -> Option<(f64, usize)> {
+    let cores = run.environment.logical_cores?;
+    r.other_cores.filter(|o| *o > OTHER_LOAD_LIMIT_SHARE * cores as f64).map(|o| (o, cores))
 }
 
 /// What a tier held back by its CPU limit does to the figures.
@@ -142,6 +173,26 @@ mod tests {
 
     use super::*;
     use crate::testing;
+
+    #[test]
+    fn a_round_beside_other_load_over_the_limit_is_not_valid_and_says_how_much() {
+        let mut run = testing::run(Transport::Grpc, 1.0);
+        run.environment.logical_cores = Some(2);
+        run.rounds[0].other_cores = Some(0.5);
+        assert!(!validity(&run).iter().any(|v| v.contains("other processes")), "at the limit: {:?}", validity(&run));
+        run.rounds[0].other_cores = Some(1.9);
+        let notes = validity(&run);
+        assert!(
+            notes.iter().any(|v| v.starts_with("round 1: other processes kept 1.90 of 2 cores busy (over 25%")),
+            "{notes:?}"
+        );
+        // Not measured (the load, or the cores) is not a problem.
+        run.environment.logical_cores = None;
+        assert!(!validity(&run).iter().any(|v| v.contains("other processes")));
+        run.environment.logical_cores = Some(2);
+        run.rounds[0].other_cores = None;
+        assert!(!validity(&run).iter().any(|v| v.contains("other processes")));
+    }
 
     #[test]
     fn a_round_with_steal_over_the_limit_is_not_valid_and_says_how_much() {

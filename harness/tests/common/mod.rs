@@ -306,12 +306,17 @@ pub fn entries(out: &Path) -> Vec<String> {
 }
 
 /// A run's validity notes but those a busy or shared machine alone can cause
-/// (the generator fell behind its schedule; the hypervisor's steal): what a
-/// test of something else asserts to be empty.
+/// (the generator fell behind its schedule; the hypervisor's steal; other
+/// load over its share of the cores): what a test of something else
+/// asserts to be empty.
 pub fn validity_apart_from_the_machine(run: &RunResult) -> Vec<&String> {
     run.validity
         .iter()
-        .filter(|n| !n.ends_with(harness::judge::validity::FELL_BEHIND) && !n.contains("(steal, over"))
+        .filter(|n| {
+            !n.ends_with(harness::judge::validity::FELL_BEHIND)
+                && !n.contains("(steal, over")
+                && !n.ends_with(harness::judge::validity::COMPETED)
+        })
         .collect()
 }
 
