@@ -19,6 +19,7 @@ pub mod codec;
 mod data;
 mod generate;
 pub mod http;
+pub mod input;
 
 use std::path::{Path, PathBuf};
 
@@ -110,7 +111,7 @@ impl Contract {
         }
         let mut resolver = protox::file::ChainFileResolver::new();
         for include in &includes {
-            resolver.add(protox::file::IncludeFileResolver::new(include.clone()));
+            resolver.add(Bounded(protox::file::IncludeFileResolver::new(include.clone()), include.clone()));
         }
         resolver.add(protox::file::GoogleFileResolver::new());
         resolver.add(GoogleApi);
@@ -191,6 +192,47 @@ impl protox::file::FileResolver for GoogleApi {
             }
             _ => Err(protox::Error::file_not_found(name)),
         }
+    }
+}
+
+/// An include folder whose files are opened only when regular and within
+/// [`input::MAX_PROTO_FILE_BYTES`]: protox's own resolver would wait on a
+/// FIFO and read a device such as `/dev/zero` for 2 GiB.
+struct Bounded(protox::file::IncludeFileResolver, PathBuf);
+
+/// Why a `.proto` file was not opened, as protox's error carries it (and
+/// prints it, either way, as the reason alone).
+struct Refused(String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::fmt::Debug for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+impl protox::file::FileResolver for Bounded {
+    fn resolve_path(&self, path: &Path) -> Option<String> {
+        self.0.resolve_path(path)
+    }
+
+    fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
+        let path = self.1.join(name);
+        if std::fs::symlink_metadata(&path).is_err() {
+            return Err(protox::Error::file_not_found(name));
+        }
+        // Checked, then opened by protox itself, which keeps its check that
+        // a file given is the one its name resolves to.
+        input::check_bounded(&path, input::MAX_PROTO_FILE_BYTES, "a .proto file")
+            .map_err(|why| protox::Error::new(Refused(format!("{}: {why}", path.display()))))?;
+        self.0.open_file(name)
     }
 }
 
@@ -346,5 +388,26 @@ mod tests {
         assert_eq!((pick(0, 3), pick(4, 3), pick(7, 1)), (0, 1, 0));
         assert_eq!(call_number(Some(b"42")), 42);
         assert_eq!((call_number(Some(b"x")), call_number(None)), (0, 0));
+    }
+
+    #[test]
+    fn a_proto_file_that_is_not_a_regular_file_or_too_large_is_refused_unread() {
+        let e = Contract::compile(&[PathBuf::from("/dev/zero")], &[], "a.B/C").unwrap_err().to_string();
+        assert!(e.contains("/dev/zero") && e.contains("not a regular file"), "{e}");
+        let dir = testing::folder();
+        let fifo = dir.join("api.proto");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        // Opening a FIFO would wait for a writer: the refusal returning is the test.
+        let e = Contract::compile(&[fifo], &[], "a.B/C").unwrap_err().to_string();
+        assert!(e.contains("api.proto") && e.contains("not a regular file"), "{e}");
+        // An import past the bound, refused by the path it was found at.
+        let big = dir.join("big.proto");
+        let mut text = "syntax = \"proto3\";\n".to_owned();
+        text.push_str(&"// padding\n".repeat((input::MAX_PROTO_FILE_BYTES / 11 + 1) as usize));
+        std::fs::write(&big, text).unwrap();
+        let uses = dir.join("uses.proto");
+        std::fs::write(&uses, "syntax = \"proto3\";\nimport \"big.proto\";\n").unwrap();
+        let e = Contract::compile(&[uses], &[], "a.B/C").unwrap_err().to_string();
+        assert!(e.contains(&big.display().to_string()) && e.contains("at most 8 MiB"), "{e}");
     }
 }
