@@ -2,7 +2,9 @@
 //! the reason and exit 2: inputs past their bounds or not regular files, a
 //! request the downstream could never read, a message nested deeper than
 //! the tiers decode, a `google.api.http` rule no request could reach or
-//! that a built-in route already is.
+//! that a built-in route already is. A gateway-annotated API, its
+//! grpc-gateway OpenAPI options built in, compiles and runs, and the
+//! Contract section names the REST route it took.
 
 use std::path::Path;
 
@@ -98,6 +100,67 @@ fn an_http_rule_no_request_could_reach_is_refused_before_any_load() {
         assert_eq!(code, Some(2), "{path}: {err}");
         assert!(err.contains(said) && !err.contains("panicked"), "{path}: {said:?} not in {err}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A gateway-annotated API as such files are written: grpc-gateway's
+/// OpenAPI options on the file, service, method, message, enum and field.
+const GATEWAY: &str = r#"syntax = "proto3";
+package echo.v1;
+import "google/api/annotations.proto";
+import "protoc-gen-openapiv2/options/annotations.proto";
+option (grpc.gateway.protoc_gen_openapiv2.options.openapiv2_swagger) = {
+  info: { title: "Echo API"; version: "1.0"; contact: { name: "ops" } };
+  schemes: HTTPS;
+  security_definitions: { security: { key: "key" value: { type: TYPE_API_KEY; in: IN_HEADER; name: "X-Key" } } };
+};
+service Echo {
+  option (grpc.gateway.protoc_gen_openapiv2.options.openapiv2_tag) = { name: "echo"; description: "Echoes" };
+  rpc Say(SayRequest) returns (SayReply) {
+    option (google.api.http) = { get: "/v1/echo/{id}" };
+    option (grpc.gateway.protoc_gen_openapiv2.options.openapiv2_operation) = {
+      summary: "Echo one"; operation_id: "say"; tags: "echo";
+      responses: { key: "404" value: { description: "no such id" } };
+    };
+  }
+}
+message SayRequest {
+  option (grpc.gateway.protoc_gen_openapiv2.options.openapiv2_schema) = { json_schema: { required: ["id"] } };
+  string id = 1 [(grpc.gateway.protoc_gen_openapiv2.options.openapiv2_field) = { description: "what"; max_length: 64 }];
+  Tone tone = 2;
+}
+enum Tone {
+  option (grpc.gateway.protoc_gen_openapiv2.options.openapiv2_enum) = { description: "how" };
+  TONE_UNSPECIFIED = 0;
+  TONE_LOUD = 1;
+}
+message SayReply { string text = 1; repeated string words = 2; }
+"#;
+
+#[test]
+fn a_gateway_annotated_api_runs_and_the_contract_section_names_its_rest_route() {
+    let dir = out_dir("contract-gateway");
+    let proto = write(dir_made(&dir), "echo.proto", GATEWAY);
+    let out = dir.join("out");
+    let o = short_run(&out)
+        .args(&["--proto", &proto, "--call", "echo.v1.Echo/Say"])
+        .flags("--transport grpc,rest --qps 20 --warmup 300ms --rounds 1")
+        .output();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    for arm in ["grpc", "rest"] {
+        let run = load(&folder.join(arm));
+        let r = &run.rounds[0];
+        assert!(r.requests.sent >= 19 && r.requests.ok == r.requests.sent, "{arm}: {:?}", r.requests);
+        let route = run.contract.as_ref().and_then(|c| c.rest_route.clone());
+        assert_eq!(
+            route.as_deref(),
+            Some("GET /v1/echo/{id} (google.api.http, no body); REST+protobuf: POST /v1/echo.v1.Echo/Say")
+        );
+    }
+    let comparison = std::fs::read_to_string(folder.join("comparison.md")).unwrap();
+    assert!(comparison.contains("| REST route | GET /v1/echo/{id} (google.api.http, no body);"), "{comparison}");
+    assert!(comparison.contains("whatever the data file's own spelling"), "{comparison}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

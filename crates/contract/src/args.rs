@@ -150,6 +150,10 @@ pub struct Report {
     pub files: Vec<String>,
     /// SHA-256 of the compiled descriptor set (imports included).
     pub descriptor_sha256: String,
+    /// Where the REST arms call the method ([`Contract::rest_route`]);
+    /// absent from a run written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rest_route: Option<String>,
     pub requests: MessagesReport,
     pub answers: MessagesReport,
 }
@@ -199,6 +203,7 @@ impl Loaded {
             response_message: self.contract.output().full_name().to_owned(),
             files: self.contract.files.iter().map(|f| f.display().to_string()).collect(),
             descriptor_sha256: self.contract.sha256.clone(),
+            rest_route: Some(self.contract.rest_route()),
             requests: side(&self.requests),
             answers: side(&self.answers),
         }

@@ -25,6 +25,16 @@ pub enum BodyRule {
     Field(String),
 }
 
+impl std::fmt::Display for BodyRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyRule::None => f.write_str("no body"),
+            BodyRule::Whole => f.write_str("body \"*\""),
+            BodyRule::Field(field) => write!(f, "body {field:?}"),
+        }
+    }
+}
+
 /// One segment of a path template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Segment {
