@@ -8,8 +8,12 @@
 //! Supported: the five verbs, path variables naming a top-level scalar
 //! field (`{id}`), `body: "*"`, `body: "field"` and no body. Refused at
 //! start-up, with the reason: `custom` verbs, variables with a pattern
-//! (`{name=shelves/*}`) or a nested field, and a message field left for the
-//! query string. `additional_bindings` are not served.
+//! (`{name=shelves/*}`) or a nested field, a message field left for the
+//! query string, and a template no request could reach: a variable used
+//! twice, an empty, `.` or `..` segment, a character a URL path does not
+//! carry as it is, a segment starting with `:`; a path another route of the
+//! listener already is ([`HttpRule::clash`]), and a request whose path
+//! variable is empty. `additional_bindings` are not served.
 
 use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MessageDescriptor, MethodDescriptor, ReflectMessage};
 use serde_json::{Map, Value};
