@@ -9,6 +9,7 @@ mod capacity;
 mod common;
 mod containers;
 mod contract;
+mod contract_inputs;
 mod decision;
 mod deploy;
 mod disk;

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use prost::Message;
+
 use crate::{Contract, ContractError, DataError, GenerateSpec, Messages};
 
 /// A team's own contract instead of the built-in `bench.v1.Downstream/Fetch`.
@@ -59,6 +61,17 @@ pub enum ArgsError {
     NoCall,
     #[error("{0}: one file here; a list of files is a payload sweep, which the harness runs one file at a time")]
     Several(&'static str),
+    /// A request message every call carrying it would fail with.
+    #[error("request message {number} of {origin}: {reason}")]
+    Request { number: usize, origin: String, reason: String },
+}
+
+/// Where a side's messages came from, in an error's words.
+fn source_text(source: &crate::Source) -> String {
+    match source {
+        crate::Source::File { path, .. } => path.clone(),
+        crate::Source::Generated { spec } => format!("--generate-data {spec}"),
+    }
 }
 
 impl ContractArgs {
@@ -86,6 +99,15 @@ impl ContractArgs {
         let answers_spec = GenerateSpec { seed: self.generate_data.seed.wrapping_add(1), ..self.generate_data };
         let requests = Messages::load(request_data.as_deref(), &self.generate_data, &contract.input())?;
         let answers = Messages::load(response_data.as_deref(), &answers_spec, &contract.output())?;
+        if let Some(rule) = &contract.http {
+            for (i, m) in requests.messages.iter().enumerate() {
+                rule.request(m).map_err(|reason| ArgsError::Request {
+                    number: i + 1,
+                    origin: source_text(&requests.source),
+                    reason: format!("its google.api.http route: {reason}"),
+                })?;
+            }
+        }
         Ok(Some(Loaded { contract, requests, answers }))
     }
 
@@ -128,6 +150,10 @@ pub struct Report {
     pub files: Vec<String>,
     /// SHA-256 of the compiled descriptor set (imports included).
     pub descriptor_sha256: String,
+    /// Where the REST arms call the method ([`Contract::rest_route`]);
+    /// absent from a run written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rest_route: Option<String>,
     pub requests: MessagesReport,
     pub answers: MessagesReport,
 }
@@ -142,6 +168,28 @@ pub struct MessagesReport {
 }
 
 impl Loaded {
+    /// Refuses a request message larger, in either encoding, than the
+    /// `max_request_bytes` a downstream reads of one request (its body
+    /// limit, `payload::Limits::max_encoded_request_bytes`): every call
+    /// carrying it would fail on every arm.
+    pub fn check_request_sizes(&self, max_request_bytes: usize) -> Result<(), ArgsError> {
+        for (i, m) in self.requests.messages.iter().enumerate() {
+            let (protobuf, json) = (m.encoded_len(), crate::to_json(m).len());
+            if protobuf.max(json) > max_request_bytes {
+                return Err(ArgsError::Request {
+                    number: i + 1,
+                    origin: source_text(&self.requests.source),
+                    reason: format!(
+                        "{protobuf} bytes as protobuf and {json} as JSON; the downstream reads at most \
+                         {max_request_bytes} bytes of one request (its body limit, --max-body-bytes), so \
+                         every call carrying it would fail"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
     pub fn report(&self) -> Report {
         let side = |m: &crate::Messages| MessagesReport {
             source: m.source.clone(),
@@ -155,6 +203,7 @@ impl Loaded {
             response_message: self.contract.output().full_name().to_owned(),
             files: self.contract.files.iter().map(|f| f.display().to_string()).collect(),
             descriptor_sha256: self.contract.sha256.clone(),
+            rest_route: Some(self.contract.rest_route()),
             requests: side(&self.requests),
             answers: side(&self.answers),
         }

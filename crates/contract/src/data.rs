@@ -5,9 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use prost::Message;
-use prost_reflect::{DynamicMessage, MessageDescriptor};
+use prost_reflect::{DynamicMessage, MessageDescriptor, ReflectMessage};
 
-use crate::generate::{GenerateSpec, generate};
+use crate::generate::{GenerateSpec, estimate, generate};
+use crate::input::{MAX_DATA_FILE_BYTES, MAX_DATA_LINE_BYTES, MAX_MESSAGES, MAX_PROTOBUF_BYTES, MAX_VALUES, mib};
 
 /// SHA-256 of `bytes`, hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -66,17 +67,14 @@ impl Messages {
     pub fn load(file: Option<&Path>, spec: &GenerateSpec, desc: &MessageDescriptor) -> Result<Messages, DataError> {
         match file {
             Some(path) => {
-                let bytes = std::fs::read(path).map_err(|e| DataError {
-                    file: path.to_path_buf(),
-                    line: None,
-                    field: None,
-                    reason: e.to_string(),
-                })?;
+                let bytes = crate::input::read_bounded(path, MAX_DATA_FILE_BYTES, "a data file")
+                    .map_err(|reason| DataError { file: path.to_path_buf(), line: None, field: None, reason })?;
                 let messages = load_jsonl(path, &bytes, desc)?;
                 let source = Source::File { path: path.display().to_string(), sha256: sha256_hex(&bytes) };
                 Ok(Messages { messages, source })
             }
             None => {
+                check_generated(desc, spec)?;
                 Ok(Messages { messages: generate(desc, spec), source: Source::Generated { spec: spec.to_string() } })
             }
         }
@@ -110,7 +108,10 @@ impl Messages {
 
 /// The messages of a JSON Lines file (`file` names it in errors): one
 /// message per line in the proto3 JSON mapping; blank lines are skipped; a
-/// line that does not fit `desc` is refused with its number and field.
+/// line that does not fit `desc` is refused with its number and field, and
+/// so is one past a bound ([`crate::input`]): a line too long, a message
+/// the tiers' protobuf decoder would refuse (nested too deep), a message
+/// past the count, the field values or the protobuf bytes one side holds.
 pub fn load_jsonl(file: &Path, bytes: &[u8], desc: &MessageDescriptor) -> Result<Vec<DynamicMessage>, DataError> {
     let err = |line: Option<usize>, field: Option<String>, reason: String| DataError {
         file: file.to_path_buf(),
@@ -120,9 +121,19 @@ pub fn load_jsonl(file: &Path, bytes: &[u8], desc: &MessageDescriptor) -> Result
     };
     let text = std::str::from_utf8(bytes).map_err(|e| err(None, None, format!("not UTF-8 text: {e}")))?;
     let mut messages = Vec::new();
+    let mut held = Held::default();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
+        }
+        if line.len() > MAX_DATA_LINE_BYTES {
+            let bound = mib(MAX_DATA_LINE_BYTES as u64);
+            return Err(err(Some(i + 1), None, format!("{} bytes; a data line may hold at most {bound}", line.len())));
+        }
+        if messages.len() == MAX_MESSAGES {
+            let reason =
+                format!("more than {MAX_MESSAGES} messages; one side of a call may have at most {MAX_MESSAGES}");
+            return Err(err(Some(i + 1), None, reason));
         }
         let mut de = serde_json::Deserializer::from_str(line);
         let mut track = serde_path_to_error::Track::new();
@@ -133,12 +144,107 @@ pub fn load_jsonl(file: &Path, bytes: &[u8], desc: &MessageDescriptor) -> Result
             let field = (path != "." && !path.is_empty()).then_some(path);
             err(Some(i + 1), field, e.to_string())
         })?;
-        messages.push(crate::canonical(&message));
+        let message = decoded(&message).map_err(|reason| err(Some(i + 1), None, reason))?;
+        held.add(&message).map_err(|reason| err(Some(i + 1), None, reason))?;
+        messages.push(message);
     }
     if messages.is_empty() {
         return Err(err(None, None, format!("no message: one {} per line is expected", desc.full_name())));
     }
     Ok(messages)
+}
+
+/// `message` as the tiers' protobuf decoder reads it back (what
+/// [`crate::canonical`] gives), or why it cannot: prost refuses a message
+/// nested more than 100 levels deep, so every gRPC call carrying it would
+/// fail while REST's JSON went through.
+fn decoded(message: &DynamicMessage) -> Result<DynamicMessage, String> {
+    DynamicMessage::decode(message.descriptor(), message.encode_to_vec().as_slice()).map_err(|e| {
+        format!(
+            "the tiers' protobuf decoder refuses this message ({e}): prost decodes messages nested at most 100 \
+             levels deep, so every gRPC call carrying it would fail"
+        )
+    })
+}
+
+/// What one side's messages hold so far, against [`MAX_VALUES`] and
+/// [`MAX_PROTOBUF_BYTES`].
+#[derive(Default)]
+struct Held {
+    values: u64,
+    protobuf_bytes: u64,
+}
+
+impl Held {
+    fn add(&mut self, message: &DynamicMessage) -> Result<(), String> {
+        self.values += values(message);
+        self.protobuf_bytes += message.encoded_len() as u64;
+        over_bounds(self.values as f64, self.protobuf_bytes as f64)
+            .map_or(Ok(()), |what| Err(format!("the messages up to this line hold {what}")))
+    }
+}
+
+/// Which bound `values` field values and `protobuf_bytes` pass, in words;
+/// `None` within both.
+fn over_bounds(values: f64, protobuf_bytes: f64) -> Option<String> {
+    if values > MAX_VALUES as f64 {
+        return Some(format!(
+            "{} field values; one side's messages may hold at most {MAX_VALUES} (every element of a repeated \
+             field, map entry and message counts one)",
+            count(values)
+        ));
+    }
+    (protobuf_bytes > MAX_PROTOBUF_BYTES as f64).then(|| {
+        format!(
+            "{} bytes of protobuf; one side's messages may encode to at most {}",
+            count(protobuf_bytes),
+            mib(MAX_PROTOBUF_BYTES)
+        )
+    })
+}
+
+/// A whole number as digits while it is one a reader can take in, else in
+/// scientific notation.
+fn count(n: f64) -> String {
+    if n < 1e15 { format!("{n:.0}") } else { format!("{n:.2e}") }
+}
+
+/// How many field values `message` holds: every field set, every element
+/// of a list and entry of a map, and the values of the messages inside.
+fn values(message: &DynamicMessage) -> u64 {
+    fn of(value: &prost_reflect::Value) -> u64 {
+        use prost_reflect::Value;
+        1 + match value {
+            Value::Message(m) => values(m),
+            Value::List(items) => items.iter().map(of).sum(),
+            Value::Map(entries) => entries.values().map(of).sum(),
+            _ => 0,
+        }
+    }
+    message.fields().map(|(_, v)| of(v)).sum()
+}
+
+/// Refuses, before one is made, messages `spec` would make past a bound:
+/// their count, and their field values and protobuf bytes worked out from
+/// the schema ([`estimate`]); nested repeated fields multiply.
+fn check_generated(desc: &MessageDescriptor, spec: &GenerateSpec) -> Result<(), DataError> {
+    let (values, protobuf_bytes) = estimate(desc, spec);
+    let n = spec.count.max(1) as f64;
+    let refuse = |reason: String| DataError { file: "--generate-data".into(), line: None, field: None, reason };
+    if spec.count > MAX_MESSAGES {
+        return Err(refuse(format!(
+            "count={}: one side of a call may have at most {MAX_MESSAGES} messages",
+            spec.count
+        )));
+    }
+    match over_bounds(values * n, protobuf_bytes * n) {
+        None => Ok(()),
+        Some(what) => Err(refuse(format!(
+            "{spec}: {} {} messages would hold about {what}; lower count, repeated, string or bytes",
+            spec.count,
+            desc.full_name()
+        ))),
+    }
 }
 
 #[cfg(test)]
@@ -188,5 +294,91 @@ mod tests {
         assert_eq!(m.get(3).get_field_by_name("id").unwrap().as_i64(), Some(8));
         let empty = load_jsonl(Path::new("e.jsonl"), b"\n\n", &order()).unwrap_err();
         assert!(empty.to_string().contains("no message"), "{empty}");
+    }
+
+    /// A tree nested `depth` levels, as one JSON line.
+    fn nested(depth: usize) -> String {
+        format!("{}{{\"v\":1}}{}", "{\"child\":".repeat(depth), "}".repeat(depth))
+    }
+
+    fn tree() -> MessageDescriptor {
+        let dir = testing::folder();
+        let file = dir.join("tree.proto");
+        std::fs::write(&file, "syntax = \"proto3\";\npackage t;\nservice S { rpc M(Node) returns (Node); }\nmessage Node { Node child = 1; int32 v = 2; }\n").unwrap();
+        Contract::compile(&[file], &[], "t.S/M").unwrap().input()
+    }
+
+    #[test]
+    fn a_message_nested_deeper_than_the_tiers_decode_is_refused_with_its_line() {
+        let desc = tree();
+        let shallow = format!("{}\n", nested(90));
+        assert_eq!(load_jsonl(Path::new("t.jsonl"), shallow.as_bytes(), &desc).unwrap().len(), 1);
+        // JSON reads it (serde_json's limit is 128), prost would not (100).
+        let deep = format!("{}\n{}\n", nested(3), nested(110));
+        let e = load_jsonl(Path::new("t.jsonl"), deep.as_bytes(), &desc).unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.reason.contains("100 levels") && e.reason.contains("gRPC"), "{e}");
+    }
+
+    #[test]
+    fn a_data_file_past_a_bound_is_refused_before_it_is_held() {
+        let desc = order();
+        let long = format!("{{\"name\":\"{}\"}}\n", "x".repeat(MAX_DATA_LINE_BYTES));
+        let e = load_jsonl(Path::new("o.jsonl"), long.as_bytes(), &desc).unwrap_err();
+        assert_eq!(e.line, Some(1), "{e}");
+        assert!(e.reason.contains("at most 16 MiB"), "{e}");
+
+        let many = "{}\n".repeat(MAX_MESSAGES + 1);
+        let e = load_jsonl(Path::new("o.jsonl"), many.as_bytes(), &desc).unwrap_err();
+        assert_eq!(e.line, Some(MAX_MESSAGES + 1), "{e}");
+        assert!(e.reason.contains("at most 10000"), "{e}");
+
+        // Two lines of a million and one empty lines each: the second passes
+        // what one side may hold, counted in field values, not in bytes.
+        let line = format!("{{\"lines\":[{}{{}}]}}\n", "{},".repeat(1_000_000));
+        let e = load_jsonl(Path::new("o.jsonl"), line.repeat(2).as_bytes(), &desc).unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.reason.contains("2000004 field values") && e.reason.contains("at most 2000000"), "{e}");
+    }
+
+    #[test]
+    fn a_data_file_that_is_not_a_regular_file_is_refused_by_name() {
+        let e = Messages::load(Some(Path::new("/dev/zero")), &GenerateSpec::default(), &order()).unwrap_err();
+        assert_eq!(e.file, Path::new("/dev/zero"));
+        assert!(e.reason.contains("not a regular file"), "{e}");
+    }
+
+    #[test]
+    fn generated_messages_past_a_bound_are_refused_before_one_is_made() {
+        let desc = order();
+        let spec = |s: &str| s.parse::<GenerateSpec>().unwrap();
+        // Within the bounds: made, and the estimate is never below what was made.
+        let fine = Messages::load(None, &spec("count=4,repeated=20,string=30,bytes=40"), &desc).unwrap();
+        let (values_each, bytes_each) = estimate(&desc, &spec("count=4,repeated=20,string=30,bytes=40"));
+        for m in &fine.messages {
+            assert!(values(m) as f64 <= values_each, "{} > {values_each}", values(m));
+            assert!(m.encoded_len() as f64 <= bytes_each, "{} > {bytes_each}", m.encoded_len());
+        }
+        let e = Messages::load(None, &spec("count=10,repeated=30000"), &desc).unwrap_err();
+        assert!(e.to_string().starts_with("--generate-data: count=10,repeated=30000,"), "{e}");
+        assert!(e.reason.contains("field values; one side's messages may hold at most 2000000"), "{e}");
+        let e = Messages::load(None, &spec("count=16,bytes=16777216"), &desc).unwrap_err();
+        assert!(e.reason.contains("bytes of protobuf") && e.reason.contains("at most 64 MiB"), "{e}");
+        // Repeated fields nested four deep multiply past any integer: still a refusal.
+        let e = Messages::load(None, &spec("repeated=100000"), &desc).unwrap_err();
+        assert!(e.reason.contains("field values"), "{e}");
+        assert!("count=10001".parse::<GenerateSpec>().unwrap_err().contains("at most 10000"));
+    }
+
+    #[test]
+    fn json_sizes_are_the_compact_mapping_whatever_the_files_spelling() {
+        // Spaces and default values in the file; the
+        // tiers send `{"id":"7","lines":[{"sku":"x"}]}`.
+        let spelled = b"{ \"id\" : \"7\",  \"lines\": [ { \"sku\": \"x\", \"qty\": 0 } ], \"name\": \"\" }";
+        let messages = load_jsonl(Path::new("o.jsonl"), spelled, &order()).unwrap();
+        let m = Messages { messages, source: Source::Generated { spec: String::new() } };
+        let compact = r#"{"id":"7","lines":[{"sku":"x"}]}"#;
+        assert_eq!(crate::to_json(&m.messages[0]), compact.as_bytes());
+        assert_eq!(m.json_sizes().map(|s| s.max), Some(compact.len() as u64));
     }
 }

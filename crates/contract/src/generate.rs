@@ -53,7 +53,7 @@ impl std::str::FromStr for GenerateSpec {
             };
             match key.trim() {
                 "count" if n == 0 => return Err("count=0: at least one message".to_owned()),
-                "count" => spec.count = small(100_000)?,
+                "count" => spec.count = small(crate::input::MAX_MESSAGES as u64)?,
                 "repeated" => spec.repeated = small(100_000)?,
                 "string" => spec.string = small(1 << 20)?,
                 "bytes" => spec.bytes = small(16 << 20)?,
@@ -73,6 +73,91 @@ impl std::str::FromStr for GenerateSpec {
 pub fn generate(desc: &MessageDescriptor, spec: &GenerateSpec) -> Vec<DynamicMessage> {
     let mut rng = SplitMix64(spec.seed);
     (0..spec.count.max(1)).map(|_| crate::canonical(&message(desc, spec, &mut rng, 0))).collect()
+}
+
+/// What one message [`generate`] makes of `desc` holds, worked out from the
+/// schema alone before any is made: its field values (as
+/// `data::values` counts them) and its protobuf bytes, each no less than
+/// what the message holds (a map's keys may repeat, a default is dropped,
+/// a varint may be shorter).
+/// Floats, so a schema whose repeated fields nest past any integer still
+/// gives a number.
+pub fn estimate(desc: &MessageDescriptor, spec: &GenerateSpec) -> (f64, f64) {
+    Estimate { spec, known: HashMap::new() }.message(desc, 0)
+}
+
+/// [`estimate`]'s walk, mirroring [`message`] and [`field_value`]; each
+/// message type's weight at each depth is worked out once.
+struct Estimate<'a> {
+    spec: &'a GenerateSpec,
+    known: HashMap<(String, usize), (f64, f64)>,
+}
+
+/// A field's tag and a length prefix, at most.
+const FRAME: f64 = 6.0;
+/// A scalar's tag and value, at most (a ten-byte varint).
+const SCALAR: f64 = 11.0;
+
+impl Estimate<'_> {
+    fn message(&mut self, desc: &MessageDescriptor, depth: usize) -> (f64, f64) {
+        let key = (desc.full_name().to_owned(), depth);
+        if let Some(known) = self.known.get(&key) {
+            return *known;
+        }
+        let (repeated, string) = (self.spec.repeated as f64, self.spec.string as f64);
+        let weight = match desc.full_name() {
+            "google.protobuf.Timestamp" | "google.protobuf.Duration" => (2.0, 2.0 * SCALAR),
+            "google.protobuf.Any" => (0.0, 0.0),
+            "google.protobuf.FieldMask" => (repeated, repeated * (string.max(1.0) + FRAME)),
+            "google.protobuf.Value" => (1.0, string + FRAME),
+            _ => {
+                // A oneof sets one of its fields: the heaviest counts.
+                let mut oneofs: HashMap<String, (f64, f64)> = HashMap::new();
+                let mut sum = (0.0, 0.0);
+                for field in desc.fields() {
+                    let w = self.field(&field, depth);
+                    match field.containing_oneof().filter(|o| !o.is_synthetic()) {
+                        Some(o) => {
+                            let max = oneofs.entry(o.name().to_owned()).or_default();
+                            *max = (max.0.max(w.0), max.1.max(w.1));
+                        }
+                        None => sum = (sum.0 + w.0, sum.1 + w.1),
+                    }
+                }
+                oneofs.values().fold(sum, |acc, w| (acc.0 + w.0, acc.1 + w.1))
+            }
+        };
+        self.known.insert(key, weight);
+        weight
+    }
+
+    fn field(&mut self, field: &FieldDescriptor, depth: usize) -> (f64, f64) {
+        let repeated = self.spec.repeated as f64;
+        if field.is_map() {
+            let Kind::Message(entry) = field.kind() else { return (0.0, 0.0) };
+            let key = self.single(&entry.map_entry_key_field().kind(), depth + 1);
+            let value = self.single(&entry.map_entry_value_field().kind(), depth + 1);
+            return (1.0 + repeated * (1.0 + key.0 + value.0), repeated * (FRAME + key.1 + value.1));
+        }
+        if field.is_list() {
+            let one = self.single(&field.kind(), depth + 1);
+            return (1.0 + repeated * one.0, repeated * one.1);
+        }
+        self.single(&field.kind(), depth)
+    }
+
+    fn single(&mut self, kind: &Kind, depth: usize) -> (f64, f64) {
+        match kind {
+            Kind::String => (1.0, self.spec.string as f64 + FRAME),
+            Kind::Bytes => (1.0, self.spec.bytes as f64 + FRAME),
+            Kind::Message(m) if depth < MAX_DEPTH => {
+                let inner = self.message(m, depth + 1);
+                (1.0 + inner.0, FRAME + inner.1)
+            }
+            Kind::Message(_) => (0.0, 0.0),
+            _ => (1.0, SCALAR),
+        }
+    }
 }
 
 fn message(desc: &MessageDescriptor, spec: &GenerateSpec, rng: &mut SplitMix64, depth: usize) -> DynamicMessage {

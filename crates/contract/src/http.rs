@@ -8,8 +8,12 @@
 //! Supported: the five verbs, path variables naming a top-level scalar
 //! field (`{id}`), `body: "*"`, `body: "field"` and no body. Refused at
 //! start-up, with the reason: `custom` verbs, variables with a pattern
-//! (`{name=shelves/*}`) or a nested field, and a message field left for the
-//! query string. `additional_bindings` are not served.
+//! (`{name=shelves/*}`) or a nested field, a message field left for the
+//! query string, and a template no request could reach: a variable used
+//! twice, an empty, `.` or `..` segment, a character a URL path does not
+//! carry as it is, a segment starting with `:`; a path another route of the
+//! listener already is ([`HttpRule::clash`]), and a request whose path
+//! variable is empty. `additional_bindings` are not served.
 
 use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MessageDescriptor, MethodDescriptor, ReflectMessage};
 use serde_json::{Map, Value};
@@ -23,6 +27,16 @@ pub enum BodyRule {
     Whole,
     /// `body: "field"`: that field; the others not in the path are query parameters.
     Field(String),
+}
+
+impl std::fmt::Display for BodyRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyRule::None => f.write_str("no body"),
+            BodyRule::Whole => f.write_str("body \"*\""),
+            BodyRule::Field(field) => write!(f, "body {field:?}"),
+        }
+    }
 }
 
 /// One segment of a path template.
@@ -103,6 +117,18 @@ impl HttpRule {
             .collect()
     }
 
+    /// The first of `routes` (other routes of the same listener, in axum's
+    /// syntax) that this rule's route is, whatever the variables are named:
+    /// the router refuses to hold both (the listener would not start), so
+    /// such a rule is refused before anything starts.
+    pub fn clash<'a>(&self, routes: &[&'a str]) -> Option<&'a str> {
+        let shape = |route: &str| -> Vec<String> {
+            route.split('/').map(|s| if s.starts_with('{') { "{}".to_owned() } else { s.to_owned() }).collect()
+        };
+        let ours = shape(&self.route());
+        routes.iter().copied().find(|r| shape(r) == ours)
+    }
+
     /// The path and query (`/v1/orders/42?view=FULL`) and the JSON body
     /// (`None` for none) that carry `message`.
     pub fn request(&self, message: &DynamicMessage) -> Result<(String, Option<Vec<u8>>), String> {
@@ -119,6 +145,11 @@ impl HttpRule {
                     let value = fields.remove(f);
                     let default = message.descriptor().fields().find(|d| d.json_name() == f).map(|d| default_text(&d));
                     let text = value.map_or_else(|| default.unwrap_or_default(), |v| scalar_text(&v));
+                    if text.is_empty() || text == "." || text == ".." {
+                        return Err(format!(
+                            "path variable {{{f}}} is {text:?}: a request path cannot carry it as a segment of its own"
+                        ));
+                    }
                     path.push_str(&escape(&text));
                 }
             }
@@ -193,26 +224,52 @@ impl HttpRule {
 
 fn parse_template(template: &str, input: &MessageDescriptor) -> Result<Vec<Segment>, String> {
     let path = template.strip_prefix('/').ok_or_else(|| format!("path {template:?} does not start with /"))?;
-    path.split('/')
-        .map(|s| {
-            let Some(var) = s.strip_prefix('{').and_then(|v| v.strip_suffix('}')) else {
-                if s.contains(['{', '}', '*']) {
-                    return Err(format!("path {template:?}: segment {s:?} is not supported"));
-                }
-                return Ok(Segment::Literal(s.to_owned()));
-            };
-            if var.contains(['=', '.']) {
-                return Err(format!(
-                    "path {template:?}: variable {{{var}}} has a pattern or a nested field; only {{field}} is supported"
-                ));
-            }
-            let field = input.get_field_by_name(var).ok_or_else(|| format!("path {template:?}: no field {var}"))?;
-            if field.is_list() || field.is_map() || matches!(field.kind(), Kind::Message(_)) {
-                return Err(format!("path {template:?}: {var} is not a single scalar field"));
-            }
-            Ok(Segment::Field(field.json_name().to_owned()))
-        })
-        .collect()
+    let mut segments: Vec<Segment> = Vec::new();
+    for s in path.split('/') {
+        let segment = parse_segment(s, input).map_err(|why| format!("path {template:?}: {why}"))?;
+        if let Segment::Field(name) = &segment
+            && segments.contains(&segment)
+        {
+            return Err(format!("path {template:?}: variable {{{name}}} appears twice; a field fills one segment"));
+        }
+        segments.push(segment);
+    }
+    Ok(segments)
+}
+
+/// One segment of a template: a literal made of the characters a URL
+/// carries as they are (any other would be percent-encoded on its way and
+/// match no route), or `{field}` naming a top-level scalar field.
+fn parse_segment(s: &str, input: &MessageDescriptor) -> Result<Segment, String> {
+    let Some(var) = s.strip_prefix('{').and_then(|v| v.strip_suffix('}')) else {
+        if s.is_empty() {
+            return Err("an empty segment (a doubled or trailing /) matches no request the clients send".to_owned());
+        }
+        if s == "." || s == ".." {
+            return Err(format!("segment {s:?} is removed from a URL by every HTTP client"));
+        }
+        if s.contains(['{', '}', '*']) {
+            return Err(format!("segment {s:?} is not supported"));
+        }
+        if let Some(c) = s.chars().find(|c| !c.is_ascii_alphanumeric() && !"-._~!$&'()+,;=:@".contains(*c)) {
+            return Err(format!(
+                "segment {s:?} holds {c:?}, which a URL path cannot carry as it is: clients would send it \
+                 percent-encoded and no route would match"
+            ));
+        }
+        if s.starts_with(':') {
+            return Err(format!("segment {s:?} starts with ':', which the REST listener's router refuses"));
+        }
+        return Ok(Segment::Literal(s.to_owned()));
+    };
+    if var.contains(['=', '.']) {
+        return Err(format!("variable {{{var}}} has a pattern or a nested field; only {{field}} is supported"));
+    }
+    let field = input.get_field_by_name(var).ok_or_else(|| format!("no field {var}"))?;
+    if field.is_list() || field.is_map() || matches!(field.kind(), Kind::Message(_)) {
+        return Err(format!("{var} is not a single scalar field"));
+    }
+    Ok(Segment::Field(field.json_name().to_owned()))
 }
 
 /// A field's value as the text of a path segment or query parameter.
@@ -352,5 +409,55 @@ message Note { string text = 1; }
     fn a_rule_that_cannot_be_served_is_refused_with_the_reason() {
         let e = compile("shop.v1.Orders/Bad").unwrap_err();
         assert!(e.to_string().contains("{name=shelves/*}"), "{e}");
+    }
+
+    /// The reason the rule `get: template` on `GetOrder` is refused with.
+    fn refusal(template: &str) -> String {
+        let dir = testing::folder();
+        let file = dir.join("r.proto");
+        let text = ANNOTATED.replace("/v1/{name=shelves/*}", template);
+        std::fs::write(&file, text).unwrap();
+        Contract::compile(&[file], &[], "shop.v1.Orders/Bad").map(|_| ()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_template_no_request_could_reach_is_refused_with_the_reason() {
+        for (template, reason) in [
+            ("/v1/{id}/{id}", "variable {id} appears twice"),
+            ("/v1/bestellungen/{id}/größe", "a URL path cannot carry"),
+            ("//v1//orders/{id}", "an empty segment"),
+            ("/v1/orders/{id}/", "an empty segment"),
+            ("/v1/../orders/{id}", "removed from a URL"),
+            ("/v1/orders/{id}/a b", "a URL path cannot carry"),
+            ("/v1/:orders/{id}", "starts with ':'"),
+        ] {
+            let e = refusal(template);
+            assert!(e.contains(reason) && e.contains(template), "{template}: {e}");
+        }
+        // A custom method's usual literal (`:batchGet` inside a segment) is a path like any other.
+        let dir = testing::folder();
+        let file = dir.join("ok.proto");
+        std::fs::write(&file, ANNOTATED.replace("/v1/{name=shelves/*}", "/v1/orders:batchGet/{id}")).unwrap();
+        let rule = Contract::compile(&[file], &[], "shop.v1.Orders/Bad").unwrap().http.unwrap();
+        assert_eq!(rule.route(), "/v1/orders:batchGet/{id}");
+    }
+
+    #[test]
+    fn a_route_another_route_of_the_listener_already_is_clashes_whatever_its_variables_are_named() {
+        let c = compile("shop.v1.Orders/Put").unwrap();
+        let rule = c.http.clone().unwrap();
+        assert_eq!(rule.clash(&["/v1/items/stream", "/v1/orders/{order}"]), Some("/v1/orders/{order}"));
+        assert_eq!(rule.clash(&["/v1/orders", "/v1/orders/stream", "/v1/orders/{id}/x"]), None);
+    }
+
+    #[test]
+    fn a_request_whose_path_variable_is_empty_cannot_be_sent() {
+        let c = compile("shop.v1.Orders/Get").unwrap();
+        let rule = c.http.clone().unwrap();
+        let m = json(&c.input(), r#"{"id":"42"}"#);
+        let e = rule.request(&m).unwrap_err();
+        assert!(e.contains("{store}") && e.contains("\"\""), "{e}");
+        let m = json(&c.input(), r#"{"store":"..","id":"42"}"#);
+        assert!(rule.request(&m).is_err());
     }
 }

@@ -19,6 +19,7 @@ pub mod codec;
 mod data;
 mod generate;
 pub mod http;
+pub mod input;
 
 use std::path::{Path, PathBuf};
 
@@ -91,7 +92,7 @@ fn compile_error(e: &protox::Error, files: &[PathBuf], includes: &[PathBuf]) -> 
     if e.is_file_not_found() {
         let dirs: Vec<String> = includes.iter().map(|p| p.display().to_string()).collect();
         text.push_str(&format!(
-            "; imports are looked for in {}, then among the well-known types and google/api: give the folder \
+            "; imports are looked for in {}, then among the well-known types, google/api and grpc-gateway's protoc-gen-openapiv2/options: give the folder \
              that holds the import's path with --import-path DIR",
             dirs.join(", ")
         ));
@@ -128,10 +129,10 @@ impl Contract {
         }
         let mut resolver = protox::file::ChainFileResolver::new();
         for include in &includes {
-            resolver.add(protox::file::IncludeFileResolver::new(include.clone()));
+            resolver.add(Bounded(protox::file::IncludeFileResolver::new(include.clone()), include.clone()));
         }
         resolver.add(protox::file::GoogleFileResolver::new());
-        resolver.add(GoogleApi);
+        resolver.add(BuiltIn);
         let mut compiler = protox::Compiler::with_file_resolver(resolver);
         compiler.include_imports(true).include_source_info(false);
         compiler.open_files(files).map_err(|e| compile_error(&e, files, &includes))?;
@@ -166,6 +167,22 @@ impl Contract {
         format!("/v1/{}", self.name())
     }
 
+    /// Where the REST arms call the method, in words: the `google.api.http`
+    /// rule's verb and path (the JSON arm) and the protobuf arm's route, or
+    /// the one route both take without a rule.
+    pub fn rest_route(&self) -> String {
+        match &self.http {
+            Some(rule) => format!(
+                "{} {} (google.api.http, {}); REST+protobuf: POST {}",
+                rule.verb,
+                rule.template,
+                rule.body,
+                self.rest_path()
+            ),
+            None => format!("POST {} (no google.api.http rule)", self.rest_path()),
+        }
+    }
+
     pub fn input(&self) -> MessageDescriptor {
         self.method.input()
     }
@@ -183,32 +200,83 @@ impl Contract {
             "files": self.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
             "descriptor_sha256": self.sha256,
             "grpc_path": self.grpc_path(),
-            "rest_route": match &self.http {
-                Some(rule) => format!("{} {} (google.api.http, body {:?}); protobuf: POST {}", rule.verb, rule.template, rule.body, self.rest_path()),
-                None => format!("POST {}", self.rest_path()),
-            },
+            "rest_route": self.rest_route(),
             "call_header": CALL_HEADER,
             "messages": "dynamic (prost-reflect), compiled at run time with protox",
         })
     }
 }
 
-/// googleapis' `google/api/annotations.proto` and `http.proto`, for a
-/// contract that imports them when no import path holds googleapis: the
-/// same names and field numbers.
-struct GoogleApi;
+/// Files a contract may import without an import path holding them, for a
+/// contract that imports them when no import path does: googleapis'
+/// `google/api/annotations.proto` and `http.proto` (the `google.api.http`
+/// option), and grpc-gateway's `protoc-gen-openapiv2/options/annotations.proto`
+/// and `openapiv2.proto` (its OpenAPI options), with the same packages,
+/// names and field numbers. The tiers read only `google.api.http`.
+struct BuiltIn;
 
-impl protox::file::FileResolver for GoogleApi {
+impl BuiltIn {
+    const FILES: [(&'static str, &'static str); 4] = [
+        ("google/api/annotations.proto", include_str!("../proto/google/api/annotations.proto")),
+        ("google/api/http.proto", include_str!("../proto/google/api/http.proto")),
+        (
+            "protoc-gen-openapiv2/options/annotations.proto",
+            include_str!("../proto/protoc-gen-openapiv2/options/annotations.proto"),
+        ),
+        (
+            "protoc-gen-openapiv2/options/openapiv2.proto",
+            include_str!("../proto/protoc-gen-openapiv2/options/openapiv2.proto"),
+        ),
+    ];
+}
+
+impl protox::file::FileResolver for BuiltIn {
     fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
-        match name {
-            "google/api/annotations.proto" => {
-                protox::file::File::from_source(name, include_str!("../proto/google/api/annotations.proto"))
-            }
-            "google/api/http.proto" => {
-                protox::file::File::from_source(name, include_str!("../proto/google/api/http.proto"))
-            }
-            _ => Err(protox::Error::file_not_found(name)),
+        match Self::FILES.iter().find(|(n, _)| *n == name) {
+            Some((_, source)) => protox::file::File::from_source(name, source),
+            None => Err(protox::Error::file_not_found(name)),
         }
+    }
+}
+
+/// An include folder whose files are opened only when regular and within
+/// [`input::MAX_PROTO_FILE_BYTES`]: protox's own resolver would wait on a
+/// FIFO and read a device such as `/dev/zero` for 2 GiB.
+struct Bounded(protox::file::IncludeFileResolver, PathBuf);
+
+/// Why a `.proto` file was not opened, as protox's error carries it (and
+/// prints it, either way, as the reason alone).
+struct Refused(String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::fmt::Debug for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+impl protox::file::FileResolver for Bounded {
+    fn resolve_path(&self, path: &Path) -> Option<String> {
+        self.0.resolve_path(path)
+    }
+
+    fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
+        let path = self.1.join(name);
+        if std::fs::symlink_metadata(&path).is_err() {
+            return Err(protox::Error::file_not_found(name));
+        }
+        // Checked, then opened by protox itself, which keeps its check that
+        // a file given is the one its name resolves to.
+        input::check_bounded(&path, input::MAX_PROTO_FILE_BYTES, "a .proto file")
+            .map_err(|why| protox::Error::new(Refused(format!("{}: {why}", path.display()))))?;
+        self.0.open_file(name)
     }
 }
 
@@ -367,5 +435,105 @@ mod tests {
         assert_eq!((pick(n, 3), call_segment(n), call_index(n)), (1, 5, 4));
         assert_eq!(call_number(Some(b"42")), 42);
         assert_eq!((call_number(Some(b"x")), call_number(None)), (0, 0));
+    }
+
+    /// A gateway-annotated API as such files are usually written: grpc-gateway's
+    /// OpenAPI options on the file, the service, the method, a message, an
+    /// enum and a field, beside a `google.api.http` rule.
+    pub(crate) const GATEWAY: &str = r#"
+syntax = "proto3";
+package echo.v1;
+import "google/api/annotations.proto";
+import "protoc-gen-openapiv2/options/annotations.proto";
+option (grpc.gateway.protoc_gen_openapiv2.options.openapiv2_swagger) = {
+  info: { title: "Echo API"; version: "1.0"; contact: { name: "ops"; email: "ops@example.com" }; license: { name: "MIT" } };
+  schemes: HTTPS;
+  consumes: "application/json";
+  security_definitions: { security: { key: "bearer" value: { type: TYPE_API_KEY; in: IN_HEADER; name: "Authorization" } } };
+  security: { security_requirement: { key: "bearer" value: {} } };
+  responses: { key: "404" value: { description: "not found"; schema: { json_schema: { type: STRING } } } };
+  external_docs: { url: "https://example.com/docs" };
+};
+service Echo {
+  option (grpc.gateway.protoc_gen_openapiv2.options.openapiv2_tag) = { description: "Echoes"; name: "echo" };
+  rpc Say(SayRequest) returns (SayReply) {
+    option (google.api.http) = { get: "/v1/echo/{id}" };
+    option (grpc.gateway.protoc_gen_openapiv2.options.openapiv2_operation) = {
+      summary: "Echo one message"; operation_id: "say"; tags: "echo"; deprecated: false;
+      responses: { key: "200" value: { description: "OK"; headers: { key: "X-Trace" value: { type: "string" } } } };
+      parameters: { headers: { name: "X-Tenant"; type: STRING; required: true } };
+    };
+  }
+}
+message SayRequest {
+  option (grpc.gateway.protoc_gen_openapiv2.options.openapiv2_schema) = {
+    json_schema: { title: "SayRequest"; required: ["id"] }
+    example: "{\"id\": \"7\"}"
+  };
+  string id = 1 [(grpc.gateway.protoc_gen_openapiv2.options.openapiv2_field) = {
+    description: "what to echo"; max_length: 64; pattern: "^[a-z0-9]+$";
+    field_configuration: { path_param_name: "echoId" }
+  }];
+  Tone tone = 2;
+}
+enum Tone {
+  option (grpc.gateway.protoc_gen_openapiv2.options.openapiv2_enum) = { description: "how it is said" };
+  TONE_UNSPECIFIED = 0;
+  TONE_LOUD = 1;
+}
+message SayReply { string text = 1; }
+"#;
+
+    #[test]
+    fn a_gateway_annotated_api_compiles_with_its_openapi_options_built_in() {
+        let dir = testing::folder();
+        let file = dir.join("echo.proto");
+        std::fs::write(&file, GATEWAY).unwrap();
+        let c = Contract::compile(std::slice::from_ref(&file), &[], "echo.v1.Echo/Say").unwrap();
+        assert_eq!(c.http.as_ref().map(|r| r.route()), Some("/v1/echo/{id}".to_owned()));
+        assert_eq!(
+            c.rest_route(),
+            "GET /v1/echo/{id} (google.api.http, no body); REST+protobuf: POST /v1/echo.v1.Echo/Say"
+        );
+        // The options are read as the interface says: names, numbers, types.
+        let pool = c.method.parent_pool();
+        let op = pool.get_extension_by_name("grpc.gateway.protoc_gen_openapiv2.options.openapiv2_operation").unwrap();
+        assert_eq!(op.number(), 1042);
+        let options = c.method.options();
+        let operation = options.get_extension(&op);
+        let operation = operation.as_message().unwrap();
+        assert_eq!(operation.get_field_by_name("operation_id").unwrap().as_str(), Some("say"));
+        assert_eq!(operation.descriptor().get_field_by_name("parameters").unwrap().number(), 14);
+        for (name, extendee) in [
+            ("openapiv2_swagger", "google.protobuf.FileOptions"),
+            ("openapiv2_schema", "google.protobuf.MessageOptions"),
+            ("openapiv2_enum", "google.protobuf.EnumOptions"),
+            ("openapiv2_tag", "google.protobuf.ServiceOptions"),
+            ("openapiv2_field", "google.protobuf.FieldOptions"),
+        ] {
+            let ext = pool.get_extension_by_name(&format!("grpc.gateway.protoc_gen_openapiv2.options.{name}")).unwrap();
+            assert_eq!((ext.number(), ext.containing_message().full_name()), (1042, extendee), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_proto_file_that_is_not_a_regular_file_or_too_large_is_refused_unread() {
+        let e = Contract::compile(&[PathBuf::from("/dev/zero")], &[], "a.B/C").unwrap_err().to_string();
+        assert!(e.contains("/dev/zero") && e.contains("not a regular file"), "{e}");
+        let dir = testing::folder();
+        let fifo = dir.join("api.proto");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        // Opening a FIFO would wait for a writer: the refusal returning is the test.
+        let e = Contract::compile(&[fifo], &[], "a.B/C").unwrap_err().to_string();
+        assert!(e.contains("api.proto") && e.contains("not a regular file"), "{e}");
+        // An import past the bound, refused by the path it was found at.
+        let big = dir.join("big.proto");
+        let mut text = "syntax = \"proto3\";\n".to_owned();
+        text.push_str(&"// padding\n".repeat((input::MAX_PROTO_FILE_BYTES / 11 + 1) as usize));
+        std::fs::write(&big, text).unwrap();
+        let uses = dir.join("uses.proto");
+        std::fs::write(&uses, "syntax = \"proto3\";\nimport \"big.proto\";\n").unwrap();
+        let e = Contract::compile(&[uses], &[], "a.B/C").unwrap_err().to_string();
+        assert!(e.contains(&big.display().to_string()) && e.contains("at most 8 MiB"), "{e}");
     }
 }

@@ -94,6 +94,11 @@ impl Args {
     /// answers loaded (a file or line that does not fit is an error here).
     pub fn into_config(self) -> anyhow::Result<Config> {
         let custom = self.contract.load()?;
+        let limits = Limits { max_items: self.max_items, max_body_bytes: self.max_body_bytes, ..Limits::default() };
+        if let Some(loaded) = &custom {
+            // A request it could never read, refused at start, not on every call.
+            loaded.check_request_sizes(limits.max_encoded_request_bytes())?;
+        }
         Ok(Config {
             grpc_addr: self.grpc_addr,
             rest_addr: self.rest_addr,
@@ -101,7 +106,7 @@ impl Args {
             delay: self.delay,
             jitter: self.jitter,
             stream_interval: self.stream_interval,
-            limits: Limits { max_items: self.max_items, max_body_bytes: self.max_body_bytes, ..Limits::default() },
+            limits,
             http2_max_concurrent_streams: self.http2_max_streams,
             idle_timeout: self.idle_timeout,
             max_in_flight: self.max_in_flight.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),

@@ -283,6 +283,29 @@ async fn grpc_routes(
     .into_axum_router())
 }
 
+/// The routes of the REST listener besides a team's own: the built-in
+/// method and `Items`' pages and stream.
+pub const BUILT_IN_REST_ROUTES: [&str; 3] = [rest::API_PATH, crate::items::PAGES_PATH, crate::items::STREAM_PATH];
+
+/// Why a team's `google.api.http` route cannot be served beside the REST
+/// listener's own (the built-in ones and the contract's `POST
+/// /v1/package.Service/Method`): the router would refuse to start. The
+/// harness asks before anything starts.
+pub fn check_custom_route(contract: &contract::Contract) -> Result<(), String> {
+    let Some(rule) = &contract.http else { return Ok(()) };
+    let own = contract.rest_path();
+    let served: Vec<&str> = BUILT_IN_REST_ROUTES.iter().copied().chain([own.as_str()]).collect();
+    match rule.clash(&served) {
+        None => Ok(()),
+        Some(route) => Err(format!(
+            "{}: its google.api.http path {} is {route}, a route the downstream's REST listener already serves; \
+             give the method another path",
+            contract.name(),
+            rule.template
+        )),
+    }
+}
+
 /// Both routers with a team's own method (`--proto`) added: on gRPC at its
 /// method path, on REST at its own path and at its `google.api.http` rule's,
 /// which may not be a route already served.
@@ -304,13 +327,8 @@ fn with_custom(
     let rest = crate::custom::rest_method(c.clone(), core.clone(), counters.rest.clone(), config.header_read_timeout);
     let mut rest_app = rest_app.route(&contract.rest_path(), rest);
     if let Some(rule) = &contract.http {
+        check_custom_route(contract).map_err(io::Error::other)?;
         let route = rule.route();
-        if route == rest::API_PATH || route == contract.rest_path() {
-            return Err(io::Error::other(format!(
-                "{}: its google.api.http path {route} is a route this service already serves",
-                contract.name()
-            )));
-        }
         let annotated =
             crate::custom::rest_annotated(c.clone(), core, counters.rest.clone(), config.header_read_timeout)
                 .ok_or_else(|| io::Error::other(format!("{}: verb {} is not served", contract.name(), rule.verb)))?;

@@ -150,6 +150,15 @@ pub(crate) fn load_contract(plan: &Plan) -> Result<Option<Arc<contract::Loaded>>
     }
     let Some(section) = plan.config.contract.as_ref() else { return Ok(None) };
     let loaded = section.args().load().map_err(|e| e.to_string())?.ok_or("--proto: no contract was given")?;
+    // What the downstream would refuse at start or on every call, refused
+    // now: a route its REST listener cannot hold, and, for a downstream
+    // started here with its default limits, a request over its body limit.
+    downstream::server::check_custom_route(&loaded.contract)?;
+    if plan.config.deploy.downstream_url.is_none() {
+        loaded
+            .check_request_sizes(payload::Limits::default().max_encoded_request_bytes())
+            .map_err(|e| e.to_string())?;
+    }
     Ok(Some(Arc::new(loaded)))
 }
 

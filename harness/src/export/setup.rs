@@ -199,10 +199,16 @@ pub fn hop_rows(run: &RunResult) -> Vec<Row> {
     rows
 }
 
+/// What a contract's JSON sizes are, in the Contract section and README.
+pub const JSON_SIZES: &str = "JSON sizes are those of the compact proto3 JSON mapping the tiers write and \
+     send (no spaces, lowerCamelCase names, default values left out), whatever the data file's own spelling; \
+     protobuf sizes are the messages' encoding.";
+
 /// `## Contract`: the team's own method, the files it was compiled from
 /// and the SHA-256 of what they compiled to, each side's data (its file
-/// and SHA-256, or how it was generated) and its messages' sizes in both
-/// encodings. Empty for the built-in contract.
+/// and SHA-256, or how it was generated), the REST route the REST arms
+/// take, and its messages' sizes in both encodings. Empty for the built-in
+/// contract.
 pub fn contract_section(run: &RunResult) -> String {
     let Some(c) = &run.contract else { return String::new() };
     let mut out = String::from("\n## Contract\n\n");
@@ -213,7 +219,7 @@ pub fn contract_section(run: &RunResult) -> String {
          dynamic messages on every tier, which cost more CPU than generated code: the built-in contract run \
          both ways (bench/README.md, \"Your own contract\") cost the caller about 3% more per request on gRPC \
          and 37% more on REST, the downstream 22% and 31% more. The CPU rows here include that cost, more on \
-         REST's side; bytes, latency and memory do not depend on it.\n",
+         REST's side; bytes, latency and memory do not depend on it. {JSON_SIZES}\n",
         c.method, c.request_message, c.response_message
     );
     let source = |m: &contract::MessagesReport| match &m.source {
@@ -227,6 +233,7 @@ pub fn contract_section(run: &RunResult) -> String {
         ("method", c.method.clone()),
         ("files", c.files.join(", ")),
         ("descriptor set SHA-256", format!("`{}`", c.descriptor_sha256)),
+        ("REST route", c.rest_route.clone().unwrap_or_else(|| "not recorded (a run written before it was)".to_owned())),
         ("requests", source(&c.requests)),
         ("answers", source(&c.answers)),
         ("request bytes, protobuf (min / median / max)", spread(c.requests.protobuf_bytes)),
@@ -423,5 +430,35 @@ mod tests {
         assert_eq!(load_text(&run.config), "closed loop over 8 connections");
         assert!(title(&run).starts_with("REST at closed loop over 8 connections, "), "{}", title(&run));
         assert!(!table(&shared_rows(&run.config)).contains("req/s"));
+    }
+
+    #[test]
+    fn the_contract_section_names_the_rest_route_and_what_json_sizes_are() {
+        let side = |spec: &str| contract::MessagesReport {
+            source: contract::Source::Generated { spec: spec.to_owned() },
+            count: 1,
+            protobuf_bytes: Some(contract::Spread { min: 5, median: 5.0, max: 5 }),
+            json_bytes: Some(contract::Spread { min: 9, median: 9.0, max: 9 }),
+        };
+        let mut run = crate::testing::run(Transport::Rest, 1.0);
+        run.contract = Some(contract::Report {
+            method: "shop.v1.Orders/Get".to_owned(),
+            request_message: "shop.v1.GetOrder".to_owned(),
+            response_message: "shop.v1.Order".to_owned(),
+            files: vec!["/api/shop.proto".to_owned()],
+            descriptor_sha256: "ab".repeat(32),
+            rest_route: Some("GET /v1/orders/{id} (google.api.http, no body); REST+protobuf: POST /v1/x".to_owned()),
+            requests: side("count=1"),
+            answers: side("count=2"),
+        });
+        let text = contract_section(&run);
+        assert!(
+            text.contains("| REST route | GET /v1/orders/{id} (google.api.http, no body); REST+protobuf: POST /v1/x |"),
+            "{text}"
+        );
+        assert!(text.contains(JSON_SIZES) && JSON_SIZES.contains("whatever the data file's own spelling"), "{text}");
+        // A run written before the route was recorded says so, never a blank.
+        run.contract.as_mut().unwrap().rest_route = None;
+        assert!(contract_section(&run).contains("| REST route | not recorded"), "{}", contract_section(&run));
     }
 }
