@@ -8,8 +8,15 @@
 # alignment. Needs root (or CAP_NET_RAW) for tcpdump; installs it from
 # Debian's packages if it is missing. Every run is bounded by `timeout`.
 #
+# Per item, it also sets run.json's per-item delay and transit (p50, p99,
+# p99.9) against the capture's (the packet that completed each item). BUSY=N
+# keeps N cores busy with a shell loop while it runs (a machine other work
+# keeps busy: the case where one read took two items).
+#
 #   HARNESS=/tmp/h-rel/harness bash bench/stream-wire-check.sh
 #   ARMS="grpc-stream rest-sse" DURATION=30s bash bench/stream-wire-check.sh
+#   ARMS="grpc-stream rest-pages rest-ndjson rest-sse" DURATION=5s WARMUP=2s BUSY=1 \
+#     bash bench/stream-wire-check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +27,7 @@ QPS=${QPS:-20}
 DURATION=${DURATION:-15s}
 WARMUP=${WARMUP:-3s}
 LIMIT=${LIMIT:-180}  # seconds any one harness run may take
+BUSY=${BUSY:-0}      # cores kept busy by a shell loop meanwhile
 
 if ! command -v tcpdump >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tcpdump >/dev/null
@@ -28,9 +36,9 @@ H="${HARNESS:-}"
 if [ -z "$H" ]; then cargo build --release -q -p harness; H=./target/release/harness; fi
 
 work=$(mktemp -d)
-dump="" poll="" run=""
+dump="" poll="" run="" busy=""
 cleanup() {
-  for p in $run $poll; do kill "$p" 2>/dev/null || true; done
+  for p in $run $poll $busy; do kill "$p" 2>/dev/null || true; done
   [ -n "$dump" ] && kill -INT "$dump" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$work"
@@ -43,11 +51,16 @@ trap cleanup EXIT
 read -r eph_lo eph_hi </proc/sys/net/ipv4/ip_local_port_range
 filter="tcp and src portrange $eph_lo-$eph_hi and dst portrange $eph_lo-$eph_hi"
 
+for _ in $(seq "$BUSY"); do
+  ( while :; do :; done ) &
+  busy="$busy $!"
+done
+
 for arm in $ARMS; do
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   cmd=("$H" --transport "$arm" --stream-items "$ITEMS" --stream-interval "$INTERVAL" --qps "$QPS"
        --duration "$DURATION" --warmup "$WARMUP" --rounds 1 --caller-port "$port" --out "$work/out-$arm" --quiet)
-  tcpdump -i lo -s 128 -B 32768 -U -w "$work/$arm.pcap" "$filter" 2>"$work/$arm.tcpdump.log" &
+  tcpdump -i lo -s 0 -B 65536 --time-stamp-precision=nano -U -w "$work/$arm.pcap" "$filter" 2>"$work/$arm.tcpdump.log" &
   dump=$!
   for _ in $(seq 50); do grep -q "listening on" "$work/$arm.tcpdump.log" && break; sleep 0.1; done
   timeout --signal=INT --kill-after=15 "$LIMIT" "${cmd[@]}" >"$work/$arm.harness.log" 2>&1 &
@@ -74,7 +87,7 @@ for arm in $ARMS; do
 done
 
 if [ -s "$work/summary.jsonl" ]; then
-  echo "### Summary: run.json vs capture, wire bytes per item (diff = run.json − capture, % of capture)"
+  echo "### Summary: run.json vs capture, wire bytes per item (diff = run.json − capture, % of capture), then per-item delay and transit p99 (BUSY=$BUSY)"
   echo
   python3 bench/stream_wire_check.py --summary "$work/summary.jsonl"
 fi

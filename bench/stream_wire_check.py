@@ -38,9 +38,22 @@ arrival and its answer's first byte; bytes of the hop seen in that gap are
 ambiguous and printed as "edge" bytes (the bound of any disagreement that
 alignment can cause). The boundary used is the GET's arrival.
 
+Per item (the capture must keep whole payloads: tcpdump -s 0): on the
+front hop it reassembles each connection's answers, decodes their chunks,
+and stamps each NDJSON item with the capture time of the packet that
+carried its line's last byte, as the harness means to with its kernel
+stamps. The round's streams are the run's last
+requests.sent POSTs. Each item says when it was due and when it was
+made (dueUnixNanos, producedUnixNanos), so the capture gives its delay (due
+to arrival) and transit (made to arrival), whose p50/p99/p99.9 are printed
+beside run.json's stream.item_delay and stream.item_transit (a build older
+than those two meant produced-to-arrival by item_delay: it is then set
+against the capture's transit).
+
 Only the standard library is used. The pcap reading is bench/wire_check.py's
-(`segments`: TCP flags, sequence numbers and the first payload bytes too).
+(`segments`: TCP flags, sequence numbers and the payload too).
 """
+import bisect
 import glob
 import json
 import os
@@ -66,6 +79,148 @@ def new_bytes(state, key, seq, n):
         return 0
     state[key] = end
     return min(ahead, n)
+
+
+def reassemble(pkts, key, last_copy=False):
+    """One direction of one connection: its bytes in order and, for each
+    packet that brought new bytes, (end offset, capture time). With
+    `last_copy`, bytes sent again take the time of their last copy: on
+    loopback a copy is sent again when the first was dropped on its way in,
+    and the one that got through is the receiver's."""
+    data, ends, isn = bytearray(), [], None
+    for t, sp, dp, fl, seq, n, pay in pkts:
+        if (sp, dp) != key:
+            continue
+        if fl & SYN:
+            isn = (seq + 1) & 0xFFFFFFFF
+            continue
+        if n <= 0 or isn is None:
+            continue
+        if len(pay) < n:
+            sys.exit("the capture cut payloads short (take it with -s 0)")
+        off = (seq - isn) & 0xFFFFFFFF
+        if off > len(data):
+            sys.exit("bytes missing from the capture on %s (dropped by the kernel?)" % (key,))
+        if last_copy and off < len(data):
+            # Every packet end this copy covers again now dates from it.
+            upto = min(off + n, len(data))
+            ends[:] = [(e, t if off < e <= upto else te) for e, te in ends]
+        fresh = pay[len(data) - off:]
+        if fresh:
+            data += fresh
+            ends.append((len(data), t))
+    return bytes(data), ends
+
+
+def time_of(ends, offset):
+    """Capture time of the packet that brought byte `offset`."""
+    i = bisect.bisect_right([e for e, _ in ends], offset)
+    return ends[i][1]
+
+
+def answers(data):
+    """Each HTTP/1.1 answer's NDJSON lines as (offset of the line's last
+    byte, line), chunked bodies decoded; an answer with a length has none."""
+    pos, out = 0, []
+    while pos < len(data):
+        head_end = data.find(b"\r\n\r\n", pos)
+        if head_end < 0:
+            break
+        head = data[pos:head_end].decode("latin-1").lower()
+        pos = head_end + 4
+        lines, line, line_offsets = [], bytearray(), []
+        m = re.search(r"content-length:\s*(\d+)", head)
+        if m:
+            pos += int(m.group(1))
+            out.append(lines)
+            continue
+        while True:
+            le = data.find(b"\r\n", pos)
+            if le < 0:
+                return out
+            size = int(data[pos:le].split(b";")[0], 16)
+            pos = le + 2
+            if size == 0:
+                pos = data.find(b"\r\n", pos) + 2
+                break
+            for i in range(pos, pos + size):
+                b = data[i]
+                if b == 0x0A:
+                    lines.append((i, bytes(line)))
+                    line = bytearray()
+                else:
+                    line.append(b)
+            pos += size + 2
+        out.append(lines)
+    return out
+
+
+def wire_items(pkts, front_port, sent, last_copy=False):
+    """(delay µs or None, transit µs, lateness µs or None) of every item of
+    the round's streams, stamped at the packet that completed it. The round
+    is the run's last segment (`--rounds 1`): its streams are the last
+    `sent` POSTs (a boundary read can come after the round's first POST on
+    a busy machine, so their times cannot tell)."""
+    keys = {(sp, dp) for t, sp, dp, fl, seq, n, pay in pkts if dp == front_port and fl & SYN}
+    streams = []
+    for c2s in keys:
+        req, req_ends = reassemble(pkts, c2s)
+        resp, resp_ends = reassemble(pkts, (c2s[1], c2s[0]), last_copy)
+        posts = [time_of(req_ends, m.start()) for m in re.finditer(rb"POST ", req)]
+        streams += [(t, lines, resp_ends) for t, lines in zip(posts, answers(resp))]
+    streams.sort(key=lambda s: s[0])
+    items = []
+    for _, lines, resp_ends in streams[len(streams) - sent:]:
+        if True:
+            for offset, line in lines:
+                item = json.loads(line)
+                if "error" in item:
+                    continue
+                arrived_ns = time_of(resp_ends, offset) * 1e9
+                made = int(item["producedUnixNanos"])
+                due = int(item.get("dueUnixNanos", 0))
+                items.append(((arrived_ns - due) / 1e3 if due else None, (arrived_ns - made) / 1e3,
+                              (made - due) / 1e3 if due else None))
+    return items
+
+
+def quantile(values, q):
+    """The value at quantile q as HdrHistogram reads it: the smallest with
+    at least q of the values at or below it."""
+    v = sorted(values)
+    if not v:
+        return None
+    return v[max(0, min(len(v) - 1, int(-(-q * len(v) // 1)) - 1))]
+
+
+def per_item(pkts, front_port, sent, stream):
+    """The capture's per-item delay and transit beside run.json's."""
+    old = "item_transit" not in stream
+    rows = {}
+    for copy in (False, True):
+        got = wire_items(pkts, front_port, sent, last_copy=copy)
+        delay = [max(d, 0) for d, _, _ in got if d is not None]
+        transit = [max(t, 0) for _, t, _ in got]
+        rows.update(rows_of(stream, old, delay, transit, " (last copy)" if copy else ""))
+    # Where no byte was sent twice, the two readings are one.
+    if all(rows[k]["wire_ms"] == rows[k + " (last copy)"]["wire_ms"] for k in ("delay", "transit")):
+        del rows["delay (last copy)"], rows["transit (last copy)"]
+    return rows
+
+
+def rows_of(stream, old, delay, transit, suffix):
+    rows = {}
+    for name, wire, ours in (("delay", delay, None if old else stream.get("item_delay")),
+                             ("transit", transit, stream.get("item_delay") if old else stream.get("item_transit"))):
+        name += suffix
+        rows[name] = {
+            "wire_count": len(wire),
+            "run_count": (ours or {}).get("count"),
+            "wire_ms": {q: (quantile(wire, x) or 0) / 1e3 for q, x in (("p50", .5), ("p99", .99), ("p999", .999))}
+            if wire else None,
+            "run_ms": {q: ours.get(q + "_ms") for q in ("p50", "p99", "p999")} if ours else None,
+        }
+    return rows
 
 
 def listening_ports(ss_log):
@@ -101,7 +256,7 @@ def analyse(pcap, folder, front_port, ss_log):
         sys.exit("no downstream port in tiers.caller.settings.target (%r)" % target)
     internal_port = int(m.group(1))
 
-    pkts = list(segments(pcap))
+    pkts = list(segments(pcap, head=None))
     # Requests to the admin ports: the first payload of each connection.
     first_payload = {}  # (client port, server port) -> (t, head)
     answer = {}  # (client port, server port) -> t of the server's first payload
@@ -193,6 +348,7 @@ def analyse(pcap, folder, front_port, ss_log):
                 "edge_bytes": edge[way],
             }
     out["window"] = {"json_s": rnd["window_seconds"], "started_seconds": rnd["started_seconds"]}
+    out["items"] = per_item(pkts, front_port, rnd["requests"]["sent"], rnd["stream"])
     return out
 
 
@@ -226,6 +382,24 @@ def print_detail(o):
                      pct(r["run_per_item"], r["cap_per_item"]), r["run_total"], r["cap_total"], r["edge_bytes"]))
 
 
+def print_items(o):
+    """Per-item delay and transit, run.json against the capture."""
+    print()
+    print("| per item | items run.json / capture | p50 run.json / capture | p99 run.json / capture | p99 diff | "
+          "p99.9 run.json / capture |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, r in o.get("items", {}).items():
+        run, wire = r["run_ms"] or {}, r["wire_ms"] or {}
+
+        def pair(q):
+            a, b = run.get(q), wire.get(q)
+            return "%s / %s" % ("-" if a is None else "%.3f" % a, "-" if b is None else "%.3f" % b)
+
+        d = run.get("p99") - wire.get("p99") if run.get("p99") is not None and wire.get("p99") is not None else None
+        print("| %s | %s / %d | %s | %s | %s | %s |" % (name, r["run_count"], r["wire_count"], pair("p50"), pair("p99"),
+                                                    "-" if d is None else "%+.3f ms" % d, pair("p999")))
+
+
 def print_summary(path):
     rows = [json.loads(line) for line in open(path) if line.strip()]
     print("| arm | hop | direction | run.json B/item | capture B/item | diff | within 0.5% |")
@@ -239,14 +413,31 @@ def print_summary(path):
                          "yes" if abs(d) <= 0.5 else "**no**"))
 
 
+def print_items_summary(path):
+    rows = [json.loads(line) for line in open(path) if line.strip()]
+    print("| arm | per item | p99 run.json (ms) | p99 capture (ms) | diff (ms) | within 0.2 ms |")
+    print("|---|---|---:|---:|---:|---|")
+    for o in rows:
+        for name, r in o.get("items", {}).items():
+            a, b = (r["run_ms"] or {}).get("p99"), (r["wire_ms"] or {}).get("p99")
+            if a is None or b is None:
+                print("| %s | %s | %s | %s | - | - |" % (o["arm"], name, a, b))
+                continue
+            print("| %s | %s | %.3f | %.3f | %+.3f | %s |"
+                  % (o["arm"], name, a, b, a - b, "yes" if abs(a - b) <= 0.2 else "**no**"))
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--summary":
         print_summary(sys.argv[2])
+        print()
+        print_items_summary(sys.argv[2])
         return
     if len(sys.argv) not in (5, 7):
         sys.exit(__doc__)
     o = analyse(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4])
     print_detail(o)
+    print_items(o)
     if len(sys.argv) == 7 and sys.argv[5] == "--json":
         with open(sys.argv[6], "a") as f:
             f.write(json.dumps(o) + "\n")

@@ -24,9 +24,10 @@ import sys
 from pathlib import Path
 
 
-def segments(path):
+def segments(path, head=16):
     """(t, sport, dport, flags, seq, payload_len, payload_head) per TCP packet
-    of a classic pcap file (Ethernet, Linux cooked v1/v2 or BSD loopback)."""
+    of a classic pcap file (Ethernet, Linux cooked v1/v2 or BSD loopback);
+    the head is the payload's first `head` bytes (None: all captured)."""
     data = Path(path).read_bytes()
     magic = struct.unpack("<I", data[:4])[0]
     if magic in (0xA1B2C3D4, 0xA1B23C4D):
@@ -65,7 +66,7 @@ def segments(path):
             continue
         sport, dport, seq = struct.unpack(">HHI", tcp[:8])
         doff = (tcp[12] >> 4) * 4
-        yield t, sport, dport, tcp[13], seq, seg_len - doff, tcp[doff : doff + 16]
+        yield t, sport, dport, tcp[13], seq, seg_len - doff, tcp[doff:] if head is None else tcp[doff : doff + head]
 
 
 def packets(path):

@@ -348,9 +348,20 @@ pub struct StreamRound {
     /// From each stream's intended start to its last item (the round's
     /// corrected latency).
     pub last_item: Option<Summary>,
-    /// Each item's arrival at the harness minus its production time at the
-    /// downstream, both read on the system clock.
+    /// Each item's arrival at the harness (the kernel's stamp of the packet
+    /// that completed it) minus its due time on the downstream's schedule,
+    /// both read on the system clock: one meaning on every arm, the sum of
+    /// the two below.
     pub item_delay: Option<Summary>,
+    /// Production lateness: each item's production time minus its due
+    /// time, both the downstream's own stamps (a streamed item made late by
+    /// a held-back or busy producer, a page asked for after its items were due).
+    #[serde(default)]
+    pub item_lateness: Option<Summary>,
+    /// Transit: each item's arrival minus its production time (for a page,
+    /// the wait for its last item too).
+    #[serde(default)]
+    pub item_transit: Option<Summary>,
     /// Whether `item_delay` compares clocks of one host (`same_host`: the
     /// harness started the tiers, as processes or containers) or maybe not
     /// (`may_differ`: a tier it did not start may run elsewhere, and the

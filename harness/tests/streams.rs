@@ -138,7 +138,7 @@ fn cutting_downstream(k: u32, limit: usize) -> String {
                 );
                 for i in 0..k.min(req.items) {
                     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as i64;
-                    let line = serde_json::to_string(&StreamItem::new(&req, i, now)).unwrap() + "\n";
+                    let line = serde_json::to_string(&StreamItem::new(&req, i, now, now)).unwrap() + "\n";
                     let _ = tcp.write_all(format!("{:x}\r\n{line}\r\n", line.len()).as_bytes());
                 }
                 let _ = tcp.flush();

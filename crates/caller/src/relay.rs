@@ -33,7 +33,18 @@ struct Relay {
     items: ItemStream,
     front: Arc<Front>,
     relayed: u32,
+    /// Items the stream asked for.
+    asked: u32,
     done: bool,
+}
+
+/// The front listener's tally counts each stream relayed and each item as
+/// its line is handed to the socket, beside the bytes it counts: a
+/// round's front bytes per item divide by the items of the same window.
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.front.front_counters.streams().ended(self.relayed >= self.asked);
+    }
 }
 
 /// The last line of a stream that failed after `after` items.
@@ -75,6 +86,7 @@ impl Relay {
             Ok(Some(Ok(item))) => {
                 let mut line = serde_json::to_string(&item).unwrap_or_default();
                 front.front_counters.add_message_bytes(0, line.len() as u64);
+                front.front_counters.streams().item(0);
                 line.push('\n');
                 self.relayed += 1;
                 Some((Ok(line), self))
@@ -107,8 +119,10 @@ fn open(front: &Arc<Front>, req: StreamRequest) -> Result<Response, ApiError> {
         ));
     };
     payload::validate_stream(&req, &front.limits).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+    let asked = req.items;
     let items = front.client.items(req, delivery, front.page_size);
-    let relay = Relay { items, front: front.clone(), relayed: 0, done: false };
+    front.front_counters.streams().started();
+    let relay = Relay { items, front: front.clone(), relayed: 0, asked, done: false };
     let lines = futures::stream::unfold(relay, Relay::next).fuse();
     Ok(([(header::CONTENT_TYPE, NDJSON)], Body::from_stream(lines)).into_response())
 }

@@ -107,21 +107,25 @@ impl Producer {
     ) -> impl Stream<Item = StreamItem> + Send + 'static {
         counters.streams().started();
         let open = Open { counters, whole: req.items == 0 };
-        let (start, producer) = (Instant::now(), self.clone());
+        // The schedule on the monotonic clock, and its origin on the system
+        // clock too, so each item can say when it was due.
+        let (start, start_unix, producer) = (Instant::now(), unix_nanos(SystemTime::now()), self.clone());
         futures::stream::unfold((0u32, open), move |(index, mut open)| {
             let (req, producer) = (req.clone(), producer.clone());
             async move {
                 if index >= req.items {
                     return None;
                 }
-                let due = start + producer.due(&req, index);
+                let after = producer.due(&req, index);
+                let due = start + after;
                 let asked = Instant::now();
                 if asked < due {
                     producer.core.timer.wait(due - asked).await;
                 }
                 let late = asked.saturating_duration_since(due).as_nanos() as u64;
                 open.counters.streams().item(late);
-                let item = StreamItem::new(&req, index, unix_nanos(SystemTime::now()));
+                let due_unix = start_unix.saturating_add(after.as_nanos() as i64);
+                let item = StreamItem::new(&req, index, due_unix, unix_nanos(SystemTime::now()));
                 open.whole = index + 1 == req.items;
                 Some((item, (index + 1, open)))
             }
@@ -139,10 +143,13 @@ impl Producer {
         Ok(budget.try_admit(budget.weigh_items(1, u64::from(req.item_bytes)))?)
     }
 
-    /// A page of `req`: its items, answered once the last is due; the
-    /// items' production times are their due times (a page's items wait at
-    /// the source until it is asked for). The page's work is admitted
-    /// before the wait and held by the permit until the page is sent.
+    /// A page of `req`: its items, answered once the last is due. An item
+    /// is made once it is due and its page has been asked for: its
+    /// production time is the later of the two, so a page asked for late
+    /// makes its items late, as a streamed item asked for late is; the wait
+    /// for the page's last item is the pattern's, part of the transit.
+    /// The page's work is admitted before the wait and held by the permit
+    /// until the page is sent.
     pub async fn page(&self, req: PageRequest, counters: &Counters) -> Result<(PageResponse, WorkPermit), FetchError> {
         payload::validate_stream(&req.stream, &self.core.limits)?;
         let now = unix_nanos(SystemTime::now());
@@ -169,7 +176,8 @@ impl Producer {
         }
         // An item whose page is asked for after it is due was held back by
         // the client, as a streamed item asked for late is.
-        let items: Vec<StreamItem> = range.clone().map(|i| StreamItem::new(&req.stream, i, at(i))).collect();
+        let items: Vec<StreamItem> =
+            range.clone().map(|i| StreamItem::new(&req.stream, i, at(i), at(i).max(now))).collect();
         for i in range.clone() {
             counters.streams().item(now.saturating_sub(at(i)).max(0) as u64);
         }

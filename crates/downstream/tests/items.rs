@@ -45,6 +45,12 @@ fn check(req: &StreamRequest, got: &[(StreamItem, i64)], sent_at: i64, what: &st
         // after the request, which was sent at `sent_at` or later.
         let due = sent_at + (DELAY + INTERVAL * i as u32).as_nanos() as i64;
         assert!(item.produced_unix_nanos >= due, "{what}: item {i} made {} ns early", due - item.produced_unix_nanos);
+        // It says when it was due on the downstream's schedule (which starts
+        // when the request arrived), and it was not made before.
+        assert!(item.due_unix_nanos >= due, "{what}: item {i} due {} ns early", due - item.due_unix_nanos);
+        assert!(item.produced_unix_nanos >= item.due_unix_nanos, "{what}: item {i} made before it was due");
+        let spacing = item.due_unix_nanos - got[0].0.due_unix_nanos;
+        assert_eq!(spacing, (INTERVAL * i as u32).as_nanos() as i64, "{what}: item {i} due on the schedule");
     }
 }
 
@@ -107,11 +113,13 @@ async fn pages_over_grpc_and_rest_keep_the_streams_schedule() {
         }
         assert_eq!(pages, 3, "{arm}: 4 + 4 + 2 items");
         check(&req, &got, sent_at, arm);
-        // A page's items are made on the stream's schedule, exactly.
-        let first = got[0].0.produced_unix_nanos;
+        // A page's items are due on the stream's schedule, exactly, and
+        // made then, their page having been asked for before.
+        let first = got[0].0.due_unix_nanos;
         for (i, (item, _)) in got.iter().enumerate() {
-            assert_eq!(item.produced_unix_nanos - first, (INTERVAL * i as u32).as_nanos() as i64, "{arm}: item {i}");
+            assert_eq!(item.due_unix_nanos - first, (INTERVAL * i as u32).as_nanos() as i64, "{arm}: item {i}");
         }
+        assert_eq!(got[0].0.produced_unix_nanos, got[0].0.due_unix_nanos, "{arm}: the first page was asked first");
         // A page comes once its last item is made: none before.
         for (item, arrived) in &got {
             assert!(*arrived >= item.produced_unix_nanos, "{arm}: item {} arrived before it was made", item.index);

@@ -159,6 +159,7 @@ impl From<StreamItem> for proto::StreamItem {
         proto::StreamItem {
             index: i.index,
             produced_unix_nanos: i.produced_unix_nanos,
+            due_unix_nanos: i.due_unix_nanos,
             record: Some(i.record.into()),
             filler: i.filler,
         }
@@ -170,7 +171,13 @@ impl TryFrom<proto::StreamItem> for StreamItem {
 
     fn try_from(i: proto::StreamItem) -> Result<Self, Self::Error> {
         let record = i.record.ok_or(PayloadError::MissingField("record"))?.try_into()?;
-        Ok(StreamItem { index: i.index, produced_unix_nanos: i.produced_unix_nanos, record, filler: i.filler })
+        Ok(StreamItem {
+            index: i.index,
+            due_unix_nanos: i.due_unix_nanos,
+            produced_unix_nanos: i.produced_unix_nanos,
+            record,
+            filler: i.filler,
+        })
     }
 }
 
@@ -231,7 +238,9 @@ mod tests {
     #[test]
     fn a_page_of_items_round_trips_through_protobuf_bytes() {
         let stream = StreamRequest { request_id: "s-9".into(), items: 5, item_bytes: 16 };
-        let items = (0..3).map(|i| StreamItem::new(&stream, i, 1_733_000_000_000_000_000 + i64::from(i))).collect();
+        let items = (0..3)
+            .map(|i| StreamItem::new(&stream, i, 1_733_000_000_000_000_000, 1_733_000_000_000_000_000 + i64::from(i)))
+            .collect();
         let page = PageResponse { items, next_page_token: "1733000000000000000.3".into() };
         let bytes = proto::PageResponse::from(page.clone()).encode_to_vec();
         let back = PageResponse::try_from(proto::PageResponse::decode(bytes.as_slice()).unwrap()).unwrap();

@@ -35,6 +35,14 @@ fn is_zero(n: &u32) -> bool {
 pub struct StreamItem {
     /// Its place in the sequence, from 0.
     pub index: u32,
+    /// When it was due on its stream's schedule, in nanoseconds since the
+    /// Unix epoch on the downstream's clock (a string in JSON, as below).
+    /// Its delay runs from here: `produced_unix_nanos` minus this is how
+    /// late the source made it, the arrival minus `produced_unix_nanos` its
+    /// transit. 0 (absent) from a source that does not say: the item's
+    /// delay is then not measured, its transit is.
+    #[serde(default, with = "i64_text")]
+    pub due_unix_nanos: i64,
     /// When the downstream produced it, in nanoseconds since the Unix
     /// epoch on its clock; a decimal string in JSON, as the proto3 JSON
     /// mapping writes an int64 (a JavaScript number would round it).
@@ -67,14 +75,16 @@ pub struct PageResponse {
 }
 
 impl StreamItem {
-    /// Item `index` of `req`, produced at `produced_unix_nanos`.
-    pub fn new(req: &StreamRequest, index: u32, produced_unix_nanos: i64) -> StreamItem {
+    /// Item `index` of `req`, due at `due_unix_nanos` and produced at
+    /// `produced_unix_nanos`.
+    pub fn new(req: &StreamRequest, index: u32, due_unix_nanos: i64, produced_unix_nanos: i64) -> StreamItem {
         let filler = if req.item_bytes == 0 {
             Vec::new()
         } else {
             crate::upload_body(&format!("{}/{index}", req.request_id), req.item_bytes as usize)
         };
-        StreamItem { index, produced_unix_nanos, record: crate::item_record(&req.request_id, index), filler }
+        let record = crate::item_record(&req.request_id, index);
+        StreamItem { index, due_unix_nanos, produced_unix_nanos, record, filler }
     }
 }
 
@@ -98,7 +108,7 @@ pub fn verify_item(req: &StreamRequest, item: &StreamItem, expected: u32) -> Res
     if item.index != expected {
         return Err(ItemError::OutOfOrder { expected, got: item.index });
     }
-    let want = StreamItem::new(req, expected, item.produced_unix_nanos);
+    let want = StreamItem::new(req, expected, item.due_unix_nanos, item.produced_unix_nanos);
     if *item != want {
         return Err(ItemError::Differs(expected));
     }
@@ -183,9 +193,9 @@ mod tests {
     #[test]
     fn an_item_is_made_alone_and_checked_by_its_place() {
         let r = req(100, 64);
-        let item = StreamItem::new(&r, 7, 1_733_000_000_123_456_789);
-        assert_eq!(item, StreamItem::new(&r, 7, 1_733_000_000_123_456_789), "deterministic");
-        assert_ne!(item.record, StreamItem::new(&r, 8, 0).record, "each index its own record");
+        let item = StreamItem::new(&r, 7, 1_733_000_000_100_000_000, 1_733_000_000_123_456_789);
+        assert_eq!(item, StreamItem::new(&r, 7, 1_733_000_000_100_000_000, 1_733_000_000_123_456_789), "deterministic");
+        assert_ne!(item.record, StreamItem::new(&r, 8, 0, 0).record, "each index its own record");
         assert_eq!(item.filler.len(), 64);
         assert_eq!(verify_item(&r, &item, 7), Ok(()));
         assert_eq!(verify_item(&r, &item, 6), Err(ItemError::OutOfOrder { expected: 6, got: 7 }));
@@ -195,6 +205,7 @@ mod tests {
         // JSON keeps the production time exact, as a string.
         let json = serde_json::to_string(&item).unwrap();
         assert!(json.contains("\"producedUnixNanos\":\"1733000000123456789\""), "{json}");
+        assert!(json.contains("\"dueUnixNanos\":\"1733000000100000000\""), "{json}");
         assert_eq!(serde_json::from_str::<StreamItem>(&json).unwrap(), item);
     }
 

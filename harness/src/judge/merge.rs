@@ -269,7 +269,7 @@ pub fn merge_round(config: &crate::config::Config, sampler: &RoundResult, rounds
 
 /// The sampler's stream figures with every generator's items: counts
 /// summed, percentiles from the added histograms, the front hop's bytes
-/// (counted for every generator) over every generator's items.
+/// (counted for every generator) over the items its front door relayed.
 fn merge_stream(
     own: &StreamRound,
     rounds: &[&RoundResult],
@@ -295,13 +295,22 @@ fn merge_stream(
         first_item: histograms.get("first_item").and_then(summarize),
         last_item: histograms.get("corrected").and_then(summarize),
         item_delay: histograms.get("item_delay").and_then(summarize),
+        item_lateness: histograms.get("item_lateness").and_then(summarize),
+        item_transit: histograms.get("item_transit").and_then(summarize),
         cut_after_items,
-        front: crate::result::ItemBytes {
-            items: Some(items),
-            request_wire_bytes_per_item: scale(f.request_wire_bytes_per_item),
-            response_wire_bytes_per_item: scale(f.response_wire_bytes_per_item),
-            request_message_bytes_per_item: scale(f.request_message_bytes_per_item),
-            response_message_bytes_per_item: scale(f.response_message_bytes_per_item),
+        // The front door's own count of the items it relayed (every
+        // generator's) divides its bytes already; a folder whose front
+        // divided by the sampler's own items alone is scaled to all.
+        front: if f.items != Some(own.items) {
+            f.clone()
+        } else {
+            crate::result::ItemBytes {
+                items: Some(items),
+                request_wire_bytes_per_item: scale(f.request_wire_bytes_per_item),
+                response_wire_bytes_per_item: scale(f.response_wire_bytes_per_item),
+                request_message_bytes_per_item: scale(f.request_message_bytes_per_item),
+                response_message_bytes_per_item: scale(f.response_message_bytes_per_item),
+            }
         },
         cpu_us_per_item,
         ..own.clone()

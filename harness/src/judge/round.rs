@@ -137,7 +137,7 @@ fn latency(rec: &RoundRecord, front: bool) -> Latency {
 }
 
 /// The round's histograms by name; a streaming arm's also its first item,
-/// item delay and items in transit.
+/// item delay, lateness and transit, and items in transit.
 fn histograms(rec: &RoundRecord, streaming: bool) -> BTreeMap<String, String> {
     let none = StreamRecord::default;
     let st = match &rec.stream {
@@ -145,7 +145,13 @@ fn histograms(rec: &RoundRecord, streaming: bool) -> BTreeMap<String, String> {
         None if streaming => std::borrow::Cow::Owned(none()),
         None => return plain_histograms(rec),
     };
-    let streams = [("first_item", &st.first_item), ("item_delay", &st.item_delay), ("buffered_items", &st.buffered)];
+    let streams = [
+        ("first_item", &st.first_item),
+        ("item_delay", &st.item_delay),
+        ("item_lateness", &st.item_lateness),
+        ("item_transit", &st.item_transit),
+        ("buffered_items", &st.buffered),
+    ];
     let mut all = plain_histograms(rec);
     all.extend(streams.into_iter().map(|(k, h)| (k.to_owned(), encode_histogram(h))));
     all

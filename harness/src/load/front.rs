@@ -266,6 +266,9 @@ pub struct FrontClient {
     host: HeaderValue,
     path: Uri,
     idle: Mutex<Vec<Conn>>,
+    /// Whether reads are cut at line ends, each line stamped
+    /// (`StampedTcp::lines`): a stream's items, one stamp each.
+    line_stamps: bool,
 }
 
 impl std::fmt::Debug for FrontClient {
@@ -301,7 +304,15 @@ impl FrontClient {
             authority,
             path,
             idle: Mutex::new(Vec::new()),
+            line_stamps: false,
         })
+    }
+
+    /// This client, its connections stamping each line of an answer
+    /// apart (a peek before every read): for NDJSON answers read item by
+    /// item, so that each item has the stamp of the packet that completed it.
+    pub fn stamping_lines(self) -> Self {
+        FrontClient { line_stamps: true, ..self }
     }
 
     pub fn url(&self) -> &str {
@@ -449,7 +460,8 @@ impl FrontClient {
         let connect_error = |e| FrontError::Connect(self.authority.clone(), e);
         let tcp = TcpStream::connect(&self.authority).await.map_err(connect_error)?;
         tcp.set_nodelay(true).map_err(connect_error)?;
-        let (tcp, rx) = StampedTcp::new(tcp).map_err(connect_error)?;
+        let stamped = if self.line_stamps { StampedTcp::lines(tcp) } else { StampedTcp::new(tcp) };
+        let (tcp, rx) = stamped.map_err(connect_error)?;
         let (sender, conn) = http1::Builder::new().handshake(TokioIo::new(tcp)).await?;
         Ok(Conn { sender, conn, rx })
     }

@@ -21,6 +21,7 @@
 pub mod answer;
 pub mod dispatch;
 pub mod front;
+mod pump;
 mod stamped;
 pub mod stream;
 pub mod target;
@@ -106,9 +107,15 @@ pub struct StreamFacts {
     /// Items received whole and in order.
     pub items: u64,
     /// Each item's delay in µs: its arrival at the harness (the kernel's
-    /// stamp) minus its production time at the downstream, both on the
-    /// system clock.
+    /// stamp of the packet that completed it) minus its due time on the
+    /// downstream's schedule, both on the system clock; every arm alike.
+    /// Items whose due time the downstream did not say are left out.
     pub delays_us: Vec<u64>,
+    /// Of which production lateness: its production time minus its due
+    /// time, both the downstream's stamps (µs).
+    pub lateness_us: Vec<u64>,
+    /// And transit: its arrival minus its production time (µs), every item.
+    pub transit_us: Vec<u64>,
     /// The most items in transit at once: produced by the downstream, not
     /// yet taken by the harness (held in the tiers' and the kernel's
     /// buffers).

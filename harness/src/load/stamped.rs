@@ -13,6 +13,11 @@
 //! Where the option is refused, or a read carries no stamp, the client
 //! falls back to its clock after the read, and says so (`Arrival::clock`).
 //!
+//! A stream's answer needs a stamp per item, the packet that completed
+//! it: [`StampedTcp::lines`] leaves the reads to a thread of their own
+//! (`pump.rs`), which keeps every line end's stamp; the reader takes them in
+//! order ([`RxStamp::take_line`]).
+//!
 //! The socket is registered with the reactor as an [`AsyncFd`], not a tokio
 //! `TcpStream`, so that a read shorter than asked can clear its readiness, as
 //! tokio's own stream does: the socket is drained then, and the next poll
@@ -22,45 +27,41 @@
 
 use std::io::{self, Write};
 use std::net::Shutdown;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, setsockopt, sockopt::ReceiveTimestampns};
+use nix::sys::socket::{MsgFlags, setsockopt, sockopt::ReceiveTimestampns};
 use tokio::io::unix::AsyncFd;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
-/// Most bytes one read takes.
-const SCRATCH_BYTES: usize = 64 * 1024;
+use super::pump::{self, SCRATCH_BYTES, Shared};
 
 thread_local! {
     /// Where reads land before they are copied into the caller's buffer.
     static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; SCRATCH_BYTES]);
 }
 
-/// Room for one `SCM_TIMESTAMPNS` control message (a 16-byte header and a
-/// 16-byte timespec), aligned as a `cmsghdr` must be.
-#[repr(C, align(8))]
-struct ControlBuffer([u8; 64]);
-
 /// A connected TCP stream whose reads record the kernel's receive time.
 #[derive(Debug)]
 pub struct StampedTcp {
-    tcp: AsyncFd<std::net::TcpStream>,
+    tcp: AsyncFd<Arc<std::net::TcpStream>>,
     /// Receive time of the last packet read, ns since the Unix epoch
     /// (`CLOCK_REALTIME`, the kernel's clock for these stamps); 0 = none yet.
     last_rx_ns: Arc<AtomicU64>,
     /// Whether the kernel accepted `SO_TIMESTAMPNS`.
     stamping: bool,
+    /// With every line stamped: what the reading thread has read.
+    pumped: Option<Arc<Shared>>,
 }
 
-/// The handle the client keeps to read a connection's last receive time.
+/// The handle the client keeps to read a connection's receive times.
 #[derive(Debug, Clone)]
-pub struct RxStamp(Arc<AtomicU64>);
+pub struct RxStamp(Arc<AtomicU64>, Option<Arc<Shared>>);
 
 impl StampedTcp {
     /// Turns on receive timestamps for `tcp` and registers it with the
@@ -68,33 +69,78 @@ impl StampedTcp {
     /// refuses the stamps leaves a stream that reads normally and never has
     /// a stamp.
     pub fn new(tcp: TcpStream) -> io::Result<(Self, RxStamp)> {
+        Self::build(tcp, false)
+    }
+
+    /// [`new`](Self::new), reading so that every line end has its own
+    /// stamp ([`RxStamp::take_line`]), at the cost of a peek per read.
+    pub fn lines(tcp: TcpStream) -> io::Result<(Self, RxStamp)> {
+        Self::build(tcp, true)
+    }
+
+    fn build(tcp: TcpStream, lines: bool) -> io::Result<(Self, RxStamp)> {
         let stamping = setsockopt(&tcp.as_fd(), ReceiveTimestampns, &true).is_ok();
+        let tcp = Arc::new(tcp.into_std()?);
+        // A thread of its own reads a line-stamped socket (where it can
+        // run); this side then only writes.
+        let pumped = if lines { pump::start(tcp.clone(), stamping) } else { None };
+        let interest = if pumped.is_some() { Interest::WRITABLE } else { Interest::READABLE | Interest::WRITABLE };
         // Out of tokio's reactor (non-blocking still), into it as a plain fd.
-        // `new` is deprecated because it cannot promise that the descriptor
-        // outlives its registration; here it does: the `AsyncFd` owns the
-        // stream and deregisters before dropping it (as `downstream::timer`'s
-        // alarm; `register`, the replacement, is `unsafe`).
+        // `with_interest` is deprecated because it cannot promise that the
+        // descriptor outlives its registration; here it does: the `AsyncFd`
+        // owns a share of the stream and deregisters before dropping it (as
+        // the reading thread's does; `register`, the replacement, is `unsafe`).
         #[allow(deprecated)]
-        let tcp = AsyncFd::new(tcp.into_std()?)?;
+        let tcp = AsyncFd::with_interest(tcp, interest)?;
         let last_rx_ns = Arc::new(AtomicU64::new(0));
-        Ok((StampedTcp { tcp, last_rx_ns: last_rx_ns.clone(), stamping }, RxStamp(last_rx_ns)))
+        let stream = StampedTcp { tcp, last_rx_ns: last_rx_ns.clone(), stamping, pumped: pumped.clone() };
+        Ok((stream, RxStamp(last_rx_ns, pumped)))
     }
 
     /// One `recvmsg`: the bytes read and the receive stamp of the last packet
     /// they came from, if the kernel gave one.
     fn recv(tcp: &std::net::TcpStream, dst: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
-        let mut control = ControlBuffer([0; 64]);
-        let mut iov = [io::IoSliceMut::new(dst)];
-        let msg = recvmsg::<()>(tcp.as_raw_fd(), &mut iov, Some(&mut control.0), MsgFlags::empty())?;
-        let stamp = msg.cmsgs().ok().and_then(|mut all| {
-            all.find_map(|c| match c {
-                ControlMessageOwned::ScmTimestampns(ts) => {
-                    u64::try_from(ts.tv_sec()).ok()?.checked_mul(1_000_000_000)?.checked_add(ts.tv_nsec() as u64)
-                }
-                _ => None,
-            })
-        });
-        Ok((msg.bytes, stamp))
+        pump::recv_with(tcp, dst, MsgFlags::empty())
+    }
+
+    /// A read from what the reading thread holds: as many bytes as `buf`
+    /// takes, stamped with the read that brought the last of them.
+    fn poll_pumped(&self, shared: &Shared, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let mut held = shared.lock();
+        let mut taken = 0;
+        while buf.remaining() > 0 {
+            let Some((chunk, stamp)) = held.chunks.front_mut() else { break };
+            let n = chunk.len().min(buf.remaining());
+            buf.put_slice(&chunk.split_to(n));
+            taken += n;
+            if let Some(ns) = *stamp {
+                self.last_rx_ns.store(ns, Relaxed);
+            }
+            if chunk.is_empty() {
+                held.chunks.pop_front();
+            }
+        }
+        if taken > 0 {
+            held.bytes -= taken;
+            drop(held);
+            shared.room.notify_one();
+            return Poll::Ready(Ok(()));
+        }
+        match held.end.as_mut() {
+            Some(end) => Poll::Ready(end.take().map_or(Ok(()), Err)),
+            None => {
+                held.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl Drop for StampedTcp {
+    fn drop(&mut self) {
+        if let Some(shared) = &self.pumped {
+            shared.gone.cancel();
+        }
     }
 }
 
@@ -103,6 +149,24 @@ impl RxStamp {
     /// after this call.
     pub fn clear(&self) {
         self.0.store(0, Relaxed);
+        if let Some(shared) = &self.1 {
+            let mut held = shared.lock();
+            held.lines.clear();
+            held.overflowed = false;
+        }
+    }
+
+    /// The stamp of the next line end read (ns since the Unix epoch as
+    /// [`raw`](Self::raw); 0: its read carried none), in the order the
+    /// lines came: `None` where the stream does not stamp lines, the line
+    /// has not been read (never, for a reader that takes one per line it
+    /// parsed), or the queue overflowed.
+    pub fn take_line(&self) -> Option<u64> {
+        let mut held = self.1.as_ref()?.lock();
+        if held.overflowed {
+            return None;
+        }
+        held.lines.pop_front()
     }
 
     /// The last packet's stamp as the kernel gave it (ns since the Unix
@@ -115,7 +179,12 @@ impl RxStamp {
     /// `None` if no read since [`clear`](Self::clear) carried a stamp, or the
     /// stamp is not in the past (the wall clock was stepped).
     pub fn arrived(&self) -> Option<Instant> {
-        let ns = self.0.load(Relaxed);
+        Self::instant_of(self.0.load(Relaxed))
+    }
+
+    /// A stamp (ns since the Unix epoch) on the monotonic clock: `None` for
+    /// 0 (no stamp) or a stamp not in the past (the wall clock was stepped).
+    pub fn instant_of(ns: u64) -> Option<Instant> {
         if ns == 0 {
             return None;
         }
@@ -160,6 +229,9 @@ pub(super) fn clocks_now() -> (Instant, SystemTime) {
 impl AsyncRead for StampedTcp {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if let Some(shared) = &this.pumped {
+            return this.poll_pumped(shared, cx, buf);
+        }
         loop {
             let mut ready = ready!(this.tcp.poll_read_ready(cx))?;
             // The read lands in this thread's scratch buffer and is copied into
@@ -209,7 +281,10 @@ impl AsyncWrite for StampedTcp {
         let len: usize = bufs.iter().map(|b| b.len()).sum();
         loop {
             let mut ready = ready!(this.tcp.poll_write_ready(cx))?;
-            match ready.try_io(|tcp| tcp.get_ref().write_vectored(bufs)) {
+            match ready.try_io(|tcp| {
+                let mut tcp: &std::net::TcpStream = tcp.get_ref();
+                tcp.write_vectored(bufs)
+            }) {
                 Ok(Ok(n)) => {
                     // A short write filled the send buffer, as tokio's stream
                     // takes it.

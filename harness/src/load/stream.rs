@@ -27,10 +27,10 @@ pub struct StreamedItem {
     /// Its JSON, without the line's newline; empty once checked (a
     /// stream's items are not kept: [`StreamedItem::checked`] is).
     pub json: Bytes,
-    /// For a checked stream: the item's production time (ns since the
-    /// Unix epoch, on the downstream's clock) if it is the item generated
-    /// for its place, else why not.
-    pub checked: Option<Result<i64, String>>,
+    /// For a checked stream: the item's due and production times (ns since
+    /// the Unix epoch, on the downstream's clock) if it is the item
+    /// generated for its place, else why not.
+    pub checked: Option<Result<Made, String>>,
     /// When the kernel received its last byte (or the clock after the read).
     pub arrived: Instant,
     /// Whether `arrived` is the kernel's stamp.
@@ -89,11 +89,19 @@ struct Items {
     check: Option<StreamRequest>,
 }
 
-/// Item `index` of `req` in `json`: its production time, or why it is not the item.
-fn check_item(req: &StreamRequest, index: u32, json: &[u8]) -> Result<i64, String> {
+/// When the downstream says an item was due and when it made it (ns since
+/// the Unix epoch on its clock; `due_unix_nanos` 0: it did not say).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Made {
+    pub due_unix_nanos: i64,
+    pub produced_unix_nanos: i64,
+}
+
+/// Item `index` of `req` in `json`: when it was due and made, or why it is not the item.
+fn check_item(req: &StreamRequest, index: u32, json: &[u8]) -> Result<Made, String> {
     let item = serde_json::from_slice::<StreamItem>(json).map_err(|e| format!("item {index} is not an item: {e}"))?;
     payload::verify_item(req, &item, index).map_err(|e| e.to_string())?;
-    Ok(item.produced_unix_nanos)
+    Ok(Made { due_unix_nanos: item.due_unix_nanos, produced_unix_nanos: item.produced_unix_nanos })
 }
 
 impl ReadAnswer for Items {
@@ -187,11 +195,18 @@ fn stream_facts(
             None => check_item(req, i as u32, &item.json),
         };
         let made = match checked {
-            Ok(made) => i128::from(made),
+            Ok(made) => made,
             Err(reason) => return (facts, Some((Outcome::BadResponse, reason))),
         };
-        let delay = (clocks.unix_nanos(item.arrived) - made).max(0);
-        facts.delays_us.push((delay / 1000) as u64);
+        let (due, made) = (i128::from(made.due_unix_nanos), i128::from(made.produced_unix_nanos));
+        let arrived = clocks.unix_nanos(item.arrived);
+        let us = |ns: i128| (ns.max(0) / 1000) as u64;
+        facts.transit_us.push(us(arrived - made));
+        // From its due time, where the downstream says it.
+        if due > 0 {
+            facts.delays_us.push(us(arrived - due));
+            facts.lateness_us.push(us(made - due));
+        }
         produced.push(made);
         facts.items += 1;
     }
@@ -257,20 +272,26 @@ async fn read_items(
             return Err(Sent::TooLarge);
         }
         held.resize(buf.len() + data.len()).map_err(Sent::Full)?;
-        // A stamp from before this exchange began cannot be this read's.
-        // Frames cut from one read share its stamp, converted once (each
-        // conversion to the monotonic clock moves by a few ns).
-        let stamp = match last {
-            Some((raw, at)) if raw == rx.raw() => Some(at),
-            _ => rx.arrived().filter(|at| *at >= start),
-        };
-        last = stamp.map(|at| (rx.raw(), at));
-        let arrived = stamp.unwrap_or_else(Instant::now);
+        // The read's stamp, for a line whose own stamp is not known.
+        let read_stamp = rx.raw();
+        let clock = Instant::now();
         buf.extend_from_slice(&data);
         if answer.status != StatusCode::OK {
             continue;
         }
         while let Some(at) = buf.iter().position(|b| *b == b'\n') {
+            // Each line its own stamp where the stream keeps them
+            // (`StampedTcp::lines`), else the read's. A stamp from before
+            // this exchange began cannot be this line's. Lines with one
+            // stamp share its conversion (each conversion to the monotonic
+            // clock moves by a few ns).
+            let raw = rx.take_line().filter(|ns| *ns != 0).unwrap_or(read_stamp);
+            let stamp = match last {
+                Some((r, at)) if r == raw => Some(at),
+                _ => RxStamp::instant_of(raw).filter(|at| *at >= start),
+            };
+            last = stamp.map(|at| (raw, at));
+            let arrived = stamp.unwrap_or(clock);
             let json = buf.split_to(at + 1).freeze().slice(..at);
             if let Ok(e) = serde_json::from_slice::<ErrorLine>(&json) {
                 answer.cut = Some(StreamCut { reason: e.error, after_items: e.after_items });
@@ -300,6 +321,7 @@ async fn read_items(
 #[cfg(test)]
 mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
 
     use super::*;
 
@@ -367,6 +389,96 @@ mod tests {
         let cut = a.cut.expect("cut");
         assert_eq!(cut.after_items, 2);
         assert!(cut.reason.starts_with("the connection failed"), "{}", cut.reason);
+    }
+
+    /// Every arm's item delay runs from the item's due time: production
+    /// lateness (due → made) plus transit (made → arrival), each recorded
+    /// apart; an item whose source does not say when it was due has a
+    /// transit and no delay.
+    #[test]
+    fn an_items_delay_runs_from_its_due_time_split_into_lateness_and_transit() {
+        let req = StreamRequest { request_id: "7".into(), items: 3, item_bytes: 0 };
+        let clocks = Clocks::now();
+        let at = |unix_nanos: i128| clocks.instant + Duration::from_nanos((unix_nanos - clocks.unix_nanos) as u64);
+        let base = clocks.unix_nanos + 1_000_000_000;
+        // (due, made, arrived) in ns after `base`: made 3 ms late, then on
+        // time, then a source that says nothing of its due time.
+        let plan = [(0, 3_000_000, 3_500_000), (10_000_000, 10_000_000, 10_200_000), (-1, 20_000_000, 20_400_000)];
+        let items = plan
+            .iter()
+            .enumerate()
+            .map(|(i, &(due, made, arrived))| StreamedItem {
+                json: Bytes::new(),
+                checked: Some(Ok(Made {
+                    due_unix_nanos: if due < 0 { 0 } else { (base + due) as i64 },
+                    produced_unix_nanos: (base + made) as i64,
+                })),
+                arrived: at(base + arrived),
+                kernel_stamped: true,
+                taken: at(base + arrived + 1_000) + Duration::from_nanos(i as u64),
+            })
+            .collect();
+        let answer = StreamAnswer { status: StatusCode::OK, items, cut: None, refusal: None };
+        let (facts, failure) = stream_facts(&req, &answer, clocks);
+        assert!(failure.is_none(), "{failure:?}");
+        assert_eq!(facts.delays_us, [3_500, 200], "from the due time");
+        assert_eq!(facts.lateness_us, [3_000, 0], "the source's own lateness");
+        assert_eq!(facts.transit_us, [500, 200, 400], "from production, every item");
+    }
+
+    /// A stamping socket, kept open so that the kernel keeps stamping
+    /// packets (`stamped.rs` has the story), and its peer.
+    async fn stamps_on() -> (TcpStream, crate::load::stamped::StampedTcp) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let tcp = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let (stream, _) = crate::load::stamped::StampedTcp::new(tcp).unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        (server, stream)
+    }
+
+    /// Items `gap` apart reach a harness that is busy (its one runtime
+    /// thread blocked) while the later ones arrive: each keeps the stamp of
+    /// the packet that completed it, not the stamp of the read that found
+    /// them together (nor of the merged buffer the kernel makes of packets
+    /// left unread).
+    #[tokio::test]
+    async fn items_that_arrive_while_the_harness_is_busy_keep_their_own_stamps() {
+        let gap = Duration::from_millis(30);
+        // The machine's first stamping socket turns stamps on through a
+        // deferred work item: one held open (and a moment) first.
+        let (_held, _stamping) = stamps_on().await;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        // A server on a thread of its own, unaffected by the blocked runtime.
+        std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let (mut tcp, _) = listener.accept().unwrap();
+            tcp.set_nodelay(true).unwrap();
+            let _ = tcp.read(&mut [0u8; 4096]).unwrap();
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n";
+            tcp.write_all(head.as_bytes()).unwrap();
+            for i in 0..4 {
+                let line = format!("{{\"index\":{i}}}\n");
+                tcp.write_all(format!("{:x}\r\n{line}\r\n", line.len()).as_bytes()).unwrap();
+                std::thread::sleep(gap);
+            }
+            tcp.write_all(b"0\r\n\r\n").unwrap();
+            let _ = tcp.read(&mut [0u8; 16]);
+        });
+        let client = FrontClient::new(&format!("http://{addr}/v1/stream")).unwrap().stamping_lines();
+        // Busy from just after the first item until well after the last.
+        tokio::spawn(async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            std::thread::sleep(Duration::from_millis(200));
+        });
+        let a = client.post_stream("{}".into(), Duration::ZERO).await.unwrap();
+        assert_eq!(a.items.len(), 4);
+        for w in a.items.windows(2) {
+            assert!(w[0].kernel_stamped && w[1].kernel_stamped, "{:?}", a.items);
+            let apart = w[1].arrived.saturating_duration_since(w[0].arrived);
+            assert!(apart >= gap / 2, "items {:?} apart, sent {gap:?} apart: {:?}", apart, a.items);
+        }
     }
 
     #[tokio::test]

@@ -112,9 +112,13 @@ impl Target {
             ..t
         };
         if c.deploy.target == TargetTier::Caller {
-            return Target::front(url.to_owned(), c.work.items, c.work.fanout, c.load.timeout, c.load.connections)
-                .map(shaped)
-                .context("building the load client");
+            let front = Target::front(url.to_owned(), c.work.items, c.work.fanout, c.load.timeout, c.load.connections);
+            let mut target = front.map(shaped).context("building the load client")?;
+            // A stream's items are stamped line by line (`stamped.rs`).
+            if let (Some(_), Endpoint::Front(client)) = (&c.streams, &mut target.endpoint) {
+                *client = Arc::new(FrontClient::new(client.url())?.stamping_lines());
+            }
+            return Ok(target);
         }
         let settings = ClientSettings {
             transport: c.transport,

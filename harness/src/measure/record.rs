@@ -70,8 +70,12 @@ impl Default for RoundRecord {
 pub struct StreamRecord {
     /// From the intended start to the first item (µs).
     pub first_item: Histogram<u64>,
-    /// Each item's arrival minus its production time (µs).
+    /// Each item's arrival minus its due time (µs).
     pub item_delay: Histogram<u64>,
+    /// Each item's production time minus its due time (µs).
+    pub item_lateness: Histogram<u64>,
+    /// Each item's arrival minus its production time (µs).
+    pub item_transit: Histogram<u64>,
     /// The most items each stream had in transit at once (a count).
     pub buffered: Histogram<u64>,
     /// Items received whole and in order, cut streams' included.
@@ -85,6 +89,8 @@ impl Default for StreamRecord {
         StreamRecord {
             first_item: new_histogram(),
             item_delay: new_histogram(),
+            item_lateness: new_histogram(),
+            item_transit: new_histogram(),
             buffered: new_histogram(),
             items: 0,
             cut_after: BTreeMap::new(),
@@ -95,7 +101,7 @@ impl Default for StreamRecord {
 /// A [`StreamRecord`] with its histograms serialized.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CompactStream {
-    histograms: [Vec<u8>; 3],
+    histograms: [Vec<u8>; 5],
     items: u64,
     cut_after: BTreeMap<u64, u64>,
 }
@@ -134,7 +140,13 @@ impl RoundRecord {
                 encode(&self.caller_overhead),
             ],
             stream: self.stream.map(|st| CompactStream {
-                histograms: [encode(&st.first_item), encode(&st.item_delay), encode(&st.buffered)],
+                histograms: [
+                    encode(&st.first_item),
+                    encode(&st.item_delay),
+                    encode(&st.buffered),
+                    encode(&st.item_lateness),
+                    encode(&st.item_transit),
+                ],
                 items: st.items,
                 cut_after: st.cut_after,
             }),
@@ -161,10 +173,12 @@ impl CompactRecord {
             downstream_hop: decode(downstream_hop),
             caller_overhead: decode(caller_overhead),
             stream: self.stream.as_ref().map(|st| {
-                let [first_item, item_delay, buffered] = &st.histograms;
+                let [first_item, item_delay, buffered, item_lateness, item_transit] = &st.histograms;
                 StreamRecord {
                     first_item: decode(first_item),
                     item_delay: decode(item_delay),
+                    item_lateness: decode(item_lateness),
+                    item_transit: decode(item_transit),
                     buffered: decode(buffered),
                     items: st.items,
                     cut_after: st.cut_after.clone(),
@@ -224,8 +238,14 @@ impl RoundRecord {
             if let Some(first) = f.first {
                 st.first_item.saturating_record(us(first.saturating_duration_since(shot.due)));
             }
-            for d in &f.delays_us {
-                st.item_delay.saturating_record(*d);
+            for (h, values) in [
+                (&mut st.item_delay, &f.delays_us),
+                (&mut st.item_lateness, &f.lateness_us),
+                (&mut st.item_transit, &f.transit_us),
+            ] {
+                for v in values {
+                    h.saturating_record(*v);
+                }
             }
             st.buffered.saturating_record(f.buffered_peak);
         }
@@ -428,6 +448,8 @@ mod tests {
             first: Some(t + Duration::from_millis(20)),
             items: 3,
             delays_us: vec![100, 200, 300],
+            lateness_us: vec![40, 50, 60],
+            transit_us: vec![60, 150, 240],
             buffered_peak: 2,
             cut_after: None,
         };
@@ -437,6 +459,9 @@ mod tests {
         assert_eq!((st.items, st.cut_after.get(&1)), (4, Some(&1)), "a cut stream's items count, and its k");
         assert_eq!((st.first_item.len(), st.item_delay.len(), st.buffered.len()), (1, 3, 1), "OK streams only");
         assert!(st.first_item.max() >= 19_900 && st.first_item.max() <= 20_100);
+        // Lateness and transit survive compaction beside the delay.
+        assert_eq!((st.item_lateness.len(), st.item_lateness.max()), (3, 60));
+        assert_eq!((st.item_transit.len(), st.item_transit.min()), (3, 60));
         assert_eq!(r.errors.get("stream_cut"), Some(&1));
     }
 
