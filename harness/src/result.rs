@@ -699,6 +699,13 @@ pub struct Environment {
     pub nofile_soft_before: Option<u64>,
     pub nofile_soft: Option<u64>,
     pub nofile_hard: Option<u64>,
+    /// The scheduling of the harness's `stamp-reader` thread, which reads
+    /// the streaming arms' front answers as their packets come
+    /// (`SCHED_FIFO 1` where it may take it, else a nice value): at the
+    /// default priority a busy machine moves per-item figures by
+    /// milliseconds. Absent in runs made before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stamp_reader_priority: Option<String>,
 }
 
 /// True for an optimisation level whose figures are representative.

@@ -92,6 +92,7 @@ pub fn environment() -> Environment {
         nofile_soft_before: Some(1024),
         nofile_soft: Some(1_048_576),
         nofile_hard: Some(1_048_576),
+        stamp_reader_priority: Some("SCHED_FIFO 1".to_owned()),
     }
 }
 

@@ -61,6 +61,7 @@ pub fn environment_table(run: &RunResult) -> String {
                 num(e.nofile_hard.map(|v| v as f64), 0)
             ),
         ),
+        ("stream reader's scheduling (`stamp-reader`)", opt(&e.stamp_reader_priority)),
         ("started", run.started_at.clone()),
     ];
     for (k, v) in env_rows {

@@ -37,6 +37,7 @@ use crate::result::ErrorReason;
 
 pub use answer::Answer;
 pub use dispatch::{Alarms, closed_loop, dispatch};
+pub use pump::reader_priority;
 pub use target::{Checks, Endpoint, Target};
 
 /// How one request ended.

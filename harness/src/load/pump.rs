@@ -153,13 +153,15 @@ fn runtime() -> Option<&'static tokio::runtime::Handle> {
         .get_or_init(|| {
             let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().ok()?;
             let handle = rt.handle().clone();
+            let (told, priority) = std::sync::mpsc::channel();
             std::thread::Builder::new()
                 .name("stamp-reader".into())
                 .spawn(move || {
-                    first_in_line();
+                    let _ = told.send(first_in_line());
                     rt.block_on(std::future::pending::<()>())
                 })
                 .ok()?;
+            let _ = PRIORITY.set(priority.recv().ok()?);
             Some(handle)
         })
         .as_ref()
@@ -173,19 +175,34 @@ fn runtime() -> Option<&'static tokio::runtime::Handle> {
 /// within 0.003 ms on every arm, bench/README.md). It only reads, at most
 /// [`MAX_HELD_BYTES`] ahead of its reader, so it cannot hold a core.
 /// Refused (no `CAP_SYS_NICE`): it runs as every other thread does.
-fn first_in_line() {
+/// Returns what it was given, as run.json's environment records it.
+fn first_in_line() -> String {
     let param = libc::sched_param { sched_priority: 1 };
     // SAFETY: both calls take plain values (and a pointer to a local that
     // outlives the call) and change only this thread's scheduling.
     #[allow(unsafe_code)]
     let fifo = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
-    if !fifo {
-        #[allow(unsafe_code)]
-        // SAFETY: as above; 0 is this thread on Linux.
-        unsafe {
-            libc::setpriority(libc::PRIO_PROCESS, 0, -20);
-        }
+    if fifo {
+        return "SCHED_FIFO 1".to_owned();
     }
+    #[allow(unsafe_code)]
+    // SAFETY: as above; 0 is this thread on Linux.
+    let niced = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -20) } == 0;
+    // SAFETY: reads this thread's nice value; errno is not consulted, as
+    // -1 is a nice value too.
+    #[allow(unsafe_code)]
+    let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+    if niced { format!("nice {nice}") } else { format!("nice {nice} (neither SCHED_FIFO nor nice -20 was granted)") }
+}
+
+/// What the thread was given, set when it starts.
+static PRIORITY: OnceLock<String> = OnceLock::new();
+
+/// The scheduling the `stamp-reader` thread runs at (starting the thread
+/// if it is not yet running); `None` if it cannot run.
+pub fn reader_priority() -> Option<String> {
+    runtime()?;
+    PRIORITY.get().cloned()
 }
 
 /// Starts reading `tcp` on the thread; `None` if the thread cannot run.

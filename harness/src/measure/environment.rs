@@ -44,6 +44,7 @@ pub fn capture() -> Environment {
         nofile_soft_before,
         nofile_soft,
         nofile_hard,
+        stamp_reader_priority: crate::load::reader_priority(),
     }
 }
 
