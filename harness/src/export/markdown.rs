@@ -33,7 +33,7 @@ pub fn environment_table(run: &RunResult) -> String {
     let e = &run.environment;
     let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
     let _ = writeln!(out, "| | |\n|---|---|");
-    let env_rows: Vec<(&str, String)> = vec![
+    let mut env_rows: Vec<(&str, String)> = vec![
         ("build profile", e.build_text()),
         ("tool version", e.tool_version.clone()),
         (
@@ -61,9 +61,13 @@ pub fn environment_table(run: &RunResult) -> String {
                 num(e.nofile_hard.map(|v| v as f64), 0)
             ),
         ),
-        ("stream reader's scheduling (`stamp-reader`)", opt(&e.stamp_reader_priority)),
         ("started", run.started_at.clone()),
     ];
+    // Recorded since the streaming arms' reads moved to their own thread;
+    // an older run's report stays as it was written.
+    if let Some(p) = &e.stamp_reader_priority {
+        env_rows.insert(env_rows.len() - 1, ("stream reader's scheduling (`stamp-reader`)", p.clone()));
+    }
     for (k, v) in env_rows {
         let _ = writeln!(out, "| {k} | {v} |");
     }
