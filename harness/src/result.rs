@@ -329,6 +329,26 @@ pub struct RoundResult {
     /// `latency` is then from each stream's intended start to its last item.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<StreamRound>,
+    /// What the tiers' per-request figures (CPU per request, bytes per
+    /// request of each hop) are over. Absent in older runs (`window`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_request_basis: Option<PerRequestBasis>,
+}
+
+/// What a round's per-request figures are over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PerRequestBasis {
+    /// The round's own calls, each whole and nothing else: the round started
+    /// with nothing in flight (its warm-up drained first) and its tiers were
+    /// read again once its last call had ended, before anything else ran on
+    /// them.
+    OwnCalls,
+    /// The round's counter window (its first to its last due time): it
+    /// holds the tail of what ran before it and misses its own last calls'
+    /// answers (a round that began where another ended on the same tiers,
+    /// a streaming arm, one of several generators).
+    Window,
 }
 
 /// One round of a streaming arm, item by item. A figure that could not be

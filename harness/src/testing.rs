@@ -169,6 +169,7 @@ pub fn round(index: u32, base_ms: f64, scale: f64) -> RoundResult {
         cpu_throttling: BTreeMap::new(),
         replicas: None,
         stream: None,
+        per_request_basis: None,
     }
 }
 

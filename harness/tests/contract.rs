@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::common;
 
 use common::*;
-use harness::result::RunResult;
+use harness::result::{PerRequestBasis, RunResult};
 
 const SHOP: &str = r#"syntax = "proto3";
 package shop.v1;
@@ -467,6 +467,22 @@ fn message_bytes_per_request_are_the_rounds_own_calls_mean_to_the_byte() {
             // The front answer is the JSON array of the one answer.
             let front: Vec<usize> = json.iter().map(|j| j + 2).collect();
             assert_eq!(r.bytes.front.response_message_bytes_per_request, Some(own(&front)), "{arm} front");
+            // Wire bytes are the same calls': the round started once the
+            // warm-up's calls had ended and was read again after its own
+            // last, so what the wire carried beyond the messages is each
+            // call's framing (headers, frame and length prefixes: hundreds
+            // of bytes), not a window's mix of 10 B to 120 kB answers.
+            assert_eq!(r.per_request_basis, Some(PerRequestBasis::OwnCalls), "{arm} round {}", r.index);
+            for (name, hop) in [("front", &r.bytes.front), ("internal", hop)] {
+                assert_eq!(hop.requests, n, "{arm} {name}: the window's answers are the round's calls");
+                assert_eq!(hop.requests_started, Some(n), "{arm} {name}");
+                let framing = |wire: Option<f64>, message: Option<f64>| wire.unwrap() - message.unwrap();
+                let back = framing(hop.response_wire_bytes_per_request, hop.response_message_bytes_per_request);
+                let out = framing(hop.request_wire_bytes_per_request, hop.request_message_bytes_per_request);
+                for (dir, f) in [("response", back), ("request", out)] {
+                    assert!(f > 0.0 && f < 1_000.0, "{arm} {name} round {}: {dir} framing {f} B per call", r.index);
+                }
+            }
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -295,8 +295,32 @@ fn rounds_table(run: &RunResult) -> String {
     if run.rounds.is_empty() {
         let _ = writeln!(out, "\nNo round was measured.");
     }
-
+    if let Some(note) = per_request_note(run) {
+        let _ = writeln!(out, "\n{note}");
+    }
     out
+}
+
+/// What the rounds' CPU and bytes per request are over, where run.json
+/// records it (older runs do not).
+fn per_request_note(run: &RunResult) -> Option<String> {
+    use crate::result::PerRequestBasis::{OwnCalls, Window};
+    let of = |b| run.rounds.iter().filter(move |r| r.per_request_basis == Some(b)).map(|r| r.index.to_string());
+    let (own, window): (Vec<String>, Vec<String>) = (of(OwnCalls).collect(), of(Window).collect());
+    let own_text = "the round's own calls, each whole and nothing else's (it began with nothing in flight \
+                    and its tiers were read again once its last call had ended)";
+    let window_text = "the round's counter window, which holds the tail of the calls before it and misses \
+                       its own last answers";
+    match (own.is_empty(), window.is_empty()) {
+        (true, true) => None,
+        (false, true) => Some(format!("CPU and bytes per request: {own_text}.")),
+        (true, false) => Some(format!("CPU and bytes per request: {window_text}.")),
+        (false, false) => Some(format!(
+            "CPU and bytes per request: rounds {}: {own_text}; rounds {}: {window_text}.",
+            own.join(", "),
+            window.join(", ")
+        )),
+    }
 }
 
 /// How each CPU-limited tier's quota acted, round by round (its cgroup's

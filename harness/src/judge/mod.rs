@@ -37,4 +37,5 @@ pub mod stats;
 pub mod streams;
 pub mod validity;
 
+pub use round::own_calls_apply;
 pub use validity::validity;

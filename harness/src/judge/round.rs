@@ -14,9 +14,16 @@ use crate::measure::histogram::encode_histogram;
 use crate::measure::record::{RoundRecord, StreamRecord};
 use crate::measure::tier_stats::{Deltas, ReplicaDelta};
 use crate::result::{
-    HopBytes, Hops, Latency, ReplicaRound, ReplicaSet, Requests, ResourceSample, Resources, RoundResult, Throughput,
-    TierName,
+    HopBytes, Hops, Latency, PerRequestBasis, ReplicaRound, ReplicaSet, Requests, ResourceSample, Resources,
+    RoundResult, Throughput, TierName,
 };
+
+/// Whether a round of `config` can be bounded to its own calls ([`Deltas::own`]):
+/// not a streaming arm (its figures are per item, over the window), and not
+/// one of several generators (the others' calls cross the same tiers).
+pub fn own_calls_apply(config: &Config) -> bool {
+    config.streams.is_none() && config.generators.segment.is_none_or(|s| s.count == 1)
+}
 
 /// One round's result.
 pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
@@ -25,6 +32,8 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
     let in_window: Vec<&ResourceSample> =
         input.samples.iter().filter(|s| s.t_seconds >= input.from_seconds && s.t_seconds <= input.to_seconds).collect();
     let resources = all_resources(input.deltas, &in_window, window, rec, served(input));
+    let own = input.deltas.own.as_deref();
+    let listener = input.config.transport.listener();
     RoundResult {
         stream: super::streams::stream_round(input, &resources),
         index: input.round + 1,
@@ -44,14 +53,17 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
         latency: latency(rec, input.config.deploy.target == crate::config::TargetTier::Caller),
         histograms: histograms(rec, input.config.streams.is_some()),
         resources,
-        bytes: Hops {
-            front: hop_bytes("front", input.deltas.front.as_ref(), input.deltas.front_calls.as_ref()),
-            internal: hop_bytes(
-                input.config.transport.listener(),
-                input.deltas.internal.as_ref(),
-                input.deltas.internal_calls.as_ref(),
-            ),
+        bytes: match own {
+            Some(o) => Hops {
+                front: hop_bytes("front", o.front.as_ref(), None),
+                internal: hop_bytes(listener, o.internal.as_ref(), None),
+            },
+            None => Hops {
+                front: hop_bytes("front", input.deltas.front.as_ref(), input.deltas.front_calls.as_ref()),
+                internal: hop_bytes(listener, input.deltas.internal.as_ref(), input.deltas.internal_calls.as_ref()),
+            },
         },
+        per_request_basis: Some(if own.is_some() { PerRequestBasis::OwnCalls } else { PerRequestBasis::Window }),
         other_cores: mean(load_in_window(input).filter_map(|s| s.other_cores)),
         steal_percent: input.deltas.steal_percent,
         // Which processes these were is known to the run, not to the figures.
@@ -198,13 +210,19 @@ fn all_resources(
 ) -> BTreeMap<TierName, Resources> {
     let mut all = BTreeMap::new();
     let served = served.unwrap_or(0);
+    let own = deltas.own.as_deref();
     let tiers = [
-        (TierName::Downstream, deltas.downstream_cpu_seconds, served),
-        (TierName::Caller, deltas.caller_cpu_seconds, served),
-        (TierName::Harness, deltas.harness_cpu_seconds, rec.sent),
+        (TierName::Downstream, deltas.downstream_cpu_seconds, own.map(|o| o.downstream_cpu_seconds), served),
+        (TierName::Caller, deltas.caller_cpu_seconds, own.map(|o| o.caller_cpu_seconds), served),
+        (TierName::Harness, deltas.harness_cpu_seconds, own.map(|o| o.harness_cpu_seconds), rec.sent),
     ];
-    for (tier, cpu, per) in tiers {
-        all.insert(tier, resources(tier, in_window, window, cpu, per));
+    for (tier, cpu, own_cpu, per) in tiers {
+        let mut r = resources(tier, in_window, window, cpu, per);
+        // The round's own calls' CPU, whenever each was spent, over those calls.
+        if let Some(own_cpu) = own_cpu {
+            r.cpu_us_per_request = own_cpu.filter(|_| per > 0).map(|c| c * 1e6 / per as f64);
+        }
+        all.insert(tier, r);
     }
     // The proxy, the balancer and the link emulators: sampled only, from /proc.
     for tier in [TierName::Proxy, TierName::Balancer, TierName::Link, TierName::LinkFront] {
@@ -572,6 +590,7 @@ mod tests {
             steal_percent: Some(0.5),
             front_calls: None,
             internal_calls: None,
+            own: None,
         };
         let samples = [
             sample(10.5, TierName::Proxy, 5.0, 3, 2.0),
@@ -614,5 +633,28 @@ mod tests {
         assert_eq!(r.bytes.front.response_wire_bytes_per_request, Some(1000.0));
         assert!(r.latency.corrected.as_ref().is_some_and(|l| l.p50_ms >= 20.0 && l.p50_ms < 20.1));
         assert!(r.histograms.contains_key("corrected") && r.histograms.contains_key("caller_overhead"));
+        assert_eq!(r.per_request_basis, Some(PerRequestBasis::Window));
+
+        // Bounded to its own calls: per-request CPU and every hop's bytes
+        // come from the own span; CPU % stays over the window.
+        let own = Deltas {
+            caller_cpu_seconds: Some(0.006),
+            downstream_cpu_seconds: Some(0.008),
+            harness_cpu_seconds: Some(0.004),
+            front: Some(counters(4, Some(440), Some(4400))),
+            internal: Some(counters(4, Some(640), Some(9600))),
+            ..Deltas::default()
+        };
+        let bounded = Deltas { own: Some(Box::new(own)), ..deltas.clone() };
+        let r = assemble(&RoundInput { deltas: &bounded, ..input });
+        assert_eq!(r.per_request_basis, Some(PerRequestBasis::OwnCalls));
+        let caller = &r.resources[&TierName::Caller];
+        assert_eq!((caller.cpu_us_per_request, caller.cpu_seconds), (Some(1500.0), Some(0.004)));
+        assert_eq!(caller.cpu_percent_mean, Some(0.2), "CPU % is the window's");
+        assert_eq!(r.resources[&TierName::Downstream].cpu_us_per_request, Some(2000.0));
+        assert_eq!(r.resources[&TierName::Harness].cpu_us_per_request, Some(1000.0));
+        assert_eq!(r.bytes.internal.request_wire_bytes_per_request, Some(160.0));
+        assert_eq!(r.bytes.front.response_wire_bytes_per_request, Some(1100.0));
+        assert_eq!(r.bytes.front.requests, 4);
     }
 }

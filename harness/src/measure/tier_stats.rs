@@ -240,12 +240,28 @@ pub struct Deltas {
     /// after them was made.
     pub front_calls: Option<CallTally>,
     pub internal_calls: Option<CallTally>,
+    /// The round's own calls, every one of them and nothing else: the
+    /// counters from the round's start, read with nothing in flight, to the
+    /// read once its last call had ended, no other round having run on the
+    /// tiers between. `None` where the round cannot be so bounded (it began
+    /// where another round ended, on the same tiers, or a later one ran
+    /// before the read).
+    pub own: Option<Box<Deltas>>,
 }
 
 impl Deltas {
     /// These deltas with the own calls of load segment `segment`, from
-    /// `settled`, a read made once they had all ended.
-    pub fn with_own_calls(self, settled: Option<&Snapshot>, segment: u64, internal_listener: &str) -> Deltas {
+    /// `settled`, a read made once they had all ended: their message bytes
+    /// by segment, and, where `bounded` (the round started with nothing in
+    /// flight and nothing else ran before `settled`), everything between
+    /// `start` and `settled` ([`Deltas::own`]).
+    pub fn with_own_calls(
+        self,
+        start: &Snapshot,
+        settled: Option<&Snapshot>,
+        (segment, bounded): (u64, bool),
+        internal_listener: &str,
+    ) -> Deltas {
         let of = |stats: Option<&StatsSnapshot>, name: &str| {
             stats?.listeners.get(name)?.segments.get(&segment).copied().filter(|t| t.calls > 0)
         };
@@ -253,6 +269,7 @@ impl Deltas {
         Deltas {
             front_calls: of(s.caller.as_ref(), "front"),
             internal_calls: of(s.downstream.as_ref(), internal_listener),
+            own: bounded.then(|| Box::new(Deltas::between(start, s, internal_listener))),
             ..self
         }
     }
@@ -305,6 +322,7 @@ impl Deltas {
                 .collect(),
             front_calls: None,
             internal_calls: None,
+            own: None,
         }
     }
 }

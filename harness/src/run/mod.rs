@@ -228,9 +228,11 @@ async fn results(
         let config = &finished[p.arm].0;
         let rel = |at: Instant| at.saturating_duration_since(common.origin).as_secs_f64();
         let (from_seconds, to_seconds) = (rel(p.start.at), rel(p.end.at));
+        let bounded = p.quiet_start && p.settled_alone && crate::judge::own_calls_apply(config);
         let deltas = Deltas::between(&p.start, &p.end, config.transport.listener()).with_own_calls(
+            &p.start,
             p.settled.as_ref(),
-            p.segment,
+            (p.segment, bounded),
             config.transport.listener(),
         );
         let (arm, round, complete, pids) = (p.arm, p.round, p.complete, p.pids.clone());

@@ -45,9 +45,16 @@ pub(super) struct PendingRound {
     pub complete: bool,
     /// The round's load segment, which its calls' numbers name.
     pub segment: u64,
+    /// Nothing was in flight on the round's tiers when its start was read: a
+    /// warm-up before it had drained, or nothing ran before it.
+    pub quiet_start: bool,
     /// The tiers' counters read once every call of the round had ended (the
-    /// last read before its tiers stopped): the round's own calls' bytes.
+    /// last read before its tiers stopped, or when the run left the arm):
+    /// the round's own calls' bytes.
     pub settled: Option<Snapshot>,
+    /// `settled` was read for this round alone: no other measured round ran
+    /// on the same tiers between its start and that read.
+    pub settled_alone: bool,
     pub scheduled: JoinHandle<u64>,
     pub collector: JoinHandle<CompactRecord>,
     pub finish: CancellationToken,
@@ -132,6 +139,13 @@ impl Driver<'_> {
                 // Let the previous segment's tail finish, so two arms never
                 // overlap and no process stops with requests in flight.
                 drain(&self.status.live, self.config.load.timeout + STOP_GRACE, self.interrupt).await;
+                // The arm just left is read now, idle, for its rounds' own
+                // calls: later its idle tiers would add what they spent
+                // waiting through this arm's turn.
+                if let Some(p) = previous_arm.filter(|_| switched) {
+                    let topology = &self.arms[p].topology;
+                    settle_before_stop(&mut pending, p, topology, self.reader, self.interrupt).await;
+                }
                 // The arm just left gets new tiers and a new target next time:
                 // its idle front connections would only hold descriptors (one
                 // per request it had in flight) through this arm's turn.
@@ -162,8 +176,17 @@ impl Driver<'_> {
             }
             warmed[a] = true;
             segments.push((Some(round), self.config.load.duration, Duration::ZERO));
+            let after_warmup = segments.len() > 1;
             for (measured, length, ramp) in segments {
                 segment += 1;
+                if measured.is_some() && after_warmup {
+                    // The round starts once the warm-up's calls have all
+                    // ended: its start read then holds none of theirs, and
+                    // every byte and CPU second between it and the read
+                    // after the round's own last call is the round's.
+                    drain(&self.status.live, self.config.load.timeout + STOP_GRACE, self.interrupt).await;
+                    cursor = cursor.max(Instant::now() + ARM_SWITCH_PAUSE);
+                }
                 let load = self.start_load(a, measured, cursor, length, ramp, segment);
                 cursor = load.end_at;
                 let (round, stopped) = self.segment(a, (measured, segment), load, &mut boundary).await;
@@ -273,6 +296,7 @@ impl Driver<'_> {
         // second read, after the first had taken longer than the lead, raced
         // the round's first request again).
         let carried = boundary.take().filter(|b| b.arm == a && b.due == load.t0).map(|b| b.snapshot);
+        let carried_from_round = carried.as_ref().map(|_| ());
         let start = match (measured, carried) {
             (Some(_), Some(end_of_last)) => Some(end_of_last),
             (Some(_), None) => Some(self.reader.snapshot(&self.arms[a].topology).await),
@@ -292,10 +316,19 @@ impl Driver<'_> {
         if stopped.is_some() {
             self.stop_load.cancel();
         }
+        let quiet_start = carried_from_round.is_none();
         let (Some(round), Some(start)) = (measured, start) else {
             // Warm-up records are not kept; the collector ends with its senders.
             load.finish.cancel();
             drop(load.collector);
+            // Its last calls are sent before a drain counts what is in flight.
+            let mut scheduled = load.scheduled;
+            if stopped.is_none() {
+                tokio::select! {
+                    _ = &mut scheduled => {}
+                    _ = self.interrupt.stopped() => {}
+                }
+            }
             return (None, stopped);
         };
         let end = self.reader.snapshot_until(&self.arms[a].topology, self.interrupt.cut_token()).await;
@@ -311,7 +344,9 @@ impl Driver<'_> {
             scaling,
             complete: stopped.is_none(),
             segment,
+            quiet_start,
             settled: None,
+            settled_alone: false,
             scheduled: load.scheduled,
             collector: load.collector,
             finish: load.finish,
@@ -324,8 +359,10 @@ impl Driver<'_> {
 /// once every call sent to them had ended, to the rounds they measured
 /// (those not settled by an earlier set of tiers): their own calls' bytes.
 fn settle_calls(pending: &mut [PendingRound], a: usize, last: &Snapshot) {
+    let alone = pending.iter().filter(|p| p.arm == a && p.settled.is_none()).count() == 1;
     for p in pending.iter_mut().filter(|p| p.arm == a && p.settled.is_none()) {
         p.settled = Some(last.clone());
+        p.settled_alone = alone;
     }
 }
 
