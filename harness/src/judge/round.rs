@@ -69,7 +69,7 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
         // Which processes these were is known to the run, not to the figures.
         pids: BTreeMap::new(),
         cpu_throttling: input.deltas.throttling.clone(),
-        replicas: replica_set(&input.deltas.replicas),
+        replicas: replica_set(own.map_or(&input.deltas.replicas, |o| &o.replicas)),
     }
 }
 
@@ -563,22 +563,7 @@ mod tests {
         let mut cfg = crate::testing::config(Transport::Rest);
         // Five due at 2.5 req/s span the 2-s window.
         cfg.load.qps = 2.5;
-        let now = Instant::now();
-        let mut rec = RoundRecord::default();
-        for i in 0..4 {
-            let sent = now + Duration::from_millis(i);
-            let done = sent + Duration::from_millis(20);
-            rec.add(&Shot {
-                index: i,
-                due: sent,
-                sent: Some(sent),
-                done,
-                outcome: Outcome::Ok,
-                downstream_us: None,
-                kernel_stamped: false,
-                stream: None,
-            });
-        }
+        let rec = four_ok(Instant::now());
         let deltas = Deltas {
             caller_cpu_seconds: Some(0.004),
             downstream_cpu_seconds: None,
@@ -634,7 +619,40 @@ mod tests {
         assert!(r.latency.corrected.as_ref().is_some_and(|l| l.p50_ms >= 20.0 && l.p50_ms < 20.1));
         assert!(r.histograms.contains_key("corrected") && r.histograms.contains_key("caller_overhead"));
         assert_eq!(r.per_request_basis, Some(PerRequestBasis::Window));
+    }
 
+    /// Four calls answered OK, 20 ms each, from `now`.
+    fn four_ok(now: Instant) -> RoundRecord {
+        let mut rec = RoundRecord::default();
+        for i in 0..4 {
+            let sent = now + Duration::from_millis(i);
+            rec.add(&Shot {
+                index: i,
+                due: sent,
+                sent: Some(sent),
+                done: sent + Duration::from_millis(20),
+                outcome: Outcome::Ok,
+                downstream_us: None,
+                kernel_stamped: false,
+                stream: None,
+            });
+        }
+        rec
+    }
+
+    #[test]
+    fn a_round_bounded_to_its_own_calls_takes_its_per_request_figures_from_them() {
+        let mut cfg = crate::testing::config(Transport::Rest);
+        cfg.load.qps = 2.5;
+        let rec = four_ok(Instant::now());
+        let window = Deltas {
+            caller_cpu_seconds: Some(0.004),
+            downstream_cpu_seconds: Some(0.004),
+            harness_cpu_seconds: Some(0.002),
+            front: Some(counters(4, Some(400), Some(4000))),
+            internal: Some(counters(4, Some(600), Some(9000))),
+            ..Deltas::default()
+        };
         // Bounded to its own calls: per-request CPU and every hop's bytes
         // come from the own span; CPU % stays over the window.
         let own = Deltas {
@@ -645,8 +663,20 @@ mod tests {
             internal: Some(counters(4, Some(640), Some(9600))),
             ..Deltas::default()
         };
-        let bounded = Deltas { own: Some(Box::new(own)), ..deltas.clone() };
-        let r = assemble(&RoundInput { deltas: &bounded, ..input });
+        let bounded = Deltas { own: Some(Box::new(own)), ..window };
+        let input = RoundInput {
+            config: &cfg,
+            round: 0,
+            complete: true,
+            scheduled: 5,
+            from_seconds: 10.0,
+            to_seconds: 12.0,
+            record: &rec,
+            deltas: &bounded,
+            samples: &[],
+            load: &[],
+        };
+        let r = assemble(&input);
         assert_eq!(r.per_request_basis, Some(PerRequestBasis::OwnCalls));
         let caller = &r.resources[&TierName::Caller];
         assert_eq!((caller.cpu_us_per_request, caller.cpu_seconds), (Some(1500.0), Some(0.004)));
