@@ -19,6 +19,8 @@ if ! command -v tcpdump >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tcpdump >/dev/null
 fi
 # HARNESS=path/to/harness measures that binary instead of building release.
+# EXTRA="--proto … --call … --response-data …" adds flags (a contract whose
+# answers vary in size: the round's own calls' mean is what both must show).
 H="${HARNESS:-}"
 if [ -z "$H" ]; then cargo build --release -q -p harness; H=./target/release/harness; fi
 work=$(mktemp -d)
@@ -30,8 +32,10 @@ for transport in $TRANSPORTS; do
   dump=$!
   sleep 1
   "$H" --transport "$transport" --qps "$QPS" --duration "$DURATION" --warmup "$WARMUP" \
-    --caller-port "$port" --out "$work/out-$transport" --quiet
-  sleep 0.5
+    --caller-port "$port" --out "$work/out-$transport" --quiet ${EXTRA:-}
+  # tcpdump may lag behind the kernel on a busy machine: give it time to
+  # write the round's last answers before it is stopped.
+  sleep 2
   kill -INT "$dump"; wait "$dump" || true
   folder=$(ls -d "$work/out-$transport"/*/)
   echo "### $transport, $QPS req/s, $DURATION (front hop, port $port)"

@@ -6,9 +6,9 @@ Usage: wire_check.py CAPTURE.pcap RUN_FOLDER FRONT_PORT
 Reads the classic pcap format tcpdump writes (-w, Ethernet or Linux "cooked"
 or loopback link types), splits the caller's front-door traffic into HTTP/1.1
 exchanges per connection (a request is a run of client→server payload, its
-answer the run of server→client payload that follows), keeps the exchanges
-whose request began inside the measured round's window, and prints, next to
-what run.json says for that round:
+answer the run of server→client payload that follows), keeps the round's
+exchanges (those after the quiet gap in which the warm-up drained), and
+prints, next to what run.json says for that round:
 
 * wire bytes per request each way (TCP payload, as the caller's counting
   socket sees it);
@@ -115,12 +115,15 @@ def main():
     all_ex = exchanges(pcap, port)
     if not all_ex:
         sys.exit("no exchange on port %d in %s" % (port, pcap))
-    # The first request of the capture is the first of the warm-up, due at the
-    # run's origin; the round's window is given from that origin.
-    origin = all_ex[0][0]
-    lo = origin + rnd["started_seconds"]
-    hi = lo + rnd["window_seconds"]
-    inside = [e for e in all_ex if lo <= e[0] < hi]
+    # The round is found in the capture itself: it starts once the warm-up's
+    # calls have all ended, so its first request follows the longest quiet
+    # gap between two requests (at least one service time, where requests
+    # at the rate are an interval apart); every exchange after it is the
+    # round's. With run.json's per_request_basis "own_calls" its bytes per
+    # request cover exactly those calls.
+    gaps = [(b[0] - a[0], i + 1) for i, (a, b) in enumerate(zip(all_ex, all_ex[1:]))]
+    first = max(gaps)[1] if gaps else 0
+    inside = all_ex[first:]
     n = len(inside)
     req_b = sum(e[2] for e in inside) / n
     resp_b = sum(e[3] for e in inside) / n
@@ -128,7 +131,7 @@ def main():
     front = rnd["bytes"]["front"]
     lat = rnd["latency"]
     rows = [
-        ("exchanges in the round's window", n, rnd["requests"]["ok"], None),
+        ("exchanges of the round (after the warm-up's drain)", n, rnd["requests"]["ok"], None),
         ("wire bytes per request, harness → caller", req_b, front["request_wire_bytes_per_request"], "rel"),
         ("wire bytes per request, caller → harness", resp_b, front["response_wire_bytes_per_request"], "rel"),
         ("p50 wire time vs service time (ms)", wire_p50_ms, lat["service"]["p50_ms"], "abs"),
