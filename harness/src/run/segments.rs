@@ -176,7 +176,10 @@ impl Driver<'_> {
             }
             warmed[a] = true;
             segments.push((Some(round), self.config.load.duration, Duration::ZERO));
-            let after_warmup = segments.len() > 1;
+            // Only a round whose per-request figures can be bounded to its
+            // own calls waits for its warm-up to drain (streams are per item,
+            // over the window, and keep their load continuous).
+            let after_warmup = segments.len() > 1 && crate::judge::own_calls_apply(&self.arms[a].config);
             for (measured, length, ramp) in segments {
                 segment += 1;
                 if measured.is_some() && after_warmup {
