@@ -13,6 +13,7 @@ mod contract_inputs;
 mod decision;
 mod deploy;
 mod disk;
+mod docs;
 mod export;
 mod exposure;
 mod faults;

@@ -9,35 +9,38 @@ use crate::{Contract, ContractError, DataError, GenerateSpec, Messages};
 
 /// A team's own contract instead of the built-in `bench.v1.Downstream/Fetch`.
 #[derive(Debug, Clone, Default, PartialEq, clap::Args)]
-#[command(next_help_heading = "Your own contract")]
+#[command(next_help_heading = "Your own contract (docs/contract.md)")]
 pub struct ContractArgs {
     /// A .proto file of your contract (repeatable); compiled at start-up
     /// with protox, no protoc needed.
     #[arg(long = "proto", value_name = "FILE")]
     pub proto: Vec<PathBuf>,
-    /// Where the .proto files' imports are found (repeatable); each file's
-    /// own folder is searched after these, and the well-known types need
-    /// none.
+    /// Where the .proto files' imports are found (repeatable).
+    ///
+    /// each file's own folder is searched after these, and the well-known types need none.
     #[arg(long = "import-path", value_name = "DIR", requires = "proto")]
     pub import_path: Vec<PathBuf>,
-    /// The unary method every call makes: package.Service/Method (or
-    /// package.Service.Method). Needs --proto.
+    /// The unary method every call makes: package.Service/Method (or package.Service.Method).
+    ///
+    /// Needs --proto.
     #[arg(long, value_name = "METHOD", requires = "proto")]
     pub call: Option<String>,
-    /// Request messages, one per line in the proto3 JSON mapping (JSON
-    /// Lines); call n sends message n mod their count. Default: made by
-    /// --generate-data. The harness takes a list (a.jsonl,b.jsonl): a
-    /// payload sweep, one step per file.
+    /// Request messages, one per line in the proto3 JSON mapping (JSON Lines).
+    ///
+    /// call n sends message n mod their count. Default: made by --generate-data. The harness takes a list
+    /// (a.jsonl,b.jsonl): a payload sweep, one step per file.
     #[arg(long, value_name = "FILE", value_delimiter = ',', requires = "proto")]
     pub request_data: Vec<PathBuf>,
-    /// Answers the downstream gives, like --request-data; call n is
-    /// answered with message n mod their count. A list makes a payload
-    /// sweep, as for --request-data.
+    /// Answers the downstream gives, like --request-data; call n is answered with message n mod their
+    /// count.
+    ///
+    /// A list makes a payload sweep, as for --request-data.
     #[arg(long, value_name = "FILE", value_delimiter = ',', requires = "proto")]
     pub response_data: Vec<PathBuf>,
-    /// How messages without a data file are made from the schema alone:
-    /// count, elements per repeated field and map, string and bytes
-    /// lengths, seed (e.g. repeated=50,string=24,bytes=64,seed=1).
+    /// How messages without a data file are made from the schema alone.
+    ///
+    /// count, elements per repeated field and map, string and bytes lengths, seed (e.g.
+    /// repeated=50,string=24,bytes=64,seed=1).
     #[arg(long, value_name = "SPEC", default_value_t = GenerateSpec::default(), requires = "proto")]
     pub generate_data: GenerateSpec,
 }

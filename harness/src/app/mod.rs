@@ -43,12 +43,25 @@ use exit::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE};
 /// writes run.json, report.md, latency histograms, charts and (for
 /// `--transport both`) comparison.md to a new folder under --out.
 #[derive(Debug, Parser)]
-#[command(name = "harness", version, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "harness",
+    version,
+    args_conflicts_with_subcommands = true,
+    disable_help_flag = true,
+    after_help = "Each heading names the guide page that explains its flags in full; \
+                  docs/README.md is the guide. --help-all prints every flag's long help here."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
     #[command(flatten)]
     pub run: RunArgs,
+    /// Print help: one line per flag, grouped by subject.
+    #[arg(short = 'h', long = "help", action = clap::ArgAction::HelpShort)]
+    help: Option<bool>,
+    /// Print every flag's long help.
+    #[arg(long = "help-all", action = clap::ArgAction::HelpLong)]
+    help_all: Option<bool>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -13,19 +13,19 @@ use super::{ConfigError, Flags, bad};
 pub const DEFAULT_COMPARED_ROUNDS: u32 = 3;
 
 #[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Arms")]
+#[command(next_help_heading = "Arms (docs/comparing.md)")]
 pub struct ArmsArgs {
-    /// Transport of the internal hop (caller → downstream): grpc, rest,
-    /// rest-pb (protobuf bodies over REST's HTTP/1.1), grpc-json (REST's JSON
-    /// over gRPC), or a list of arms (grpc,rest,rest-pb,grpc-json) measured
-    /// with the same configuration in counterbalanced rounds and compared;
-    /// `both` is grpc,rest; `grpc,grpc` or `rest,rest` runs one transport as
-    /// two arms (an A/A check: how often the comparison calls a difference
-    /// that is not there).
+    /// Transport of the internal hop (caller → downstream).
+    ///
+    /// grpc, rest, rest-pb (protobuf bodies over REST's HTTP/1.1), grpc-json (REST's JSON over gRPC), or a
+    /// list of arms (grpc,rest,rest-pb,grpc-json) measured with the same configuration in counterbalanced
+    /// rounds and compared; `both` is grpc,rest; `grpc,grpc` or `rest,rest` runs one transport as two arms
+    /// (an A/A check: how often the comparison calls a difference that is not there).
     #[arg(long, value_parser = parse_transport, default_value = "grpc")]
     pub transport: TransportArg,
-    /// The arm every other arm is judged against (default: the first of
-    /// --transport). It must be one of the arms.
+    /// The arm every other arm is judged against (default: the first of --transport).
+    ///
+    /// It must be one of the arms.
     #[arg(long, value_parser = parse_baseline)]
     pub baseline: Option<Transport>,
 }

@@ -17,24 +17,24 @@ pub const MAX_SEGMENTS: u32 = 1000;
 pub const MAX_START_AHEAD: Duration = Duration::from_secs(24 * 3600);
 
 #[derive(Debug, Clone, Default, Args)]
-#[command(next_help_heading = "Many generators")]
+#[command(next_help_heading = "Many generators (docs/generators.md)")]
 pub struct GeneratorArgs {
-    /// Send only this generator's share of the schedule, as I/N: the requests
-    /// i with i mod N = I of the one schedule at --qps (request i due at
-    /// t0 + i/qps), so N generators given 0/N … (N-1)/N send it whole, at the
-    /// full rate. N > 1 needs tiers started once (--caller-url or
-    /// --downstream-url); `harness merge` makes one run of their folders.
+    /// Send only this generator's share of the schedule, as I/N.
+    ///
+    /// the requests i with i mod N = I of the one schedule at --qps (request i due at t0 + i/qps), so N
+    /// generators given 0/N … (N-1)/N send it whole, at the full rate. N > 1 needs tiers started once
+    /// (--caller-url or --downstream-url); `harness merge` makes one run of their folders.
     #[arg(long, value_name = "I/N")]
     pub segment: Option<String>,
-    /// Begin the warm-up at this instant, so that every generator starts
-    /// together: RFC 3339 (2026-12-03T10:00:00Z) or +D (the first whole
-    /// second at least D from now, so generators launched together agree).
-    /// A generator that starts late says by how much, and its run is marked.
+    /// Begin the warm-up at this instant, so that every generator starts together.
+    ///
+    /// RFC 3339 (2026-12-03T10:00:00Z) or +D (the first whole second at least D from now, so generators
+    /// launched together agree). A generator that starts late says by how much, and its run is marked.
     #[arg(long, value_name = "TIME")]
     pub start_at: Option<String>,
-    /// Whether this generator samples the tiers (their CPU, memory and
-    /// counters, through the admin URLs); exactly one of a run's generators
-    /// should [default: segment 0 does].
+    /// Whether this generator samples the tiers (their CPU, memory and counters, through the admin URLs).
+    ///
+    /// exactly one of a run's generators should [default: segment 0 does].
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub sample_tiers: Option<bool>,
 }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::{Compression, ConfigError, Deploy, Flags, TierRole, bad, is_default};
 
 #[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "The internal hop")]
+#[command(next_help_heading = "The internal hop (docs/measuring.md)")]
 pub struct HopArgs {
     /// HTTP/2 connections the caller spreads gRPC calls over.
     #[arg(long, default_value_t = 1)]
@@ -19,17 +19,19 @@ pub struct HopArgs {
     /// REST over HTTP/2 cleartext instead of HTTP/1.1 on the internal hop (a control arm).
     #[arg(long)]
     pub rest_http2: bool,
-    /// TLS on the internal hop (caller → downstream) for every arm: rustls,
-    /// certificates from a throwaway CA made for this run and written into
-    /// the run folder; ALPN h2 for gRPC (and --rest-http2), http/1.1 for REST.
+    /// TLS on the internal hop (caller → downstream) for every arm.
+    ///
+    /// rustls, certificates from a throwaway CA made for this run and written into the run folder; ALPN h2
+    /// for gRPC (and --rest-http2), http/1.1 for REST.
     #[arg(long)]
     pub tls: bool,
     /// Mutual TLS on the internal hop: --tls, and the caller presents a client
     /// certificate the downstream requires.
     #[arg(long)]
     pub mtls: bool,
-    /// Compression on the internal hop, requests and responses: gRPC message
-    /// compression (grpc-encoding) or HTTP Content-Encoding.
+    /// Compression on the internal hop, requests and responses.
+    ///
+    /// gRPC message compression (grpc-encoding) or HTTP Content-Encoding.
     #[arg(long, value_enum, default_value_t = Compression::None)]
     pub compression: Compression,
 }

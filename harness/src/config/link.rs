@@ -10,17 +10,18 @@ use serde::{Deserialize, Serialize};
 use super::{ConfigError, Deploy, Flags, TargetTier, bad};
 
 #[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "A link between the tiers")]
+#[command(next_help_heading = "A link between the tiers (docs/deployment.md)")]
 pub struct LinkArgs {
-    /// Put a link with a round-trip time and a rate on a hop:
-    /// `rtt=10ms,rate=1gbit` (rate in bit, kbit, mbit or gbit; either part
-    /// may be left out) or a profile: `lan` (1ms, 1gbit), `dc` (2ms, 10gbit),
-    /// `wan` (40ms, 100mbit). Made by a user-space emulator (a loopback TCP
-    /// relay process), because the kernel here has no netem.
+    /// Put a link with a round-trip time and a rate on a hop.
+    ///
+    /// `rtt=10ms,rate=1gbit` (rate in bit, kbit, mbit or gbit; either part may be left out) or a profile:
+    /// `lan` (1ms, 1gbit), `dc` (2ms, 10gbit), `wan` (40ms, 100mbit). Made by a user-space emulator (a
+    /// loopback TCP relay process), because the kernel here has no netem.
     #[arg(long)]
     pub link: Option<String>,
-    /// Which hop the link is on: `internal` (caller → downstream), `front`
-    /// (harness → caller) or `both` (a link of its own on each).
+    /// Which hop the link is on.
+    ///
+    /// `internal` (caller → downstream), `front` (harness → caller) or `both` (a link of its own on each).
     #[arg(long, value_enum, default_value_t = LinkHop::Internal)]
     pub link_hop: LinkHop,
 }
@@ -70,7 +71,7 @@ const MIN_RATE: u64 = 1_000;
 const MAX_RATE: u64 = 10_000_000_000;
 
 /// The named profiles: name, RTT in microseconds, rate in bits per second,
-/// and what each stands for (README: "A link between the tiers").
+/// and what each stands for (docs/deployment.md: "A link between the tiers").
 pub const PROFILES: [(&str, u64, u64, &str); 3] = [
     ("lan", 1_000, 1_000_000_000, "one site, 1 GbE through a switch or two"),
     ("dc", 2_000, 10_000_000_000, "across availability zones of one cloud region, 10 GbE"),

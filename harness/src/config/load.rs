@@ -22,19 +22,19 @@ pub const DEFAULT_LOAD_THREADS: u32 = 1;
 pub const MAX_LOAD_THREADS: u32 = 256;
 
 #[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Load and rounds")]
+#[command(next_help_heading = "Load and rounds (docs/measuring.md)")]
 pub struct LoadArgs {
-    /// Target rate in requests per second (open loop: request i is due at
-    /// t0 + i/qps): one rate (default 100), or a sweep as a list (500,1000,2000)
-    /// or a geometric range (500..16000x2). Leave it out and give --connections
-    /// for closed-loop throughput mode.
+    /// Target rate in requests per second (open loop: request i is due at t0 + i/qps).
+    ///
+    /// one rate (default 100), or a sweep as a list (500,1000,2000) or a geometric range (500..16000x2).
+    /// Leave it out and give --connections for closed-loop throughput mode.
     #[arg(long, allow_hyphen_values = true)]
     pub qps: Option<String>,
-    /// Bound the front hop to N keep-alive connections, wrk2-style: a due request
-    /// waits for a free connection, and that wait counts in the corrected
-    /// latency, not in the service time. 0 (default): one connection per
-    /// request in flight. Without --qps: closed-loop throughput mode, N
-    /// connections sending back to back.
+    /// Bound the front hop to N keep-alive connections, wrk2-style.
+    ///
+    /// a due request waits for a free connection, and that wait counts in the corrected latency, not in the
+    /// service time. 0 (default): one connection per request in flight. Without --qps: closed-loop
+    /// throughput mode, N connections sending back to back.
     #[arg(long, default_value_t = 0)]
     pub connections: usize,
     /// Length of each measured round (e.g. 60s, 2m).
@@ -43,9 +43,10 @@ pub struct LoadArgs {
     /// Unrecorded load before the first round.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub warmup: Duration,
-    /// The first part of the warm-up on fresh tiers, over which the rate rises
-    /// linearly from zero to --qps (as traffic rises in production), so the
-    /// tiers open their connections over it instead of thousands at once;
+    /// The first part of the warm-up on fresh tiers, over which the rate rises linearly from zero to --qps
+    /// (as traffic rises in production), so the tiers open their connections over it instead of thousands
+    /// at once.
+    ///
     /// 0s starts at the full rate. Open loop only [default: half of --warmup].
     #[arg(long, value_parser = duration)]
     pub warmup_ramp: Option<Duration>,
@@ -55,10 +56,10 @@ pub struct LoadArgs {
     /// judged from].
     #[arg(long, allow_hyphen_values = true)]
     pub rounds: Option<String>,
-    /// Keep one set of tier processes per arm for all rounds (faster: one
-    /// warm-up per arm). Memory is then one process per arm, so a comparison
-    /// does not judge its memory rows. Remote tiers (--caller-url,
-    /// --downstream-url) always keep one set.
+    /// Keep one set of tier processes per arm for all rounds (faster: one warm-up per arm).
+    ///
+    /// Memory is then one process per arm, so a comparison does not judge its memory rows. Remote tiers
+    /// (--caller-url, --downstream-url) always keep one set.
     #[arg(long)]
     pub reuse_tiers: bool,
     /// A request not answered within this time counts as a timeout (also the
@@ -68,9 +69,10 @@ pub struct LoadArgs {
     /// Most requests in flight; a request due beyond it is counted as dropped, never delayed.
     #[arg(long, default_value_t = 10_000)]
     pub max_in_flight: usize,
-    /// Worker threads of the harness's own async runtime, which dispatch and
-    /// send the requests and read the answers. One (default) leaves the cores
-    /// to the measured tiers and costs the fewest wake-ups; give more only
+    /// Worker threads of the harness's own async runtime, which dispatch and send the requests and read the
+    /// answers.
+    ///
+    /// One (default) leaves the cores to the measured tiers and costs the fewest wake-ups; give more only
     /// when the generator itself is the bottleneck (see bench/README.md).
     #[arg(long, default_value_t = DEFAULT_LOAD_THREADS)]
     pub load_threads: u32,

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::{ConfigError, Flags, bad};
 
 #[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Output and gates")]
+#[command(next_help_heading = "Output and gates (docs/comparing.md)")]
 pub struct OutputArgs {
     /// Folder under which the run folder is written.
     #[arg(long, default_value = "results")]
@@ -26,8 +26,9 @@ pub struct OutputArgs {
     /// Print the machine-readable summary on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// The rate (req/s) the comparison projects costs to: CPU cores, memory
-    /// and internal-hop egress per day [default: the measured rate].
+    /// The rate (req/s) the comparison projects costs to.
+    ///
+    /// CPU cores, memory and internal-hop egress per day [default: the measured rate].
     #[arg(long)]
     pub plan_qps: Option<String>,
     #[command(flatten)]
@@ -37,8 +38,9 @@ pub struct OutputArgs {
 /// The CI gates, the same for a run, `harness compare` and `harness rerun`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct GateArgs {
-    /// CI gate: exit 99 when this holds, e.g. 'p99>505ms' or
-    /// 'rest.cpu_us_per_request.caller > 1.2 * grpc' (README: "Gates").
+    /// CI gate: exit 99 when this holds, e.g. 'p99>505ms' or 'rest.cpu_us_per_request.caller > 1.2 * grpc'
+    /// (docs/comparing.md: "Gates for CI").
+    ///
     /// Repeat for several; one line on stderr per breach.
     #[arg(long = "fail-if", value_name = "GATE")]
     pub fail_if: Vec<String>,

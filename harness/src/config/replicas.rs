@@ -19,37 +19,39 @@ use super::{
 pub const MAX_REPLICAS: u32 = 16;
 
 #[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Downstream replicas and balancing")]
+#[command(next_help_heading = "Downstream replicas and balancing (docs/replicas.md)")]
 pub struct ReplicaArgs {
-    /// Downstream processes behind the internal hop, each measured as its
-    /// own tier (downstream#0, downstream#1, …); the downstream's figures
-    /// are their sum.
+    /// Downstream processes behind the internal hop, each measured as its own tier (downstream#0,
+    /// downstream#1, …).
+    ///
+    /// the downstream's figures are their sum.
     #[arg(long, default_value_t = 1)]
     pub downstream_replicas: u32,
-    /// How the caller's calls reach the replicas: `l4` (nginx's stream
-    /// module, round robin per TCP connection, as a Kubernetes Service or a
-    /// network load balancer), `l7` (nginx's http module, round robin per
-    /// call: grpc_pass or proxy_pass), `client` (the caller takes the
-    /// replicas' addresses in turn, as over a headless Service), `none` (one
-    /// replica, reached directly).
+    /// How the caller's calls reach the replicas.
+    ///
+    /// `l4` (nginx's stream module, round robin per TCP connection, as a Kubernetes Service or a network
+    /// load balancer), `l7` (nginx's http module, round robin per call: grpc_pass or proxy_pass), `client`
+    /// (the caller takes the replicas' addresses in turn, as over a headless Service), `none` (one replica,
+    /// reached directly).
     #[arg(long, value_enum)]
     pub balance: Option<Balance>,
-    /// The downstream ends gRPC connections older than this (±10%) with a
-    /// GOAWAY; the caller reconnects (grpc-go's MaxConnectionAge, the usual
-    /// fix for gRPC pinned behind an L4 balancer).
+    /// The downstream ends gRPC connections older than this (±10%) with a GOAWAY.
+    ///
+    /// the caller reconnects (grpc-go's MaxConnectionAge, the usual fix for gRPC pinned behind an L4
+    /// balancer).
     #[arg(long, value_parser = duration)]
     pub grpc_max_connection_age: Option<Duration>,
-    /// Most requests each replica works on at once; more are shed (503 /
-    /// RESOURCE_EXHAUSTED), so a pinned replica shows in errors, not only in
-    /// counts. Default: the downstream's own limit.
+    /// Most requests each replica works on at once.
+    ///
+    /// more are shed (503 / RESOURCE_EXHAUSTED), so a pinned replica shows in errors, not only in counts.
+    /// Default: the downstream's own limit.
     #[arg(long)]
     pub replica_capacity: Option<u64>,
-    /// Add or remove replicas during every measured round: T:+K adds K
-    /// replicas T after the round starts, T:-K removes the newest K, T=N
-    /// makes it N (e.g. 10s:+1, 10s:+1,30s:-1 or 10s=5); the balancer is
-    /// reloaded with the new set,
-    /// and the report says how long each new replica took to receive its
-    /// share. With --balance l4 or l7.
+    /// Add or remove replicas during every measured round.
+    ///
+    /// T:+K adds K replicas T after the round starts, T:-K removes the newest K, T=N makes it N (e.g.
+    /// 10s:+1, 10s:+1,30s:-1 or 10s=5); the balancer is reloaded with the new set, and the report says how
+    /// long each new replica took to receive its share. With --balance l4 or l7.
     #[arg(long)]
     pub scale_at: Option<String>,
 }

@@ -20,7 +20,9 @@ use super::{ConfigError, Flags, PayloadAxis, PayloadSweep, TierRole, bad, durati
 pub const DEFAULT_STREAM_ITEMS: u32 = 100;
 
 #[derive(Debug, Clone, Default, Args)]
-#[command(next_help_heading = "Streams (grpc-stream, grpc-pages, rest-pages, rest-ndjson, rest-sse)")]
+#[command(
+    next_help_heading = "Streams (grpc-stream, grpc-pages, rest-pages, rest-ndjson, rest-sse) (docs/streaming.md)"
+)]
 pub struct StreamArgs {
     /// Items per stream [default: 100]; a list (10,100,1000) makes a sweep,
     /// each size a full measured step.
@@ -35,8 +37,9 @@ pub struct StreamArgs {
     /// asked for].
     #[arg(long, value_parser = duration)]
     pub stream_interval: Option<Duration>,
-    /// Items per page of the paging arms (grpc-pages, rest-pages); the next
-    /// page is asked for when the previous arrives [default: 10].
+    /// Items per page of the paging arms (grpc-pages, rest-pages).
+    ///
+    /// the next page is asked for when the previous arrives [default: 10].
     #[arg(long)]
     pub page_size: Option<u32>,
     /// The harness takes each item this long after the previous one (a

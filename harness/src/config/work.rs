@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::{ConfigError, Flags, TierRole, bad, duration, secs};
 
 #[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Work per request")]
+#[command(next_help_heading = "Work per request (docs/capacity.md)")]
 pub struct WorkArgs {
     /// Simulated service time of the downstream.
     #[arg(long, default_value = "500ms", value_parser = duration)]
@@ -21,17 +21,20 @@ pub struct WorkArgs {
     /// Extra downstream service time in [0, jitter], derived from the request id.
     #[arg(long, default_value = "0ms", value_parser = duration)]
     pub jitter: Duration,
-    /// Records per downstream response (10 ≈ 1 KB of protobuf); a list
-    /// (1,10,100,1000) makes a payload sweep: each size a full measured step.
+    /// Records per downstream response (10 ≈ 1 KB of protobuf).
+    ///
+    /// a list (1,10,100,1000) makes a payload sweep: each size a full measured step.
     #[arg(long, default_value = "10", allow_hyphen_values = true)]
     pub items: String,
-    /// Bytes of opaque body the caller uploads with each downstream call (the
-    /// contract's `body` field, to study uploads); a list (0,1024,65536) makes
-    /// a payload sweep.
+    /// Bytes of opaque body the caller uploads with each downstream call (the contract's `body` field, to
+    /// study uploads).
+    ///
+    /// a list (0,1024,65536) makes a payload sweep.
     #[arg(long, default_value = "0", allow_hyphen_values = true)]
     pub request_bytes: String,
-    /// The kind of record responses carry: `order` (ids, names, e-mail,
-    /// prices, tags, a timestamp) or `timeseries` (numeric points: a series
+    /// The kind of record responses carry.
+    ///
+    /// `order` (ids, names, e-mail, prices, tags, a timestamp) or `timeseries` (numeric points: a series
     /// id, a timestamp and five numbers).
     #[arg(long, value_parser = parse_shape, default_value = "order")]
     pub shape: Shape,

@@ -133,7 +133,8 @@ pub fn parse(text: &str) -> Result<Gate, GateError> {
         Some((a, k)) if arm_of(a).is_some() => (arm_of(a), k),
         _ => (None, subject.as_str()),
     };
-    let metric = by_key(key).ok_or_else(|| err(subject, "not a metric key (README: \"Gates\" lists them)"))?;
+    let metric = by_key(key)
+        .ok_or_else(|| err(subject, "not a metric key (docs/comparing.md, \"Gates for CI\", lists them)"))?;
     let op_token = t.get(1).map_or("", String::as_str);
     let op = match op_token {
         "<" => Op::Lt,

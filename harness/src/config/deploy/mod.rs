@@ -19,44 +19,53 @@ pub use remote::Remote;
 use super::{ConfigError, Flags, bad};
 
 #[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Where the tiers run")]
+#[command(next_help_heading = "Where the tiers run (docs/deployment.md)")]
 pub struct DeployArgs {
-    /// Which tier the load goes to: the caller (three tiers), or the
-    /// downstream directly over --transport (two tiers, raw-transport figures).
+    /// Which tier the load goes to.
+    ///
+    /// the caller (three tiers), or the downstream directly over --transport (two tiers, raw-transport
+    /// figures).
     #[arg(long, value_enum, default_value_t = TargetTier::Caller)]
     pub target: TargetTier,
-    /// With --target downstream: send to an already running downstream at this
-    /// URL (its gRPC or REST listener, per --transport) instead of starting one.
+    /// With --target downstream.
+    ///
+    /// send to an already running downstream at this URL (its gRPC or REST listener, per --transport)
+    /// instead of starting one.
     #[arg(long)]
     pub downstream_url: Option<String>,
-    /// Drive an already running caller instead of starting the tiers: its
-    /// front door as http://host:port, for every arm; a caller serves one
-    /// transport, so --transport both takes one per arm:
-    /// grpc=http://host:port,rest=http://host:port.
+    /// Drive an already running caller instead of starting the tiers.
+    ///
+    /// its front door as http://host:port, for every arm; a caller serves one transport, so --transport
+    /// both takes one per arm: grpc=http://host:port,rest=http://host:port.
     #[arg(long)]
     pub caller_url: Option<String>,
-    /// The admin endpoint (http://host:port) of the caller given by
-    /// --caller-url (per arm like it), sampled for CPU, memory and bytes.
+    /// The admin endpoint (http://host:port) of the caller given by --caller-url (per arm like it), sampled
+    /// for CPU, memory and bytes.
+    ///
     /// Without it the caller's figures are not measured.
     #[arg(long)]
     pub caller_admin: Option<String>,
-    /// The admin endpoint (http://host:port) of an already running downstream
-    /// (behind --caller-url, or the --downstream-url one), sampled for CPU,
-    /// memory and bytes. Without it the downstream's figures are not measured.
+    /// The admin endpoint (http://host:port) of an already running downstream (behind --caller-url, or the
+    /// --downstream-url one), sampled for CPU, memory and bytes.
+    ///
+    /// Without it the downstream's figures are not measured.
     #[arg(long)]
     pub downstream_admin: Option<String>,
-    /// How the harness starts the tiers: `processes` on this machine, or
-    /// `containers` (Docker, one per tier on a private network, limited by
+    /// How the harness starts the tiers.
+    ///
+    /// `processes` on this machine, or `containers` (Docker, one per tier on a private network, limited by
     /// --tier-cpus and --tier-memory).
     #[arg(long, value_enum, default_value_t = Isolation::Processes)]
     pub isolation: Isolation,
-    /// With --isolation containers: CPUs per tier, e.g. caller=1,downstream=0.5
-    /// (docker run --cpus). A tier left out is not limited.
+    /// With --isolation containers: CPUs per tier, e.g. caller=1,downstream=0.5 (docker run --cpus).
+    ///
+    /// A tier left out is not limited.
     #[arg(long)]
     pub tier_cpus: Option<String>,
-    /// With --isolation containers: memory per tier, e.g.
-    /// caller=256m,downstream=128m (docker run --memory). A tier left out is
-    /// not limited.
+    /// With --isolation containers: memory per tier, e.g. caller=256m,downstream=128m (docker run
+    /// --memory).
+    ///
+    /// A tier left out is not limited.
     #[arg(long)]
     pub tier_memory: Option<String>,
     /// Put a real reverse proxy between two tiers (the binary must be
@@ -67,9 +76,10 @@ pub struct DeployArgs {
     /// `front` (harness → proxy → caller).
     #[arg(long, value_enum, default_value_t = ProxyHop::Internal)]
     pub proxy_hop: ProxyHop,
-    /// IP address the tiers' service listeners (the downstream's gRPC, with
-    /// reflection, and REST; the caller's front door) listen on. Anything but
-    /// loopback exposes them to other machines, and their traffic is counted.
+    /// IP address the tiers' service listeners (the downstream's gRPC, with reflection, and REST; the
+    /// caller's front door) listen on.
+    ///
+    /// Anything but loopback exposes them to other machines, and their traffic is counted.
     #[arg(long, default_value = "127.0.0.1")]
     pub bind: String,
     /// IP address the tiers' admin listeners (/stats, /metrics) listen on.
