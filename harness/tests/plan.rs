@@ -1,0 +1,113 @@
+//! `harness plan`: a plan file checked with file:line for every error, a
+//! budget, a matrix run as plain run folders whose configuration is the
+//! same flags' own, and an experiment resumed after an interruption.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+
+use harness::result::RunResult;
+
+/// A short run's load in the plan's words ([`common::SHORT_RUN`]).
+const SHORT: &str = "qps = 20\nduration = \"1s\"\nwarmup = \"0s\"\ndelay = \"20ms\"\n";
+
+fn write_plan(dir: &Path, name: &str, text: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The one experiment folder under `out`.
+fn experiment(out: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> =
+        std::fs::read_dir(out).unwrap().flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs[0].clone()
+}
+
+/// The run folder of cell `id` and its runs.
+fn cell(exp: &Path, id: &str) -> (PathBuf, Vec<RunResult>) {
+    let folders = harness::export::files::run_folders_in(&exp.join("cells").join(id));
+    assert_eq!(folders.len(), 1, "{id}: {folders:?}");
+    let runs = harness::export::read_runs(&folders[0]).unwrap();
+    (folders[0].clone(), runs)
+}
+
+#[test]
+fn check_names_every_error_with_its_line_and_key_and_exits_2() {
+    let dir = common::out_dir("plan-check");
+    // An unknown key, a value its flag refuses, a cell the flags' rules
+    // refuse, two axes on one flag.
+    let text = format!(
+        "transport = \"grpc\"\n{SHORT}bogus = 3\nfanout = \"many\"\n\n[[axis]]\nflag = \"rounds\"\nvalues = [1, 0]\n\n\
+         [[axis]]\nflag = \"rounds\"\nvalues = [2]\n"
+    );
+    let plan = write_plan(&dir, "four.toml", &text);
+    let out = common::harness_cmd(&["plan".as_ref(), "--check".as_ref(), plan.as_os_str()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let name = plan.display().to_string();
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("{name}:6: bogus: not a flag of a run (keys are long flag names: qps, items, transport, ...)")
+    );
+    assert_eq!(lines[1], format!("{name}:7: fanout: --fanout: invalid digit found in string"));
+    assert_eq!(lines[2], format!("{name}:11: rounds: --rounds: must be between 1 and 10000 (cell 02-rounds-0)"));
+    assert_eq!(lines[3], format!("{name}:14: rounds: two axes on one flag (the other on line 10)"));
+    assert_eq!(lines[4], format!("harness plan: 4 errors in {name}"));
+    assert!(!dir.join("results").exists(), "a check writes nothing");
+}
+
+#[test]
+fn a_budget_refuses_a_longer_plan_with_its_estimate() {
+    let dir = common::out_dir("plan-budget");
+    let plan =
+        write_plan(&dir, "p.toml", &format!("{SHORT}rounds = 3\n[[axis]]\nflag = \"items\"\nvalues = [1, 10]\n"));
+    let args = |budget: &str| ["plan", "--check", "--budget", budget, plan.to_str().unwrap()].map(str::to_owned);
+    let out = common::harness_cmd(&args("1s")).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("2 cells, estimated") && stderr.contains("longer than the budget of 1s"), "{stderr}");
+    let out = common::harness_cmd(&args("1h")).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok: 2 cells, estimated"));
+}
+
+#[test]
+fn a_cells_configuration_is_that_of_the_same_flags_run_directly() {
+    let dir = common::out_dir("plan-config");
+    let plan = write_plan(
+        &dir,
+        "p.toml",
+        &format!("transport = \"grpc\"\n{SHORT}[[axis]]\nflag = \"items\"\nvalues = [1, 3]\n"),
+    );
+    let out_dir = dir.join("out");
+    let out = common::harness_cmd(&["plan".as_ref(), plan.as_os_str(), "--out".as_ref(), out_dir.as_os_str()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let exp = experiment(&out_dir);
+    let (_, runs) = cell(&exp, "02-items-3");
+    // The same flags, given by hand, into the same cell folder.
+    let cell_dir = exp.join("cells").join("02-items-3");
+    let line = "--transport grpc --qps 20 --duration 1s --warmup 0s --delay 20ms --items 3";
+    let mut args: Vec<&str> = line.split(' ').collect();
+    args.extend(["--out", cell_dir.to_str().unwrap()]);
+    let direct = common::harness_cmd(&args).output().unwrap();
+    assert_eq!(direct.status.code(), Some(0), "{}", String::from_utf8_lossy(&direct.stderr));
+    let by_hand = harness::export::files::run_folders_in(&cell_dir)
+        .into_iter()
+        .map(|f| harness::export::read_runs(&f).unwrap())
+        .find(|r| r[0].started_at != runs[0].started_at)
+        .unwrap();
+    assert_eq!(runs[0].config, by_hand[0].config);
+    assert_eq!(runs[0].config.work.items, 3);
+    let summary = std::fs::read_to_string(exp.join("summary.md")).unwrap();
+    assert!(
+        summary.contains("| 01-items-1 | 1 | gRPC |") && summary.contains("| 02-items-3 | 3 | gRPC |"),
+        "{summary}"
+    );
+    assert!(exp.join("chart-items-p50.svg").is_file());
+}
