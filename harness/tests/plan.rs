@@ -111,3 +111,62 @@ fn a_cells_configuration_is_that_of_the_same_flags_run_directly() {
     );
     assert!(exp.join("chart-items-p50.svg").is_file());
 }
+
+#[test]
+fn an_interrupted_experiment_keeps_its_finished_cells_and_resumes_only_the_rest() {
+    use std::io::{BufRead, BufReader};
+    let dir = common::out_dir("plan-resume");
+    let text = format!("transport = \"grpc\"\n{SHORT}[[axis]]\nflag = \"items\"\nvalues = [1, 2, 3]\n");
+    let plan = write_plan(&dir, "p.toml", &text);
+    let out_dir = dir.join("out");
+    let mut child = common::harness_cmd(&["plan".as_ref(), plan.as_os_str(), "--out".as_ref(), out_dir.as_os_str()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = String::new();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        said.push_str(&line);
+        said.push('\n');
+        // Ctrl-C as the second cell starts: the first is finished.
+        if line.contains("cell 2/3 02-items-2") && line.contains("starting") {
+            common::signal(child.id() as i32, nix::sys::signal::Signal::SIGINT);
+            break;
+        }
+    }
+    said.extend(lines.map_while(Result::ok).map(|l| l + "\n"));
+    assert_eq!(child.wait().unwrap().code(), Some(130), "{said}");
+    let exp = experiment(&out_dir);
+    let (first, _) = cell(&exp, "01-items-1");
+    assert!(harness::export::files::run_folders_in(&exp.join("cells").join("03-items-3")).is_empty());
+    let summary = std::fs::read_to_string(exp.join("summary.md")).unwrap();
+    assert!(summary.contains("| 03-items-3 | 3 | not run |"), "{summary}");
+
+    // A plan that changed since is refused, the change named.
+    let changed = write_plan(&dir, "p.toml", &text.replace("qps = 20", "qps = 30"));
+    let resume = |plan: &Path| {
+        common::harness_cmd(&["plan".as_ref(), plan.as_os_str(), "--resume".as_ref(), exp.as_os_str()])
+            .output()
+            .unwrap()
+    };
+    let refused = resume(&changed);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("the plan changed since") && stderr.contains("qps: 20 then, 30 now"), "{stderr}");
+
+    let plan = write_plan(&dir, "p.toml", &text);
+    let resumed = resume(&plan);
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert_eq!(resumed.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("cell 1/3 01-items-1") && stderr.contains("finished earlier, kept"), "{stderr}");
+    assert!(!stderr.lines().any(|l| l.contains("01-items-1") && l.contains("starting")), "{stderr}");
+    assert!(stderr.lines().any(|l| l.contains("02-items-2") && l.contains("starting")), "{stderr}");
+    assert_eq!(cell(&exp, "01-items-1").0, first, "the finished cell is kept as it was");
+    let summary = std::fs::read_to_string(exp.join("summary.md")).unwrap();
+    assert!(summary.contains("3 of 3 cells finished."), "{summary}");
+    for id in ["01-items-1", "02-items-2", "03-items-3"] {
+        let (_, runs) = cell(&exp, id);
+        assert_eq!(runs[0].status, harness::result::RunStatus::Complete);
+    }
+}

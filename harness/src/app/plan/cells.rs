@@ -103,6 +103,9 @@ pub async fn run(cell: &Cell, dir: &Path, at: &Where<'_>, interrupt: &Interrupt)
             let at = Where { number, total, this, after, id: &id };
             let mut lines = BufReader::new(err).lines();
             while let Ok(Some(line)) = lines.next_line().await {
+                if line.trim().is_empty() {
+                    continue;
+                }
                 eprintln!("harness plan: {}: {}", at.prefix(started), line.trim_start_matches("harness: "));
             }
         })
