@@ -170,3 +170,31 @@ fn an_interrupted_experiment_keeps_its_finished_cells_and_resumes_only_the_rest(
         assert_eq!(runs[0].status, harness::result::RunStatus::Complete);
     }
 }
+
+#[test]
+fn a_crossover_search_of_an_a_a_plan_reports_none_in_range_with_every_probe() {
+    let dir = common::out_dir("plan-crossover");
+    let text = format!(
+        "transport = \"grpc,grpc\"\n{SHORT}rounds = 3\n[[axis]]\nflag = \"items\"\nfind = \"crossover\"\n\
+         range = [1, 100]\nrow = \"internal.response_wire_bytes\"\n"
+    );
+    let plan = write_plan(&dir, "aa.toml", &text);
+    let out_dir = dir.join("out");
+    let out = common::harness_cmd(&["plan".as_ref(), plan.as_os_str(), "--out".as_ref(), out_dir.as_os_str()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("no crossover of internal.response_wire_bytes in range items 1 … 100 (2 probes)"),
+        "{stderr}"
+    );
+    let exp = experiment(&out_dir);
+    let summary = std::fs::read_to_string(exp.join("summary.md")).unwrap();
+    assert!(summary.contains("No crossover in range"), "{summary}");
+    for id in ["p01-items-1", "p02-items-100"] {
+        assert!(summary.contains(&format!("| 3 | {id} |")), "every probe is shown: {summary}");
+        assert_eq!(cell(&exp, id).1.len(), 2);
+    }
+    assert!(exp.join("chart-items-internal-response_wire_bytes.svg").is_file());
+}

@@ -154,15 +154,21 @@ fn crossover(out: &mut String, c: &Crossover) {
             );
         }
         Outcome::NoneInRange => {
+            let said = |v: f64| match probe(v).map_or(0, |p| p.sign) {
+                0 => "no detectable difference".to_owned(),
+                s => format!("{} {}", c.b, side(s)),
+            };
             let _ = writeln!(
                 out,
-                "No crossover in range: the verdict does not change sign between {} {} (B − A {}) and {} {} (B − A {}).\n",
-                c.flag,
+                "No crossover in range: the verdict does not change sign between {flag} {} ({}: B − A {}) and \
+                 {flag} {} ({}: B − A {}).\n",
                 c.low,
+                said(c.low),
                 interval(c.low),
-                c.flag,
                 c.high,
-                interval(c.high)
+                said(c.high),
+                interval(c.high),
+                flag = c.flag,
             );
         }
         Outcome::Stopped { reason } => {
