@@ -198,3 +198,25 @@ fn a_crossover_search_of_an_a_a_plan_reports_none_in_range_with_every_probe() {
     }
     assert!(exp.join("chart-items-internal-response_wire_bytes.svg").is_file());
 }
+
+#[test]
+fn every_named_scenario_passes_its_check() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/scenarios");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 6, "{files:?}");
+    for file in files {
+        let out = common::harness_cmd(&["plan".as_ref(), "--check".as_ref(), file.as_os_str()]).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains(": ok: "), "{stdout}");
+        // Each names the claim it reproduces and its source.
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains("# Claim") && text.contains("Source"), "{}", file.display());
+    }
+}
