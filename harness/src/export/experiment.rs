@@ -229,10 +229,89 @@ pub fn chart_files(e: &Shown<'_>) -> Vec<(String, String)> {
             for s in &mut series {
                 s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
             }
+            mark_bracket(&mut series, e.crossover.as_ref().filter(|c| c.flag == *axis), log);
             let x_desc = if log { format!("log10 of {axis}") } else { axis.clone() };
             let svg = line_chart(&format!("{} against {axis}", m.label), &x_desc, m.label, &series);
             files.push((format!("chart-{axis}-{}.svg", key.replace('.', "-")), svg));
         }
     }
     files
+}
+
+/// The crossover's bracket on its axis's chart: a vertical line at each end.
+fn mark_bracket(series: &mut Vec<Series>, c: Option<&Crossover>, log: bool) {
+    let Some(c) = c else { return };
+    let (Outcome::Bracket { below, above } | Outcome::OutOfProbes { below, above }) = c.outcome else { return };
+    let ys = series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
+    let (lo, hi) = ys.fold((f64::MAX, f64::MIN), |(l, h), y| (l.min(y), h.max(y)));
+    if lo > hi {
+        return;
+    }
+    for (name, x) in [("crossover: last probe before", below), ("crossover: first probe after", above)] {
+        let x = if log { x.log10() } else { x };
+        series.push(Series { name: name.to_owned(), points: vec![(x, lo), (x, hi)] });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::judge::experiment::ProbeShown;
+    use crate::judge::inference::Interval;
+
+    fn cell(id: &str, items: &str, rest_scale: f64) -> CellShown {
+        let (g, r) = crate::testing::both(3, 1.0, rest_scale);
+        CellShown {
+            id: id.into(),
+            values: vec![("items".into(), items.into())],
+            folder: Some(format!("cells/{id}/x")),
+            runs: vec![g, r],
+            state: "finished".into(),
+        }
+    }
+
+    fn probe(value: f64, cell: &str, sign: i8) -> ProbeShown {
+        let d = f64::from(sign) * 10.0;
+        let diff = Some(Interval { estimate: d, lo: d - 2.0, hi: d + 2.0 });
+        ProbeShown { value, cell: cell.into(), a: Some(100.0), b: Some(100.0 + d), diff, rounds: 3, sign }
+    }
+
+    #[test]
+    fn the_summary_tables_each_arm_of_each_cell_and_states_the_bracket() {
+        let crossover = Crossover {
+            flag: "items".into(),
+            row: "cpu_us_per_request.downstream".into(),
+            a: "gRPC".into(),
+            b: "REST".into(),
+            low: 1.0,
+            high: 1000.0,
+            resolution: 0.5,
+            outcome: Outcome::Bracket { below: 32.0, above: 40.0 },
+            probes: vec![probe(1.0, "p01", -1), probe(1000.0, "p02", 1), probe(32.0, "p03", -1), probe(40.0, "p04", 1)],
+        };
+        let cells = vec![cell("p01-items-1", "1", 0.9), cell("p02-items-1000", "1000", 1.1)];
+        let e = Shown {
+            plan_file: "x.toml",
+            axes: vec!["items".into()],
+            cells,
+            crossover: Some(crossover),
+            interrupted: false,
+        };
+        let md = render(&e);
+        assert!(md.starts_with("# Experiment: x.toml\n\n2 of 2 cells finished."), "{md}");
+        assert!(
+            md.contains(
+                "REST's downstream CPU per request (µs) is lower than gRPC's at items 32 and below, and higher from \
+                 items 40 on (B − A with its 95% interval: -10.00 [-12.00, -8.00] at 32, +10.00 [+8.00, +12.00] at 40)."
+            ),
+            "{md}"
+        );
+        assert!(md.contains("| 32 | 100.00 | 90.00 | -10.00 [-12.00, -8.00] | 3 | p03 |"), "{md}");
+        assert!(md.contains("| p01-items-1 | 1 | gRPC |") && md.contains("| p02-items-1000 | 1000 | REST |"), "{md}");
+        let charts = chart_files(&e);
+        assert_eq!(charts.len(), 1);
+        assert_eq!(charts[0].0, "chart-items-cpu_us_per_request-downstream.svg");
+        // Both arms, each with its interval, and the bracket's two ends.
+        assert!(charts[0].1.contains("REST 95% high") && charts[0].1.contains("crossover: first probe after"));
+    }
 }
