@@ -96,9 +96,9 @@ fn cells(out: &mut String, e: &Shown<'_>) {
     for m in &rows {
         let _ = write!(head, " {} |", m.label);
     }
-    head.push_str(" folder |");
+    head.push_str(" valid | folder |");
     let _ = writeln!(out, "{head}");
-    let _ = writeln!(out, "|{}", "---|".repeat(e.axes.len() + rows.len() + 3));
+    let _ = writeln!(out, "|{}", "---|".repeat(e.axes.len() + rows.len() + 4));
     for c in &e.cells {
         let values: String = e
             .axes
@@ -107,7 +107,7 @@ fn cells(out: &mut String, e: &Shown<'_>) {
             .map(|v| format!(" {v} |"))
             .collect();
         if c.runs.is_empty() {
-            let _ = writeln!(out, "| {} |{values} {} |{} |", c.id, c.state, " |".repeat(rows.len() + 1));
+            let _ = writeln!(out, "| {} |{values} {} |{} |", c.id, c.state, " |".repeat(rows.len() + 2));
             continue;
         }
         let names = arm_names(&c.runs.iter().collect::<Vec<_>>());
@@ -115,7 +115,9 @@ fn cells(out: &mut String, e: &Shown<'_>) {
             let figures: String =
                 rows.iter().map(|m| format!(" {} |", num(arm_mean(run, m).map(|i| i.estimate), m.decimals))).collect();
             let folder = c.folder.as_deref().map_or(String::new(), |f| format!("[{f}]({f})"));
-            let _ = writeln!(out, "| {} |{values} {name} |{figures} {folder} |", c.id);
+            // A run that was not a fair measurement says so (report.md says why).
+            let valid = if run.is_valid() { "yes" } else { "no" };
+            let _ = writeln!(out, "| {} |{values} {name} |{figures} {valid} | {folder} |", c.id);
         }
     }
     let _ = writeln!(out);
@@ -137,7 +139,7 @@ fn crossover(out: &mut String, c: &Crossover) {
             let _ = writeln!(
                 out,
                 "{}'s {label} is {} than {}'s at {} {below} and below, and {} from {} {above} on \
-                 (B − A with its 95% interval: {} at {below}, {} at {above}){}.\n",
+                 (B − A with its 95% interval: {} at {below}, {} at {above}){}{}.\n",
                 c.b,
                 side(sb),
                 c.a,
@@ -150,7 +152,8 @@ fn crossover(out: &mut String, c: &Crossover) {
                     "; the probes allowed ran out before the resolution asked for"
                 } else {
                     ""
-                }
+                },
+                between(c, *below, *above),
             );
         }
         Outcome::NoneInRange => {
@@ -187,6 +190,15 @@ fn crossover(out: &mut String, c: &Crossover) {
         let _ = writeln!(out, "| {} | {} | {} | {d} | {} | {} |", p.value, num(p.a, 2), num(p.b, 2), p.rounds, p.cell);
     }
     let _ = writeln!(out);
+}
+
+/// What the probes strictly inside a bracket found: no detectable difference.
+fn between(c: &Crossover, below: f64, above: f64) -> String {
+    let inside = c.probes.iter().filter(|p| p.value > below && p.value < above).count();
+    match inside {
+        0 => String::new(),
+        n => format!("; the {n} probe{} between them found no detectable difference", if n == 1 { "" } else { "s" }),
+    }
 }
 
 /// One chart per axis and charted row: the row's mean per arm against the
