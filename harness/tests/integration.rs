@@ -24,6 +24,7 @@ mod helpers;
 mod launchers;
 mod link;
 mod own_cpu;
+mod plan;
 mod provenance;
 mod proxy;
 mod rebuild;

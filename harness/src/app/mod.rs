@@ -7,6 +7,8 @@
 //! * [`compare`]: `harness compare` over saved folders;
 //! * [`adr`]: `harness adr`, the decision record of a saved comparison;
 //! * [`rerun`]: `harness rerun`, a saved run's configuration measured again;
+//! * [`plan`]: `harness plan`, an experiment: a plan file's matrix of runs, resumable, and
+//!   a search for where a verdict flips;
 //! * [`tier`]: the hidden `__tier` role that runs a service in this process
 //!   (and `__reaper`, the containers' reaper, `tiers::reaper::reap`);
 //! * [`exit`]: the exit codes.
@@ -15,6 +17,7 @@ pub mod adr;
 pub mod compare;
 pub mod exit;
 pub mod merge;
+pub mod plan;
 pub mod rerun;
 pub mod single;
 pub mod sweep;
@@ -81,6 +84,11 @@ pub enum Command {
     /// bucket, counts summed, the tiers' figures from the generator that
     /// sampled them.
     Merge(merge::MergeArgs),
+    /// Run an experiment: a plan file's base configuration crossed (or
+    /// zipped) with its axes, one plain run folder per cell in one
+    /// experiment folder, and its summary; or a search for where a verdict
+    /// flips. --check validates without running; --resume DIR finishes one.
+    Plan(plan::PlanArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -112,6 +120,7 @@ pub fn main() -> ExitCode {
         Some(Command::Adr(args)) => return ExitCode::from(adr::adr(&args)),
         Some(Command::Rerun(args)) => return ExitCode::from(rerun::rerun(&args)),
         Some(Command::Merge(args)) => return ExitCode::from(merge::merge_main(&args)),
+        Some(Command::Plan(args)) => return ExitCode::from(plan::plan_main(&args)),
         None => {}
     }
     // The contract is compiled and its data read before the output folder

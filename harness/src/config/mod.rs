@@ -23,6 +23,9 @@
 //! | `contract.rs` | a team's own contract: `--proto`, `--call`, its data files |
 //! | `streams.rs` | the streaming arms: `--stream-items`, `--stream-interval`, `--page-size`, `--consumer-delay` |
 //!
+//! | `experiment.rs` | a plan file (`harness plan`): its base and axes, read with their lines |
+//! | `matrix.rs` | a plan's cells (crossed, zipped) and a crossover's probes, as argument lists |
+//!
 //! `args.rs` puts them together. This module depends on nothing else in the
 //! harness.
 
@@ -30,11 +33,13 @@ mod args;
 mod arms;
 mod contract;
 mod deploy;
+pub mod experiment;
 mod generators;
 pub mod hop;
 pub mod launchers;
 mod link;
 mod load;
+pub mod matrix;
 mod output;
 mod plan;
 mod rates;

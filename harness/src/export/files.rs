@@ -378,6 +378,50 @@ pub fn write_payload(dir: &Path, p: &PayloadReport, setup: &str) -> io::Result<(
     Ok(())
 }
 
+/// A new experiment folder `name` under `out` (a `-2`, `-3`, … suffix
+/// where the name is taken); its cells' run folders come later, each whole.
+pub fn create_experiment(out: &Path, name: &str) -> io::Result<PathBuf> {
+    std::fs::create_dir_all(out)?;
+    for n in 1u32.. {
+        let dir = out.join(if n == 1 { name.to_owned() } else { format!("{name}-{n}") });
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other("no free name"))
+}
+
+/// Writes `bytes` to `path` whole: beside it first, then renamed over it.
+fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// An experiment's plan as given (`plan.toml`) and in its normalised form
+/// (`plan.json`), which `--resume` compares the plan file with.
+pub fn write_plan(dir: &Path, text: &str, normal: &str) -> io::Result<()> {
+    write_whole(&dir.join("plan.toml"), text.as_bytes())?;
+    write_whole(&dir.join("plan.json"), normal.as_bytes())
+}
+
+/// The normalised plan an experiment folder was started with.
+pub fn read_plan(dir: &Path) -> io::Result<String> {
+    std::fs::read_to_string(dir.join("plan.json"))
+}
+
+/// An experiment's `summary.md`, its charts and `experiment.json`.
+pub fn write_experiment(dir: &Path, e: &super::experiment::Shown<'_>, json: &str) -> io::Result<()> {
+    for (file, svg) in super::experiment::chart_files(e) {
+        write_whole(&dir.join(file), svg.as_bytes())?;
+    }
+    write_whole(&dir.join("experiment.json"), json.as_bytes())?;
+    write_whole(&dir.join("summary.md"), super::experiment::render(e).as_bytes())
+}
+
 /// Whether `out` can hold a run folder of about `needed_bytes`, asked before
 /// anything starts: it must be, or become, a folder this process may write
 /// in, with room for the run. It creates `out` (where the run folder goes

@@ -26,6 +26,7 @@ pub mod adr;
 pub mod capacity;
 pub mod charts;
 pub mod comparison;
+pub mod experiment;
 pub mod files;
 pub mod findings;
 pub mod generators;

@@ -38,7 +38,7 @@ pub const AA_SIMULATED_P50_SPREAD_PERCENT: f64 = 3.0;
 pub const AA_SIMULATED_WORST_PERCENT: f64 = 5.3;
 
 /// A difference B − A and its confidence interval, in the metric's unit.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Interval {
     pub estimate: f64,
     pub lo: f64,

@@ -17,12 +17,16 @@
 //! * [`validity`]: whether a run was a fair measurement;
 //! * [`capacity`]: sweep steps, whether each was sustained, and the knee;
 //! * [`payload`]: payload sweep steps: a capacity step and the hop's bytes per request;
+//! * [`crossover`]: where a verdict flips along one axis, by log-scale bisection over judged probes;
+//! * [`experiment`]: an experiment's cells: each arm's row with its interval, crossover probes judged;
 //! * [`gate`]: the `--fail-if` grammar and the CI gates' breaches.
 
 mod aa_simulation;
 pub mod attribution;
 pub mod capacity;
+pub mod crossover;
 pub mod difference;
+pub mod experiment;
 pub mod gate;
 pub mod inference;
 pub mod input;

@@ -185,7 +185,7 @@ impl Tier {
 /// (nginx's master stops its workers on SIGTERM; they would outlive a killed
 /// master). If the harness died before the signal was armed, the child exits.
 #[cfg(target_os = "linux")]
-fn die_with_parent(cmd: &mut Command, signal: Signal) {
+pub(crate) fn die_with_parent(cmd: &mut Command, signal: Signal) {
     let parent = std::process::id();
     // SAFETY: the closure runs in the forked child before exec and only calls
     // prctl(2) and getppid(2), which are async-signal-safe.
@@ -202,4 +202,4 @@ fn die_with_parent(cmd: &mut Command, signal: Signal) {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn die_with_parent(_cmd: &mut Command, _signal: Signal) {}
+pub(crate) fn die_with_parent(_cmd: &mut Command, _signal: Signal) {}
