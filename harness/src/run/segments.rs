@@ -183,12 +183,7 @@ impl Driver<'_> {
             for (measured, length, ramp) in segments {
                 segment += 1;
                 if measured.is_some() && after_warmup {
-                    // The round starts once the warm-up's calls have all
-                    // ended: its start read then holds none of theirs, and
-                    // every byte and CPU second between it and the read
-                    // after the round's own last call is the round's.
-                    drain(&self.status.live, self.config.load.timeout + STOP_GRACE, self.interrupt).await;
-                    cursor = cursor.max(Instant::now() + ARM_SWITCH_PAUSE);
+                    cursor = self.drain_warmup(cursor).await;
                 }
                 let load = self.start_load(a, measured, cursor, length, ramp, segment);
                 cursor = load.end_at;
@@ -200,6 +195,15 @@ impl Driver<'_> {
             }
         }
         (pending, None)
+    }
+
+    /// Waits until the warm-up's calls have all ended and returns when the
+    /// round after it may start: its start read then holds none of theirs,
+    /// and every byte and CPU second between it and the read after the
+    /// round's own last call is the round's.
+    async fn drain_warmup(&self, cursor: Instant) -> Instant {
+        drain(&self.status.live, self.config.load.timeout + STOP_GRACE, self.interrupt).await;
+        cursor.max(Instant::now() + ARM_SWITCH_PAUSE)
     }
 
     /// Replaces arm `a`'s tiers with freshly started ones and has the
