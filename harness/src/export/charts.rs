@@ -79,6 +79,25 @@ fn draw_panel(area: &Area<'_>, title: &str, x_desc: &str, y_desc: &str, series: 
     draw_lines(&mut chart, series, true)
 }
 
+/// Okabe and Ito's palette, told apart by readers with any common colour
+/// vision deficiency; yellow, weak on white, last.
+const OKABE_ITO: [(u8, u8, u8); 8] = [
+    (0, 114, 178),
+    (213, 94, 0),
+    (0, 158, 115),
+    (230, 159, 0),
+    (204, 121, 167),
+    (86, 180, 233),
+    (0, 0, 0),
+    (240, 228, 66),
+];
+
+/// The colour of the `i`-th series.
+pub fn series_color(i: usize) -> RGBAColor {
+    let (r, g, b) = OKABE_ITO[i % OKABE_ITO.len()];
+    RGBColor(r, g, b).to_rgba()
+}
+
 /// Draws each series and the legend. With `split_gaps`, a time series is
 /// split at its gaps, so an arm idle while the other runs is not joined
 /// across the gap.
@@ -92,7 +111,7 @@ where
     Y: Ranged<ValueType = f64>,
 {
     for (i, s) in series.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+        let color = series_color(i);
         let runs = if split_gaps { split_at_gaps(&s.points) } else { vec![s.points.clone()] };
         for (k, run) in runs.into_iter().enumerate() {
             let drawn = chart
