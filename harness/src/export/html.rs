@@ -49,7 +49,7 @@ summary{cursor:pointer;font-weight:600}
  body{max-width:none;padding:0;font-size:10pt;color:#000;background:#fff}
  nav,summary{display:none}details{border:0;padding:0}
  .table{overflow:visible}table{width:100%;font-size:7.5pt}th{position:static}
- td,th{white-space:normal!important;overflow-wrap:anywhere}
+ td,th{overflow-wrap:break-word}td.num,th.num{white-space:nowrap}
  tr,figure,blockquote{break-inside:avoid}h2,h3{break-after:avoid}
  a{color:inherit;text-decoration:none}
 }

@@ -152,6 +152,8 @@ pub fn check_folder(folder: &Path, sections: &[&str], charts: usize) {
 /// The sections of a comparison of two options.
 pub const DECISION: &[&str] =
     &["findings", "cost", "decision", "table", "charts", "validity", "configuration", "environment", "data"];
+/// The sections of a comparison of more than two arms (no decision record).
+pub const ARMS: &[&str] = &["findings", "cost", "table", "charts", "validity", "configuration", "environment", "data"];
 /// The sections of one arm's page.
 pub const ONE_ARM: &[&str] = &["figures", "charts", "validity", "configuration", "environment", "data"];
 /// The sections of a sweep's page.
