@@ -88,13 +88,13 @@ pub(super) fn parse_transport(text: &str) -> Result<TransportArg, String> {
     })
 }
 
-/// `; did you mean grpc?` for a name one or two edits from an arm's (or
+/// ` (did you mean grpc?)` for a name one or two edits from an arm's (or
 /// `both`), else nothing.
 fn did_you_mean(name: &str) -> String {
     let names = Transport::ALL.iter().chain(&Transport::STREAMING).map(|t| t.as_str()).chain(["both"]);
     let nearest = names.map(|n| (edits(name, n), n)).min();
     match nearest {
-        Some((d, n)) if d <= 2 && d < name.len() => format!("; did you mean {n}?"),
+        Some((d, n)) if d <= 2 && d < name.len() => format!(" (did you mean {n}?)"),
         _ => String::new(),
     }
 }
@@ -125,7 +125,7 @@ fn parse_baseline(text: &str) -> Result<Transport, String> {
     Transport::from_name(text.trim()).ok_or_else(|| {
         format!(
             "{text:?}{}: use grpc, rest, rest-pb, grpc-json or a streaming arm (grpc-stream, rest-pages, …)",
-            did_you_mean(text.trim()).replacen(';', " is not an arm;", 1)
+            did_you_mean(text.trim())
         )
     })
 }
@@ -168,11 +168,11 @@ mod tests {
     #[test]
     fn a_misspelt_arm_gets_the_nearest_name() {
         let e = parse_transport("grcp").unwrap_err();
-        assert!(e.starts_with("\"grcp\" in \"grcp\" is not an arm; did you mean grpc?: use grpc"), "{e}");
+        assert!(e.starts_with("\"grcp\" in \"grcp\" is not an arm (did you mean grpc?): use grpc"), "{e}");
         assert!(parse_transport("grpc,rset").unwrap_err().contains("did you mean rest?"));
         assert!(parse_transport("bothh").unwrap_err().contains("did you mean both?"));
         assert!(!parse_transport("soap").unwrap_err().contains("did you mean"));
-        assert!(parse_baseline("rest-pd").unwrap_err().contains("is not an arm; did you mean rest-pb?"));
+        assert!(parse_baseline("rest-pd").unwrap_err().starts_with("\"rest-pd\" (did you mean rest-pb?): use"));
         assert_eq!(edits("grcp", "grpc"), 1);
         assert_eq!(edits("", "rest"), 4);
     }
