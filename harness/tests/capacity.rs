@@ -2,6 +2,7 @@
 
 use crate::common;
 
+use common::browser;
 use common::*;
 use harness::judge::capacity::Capacity;
 use harness::result::TierName;
@@ -37,6 +38,9 @@ fn a_sweep_writes_every_step_and_the_capacity_report() {
     for chart in ["capacity-rate.svg", "capacity-p99.svg"] {
         roxmltree::Document::parse(&std::fs::read_to_string(folder.join(chart)).unwrap()).unwrap();
     }
+    // The sweep's page and a step's, as a browser shows them.
+    browser::check_folder(&folder, browser::SWEEP, 2);
+    browser::check_folder(&folder.join("step-40qps"), browser::DECISION, 4);
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -131,6 +135,7 @@ fn a_payload_sweep_writes_every_size_and_the_payload_report() {
         assert!(md.contains(chart));
         roxmltree::Document::parse(&std::fs::read_to_string(folder.join(chart)).unwrap()).unwrap();
     }
+    browser::check_folder(&folder, browser::SWEEP, 4);
     let _ = std::fs::remove_dir_all(&out);
 }
 

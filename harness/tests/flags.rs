@@ -57,6 +57,21 @@ fn durations_near_the_maximum_are_refused_naming_the_flag() {
 }
 
 #[test]
+fn a_misspelt_arm_and_a_missing_proto_are_named_before_anything_starts() {
+    let mut args = SHORT.to_vec();
+    args.extend(["--transport", "grcp"]);
+    let (code, err) = run_sh("grcp", "", &args);
+    refused(code, &err, "--transport");
+    assert!(err.contains("is not an arm (did you mean grpc?)"), "{err}");
+    let missing = std::env::temp_dir().join(format!("gvr-nowhere-{}", std::process::id())).join("orders.proto");
+    let mut args = SHORT.to_vec();
+    args.extend(["--proto", missing.to_str().unwrap(), "--call", "shop.v1.Orders/Get"]);
+    let (code, err) = run_sh("noproto", "", &args);
+    refused(code, &err, "--proto");
+    assert!(err.contains(&format!("{}: no such file", missing.display())), "{err}");
+}
+
+#[test]
 fn transport_both_with_a_fixed_caller_port_is_refused() {
     let mut args = SHORT.to_vec();
     args.extend(["--transport", "both", "--caller-port", "47311"]);

@@ -122,6 +122,7 @@ fn three_generators_merged_are_one_measurement_of_the_schedule() {
     let o = merge(&[&segments_out], &merged_out);
     assert!(o.status.success(), "merge: {}", String::from_utf8_lossy(&o.stderr));
     let merged_folder = run_folder(&merged_out);
+    common::browser::check_folder(&merged_folder, common::browser::ONE_ARM, 4);
     let merged = load(&merged_folder);
 
     // The merged rounds are the single generator's schedule, request for

@@ -5,6 +5,7 @@
 mod architecture;
 mod arms;
 mod both;
+mod browser;
 mod capacity;
 mod common;
 mod containers;

@@ -25,7 +25,10 @@ pub(crate) fn run(case: &str, flags: &str) -> Vec<(String, RunResult)> {
     assert_none_left(&mark, Duration::from_secs(5));
     assert!(out.exists(), "{case}: no run folder: {err}");
     let folder = run_folder(&out);
-    let arms: Vec<(String, RunResult)> = if folder.join("run.json").exists() {
+    let one = folder.join("run.json").exists();
+    let sections = if one { browser::ONE_ARM } else { browser::DECISION };
+    browser::check_folder(&folder, sections, 4);
+    let arms: Vec<(String, RunResult)> = if one {
         vec![("one".to_owned(), load(&folder))]
     } else {
         ["grpc", "rest"].iter().map(|a| ((*a).to_owned(), load(&folder.join(a)))).collect()

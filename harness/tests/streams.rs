@@ -69,6 +69,8 @@ fn a_run_measures_every_streaming_arm_item_by_item_on_the_producers_schedule() {
          --duration 2s --warmup 1s --rounds 1",
         &[],
     );
+    // The five arms' page, as a browser shows it (no decision: more than two options).
+    crate::common::browser::check_folder(&folder, crate::common::browser::ARMS, 4);
     let mut first_item_p50 = std::collections::BTreeMap::new();
     for arm in ["grpc-stream", "grpc-pages", "rest-pages", "rest-ndjson", "rest-sse"] {
         let (run, s) = stream_of(&folder, arm);
@@ -320,6 +322,7 @@ fn two_generators_of_streams_merge_into_one_measurement() {
     let o = harness_cmd(&["merge", out.to_str().unwrap(), "--out", merged_out.to_str().unwrap()]).output().unwrap();
     assert!(o.status.success(), "merge: {}", String::from_utf8_lossy(&o.stderr));
     let merged = load(&run_folder(&merged_out));
+    crate::common::browser::check_folder(&run_folder(&merged_out), crate::common::browser::ONE_ARM, 4);
     let m = merged.rounds[0].stream.as_ref().expect("merged stream figures");
     let each: Vec<&StreamRound> = segments.iter().map(|s| s.rounds[0].stream.as_ref().unwrap()).collect();
     // Every generator's streams, counted once: items, OK streams, first items.

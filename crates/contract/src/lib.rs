@@ -67,6 +67,8 @@ pub fn call_number(value: Option<&[u8]>) -> u64 {
 /// Why a contract could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ContractError {
+    #[error("--proto: {0}: no such file")]
+    NoSuchFile(String),
     #[error("compiling the .proto files: {0}")]
     Compile(String),
     #[error("--call {0:?}: expected package.Service/Method (or package.Service.Method)")]
@@ -120,6 +122,11 @@ impl Contract {
     /// Compiles `files` (imports resolved in `import_paths`, then in each
     /// file's own folder; the well-known types need none) and finds `call`.
     pub fn compile(files: &[PathBuf], import_paths: &[PathBuf], call: &str) -> Result<Contract, ContractError> {
+        // A file given that is not there is said so, with the path given,
+        // before protox looks for it among the include folders.
+        if let Some(f) = files.iter().find(|f| std::fs::symlink_metadata(f).is_err()) {
+            return Err(ContractError::NoSuchFile(f.display().to_string()));
+        }
         let mut includes: Vec<PathBuf> = import_paths.to_vec();
         for f in files {
             let folder = f.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
@@ -405,6 +412,14 @@ mod tests {
         assert!(e.to_string().contains("shop.v1.Orders/Get, shop.v1.Orders/Watch"), "{e}");
         let e = Contract::compile(std::slice::from_ref(&file), &[], "Get").unwrap_err();
         assert!(matches!(e, ContractError::CallName(_)), "{e}");
+    }
+
+    #[test]
+    fn a_missing_file_is_no_such_file_with_the_path_given() {
+        let dir = testing::folder();
+        let missing = dir.join("nowhere").join("orders.proto");
+        let e = Contract::compile(std::slice::from_ref(&missing), &[], "a.B/C").unwrap_err();
+        assert_eq!(e.to_string(), format!("--proto: {}: no such file", missing.display()));
     }
 
     #[test]

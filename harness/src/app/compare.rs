@@ -6,7 +6,7 @@ use super::Gates;
 use super::exit::{EXIT_FAILED, EXIT_OK, EXIT_USAGE, with_gates};
 use crate::config::GateArgs;
 use crate::export::comparison::{self, Arm};
-use crate::export::files::{read_runs, write_comparison};
+use crate::export::files::{read_runs, write_comparison, write_comparison_page};
 use crate::result::RunResult;
 
 #[derive(Debug, clap::Args)]
@@ -14,7 +14,7 @@ pub struct CompareArgs {
     /// Run folders written by the harness (at least two runs in all).
     #[arg(required = true)]
     pub folders: Vec<PathBuf>,
-    /// Write comparison.md and the overlaid charts into this folder instead of
+    /// Write comparison.md, report.html and the overlaid charts into this folder instead of
     /// printing the comparison.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -53,7 +53,10 @@ pub fn compare(args: &CompareArgs) -> u8 {
     }
     match &args.out {
         Some(out) => {
-            if let Err(e) = std::fs::create_dir_all(out).and_then(|()| write_comparison(out, &refs)) {
+            if let Err(e) = std::fs::create_dir_all(out)
+                .and_then(|()| write_comparison(out, &refs))
+                .and_then(|()| write_comparison_page(out, &refs, false))
+            {
                 eprintln!("harness compare: writing into {}: {e}", out.display());
                 return EXIT_FAILED;
             }

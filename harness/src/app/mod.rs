@@ -6,6 +6,8 @@
 //! * [`sweep`]: a rate sweep, one full run per step, and its capacity report;
 //! * [`compare`]: `harness compare` over saved folders;
 //! * [`adr`]: `harness adr`, the decision record of a saved comparison;
+//! * [`report`]: `harness report`, a saved folder's reports rendered again
+//!   (`--html`: its report.html);
 //! * [`rerun`]: `harness rerun`, a saved run's configuration measured again;
 //! * [`plan`]: `harness plan`, an experiment: a plan file's matrix of runs, resumable, and
 //!   a search for where a verdict flips;
@@ -18,6 +20,7 @@ pub mod compare;
 pub mod exit;
 pub mod merge;
 pub mod plan;
+pub mod report;
 pub mod rerun;
 pub mod single;
 pub mod sweep;
@@ -43,7 +46,7 @@ use exit::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE};
 
 /// Stands up caller and downstream as separate processes on loopback, drives
 /// them at a fixed rate (open loop, latency from the intended send time), and
-/// writes run.json, report.md, latency histograms, charts and (for
+/// writes run.json, report.md, report.html, latency histograms, charts and (for
 /// `--transport both`) comparison.md to a new folder under --out.
 #[derive(Debug, Parser)]
 #[command(
@@ -89,6 +92,10 @@ pub enum Command {
     /// experiment folder, and its summary; or a search for where a verdict
     /// flips. --check validates without running; --resume DIR finishes one.
     Plan(plan::PlanArgs),
+    /// Render a saved folder's report again; with --html, write its
+    /// report.html (one self-contained page), also for folders saved by
+    /// earlier versions.
+    Report(report::ReportArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -121,6 +128,7 @@ pub fn main() -> ExitCode {
         Some(Command::Rerun(args)) => return ExitCode::from(rerun::rerun(&args)),
         Some(Command::Merge(args)) => return ExitCode::from(merge::merge_main(&args)),
         Some(Command::Plan(args)) => return ExitCode::from(plan::plan_main(&args)),
+        Some(Command::Report(args)) => return ExitCode::from(report::report(&args)),
         None => {}
     }
     // The contract is compiled and its data read before the output folder

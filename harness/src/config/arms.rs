@@ -73,11 +73,12 @@ pub(super) fn parse_transport(text: &str) -> Result<TransportArg, String> {
         .map(|name| {
             Transport::from_name(name.trim()).ok_or_else(|| {
                 format!(
-                    "{:?} in {text:?} is not an arm: use grpc, rest, rest-pb (protobuf over HTTP/1.1), grpc-json \
+                    "{:?} in {text:?} is not an arm{}: use grpc, rest, rest-pb (protobuf over HTTP/1.1), grpc-json \
                      (JSON over gRPC), both (= grpc,rest), a list such as grpc,rest,rest-pb,grpc-json, \
                      grpc,grpc / rest,rest for an A/A check of the statistics, or the streaming arms \
                      grpc-stream, grpc-pages, rest-pages, rest-ndjson, rest-sse",
-                    name.trim()
+                    name.trim(),
+                    did_you_mean(name.trim())
                 )
             })
         })
@@ -87,10 +88,45 @@ pub(super) fn parse_transport(text: &str) -> Result<TransportArg, String> {
     })
 }
 
+/// ` (did you mean grpc?)` for a name one or two edits from an arm's (or
+/// `both`), else nothing.
+fn did_you_mean(name: &str) -> String {
+    let names = Transport::ALL.iter().chain(&Transport::STREAMING).map(|t| t.as_str()).chain(["both"]);
+    let nearest = names.map(|n| (edits(name, n), n)).min();
+    match nearest {
+        Some((d, n)) if d <= 2 && d < name.len() => format!(" (did you mean {n}?)"),
+        _ => String::new(),
+    }
+}
+
+/// The Levenshtein distance between `a` and `b`, counting a swap of two
+/// neighbours (`grcp` for `grpc`) as one edit.
+fn edits(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    d[0] = (0..=b.len()).collect();
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[a.len()][b.len()]
+}
+
 /// `--baseline`: an arm's name.
 fn parse_baseline(text: &str) -> Result<Transport, String> {
     Transport::from_name(text.trim()).ok_or_else(|| {
-        format!("{text:?}: use grpc, rest, rest-pb, grpc-json or a streaming arm (grpc-stream, rest-pages, …)")
+        format!(
+            "{text:?}{}: use grpc, rest, rest-pb, grpc-json or a streaming arm (grpc-stream, rest-pages, …)",
+            did_you_mean(text.trim())
+        )
     })
 }
 
@@ -122,5 +158,22 @@ pub fn replay(transport: &TransportArg, baseline: Option<Transport>, flags: &mut
     flags.flag("--transport", transport.as_arg());
     if let Some(b) = baseline {
         flags.flag("--baseline", b.as_str());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_misspelt_arm_gets_the_nearest_name() {
+        let e = parse_transport("grcp").unwrap_err();
+        assert!(e.starts_with("\"grcp\" in \"grcp\" is not an arm (did you mean grpc?): use grpc"), "{e}");
+        assert!(parse_transport("grpc,rset").unwrap_err().contains("did you mean rest?"));
+        assert!(parse_transport("bothh").unwrap_err().contains("did you mean both?"));
+        assert!(!parse_transport("soap").unwrap_err().contains("did you mean"));
+        assert!(parse_baseline("rest-pd").unwrap_err().starts_with("\"rest-pd\" (did you mean rest-pb?): use"));
+        assert_eq!(edits("grcp", "grpc"), 1);
+        assert_eq!(edits("", "rest"), 4);
     }
 }

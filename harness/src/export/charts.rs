@@ -66,22 +66,132 @@ pub fn cpu_over(samples: &[&crate::result::ResourceSample], window: f64) -> Vec<
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 
-fn draw_panel(area: &Area<'_>, title: &str, x_desc: &str, y_desc: &str, series: &[Series]) -> Result<(), String> {
-    let (x0, x1, y0, y1) = bounds(series);
-    let mut chart = ChartBuilder::on(area)
-        .caption(title, ("sans-serif", 18))
+/// A measured round on a time axis: shaded under the lines and named below
+/// the plot (`gRPC r2`), so every stretch of a series says which arm and
+/// round it measured.
+#[derive(Debug, Clone)]
+pub struct Band {
+    pub from: f64,
+    pub to: f64,
+    pub name: String,
+    /// The arm's position: its shade.
+    pub arm: usize,
+}
+
+/// One plot of a chart: its title, y axis and series.
+struct Panel<'a> {
+    title: &'a str,
+    y_desc: &'a str,
+    series: &'a [Series],
+}
+
+/// Legend entries per row, and the strip's height below a plot for `n`
+/// entries (and a row of round names when `bands`).
+fn legend_layout(n: usize, bands: bool) -> (usize, u32) {
+    let per_row = (SIZE.0 as usize - LEGEND_LEFT as usize) / LEGEND_ENTRY as usize;
+    let rows = n.div_ceil(per_row.max(1)) as u32;
+    (per_row.max(1), rows * 18 + if bands { 20 } else { 0 } + 8)
+}
+
+const LEGEND_LEFT: i32 = 68;
+const LEGEND_ENTRY: i32 = 200;
+
+/// Draws `panels` stacked, each with its legend in a strip of its own below
+/// the plot (never over the data) and `bands` shaded and named.
+fn chart(panels: &[Panel<'_>], x_desc: &str, bands: &[Band]) -> String {
+    let strips: Vec<u32> = panels.iter().map(|p| legend_layout(p.series.len(), !bands.is_empty()).1).collect();
+    let plot_h = if panels.len() == 1 { SIZE.1 } else { SIZE.1 * 3 / 4 };
+    let height = strips.iter().map(|s| plot_h + s).sum();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (SIZE.0, height)).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let mut rest = root.clone();
+        for (p, strip) in panels.iter().zip(&strips) {
+            let (area, below) = rest.split_vertically(plot_h + strip);
+            rest = below;
+            if let Err(e) = draw_panel(&area, p, x_desc, bands, *strip) {
+                tracing::warn!("chart {}: {e}", p.title);
+            }
+        }
+        let _ = root.present();
+    }
+    svg
+}
+
+fn draw_panel(area: &Area<'_>, p: &Panel<'_>, x_desc: &str, bands: &[Band], strip: u32) -> Result<(), String> {
+    let (plot, legend) = area.split_vertically(area.dim_in_pixel().1 - strip);
+    let (x0, x1, y0, y1) = bounds(p.series);
+    let mut chart = ChartBuilder::on(&plot)
+        .caption(p.title, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(56)
         .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(|e| e.to_string())?;
-    chart.configure_mesh().x_desc(x_desc).y_desc(y_desc).draw().map_err(|e| e.to_string())?;
-    draw_lines(&mut chart, series, true)
+    chart.configure_mesh().x_desc(x_desc).y_desc(p.y_desc).draw().map_err(|e| e.to_string())?;
+    let shown: Vec<&Band> = bands.iter().filter(|b| b.to > x0 && b.from < x1).collect();
+    for b in &shown {
+        let shade = series_color(b.arm).mix(0.10);
+        chart
+            .draw_series(std::iter::once(Rectangle::new([(b.from.max(x0), y0), (b.to.min(x1), y1)], shade.filled())))
+            .map_err(|e| e.to_string())?;
+    }
+    draw_lines(&mut chart, p.series, true)?;
+    // Where a data x lands in the strip below (the strip starts at the panel's left edge).
+    let left = legend.get_base_pixel().0;
+    let at = |x: f64| chart.backend_coord(&(x, y0)).0 - left;
+    let mut top = 4;
+    if !bands.is_empty() {
+        for b in &shown {
+            let mid = at((b.from.max(x0) + b.to.min(x1)) / 2.0);
+            let style = ("sans-serif", 11).into_font().color(&BLACK).pos(plotters::style::text_anchor::Pos::new(
+                plotters::style::text_anchor::HPos::Center,
+                plotters::style::text_anchor::VPos::Top,
+            ));
+            legend.draw(&Text::new(b.name.clone(), (mid, top), style)).map_err(|e| e.to_string())?;
+        }
+        top += 20;
+    }
+    draw_legend(&legend, p.series, top)
 }
 
-/// Draws each series and the legend. With `split_gaps`, a time series is
-/// split at its gaps, so an arm idle while the other runs is not joined
-/// across the gap.
+/// The legend: a short line in each series' colour and its name, in rows.
+fn draw_legend(area: &Area<'_>, series: &[Series], top: i32) -> Result<(), String> {
+    let (per_row, _) = legend_layout(series.len(), false);
+    for (i, s) in series.iter().enumerate() {
+        let x = LEGEND_LEFT + (i % per_row) as i32 * LEGEND_ENTRY;
+        let y = top + (i / per_row) as i32 * 18;
+        let color = series_color(i);
+        area.draw(&PathElement::new(vec![(x, y + 7), (x + 22, y + 7)], color.stroke_width(3)))
+            .map_err(|e| e.to_string())?;
+        area.draw(&Text::new(s.name.clone(), (x + 28, y), ("sans-serif", 13).into_font().color(&BLACK)))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Okabe and Ito's palette, told apart by readers with any common colour
+/// vision deficiency; yellow, weak on white, last.
+const OKABE_ITO: [(u8, u8, u8); 8] = [
+    (0, 114, 178),
+    (213, 94, 0),
+    (0, 158, 115),
+    (230, 159, 0),
+    (204, 121, 167),
+    (86, 180, 233),
+    (0, 0, 0),
+    (240, 228, 66),
+];
+
+/// The colour of the `i`-th series.
+pub fn series_color(i: usize) -> RGBAColor {
+    let (r, g, b) = OKABE_ITO[i % OKABE_ITO.len()];
+    RGBColor(r, g, b).to_rgba()
+}
+
+/// Draws each series. With `split_gaps`, a time series is split at its
+/// gaps, so an arm idle while the other runs is not joined across the gap.
 fn draw_lines<'a, X, Y>(
     chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
     series: &[Series],
@@ -92,27 +202,15 @@ where
     Y: Ranged<ValueType = f64>,
 {
     for (i, s) in series.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+        let color = series_color(i);
         let runs = if split_gaps { split_at_gaps(&s.points) } else { vec![s.points.clone()] };
-        for (k, run) in runs.into_iter().enumerate() {
-            let drawn = chart
+        for run in runs {
+            chart
                 .draw_series(LineSeries::new(run.iter().copied(), color.stroke_width(2)))
                 .map_err(|e| e.to_string())?;
-            // Only the first run of a series is labelled.
-            if k == 0 {
-                drawn
-                    .label(s.name.as_str())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
-            }
         }
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(|e| e.to_string())
+    Ok(())
 }
 
 /// Splits a time series where a step is more than three times the median step.
@@ -134,33 +232,13 @@ pub fn split_at_gaps(points: &[(f64, f64)]) -> Vec<Vec<(f64, f64)>> {
 
 /// A line chart over linear axes.
 pub fn line_chart(title: &str, x_desc: &str, y_desc: &str, series: &[Series]) -> String {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        let _ = root.fill(&WHITE);
-        if let Err(e) = draw_panel(&root, title, x_desc, y_desc, series) {
-            tracing::warn!("chart {title}: {e}");
-        }
-        let _ = root.present();
-    }
-    svg
+    chart(&[Panel { title, y_desc, series }], x_desc, &[])
 }
 
 /// Two line charts stacked.
 pub fn stacked_chart(top: (&str, &str, &[Series]), bottom: (&str, &str, &[Series]), x_desc: &str) -> String {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (SIZE.0, SIZE.1 * 3 / 2)).into_drawing_area();
-        let _ = root.fill(&WHITE);
-        let (upper, lower) = root.split_vertically(SIZE.1 * 3 / 4);
-        for (area, (title, y_desc, series)) in [(&upper, top), (&lower, bottom)] {
-            if let Err(e) = draw_panel(area, title, x_desc, y_desc, series) {
-                tracing::warn!("chart {title}: {e}");
-            }
-        }
-        let _ = root.present();
-    }
-    svg
+    let panels = [top, bottom].map(|(title, y_desc, series)| Panel { title, y_desc, series });
+    chart(&panels, x_desc, &[])
 }
 
 /// The percentile curve of a µs histogram: x = 1/(1-q) ("1 in N"), y = ms.
@@ -185,10 +263,12 @@ pub fn latency_chart(arms: &[(String, Histogram<u64>)]) -> String {
     let (min_y, max_y) = y_range(&series);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        let (_, strip) = legend_layout(series.len(), false);
+        let root = SVGBackend::with_string(&mut svg, (SIZE.0, SIZE.1 + strip)).into_drawing_area();
         let _ = root.fill(&WHITE);
+        let (plot, legend) = root.split_vertically(SIZE.1);
         let result = (|| -> Result<(), String> {
-            let mut chart = ChartBuilder::on(&root)
+            let mut chart = ChartBuilder::on(&plot)
                 .caption("Latency by percentile (corrected)", ("sans-serif", 18))
                 .margin(12)
                 .x_label_area_size(36)
@@ -210,7 +290,8 @@ pub fn latency_chart(arms: &[(String, Histogram<u64>)]) -> String {
                 })
                 .draw()
                 .map_err(|e| e.to_string())?;
-            draw_lines(&mut chart, &series, false)
+            draw_lines(&mut chart, &series, false)?;
+            draw_legend(&legend, &series, 4)
         })();
         if let Err(e) = result {
             tracing::warn!("latency chart: {e}");
@@ -276,19 +357,30 @@ pub fn all(runs: &[(String, &RunResult)]) -> Vec<(&'static str, String)> {
         });
         cpu.push(Series { name: "harness".into(), points: cpu_over(&h, 1.0) });
     }
+    let bands = round_bands(runs);
+    let time = |title, y_desc, series: &[Series]| chart(&[Panel { title, y_desc, series }], "time (s)", &bands);
+    let rate_panels = [
+        Panel { title: "Achieved rate (OK responses per second)", y_desc: "req/s", series: &rate },
+        Panel { title: "Requests in flight", y_desc: "requests", series: &in_flight },
+    ];
     vec![
         ("latency.svg", latency),
-        ("rss.svg", line_chart("Resident memory (RSS) over time", "time (s)", "MiB", &rss)),
-        ("cpu.svg", line_chart("CPU over time (CPU seconds per second, over 1 s)", "time (s)", "% of one core", &cpu)),
-        (
-            "rate.svg",
-            stacked_chart(
-                ("Achieved rate (OK responses per second)", "req/s", &rate),
-                ("Requests in flight", "requests", &in_flight),
-                "time (s)",
-            ),
-        ),
+        ("rss.svg", time("Resident memory (RSS) over time", "MiB", &rss)),
+        ("cpu.svg", time("CPU over time (CPU seconds per second, over 1 s)", "% of one core", &cpu)),
+        ("rate.svg", chart(&rate_panels, "time (s)", &bands)),
     ]
+}
+
+/// Every measured round of every arm, named `gRPC r1` (`round 1` for one arm).
+pub fn round_bands(runs: &[(String, &RunResult)]) -> Vec<Band> {
+    let mut bands = Vec::new();
+    for (arm, (name, run)) in runs.iter().enumerate() {
+        for r in &run.rounds {
+            let name = if runs.len() > 1 { format!("{name} r{}", r.index) } else { format!("round {}", r.index) };
+            bands.push(Band { from: r.started_seconds, to: r.started_seconds + r.window_seconds, name, arm });
+        }
+    }
+    bands
 }
 
 #[cfg(test)]
@@ -309,6 +401,45 @@ mod tests {
         })]);
         assert!(svg.contains("axis from 49"), "the axis does not say where it starts");
         assert_eq!(y_range(&[]), (0.0, 1.0));
+    }
+
+    /// The y of every `<text>` element whose text is `what`.
+    fn text_ys(svg: &str, what: &str) -> Vec<f64> {
+        let mut ys = Vec::new();
+        for (at, _) in svg.match_indices(&format!(">\n{what}\n</text>")) {
+            let tag = &svg[svg[..at].rfind("<text").unwrap()..at];
+            let y = tag.split(" y=\"").nth(1).unwrap();
+            ys.push(y[..y.find('"').unwrap()].parse().unwrap());
+        }
+        ys
+    }
+
+    #[test]
+    fn legends_sit_below_the_plot_and_rounds_are_named_by_arm() {
+        let (mut g, mut r) = crate::testing::both(2, 1.0, 1.0);
+        // Both arms' rounds run from 10 s to 70 s and from 70 s to 130 s.
+        for run in [&mut g, &mut r] {
+            run.samples = (0..40)
+                .map(|i| ResourceSample {
+                    t_seconds: f64::from(i) * 3.5,
+                    tier: TierName::Caller,
+                    cpu_percent: Some(10.0),
+                    cpu_window_seconds: None,
+                    rss_bytes: Some(20 << 20),
+                    cpu_seconds: None,
+                })
+                .collect();
+        }
+        let charts = all(&[("gRPC".into(), &g), ("REST".into(), &r)]);
+        let rss = &charts.iter().find(|(f, _)| *f == "rss.svg").unwrap().1;
+        let axis = text_ys(rss, "time (s)")[0];
+        for name in ["gRPC caller", "REST caller", "gRPC r1", "REST r2"] {
+            let ys = text_ys(rss, name);
+            assert!(!ys.is_empty() && ys.iter().all(|y| *y > axis), "{name} at {ys:?}, the plot ends at {axis}");
+        }
+        // A single run names its rounds alone.
+        let one = all(&[("gRPC".into(), &g)]);
+        assert_eq!(text_ys(&one[1].1, "round 2").len(), 1, "{}", one[1].1);
     }
 
     #[test]

@@ -63,30 +63,81 @@ pub fn config_warnings(arms: &[Arm<'_>]) -> Vec<String> {
     warnings
 }
 
+/// `comparison.md` in its parts, each Markdown: the file is them in this
+/// order; `report.html` shows the same parts in an order of its own, so the
+/// two say the same thing character for character.
+#[derive(Debug, Clone, Default)]
+pub struct Parts {
+    /// `# grpc-vs-rest comparison: …`
+    pub title: String,
+    /// The setup line and any warning that the configurations differ.
+    pub setup: String,
+    pub validity: String,
+    pub findings: String,
+    pub replicas: String,
+    pub attribution: String,
+    /// What each arm costs at the planned rate.
+    pub cost: String,
+    /// `## All rows`: the comparison table.
+    pub table: String,
+    /// How the rows were judged.
+    pub method: String,
+    pub configuration: String,
+    pub environment: String,
+}
+
+impl Parts {
+    /// The parts as `comparison.md` orders them.
+    pub fn markdown(&self) -> String {
+        [
+            &self.title,
+            &self.setup,
+            &self.validity,
+            &self.findings,
+            &self.replicas,
+            &self.attribution,
+            &self.cost,
+            &self.table,
+            &self.method,
+            &self.configuration,
+            &self.environment,
+        ]
+        .into_iter()
+        .map(String::as_str)
+        .collect()
+    }
+}
+
+/// The parts of `comparison.md`, from the rows judged once.
+pub fn parts(arms: &[Arm<'_>]) -> Parts {
+    let names: Vec<&str> = arms.iter().map(|a| a.name).collect();
+    let mut setup = arms.first().map(|first| format!("{}\n\n", setup::setup(first.run))).unwrap_or_default();
+    setup.push_str(&warnings_quote(arms));
+    let rows = judged(arms);
+    let named: Vec<(&str, &RunResult)> = arms.iter().map(|a| (a.name, a.run)).collect();
+    let runs: Vec<&RunResult> = arms.iter().map(|a| a.run).collect();
+    let rounds: Vec<String> = arms.iter().map(|a| format!("{} {}", a.name, a.run.rounds.len())).collect();
+    let all_paired = arms.iter().skip(1).all(|b| paired(arms[0].run, b.run));
+    let (configuration, environment) = configuration_section(arms);
+    Parts {
+        title: format!("# grpc-vs-rest comparison: {}\n\n", names.join(" vs ")),
+        setup,
+        validity: validity_section(arms).trim_start_matches('\n').to_owned(),
+        findings: findings_section(arms, &rows),
+        replicas: super::replicas::section(&named),
+        attribution: attribution_section(&attribute(&runs)),
+        cost: projection_section(&names, &project_all(&runs)),
+        table: format!("\n## All rows\n\n{}", table(arms, &rows)),
+        method: method_note(&rounds.join(", "), all_paired),
+        configuration,
+        environment,
+    }
+}
+
 /// `comparison.md`: validity, findings, cost at the planned rate, then every
 /// row. With `charts`, it links the charts written beside it.
 pub fn render(arms: &[Arm<'_>], charts: bool) -> String {
-    let mut out = String::new();
-    let names: Vec<&str> = arms.iter().map(|a| a.name).collect();
-    let _ = writeln!(out, "# grpc-vs-rest comparison: {}\n", names.join(" vs "));
-    if let Some(first) = arms.first() {
-        let _ = writeln!(out, "{}\n", setup::setup(first.run));
-    }
-    out.push_str(&warnings_quote(arms));
-    out.push_str(validity_section(arms).trim_start_matches('\n'));
-    let rows = judged(arms);
-    out.push_str(&findings_section(arms, &rows));
-    let named: Vec<(&str, &RunResult)> = arms.iter().map(|a| (a.name, a.run)).collect();
-    out.push_str(&super::replicas::section(&named));
-    let runs: Vec<&RunResult> = arms.iter().map(|a| a.run).collect();
-    out.push_str(&attribution_section(&attribute(&runs)));
-    out.push_str(&projection_section(&names, &project_all(&runs)));
-    let _ = writeln!(out, "\n## All rows\n");
-    out.push_str(&table(arms, &rows));
-    let rounds: Vec<String> = arms.iter().map(|a| format!("{} {}", a.name, a.run.rounds.len())).collect();
-    let all_paired = arms.iter().skip(1).all(|b| paired(arms[0].run, b.run));
-    out.push_str(&method_note(&rounds.join(", "), all_paired));
-    out.push_str(&configuration_section(arms));
+    let mut out = parts(arms).markdown();
     if charts {
         out.push_str(&charts_section());
     }
@@ -252,8 +303,9 @@ fn validity_section(arms: &[Arm<'_>]) -> String {
     out
 }
 
-fn configuration_section(arms: &[Arm<'_>]) -> String {
-    let mut out = String::new();
+/// The configuration and the environment.
+fn configuration_section(arms: &[Arm<'_>]) -> (String, String) {
+    let (mut out, mut env) = (String::new(), String::new());
     if let Some(first) = arms.first() {
         let _ = writeln!(out, "\n## Configuration\n");
         let mut rows = vec![("arms", arms.iter().map(|a| a.name).collect::<Vec<_>>().join(", "))];
@@ -271,10 +323,10 @@ fn configuration_section(arms: &[Arm<'_>]) -> String {
         }
         let named: Vec<(&str, &RunResult)> = arms.iter().map(|a| (a.name, a.run)).collect();
         out.push_str(&super::link::section(&named));
-        let _ = writeln!(out, "\n## Environment\n");
-        out.push_str(&environment_table(first.run));
+        let _ = writeln!(env, "\n## Environment\n");
+        env.push_str(&environment_table(first.run));
     }
-    out
+    (out, env)
 }
 
 /// The findings for the terminal: validity problems first, then the

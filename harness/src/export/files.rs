@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::comparison::{self, Arm};
-use super::{adr, arm_names, capacity, charts, folder_name, hgrm, markdown, payload, qps_part, timeseries};
+use super::{adr, arm_names, capacity, charts, folder_name, hgrm, html, markdown, payload, qps_part, timeseries};
 use caller::Transport;
 
 use crate::config::{ConfigError, arm_dirs, bad};
@@ -184,13 +184,15 @@ fn with_final_paths(run: &RunResult) -> RunResult {
     run
 }
 
-/// Writes one arm's files into `dir`: `run.json`, `report.md`, `latency.hgrm`,
-/// `latency-round-<k>.hgrm` and the charts.
+/// Writes one arm's files into `dir`: `run.json`, `report.md`,
+/// `report.html`, `latency.hgrm`, `latency-round-<k>.hgrm` and the charts.
 pub fn write_arm(dir: &Path, run: &RunResult) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let json = serde_json::to_vec_pretty(&with_final_paths(run)).map_err(io::Error::other)?;
+    let saved = with_final_paths(run);
+    let json = serde_json::to_vec_pretty(&saved).map_err(io::Error::other)?;
     std::fs::write(dir.join("run.json"), json)?;
     std::fs::write(dir.join("report.md"), markdown::render(run, true))?;
+    std::fs::write(dir.join("report.html"), html::run_page(&saved))?;
     std::fs::write(dir.join("latency.hgrm"), hgrm::render(&charts::merged_corrected(run)))?;
     for r in &run.rounds {
         if let Some(h) = r.histograms.get("corrected").and_then(|t| decode_histogram(t)) {
@@ -218,6 +220,17 @@ pub fn write_comparison(dir: &Path, runs: &[&RunResult]) -> io::Result<()> {
     let arms: Vec<Arm<'_>> = names.iter().zip(runs).map(|(name, run)| Arm { name, run }).collect();
     std::fs::write(dir.join("comparison.md"), comparison::render(&arms, true))?;
     write_charts(dir, &names, runs)
+}
+
+/// `report.html` of the arms `runs`, with the decision record of two
+/// different arms when `decision`.
+pub fn write_comparison_page(dir: &Path, runs: &[&RunResult], decision: bool) -> io::Result<()> {
+    let saved: Vec<RunResult> = runs.iter().map(|r| with_final_paths(r)).collect();
+    let refs: Vec<&RunResult> = saved.iter().collect();
+    let names = arm_names(&refs);
+    let arms: Vec<Arm<'_>> = names.iter().zip(&saved).map(|(name, run)| Arm { name, run }).collect();
+    let record = if decision { html::decision_text(&arms) } else { None };
+    std::fs::write(dir.join("report.html"), html::comparison_page(&arms, record.as_deref()))
 }
 
 /// `decision.md` of two arms compared in one run, when they are different
@@ -257,7 +270,8 @@ pub fn write_results(folder: &Path, runs: &[RunResult]) -> io::Result<()> {
             }
             let refs: Vec<&RunResult> = many.iter().collect();
             write_comparison(folder, &refs)?;
-            write_decision(folder, &refs)
+            write_decision(folder, &refs)?;
+            write_comparison_page(folder, &refs, true)
         }
     }
 }
@@ -358,9 +372,77 @@ pub fn read_sweep(folder: &Path) -> Option<Result<(Capacity, Vec<RunResult>), St
     Some(read())
 }
 
-/// A sweep's `capacity.md`, `capacity.json` and charts.
+/// What a saved folder holds, read back for `harness report`.
+#[derive(Debug)]
+pub enum Saved {
+    /// One run, or the arms of a comparison.
+    Runs(Vec<RunResult>),
+    /// A rate sweep and the setup line its capacity.md gives.
+    Capacity(Capacity, String),
+    /// A payload sweep and the setup line its payload.md gives.
+    Payload(PayloadReport, String),
+}
+
+/// The largest `capacity.json` or `payload.json` read back (a sweep of many
+/// steps is a few hundred KiB).
+pub const MAX_SWEEP_JSON_BYTES: u64 = 64 << 20;
+
+/// Reads a saved folder of any kind: a sweep (`capacity.json`,
+/// `payload.json`), one run, or a comparison's arms.
+pub fn read_saved(folder: &Path) -> Result<Saved, String> {
+    if !folder.is_dir() {
+        return Err(format!("{}: no such folder", folder.display()));
+    }
+    let sweep = |json: &str, md: &str| -> Result<Option<(String, String)>, String> {
+        let path = folder.join(json);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let size = std::fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?.len();
+        if size > MAX_SWEEP_JSON_BYTES {
+            return Err(format!(
+                "{}: {size} bytes, over the {MAX_SWEEP_JSON_BYTES} a sweep's file can be",
+                path.display()
+            ));
+        }
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        // The setup line is the third line of the Markdown written beside it.
+        let setup = std::fs::read_to_string(folder.join(md)).ok().and_then(|m| m.lines().nth(2).map(str::to_owned));
+        Ok(Some((text, setup.unwrap_or_default())))
+    };
+    if let Some((text, setup)) = sweep("capacity.json", "capacity.md")? {
+        let c = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not a capacity.json this harness wrote: {e}", folder.display()))?;
+        return Ok(Saved::Capacity(c, setup));
+    }
+    if let Some((text, setup)) = sweep("payload.json", "payload.md")? {
+        let p = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not a payload.json this harness wrote: {e}", folder.display()))?;
+        return Ok(Saved::Payload(p, setup));
+    }
+    read_runs(folder).map(Saved::Runs)
+}
+
+/// `report.html` of what a saved folder holds, written to `path`.
+pub fn write_saved_page(path: &Path, saved: &Saved) -> io::Result<()> {
+    let page = match saved {
+        Saved::Capacity(c, setup) => html::capacity_page(c, setup),
+        Saved::Payload(p, setup) => html::payload_page(p, setup),
+        Saved::Runs(runs) if runs.len() == 1 => html::run_page(&runs[0]),
+        Saved::Runs(runs) => {
+            let refs: Vec<&RunResult> = runs.iter().collect();
+            let names = arm_names(&refs);
+            let arms: Vec<Arm<'_>> = names.iter().zip(runs).map(|(name, run)| Arm { name, run }).collect();
+            html::comparison_page(&arms, html::decision_text(&arms).as_deref())
+        }
+    };
+    std::fs::write(path, page)
+}
+
+/// A sweep's `capacity.md`, `capacity.json`, charts and `report.html`.
 pub fn write_capacity(dir: &Path, c: &Capacity, setup: &str) -> io::Result<()> {
     std::fs::write(dir.join("capacity.md"), capacity::render(c, setup))?;
+    std::fs::write(dir.join("report.html"), html::capacity_page(c, setup))?;
     std::fs::write(dir.join("capacity.json"), capacity::json(c))?;
     for (file, svg) in capacity::charts(c) {
         std::fs::write(dir.join(file), svg)?;
@@ -368,9 +450,10 @@ pub fn write_capacity(dir: &Path, c: &Capacity, setup: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// A payload sweep's `payload.md`, `payload.json` and charts.
+/// A payload sweep's `payload.md`, `payload.json`, charts and `report.html`.
 pub fn write_payload(dir: &Path, p: &PayloadReport, setup: &str) -> io::Result<()> {
     std::fs::write(dir.join("payload.md"), payload::render(p, setup))?;
+    std::fs::write(dir.join("report.html"), html::payload_page(p, setup))?;
     std::fs::write(dir.join("payload.json"), payload::json(p))?;
     for (file, svg) in payload::charts(p) {
         std::fs::write(dir.join(file), svg)?;

@@ -74,32 +74,76 @@ pub fn environment_table(run: &RunResult) -> String {
     out
 }
 
-/// `report.md`. With `charts`, it shows the charts written beside it.
-pub fn render(run: &RunResult, charts: bool) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "# grpc-vs-rest: {}\n", title(run));
-    out.push_str(&warnings(run));
-    out.push_str(&rounds_table(run));
-    out.push_str(&cpu_limits_section(run));
-    out.push_str(&super::replicas::section(&[(run.config.transport.title(), run)]));
-    out.push_str(&super::generators::section(run));
-    out.push_str(&error_reasons_section(run));
-    out.push_str(&validity_section(run));
-    out.push_str(&configuration_section(run));
-    let _ = writeln!(out, "\n## Environment\n");
-    out.push_str(&environment_table(run));
+/// `report.md` in its parts, each Markdown: the file is them in this order;
+/// `report.html` shows the same parts in an order of its own.
+#[derive(Debug, Clone, Default)]
+pub struct Parts {
+    /// `# grpc-vs-rest: …`
+    pub title: String,
+    /// A debug build, throughput mode, exposure, a run that did not complete.
+    pub warnings: String,
+    /// Rows = metrics, columns = rounds (and their mean, min and max).
+    pub table: String,
+    /// CPU limits, replicas, generators and errors by reason, where they apply.
+    pub details: String,
+    pub validity: String,
+    pub configuration: String,
+    /// The environment and the notes on how the figures were taken.
+    pub environment: String,
+}
+
+impl Parts {
+    /// The parts as `report.md` orders them.
+    pub fn markdown(&self) -> String {
+        [
+            &self.title,
+            &self.warnings,
+            &self.table,
+            &self.details,
+            &self.validity,
+            &self.configuration,
+            &self.environment,
+        ]
+        .into_iter()
+        .map(String::as_str)
+        .collect()
+    }
+}
+
+/// The parts of `report.md`.
+pub fn parts(run: &RunResult) -> Parts {
+    let mut details = cpu_limits_section(run);
+    details.push_str(&super::replicas::section(&[(run.config.transport.title(), run)]));
+    details.push_str(&super::generators::section(run));
+    details.push_str(&error_reasons_section(run));
+    let mut env = String::from("\n## Environment\n\n");
+    env.push_str(&environment_table(run));
     let _ = writeln!(
-        out,
+        env,
         "\nLatency is measured from each request's intended send time (coordinated-omission corrected); \
          service time from its actual send. Raw data: `run.json`; latency distribution: `latency.hgrm` \
          (and `latency-round-<k>.hgrm` per round)."
     );
     if let Some(note) = instrument_note(run) {
-        let _ = writeln!(out, "\n{note}");
+        let _ = writeln!(env, "\n{note}");
     }
     for note in [other_load_note(run), steal_note(run)].into_iter().flatten() {
-        let _ = writeln!(out, "\n{note}");
+        let _ = writeln!(env, "\n{note}");
     }
+    Parts {
+        title: format!("# grpc-vs-rest: {}\n\n", title(run)),
+        warnings: warnings(run),
+        table: rounds_table(run),
+        details,
+        validity: validity_section(run),
+        configuration: configuration_section(run),
+        environment: env,
+    }
+}
+
+/// `report.md`. With `charts`, it shows the charts written beside it.
+pub fn render(run: &RunResult, charts: bool) -> String {
+    let mut out = parts(run).markdown();
     if charts {
         out.push_str(&charts_section());
     }

@@ -11,6 +11,9 @@
 //!   [`hgrm`]: HdrHistogram percentile text; [`timeseries`]: CSV rows;
 //!   [`setup`]: the run's configuration in words, for every report;
 //!   [`replicas`]: the downstream's replicas, their shares and the imbalance;
+//! * [`html`]: `report.html`, the one self-contained page of a run folder,
+//!   from the same parts as the Markdown; [`mdhtml`]: that Markdown as
+//!   escaped HTML, charts inline;
 //! * [`numbers`]: how every renderer writes a figure (`n/a` where it was
 //!   not measured);
 //! * [`files`]: run folders (whole or absent), every file in them, and
@@ -31,8 +34,10 @@ pub mod files;
 pub mod findings;
 pub mod generators;
 pub mod hgrm;
+pub mod html;
 pub mod link;
 pub mod markdown;
+pub mod mdhtml;
 pub mod numbers;
 pub mod payload;
 pub mod replicas;

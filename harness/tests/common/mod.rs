@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod browser;
+
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
