@@ -110,6 +110,10 @@ fn a_cells_configuration_is_that_of_the_same_flags_run_directly() {
         "{summary}"
     );
     assert!(exp.join("chart-items-p50.svg").is_file());
+    // The experiment has its page too: the summary, its charts inline,
+    // nothing fetched, every figure of the summary's tables in it.
+    common::browser::check_folder(&exp, &["experiment", "data"], 2);
+    common::browser::same_figures(&exp.join("summary.md"), &exp.join("report.html"));
 }
 
 #[test]

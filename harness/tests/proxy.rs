@@ -158,7 +158,24 @@ fn nginx_and_caddy_pass_each_streamed_item_on_as_it_is_produced() {
             assert_none_left(&mark, Duration::from_secs(5));
             let run = load(&run_folder(&out));
             let r = &run.rounds[0];
-            assert!(r.requests.ok > 0 && r.requests.ok == r.requests.sent, "{case}: {:?}", r.requests);
+            // Every stream is delivered whole or counted as cut, with why.
+            // Caddy 2.6 (Debian's) was caught in a capture ending a streamed
+            // answer by itself now and then on a busy machine: the caller's
+            // 200 arrived, caddy closed its upstream connection 0.5 ms later
+            // and sent the client a clean last chunk with no item. The
+            // harness counts that as a cut stream; only caddy is allowed it,
+            // never a lost or silently short one.
+            let cut = r.requests.errors.get("stream_cut").copied().unwrap_or(0);
+            assert!(r.requests.ok > 0 && r.requests.ok + cut == r.requests.sent, "{case}: {:?}", r.requests);
+            if cut > 0 {
+                assert_eq!(proxy, "caddy", "{case}: {:?}", run.error_reasons);
+                assert!(
+                    run.error_reasons.iter().all(|e| e.class == "stream_cut" && e.reason.contains("ended early")),
+                    "{case}: {:?}",
+                    run.error_reasons
+                );
+                eprintln!("{case}: caddy ended {cut} of {} streams early", r.requests.sent);
+            }
             let s = r.stream.as_ref().unwrap();
             let (first, last) = (s.first_item.as_ref().unwrap(), s.last_item.as_ref().unwrap());
             // A proxy that gathered the answer would hand every item over at

@@ -502,7 +502,8 @@ pub fn write_experiment(dir: &Path, e: &super::experiment::Shown<'_>, json: &str
         write_whole(&dir.join(file), svg.as_bytes())?;
     }
     write_whole(&dir.join("experiment.json"), json.as_bytes())?;
-    write_whole(&dir.join("summary.md"), super::experiment::render(e).as_bytes())
+    write_whole(&dir.join("summary.md"), super::experiment::render(e).as_bytes())?;
+    write_whole(&dir.join("report.html"), html::experiment_page(e, json).as_bytes())
 }
 
 /// Whether `out` can hold a run folder of about `needed_bytes`, asked before

@@ -186,6 +186,11 @@ pub fn table_cells(md: &str) -> Vec<String> {
         .flat_map(|l| l.trim().trim_matches('|').split(" | ").map(str::to_owned).collect::<Vec<_>>())
         .map(|c| c.replace("**", "").replace('`', "").replace("\\|", "|").trim().to_owned())
         .map(|c| c.strip_prefix('*').and_then(|c| c.strip_suffix('*')).map_or(c.clone(), str::to_owned))
+        // A link reads as its text.
+        .map(|c| match (c.strip_prefix('['), c.find("](")) {
+            (Some(_), Some(at)) if c.ends_with(')') => c[1..at].to_owned(),
+            _ => c,
+        })
         .filter(|c| !c.is_empty())
         .collect()
 }
