@@ -268,41 +268,7 @@ pub fn decision_text(arms: &[Arm<'_>]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The text a reader sees: tags dropped, entities read back.
-    pub fn visible_text(html: &str) -> String {
-        let mut out = String::new();
-        let mut rest = html;
-        while let Some(at) = rest.find('<') {
-            out.push_str(&rest[..at]);
-            let tag_end = rest[at..].find('>').map_or(rest.len(), |e| at + e + 1);
-            let tag = &rest[at..tag_end];
-            rest = &rest[tag_end..];
-            // Skip the contents of elements that are not text.
-            for (open, close) in [("<script", "</script>"), ("<style", "</style>"), ("<svg", "</svg>")] {
-                if tag.starts_with(open) {
-                    rest = rest.find(close).map_or("", |e| &rest[e + close.len()..]);
-                }
-            }
-        }
-        out.push_str(rest);
-        out.replace("&lt;", "<")
-            .replace("&gt;", ">")
-            .replace("&quot;", "\"")
-            .replace("&#39;", "'")
-            .replace("&amp;", "&")
-    }
-
-    /// Every cell of every table of `md`, without its inline markup.
-    pub fn table_cells(md: &str) -> Vec<String> {
-        md.lines()
-            .filter(|l| l.starts_with('|') && !l.starts_with("|---"))
-            .flat_map(|l| l.trim().trim_matches('|').split(" | ").map(str::to_owned).collect::<Vec<_>>())
-            .map(|c| c.replace("**", "").replace('`', "").replace("\\|", "|").trim().to_owned())
-            .map(|c| c.strip_prefix('*').and_then(|c| c.strip_suffix('*')).map_or(c.clone(), str::to_owned))
-            .filter(|c| !c.is_empty())
-            .collect()
-    }
+    use crate::testing::{table_cells, visible_text};
 
     #[test]
     fn every_figure_of_comparison_md_is_in_report_html() {

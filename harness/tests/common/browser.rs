@@ -159,48 +159,12 @@ pub const ONE_ARM: &[&str] = &["figures", "charts", "validity", "configuration",
 /// The sections of a sweep's page.
 pub const SWEEP: &[&str] = &["sweep", "data"];
 
-/// The text a reader of `html` sees: tags dropped (with the contents of
-/// scripts, styles and charts), entities read back.
-pub fn visible_text(html: &str) -> String {
-    let mut out = String::new();
-    let mut rest = html;
-    while let Some(at) = rest.find('<') {
-        out.push_str(&rest[..at]);
-        let end = rest[at..].find('>').map_or(rest.len(), |e| at + e + 1);
-        let tag = &rest[at..end];
-        rest = &rest[end..];
-        for (open, close) in [("<script", "</script>"), ("<style", "</style>"), ("<svg", "</svg>")] {
-            if tag.starts_with(open) {
-                rest = rest.find(close).map_or("", |e| &rest[e + close.len()..]);
-            }
-        }
-    }
-    out.push_str(rest);
-    out.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'").replace("&amp;", "&")
-}
-
-/// Every cell of every table of a Markdown text, without its inline markup.
-pub fn table_cells(md: &str) -> Vec<String> {
-    md.lines()
-        .filter(|l| l.starts_with('|') && !l.starts_with("|---"))
-        .flat_map(|l| l.trim().trim_matches('|').split(" | ").map(str::to_owned).collect::<Vec<_>>())
-        .map(|c| c.replace("**", "").replace('`', "").replace("\\|", "|").trim().to_owned())
-        .map(|c| c.strip_prefix('*').and_then(|c| c.strip_suffix('*')).map_or(c.clone(), str::to_owned))
-        // A link reads as its text.
-        .map(|c| match (c.strip_prefix('['), c.find("](")) {
-            (Some(_), Some(at)) if c.ends_with(')') => c[1..at].to_owned(),
-            _ => c,
-        })
-        .filter(|c| !c.is_empty())
-        .collect()
-}
-
 /// Every table cell of the Markdown file `md` is in the HTML file `html`'s
 /// text, character for character.
 pub fn same_figures(md: &Path, html: &Path) {
     let md = std::fs::read_to_string(md).unwrap();
-    let text = visible_text(&std::fs::read_to_string(html).unwrap());
-    let cells = table_cells(&md);
+    let text = harness::testing::visible_text(&std::fs::read_to_string(html).unwrap());
+    let cells = harness::testing::table_cells(&md);
     assert!(cells.len() > 20, "only {} cells", cells.len());
     for cell in cells {
         assert!(text.contains(&cell), "{cell:?} of the Markdown is not in {}", html.display());
