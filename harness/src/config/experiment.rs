@@ -110,10 +110,12 @@ pub struct Axis {
 pub struct PlanFile {
     pub base: Vec<Setting>,
     pub axes: Vec<Axis>,
+    /// The published results the plan reproduces (`[[claim]]`, `claims.rs`).
+    pub claims: Vec<super::claims::Claim>,
 }
 
 /// Line (from 1) of byte offset `at` in `text`.
-fn line_of(text: &str, at: usize) -> usize {
+pub(super) fn line_of(text: &str, at: usize) -> usize {
     text.as_bytes()[..at.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1
 }
 
@@ -149,12 +151,14 @@ fn read(text: &str, kind: FlagKind<'_>) -> Result<(PlanFile, Vec<PlanError>), Ve
         let line = e.span().map(|s| line_of(text, s.start));
         vec![PlanError { line, key: None, problem: format!("not TOML: {}", e.message().trim()) }]
     })?;
-    let (mut base, mut axes, mut errors) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut base, mut axes, mut errors, mut claims) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut entries: Vec<_> = root.get_ref().iter().collect();
     entries.sort_by_key(|(k, _)| k.span().start);
     for (key, value) in entries {
         let (name, line) = (key.get_ref().as_ref(), line_of(text, key.span().start));
-        if name == "axis" {
+        if name == "claim" {
+            claims = super::claims::read(text, value, &mut errors);
+        } else if name == "axis" {
             match value.get_ref() {
                 DeValue::Array(tables) => {
                     for t in tables.iter() {
@@ -178,7 +182,7 @@ fn read(text: &str, kind: FlagKind<'_>) -> Result<(PlanFile, Vec<PlanError>), Ve
     if axes.len() > MAX_AXES {
         errors.push(PlanError { line: None, key: None, problem: format!("at most {MAX_AXES} axes") });
     }
-    let mut plan = PlanFile { base, axes };
+    let mut plan = PlanFile { base, axes, claims };
     errors.extend(plan.settle(kind));
     Ok((plan, errors))
 }
@@ -240,6 +244,7 @@ impl PlanFile {
             seen.push(a.flag.clone());
             first
         });
+        errors.extend(super::claims::settle(&self.claims, &self.axes));
         if self.axes.iter().filter(|a| a.find.is_some()).count() > 0 && self.axes.len() > 1 {
             let problem = "a crossover search is the plan's one axis: run other axes as plans of their own";
             errors.push(PlanError { line: None, key: None, problem: problem.into() });

@@ -11,6 +11,8 @@
 //!   [`hgrm`]: HdrHistogram percentile text; [`timeseries`]: CSV rows;
 //!   [`setup`]: the run's configuration in words, for every report;
 //!   [`replicas`]: the downstream's replicas, their shares and the imbalance;
+//! * [`experiment`]: an experiment's `summary.md` and charts; [`conditions`]:
+//!   its `decision.md` (where each option wins) and its claims checked;
 //! * [`numbers`]: how every renderer writes a figure (`n/a` where it was
 //!   not measured);
 //! * [`files`]: run folders (whole or absent), every file in them, and
@@ -26,6 +28,7 @@ pub mod adr;
 pub mod capacity;
 pub mod charts;
 pub mod comparison;
+pub mod conditions;
 pub mod experiment;
 pub mod files;
 pub mod findings;
