@@ -247,9 +247,9 @@ fn check_refuses_a_claim_naming_no_row_no_arm_or_no_axis() {
         lines[0],
         format!("{name}:14: row: \"p77\" is not a report row (gate keys: p50, p99, cpu_us_per_request.caller, …)")
     );
-    assert_eq!(lines[1], format!("{name}:21: better: \"soap\" is not an arm of this plan (grpc, rest)"));
+    assert_eq!(lines[1], format!("{name}:20: better: \"soap\" is not an arm of this plan (grpc, rest)"));
     assert!(
-        lines[2].starts_with(&format!("{name}:28: connections: a claim's where names an axis (items)")),
+        lines[2].starts_with(&format!("{name}:26: connections: a claim's where names an axis (items)")),
         "{stderr}"
     );
     assert_eq!(lines[3], format!("harness plan: 3 errors in {name}"), "the fourth claim is sound: {stderr}");

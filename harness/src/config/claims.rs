@@ -12,7 +12,29 @@
 use toml::Spanned;
 use toml::de::DeValue;
 
-use super::experiment::{Axis, PlanError, line_of};
+/// What is wrong with a claim: its line, key and problem (`experiment.rs`
+/// makes each a `PlanError`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanError {
+    pub line: usize,
+    pub key: String,
+    pub problem: String,
+}
+
+impl PlanError {
+    fn at(line: usize, key: &str, problem: impl Into<String>) -> PlanError {
+        PlanError { line, key: key.to_owned(), problem: problem.into() }
+    }
+}
+
+/// An axis as a claim sees it: its flag, and its values (`None` for a
+/// crossover search, whose values are found as it goes).
+pub type AxisValues = (String, Option<Vec<String>>);
+
+/// Line (from 1) of byte offset `at` in `text`.
+pub fn line_of(text: &str, at: usize) -> usize {
+    text.as_bytes()[..at.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1
+}
 
 /// The most claims one plan states.
 pub const MAX_CLAIMS: usize = 16;
@@ -206,10 +228,10 @@ fn ratio(text: &str, v: &Spanned<DeValue<'_>>, errors: &mut Vec<PlanError>) -> O
 
 /// What the plan's own axes refuse of its claims: a where or an `across`
 /// that names no axis, a `better` or `than` that is no value of `across`.
-pub fn settle(claims: &[Claim], axes: &[Axis]) -> Vec<PlanError> {
+pub fn settle(claims: &[Claim], axes: &[AxisValues]) -> Vec<PlanError> {
     let mut errors = Vec::new();
-    let axis = |flag: &str| axes.iter().find(|a| a.flag == flag);
-    let names: Vec<&str> = axes.iter().map(|a| a.flag.as_str()).collect();
+    let axis = |flag: &str| axes.iter().find(|a| a.0 == flag);
+    let names: Vec<&str> = axes.iter().map(|a| a.0.as_str()).collect();
     let listed = if names.is_empty() { "the plan has none".to_owned() } else { names.join(", ") };
     for c in claims {
         for w in &c.wheres {
@@ -220,8 +242,7 @@ pub fn settle(claims: &[Claim], axes: &[Axis]) -> Vec<PlanError> {
         }
         let Some(across) = &c.across else { continue };
         match axis(across) {
-            Some(a) if a.find.is_none() => {
-                let values: Vec<String> = a.values.iter().map(|(v, _)| v.text()).collect();
+            Some((_, Some(values))) => {
                 for (key, v) in [("better", Some(&c.better)), ("than", c.than.as_ref())] {
                     match v {
                         Some(v) if !values.contains(v) => {

@@ -11,6 +11,8 @@ use std::fmt;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
+use super::claims::line_of;
+
 /// The largest plan file read, in bytes.
 pub const MAX_PLAN_BYTES: usize = 64 << 10;
 /// The most cells one experiment runs.
@@ -52,6 +54,12 @@ impl PlanError {
             }
         }
         Shown(self, file)
+    }
+}
+
+impl From<super::claims::PlanError> for PlanError {
+    fn from(e: super::claims::PlanError) -> PlanError {
+        PlanError::at(e.line, &e.key, e.problem)
     }
 }
 
@@ -114,11 +122,6 @@ pub struct PlanFile {
     pub claims: Vec<super::claims::Claim>,
 }
 
-/// Line (from 1) of byte offset `at` in `text`.
-pub(super) fn line_of(text: &str, at: usize) -> usize {
-    text.as_bytes()[..at.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1
-}
-
 /// What a flag is, for a key named after it: `None` for no such flag,
 /// `Some(true)` for one that takes a value, `Some(false)` for a switch.
 pub type FlagKind<'a> = &'a dyn Fn(&str) -> Option<bool>;
@@ -157,7 +160,9 @@ fn read(text: &str, kind: FlagKind<'_>) -> Result<(PlanFile, Vec<PlanError>), Ve
     for (key, value) in entries {
         let (name, line) = (key.get_ref().as_ref(), line_of(text, key.span().start));
         if name == "claim" {
-            claims = super::claims::read(text, value, &mut errors);
+            let mut problems = Vec::new();
+            claims = super::claims::read(text, value, &mut problems);
+            errors.extend(problems.into_iter().map(PlanError::from));
         } else if name == "axis" {
             match value.get_ref() {
                 DeValue::Array(tables) => {
@@ -244,7 +249,12 @@ impl PlanFile {
             seen.push(a.flag.clone());
             first
         });
-        errors.extend(super::claims::settle(&self.claims, &self.axes));
+        let axes: Vec<super::claims::AxisValues> = self
+            .axes
+            .iter()
+            .map(|a| (a.flag.clone(), a.find.is_none().then(|| a.values.iter().map(|(v, _)| v.text()).collect())))
+            .collect();
+        errors.extend(super::claims::settle(&self.claims, &axes).into_iter().map(PlanError::from));
         if self.axes.iter().filter(|a| a.find.is_some()).count() > 0 && self.axes.len() > 1 {
             let problem = "a crossover search is the plan's one axis: run other axes as plans of their own";
             errors.push(PlanError { line: None, key: None, problem: problem.into() });

@@ -12,6 +12,18 @@ use crate::judge::difference::Verdict;
 use crate::judge::experiment::{Crossover, Outcome};
 use crate::judge::metrics::{Better, by_key};
 
+/// The mark of a condition drawn from a run that was not a valid measurement.
+const NOT_VALID: &str = "not a valid measurement";
+
+/// `a`, `a and b`, `a, b and c`.
+fn list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [head @ .., last] => format!("{} and {last}", head.join(", ")),
+    }
+}
+
 /// What decision.md is drawn from.
 #[derive(Debug)]
 pub struct Context<'a> {
@@ -39,6 +51,14 @@ pub fn decision(c: &Context<'_>) -> String {
     if groups.iter().all(|g| g.rows.is_empty()) {
         let _ = writeln!(out, "No cell finished with two arms to compare.");
         return out;
+    }
+    let invalid = groups.iter().flat_map(|g| &g.rows).flat_map(|r| &r.cells).any(|j| !j.valid && j.row.is_some());
+    if invalid {
+        let _ = writeln!(
+            out,
+            "A condition marked **{NOT_VALID}** rests on a cell whose run was not a fair measurement (its \
+             report.md says why): it is no basis for a choice there.\n"
+        );
     }
     for g in &groups {
         if !g.fixed.is_empty() {
@@ -90,7 +110,7 @@ fn row_sentence(c: &Context<'_>, g: &Group, r: &RowConditions) -> String {
         let at = conds(&|s| s == side);
         if !at.is_empty() {
             let is = if said.is_empty() { format!(" is {way}") } else { String::new() };
-            said.push(format!("{who}'s{is} at {}", at.join(" and ")));
+            said.push(format!("{who}'s{is} at {}", list(&at)));
         }
     }
     let mut parts = Vec::new();
@@ -99,18 +119,18 @@ fn row_sentence(c: &Context<'_>, g: &Group, r: &RowConditions) -> String {
     }
     let tie = conds(&|s| s == Side::Tie);
     if !tie.is_empty() {
-        parts.push(format!("no detectable difference at {}", tie.join(" and ")));
+        parts.push(format!("no detectable difference at {}", list(&tie)));
     }
     for why in [Verdict::NotJudged { rounds: 0 }, Verdict::NotMeasured, Verdict::OneProcess] {
         let at =
             conds(&|s| matches!(s, Side::NotJudged(v) if std::mem::discriminant(&v) == std::mem::discriminant(&why)));
         if !at.is_empty() {
-            parts.push(format!("not judged at {} ({})", at.join(" and "), not_judged(r, why)));
+            parts.push(format!("not judged at {} ({})", list(&at), not_judged(r, why)));
         }
     }
     let not_run = conds(&|s| s == Side::NotRun);
     if !not_run.is_empty() {
-        parts.push(format!("not run at {}", not_run.join(" and ")));
+        parts.push(format!("not run at {}", list(&not_run)));
     }
     format!("**{label}**: {} (95% intervals).", parts.join("; "))
 }
@@ -141,11 +161,7 @@ fn span(c: &Context<'_>, g: &Group, r: &RowConditions, s: &Stretch) -> String {
         _ if s.to + 1 == n => format!("{axis} ≥ {first}"),
         _ => format!("{axis} {first}–{last}"),
     };
-    if s.valid || s.side == Side::NotRun {
-        text
-    } else {
-        format!("{text} (**NOT a valid measurement** there: see its cells' report.md)")
-    }
+    if s.valid || s.side == Side::NotRun { text } else { format!("{text} (**{NOT_VALID}**)") }
 }
 
 /// A crossover's row: the bracket is the condition.
@@ -281,10 +297,11 @@ mod tests {
         let mut made = vec![cell("1", 1.0, 0.8), cell("10", 1.0, 0.8)];
         made[1].1[1].validity = vec!["the tiers could not keep up".to_owned()];
         let md = render(&made, None);
+        assert!(md.contains("A condition marked **not a valid measurement** rests on a cell"), "{md}");
         assert!(
             md.contains(
-                "- **downstream CPU per request**: REST's is lower at items 1 and items 10 (**NOT a valid \
-                 measurement** there: see its cells' report.md) (95% intervals)."
+                "- **downstream CPU per request**: REST's is lower at items 1 and items 10 (**not a valid \
+                 measurement**) (95% intervals)."
             ),
             "{md}"
         );
