@@ -56,7 +56,8 @@ impl Test {
     /// Reads `">=100"`, `"<10"`, `100` or `"gzip"`.
     fn parse(text: &str) -> Result<Test, String> {
         let t = text.trim();
-        let ops: [(&str, fn(f64) -> Test); 4] =
+        type Make = fn(f64) -> Test;
+        let ops: [(&str, Make); 4] =
             [(">=", Test::AtLeast), ("<=", Test::AtMost), (">", Test::Above), ("<", Test::Below)];
         for (op, make) in ops {
             if let Some(rest) = t.strip_prefix(op) {

@@ -255,12 +255,14 @@ mod tests {
 
     /// A cell at `items`, each arm's figures scaled (at most 1: both keep
     /// up, valid measurements), three paired rounds.
-    fn cell(items: &str, grpc_scale: f64, rest_scale: f64) -> (Vec<(String, String)>, Vec<RunResult>) {
+    fn cell(items: &str, grpc_scale: f64, rest_scale: f64) -> Made {
         let (g, r) = crate::testing::both(3, grpc_scale, rest_scale);
         (vec![("items".to_owned(), items.to_owned())], vec![g, r])
     }
 
-    fn render(made: &[(Vec<(String, String)>, Vec<RunResult>)], crossover: Option<&Crossover>) -> String {
+    type Made = (Vec<(String, String)>, Vec<RunResult>);
+
+    fn render(made: &[Made], crossover: Option<&Crossover>) -> String {
         let cells: Vec<CellRuns<'_>> = made.iter().map(|(v, r)| CellRuns { values: v, runs: r }).collect();
         let names = ["gRPC".to_owned(), "REST".to_owned()];
         decision(&Context { plan_file: "p.toml", axis: Some("items"), cells: &cells, names: &names, crossover })

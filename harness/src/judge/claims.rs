@@ -151,8 +151,8 @@ fn across(claim: &Claim, axis: &str, cells: &[CellRuns<'_>]) -> Vec<Evidence> {
     let others =
         |c: &CellRuns<'_>| -> Vec<(String, String)> { c.values.iter().filter(|(f, _)| f != axis).cloned().collect() };
     let mut out = Vec::new();
-    for good in cells.iter().filter(|c| at(*c, &claim.better) && claim.covers(c.values)) {
-        let Some(bad) = cells.iter().find(|c| at(*c, than) && others(*c) == others(good)) else { continue };
+    for good in cells.iter().filter(|c| at(c, &claim.better) && claim.covers(c.values)) {
+        let Some(bad) = cells.iter().find(|c| at(c, than) && others(c) == others(good)) else { continue };
         for b in good.runs {
             let name = b.config.transport.as_str();
             let Some(w) = arm(bad.runs, name) else { continue };
@@ -185,7 +185,9 @@ mod tests {
         }
     }
 
-    fn cells() -> Vec<(Vec<(String, String)>, Vec<RunResult>)> {
+    type Made = (Vec<(String, String)>, Vec<RunResult>);
+
+    fn cells() -> Vec<Made> {
         // REST 0.9× gRPC's figures at 1 item, 1.3× at 100 and 1000.
         [("1", 0.9), ("100", 1.3), ("1000", 1.3)]
             .iter()

@@ -100,7 +100,8 @@ pub struct Group {
 pub fn conditions(axis: &str, cells: &[CellRuns<'_>]) -> Vec<Group> {
     let fixed =
         |c: &CellRuns<'_>| -> Vec<(String, String)> { c.values.iter().filter(|(f, _)| f != axis).cloned().collect() };
-    let mut groups: Vec<(Vec<(String, String)>, Vec<CellRuns<'_>>)> = Vec::new();
+    type Values = Vec<(String, String)>;
+    let mut groups: Vec<(Values, Vec<CellRuns<'_>>)> = Vec::new();
     for c in cells {
         let f = fixed(c);
         match groups.iter_mut().find(|(g, _)| *g == f) {
@@ -141,7 +142,7 @@ fn group(axis: &str, fixed: Vec<(String, String)>, mut members: Vec<CellRuns<'_>
                 .collect();
             let measured = cells.iter().any(|j| j.row.as_ref().is_some_and(|r| r.a.is_some() || r.b.is_some()));
             if measured {
-                rows.push(RowConditions { key: *key, b, stretches: stretches(&cells), cells });
+                rows.push(RowConditions { key, b, stretches: stretches(&cells), cells });
             }
         }
     }
@@ -166,7 +167,9 @@ mod tests {
     use crate::testing;
 
     /// A cell at `items`, REST's figures `rest_scale` times gRPC's.
-    fn cell(items: &str, rest_scale: f64) -> (Vec<(String, String)>, Vec<RunResult>) {
+    type Made = (Vec<(String, String)>, Vec<RunResult>);
+
+    fn cell(items: &str, rest_scale: f64) -> Made {
         let (g, r) = testing::both(3, 1.0, rest_scale);
         (vec![("items".to_owned(), items.to_owned())], vec![g, r])
     }
