@@ -110,6 +110,9 @@ fn a_cells_configuration_is_that_of_the_same_flags_run_directly() {
         "{summary}"
     );
     assert!(exp.join("chart-items-p50.svg").is_file());
+    // One arm: decision.md says there is nothing to weigh, never a verdict.
+    let decision = std::fs::read_to_string(exp.join("decision.md")).unwrap();
+    assert!(decision.contains("No cell finished with two arms to compare."), "{decision}");
 }
 
 #[test]
@@ -197,6 +200,12 @@ fn a_crossover_search_of_an_a_a_plan_reports_none_in_range_with_every_probe() {
         assert_eq!(cell(&exp, id).1.len(), 2);
     }
     assert!(exp.join("chart-items-internal-response_wire_bytes.svg").is_file());
+    // A/A: the same arm twice wins nowhere on the wire.
+    let decision = std::fs::read_to_string(exp.join("decision.md")).unwrap();
+    assert!(
+        decision.contains("**internal hop wire bytes per request, downstream → caller**: no detectable difference"),
+        "{decision}"
+    );
 }
 
 #[test]
