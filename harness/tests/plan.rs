@@ -112,8 +112,11 @@ fn a_cells_configuration_is_that_of_the_same_flags_run_directly() {
     assert!(exp.join("chart-items-p50.svg").is_file());
     // The experiment has its page too: the summary, its charts inline,
     // nothing fetched, every figure of the summary's tables in it.
-    common::browser::check_folder(&exp, &["experiment", "data"], 2);
+    common::browser::check_folder(&exp, &["experiment", "decision", "data"], 2);
     common::browser::same_figures(&exp.join("summary.md"), &exp.join("report.html"));
+    // One arm: decision.md says there is nothing to weigh, never a verdict.
+    let decision = std::fs::read_to_string(exp.join("decision.md")).unwrap();
+    assert!(decision.contains("No cell finished with two arms to compare."), "{decision}");
 }
 
 #[test]
@@ -201,6 +204,12 @@ fn a_crossover_search_of_an_a_a_plan_reports_none_in_range_with_every_probe() {
         assert_eq!(cell(&exp, id).1.len(), 2);
     }
     assert!(exp.join("chart-items-internal-response_wire_bytes.svg").is_file());
+    // A/A: the same arm twice wins nowhere on the wire.
+    let decision = std::fs::read_to_string(exp.join("decision.md")).unwrap();
+    assert!(
+        decision.contains("**internal hop wire bytes per request, downstream → caller**: no detectable difference"),
+        "{decision}"
+    );
 }
 
 #[test]
@@ -213,7 +222,7 @@ fn every_named_scenario_passes_its_check() {
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     files.sort();
-    assert!(files.len() >= 6, "{files:?}");
+    assert!(files.len() >= 8, "{files:?}");
     for file in files {
         let out = common::harness_cmd(&["plan".as_ref(), "--check".as_ref(), file.as_os_str()]).output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -222,5 +231,39 @@ fn every_named_scenario_passes_its_check() {
         // Each names the claim it reproduces and its source.
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(text.contains("# Claim") && text.contains("Source"), "{}", file.display());
+        // And states it machine-readable, with its source, for the summary to check.
+        assert!(text.contains("[[claim]]") && text.contains("\nsource = "), "{}", file.display());
     }
+    for name in ["reverse-proxies.toml", "sequential-http1.toml"] {
+        assert!(dir.join(name).is_file(), "{name}");
+    }
+}
+
+#[test]
+fn check_refuses_a_claim_naming_no_row_no_arm_or_no_axis() {
+    let dir = common::out_dir("plan-claims");
+    let claim = |body: &str| format!("[[claim]]\nsays = \"x\"\nsource = \"y\"\n{body}\n");
+    let text = format!(
+        "transport = \"grpc,rest\"\n{SHORT}rounds = 3\n[[axis]]\nflag = \"items\"\nvalues = [1, 10]\n\n{}{}{}{}",
+        claim("row = \"p77\"\nbetter = \"grpc\""),
+        claim("row = \"p50\"\nbetter = \"soap\""),
+        claim("row = \"p50\"\nbetter = \"grpc\"\nconnections = \">=10\""),
+        claim("row = \"p50\"\nbetter = \"grpc\"\nitems = \">=10\"\nratio = [1.5, 10]"),
+    );
+    let plan = write_plan(&dir, "claims.toml", &text);
+    let out = common::harness_cmd(&["plan".as_ref(), "--check".as_ref(), plan.as_os_str()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let name = plan.display().to_string();
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("{name}:14: row: \"p77\" is not a report row (gate keys: p50, p99, cpu_us_per_request.caller, …)")
+    );
+    assert_eq!(lines[1], format!("{name}:20: better: \"soap\" is not an arm of this plan (grpc, rest)"));
+    assert!(
+        lines[2].starts_with(&format!("{name}:26: connections: a claim's where names an axis (items)")),
+        "{stderr}"
+    );
+    assert_eq!(lines[3], format!("harness plan: 3 errors in {name}"), "the fourth claim is sound: {stderr}");
 }

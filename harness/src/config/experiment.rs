@@ -11,6 +11,8 @@ use std::fmt;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
+use super::claims::line_of;
+
 /// The largest plan file read, in bytes.
 pub const MAX_PLAN_BYTES: usize = 64 << 10;
 /// The most cells one experiment runs.
@@ -52,6 +54,12 @@ impl PlanError {
             }
         }
         Shown(self, file)
+    }
+}
+
+impl From<super::claims::PlanError> for PlanError {
+    fn from(e: super::claims::PlanError) -> PlanError {
+        PlanError::at(e.line, &e.key, e.problem)
     }
 }
 
@@ -110,11 +118,8 @@ pub struct Axis {
 pub struct PlanFile {
     pub base: Vec<Setting>,
     pub axes: Vec<Axis>,
-}
-
-/// Line (from 1) of byte offset `at` in `text`.
-fn line_of(text: &str, at: usize) -> usize {
-    text.as_bytes()[..at.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1
+    /// The published results the plan reproduces (`[[claim]]`, `claims.rs`).
+    pub claims: Vec<super::claims::Claim>,
 }
 
 /// What a flag is, for a key named after it: `None` for no such flag,
@@ -149,12 +154,16 @@ fn read(text: &str, kind: FlagKind<'_>) -> Result<(PlanFile, Vec<PlanError>), Ve
         let line = e.span().map(|s| line_of(text, s.start));
         vec![PlanError { line, key: None, problem: format!("not TOML: {}", e.message().trim()) }]
     })?;
-    let (mut base, mut axes, mut errors) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut base, mut axes, mut errors, mut claims) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut entries: Vec<_> = root.get_ref().iter().collect();
     entries.sort_by_key(|(k, _)| k.span().start);
     for (key, value) in entries {
         let (name, line) = (key.get_ref().as_ref(), line_of(text, key.span().start));
-        if name == "axis" {
+        if name == "claim" {
+            let mut problems = Vec::new();
+            claims = super::claims::read(text, value, &mut problems);
+            errors.extend(problems.into_iter().map(PlanError::from));
+        } else if name == "axis" {
             match value.get_ref() {
                 DeValue::Array(tables) => {
                     for t in tables.iter() {
@@ -178,7 +187,7 @@ fn read(text: &str, kind: FlagKind<'_>) -> Result<(PlanFile, Vec<PlanError>), Ve
     if axes.len() > MAX_AXES {
         errors.push(PlanError { line: None, key: None, problem: format!("at most {MAX_AXES} axes") });
     }
-    let mut plan = PlanFile { base, axes };
+    let mut plan = PlanFile { base, axes, claims };
     errors.extend(plan.settle(kind));
     Ok((plan, errors))
 }
@@ -240,6 +249,12 @@ impl PlanFile {
             seen.push(a.flag.clone());
             first
         });
+        let axes: Vec<super::claims::AxisValues> = self
+            .axes
+            .iter()
+            .map(|a| (a.flag.clone(), a.find.is_none().then(|| a.values.iter().map(|(v, _)| v.text()).collect())))
+            .collect();
+        errors.extend(super::claims::settle(&self.claims, &axes).into_iter().map(PlanError::from));
         if self.axes.iter().filter(|a| a.find.is_some()).count() > 0 && self.axes.len() > 1 {
             let problem = "a crossover search is the plan's one axis: run other axes as plans of their own";
             errors.push(PlanError { line: None, key: None, problem: problem.into() });

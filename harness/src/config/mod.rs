@@ -23,6 +23,7 @@
 //! | `contract.rs` | a team's own contract: `--proto`, `--call`, its data files |
 //! | `streams.rs` | the streaming arms: `--stream-items`, `--stream-interval`, `--page-size`, `--consumer-delay` |
 //!
+//! | `claims.rs` | a plan's `[[claim]]` tables: the published result it reproduces, where, and its ratio |
 //! | `experiment.rs` | a plan file (`harness plan`): its base and axes, read with their lines |
 //! | `matrix.rs` | a plan's cells (crossed, zipped) and a crossover's probes, as argument lists |
 //!
@@ -31,6 +32,7 @@
 
 mod args;
 mod arms;
+pub mod claims;
 mod contract;
 mod deploy;
 pub mod experiment;

@@ -7,7 +7,10 @@ use std::fmt::Write as _;
 
 use super::arm_names;
 use super::charts::{Series, line_chart};
+use super::conditions::{Context, claims_section, decision as conditions};
 use super::numbers::num;
+use crate::config::claims::Claim;
+use crate::judge::conditions::CellRuns;
 use crate::judge::experiment::{Crossover, Outcome, arm_mean};
 use crate::judge::metrics::{Metric, by_key};
 use crate::result::RunResult;
@@ -48,6 +51,8 @@ pub struct Shown<'a> {
     pub cells: Vec<CellShown>,
     pub crossover: Option<Crossover>,
     pub interrupted: bool,
+    /// The claims the plan reproduces, checked in the summary.
+    pub claims: &'a [Claim],
 }
 
 /// `summary.md`.
@@ -70,6 +75,10 @@ pub fn render(e: &Shown<'_>) -> String {
     if let Some(c) = &e.crossover {
         crossover(&mut out, c);
     }
+    let runs = cell_runs(e);
+    let checked: Vec<_> = e.claims.iter().map(|c| crate::judge::claims::check(c, &runs)).collect();
+    out.push_str(&claims_section(&checked));
+    let _ = writeln!(out, "Where each option wins, row by row: [decision.md](decision.md).\n");
     cells(&mut out, e);
     let charts = chart_files(e);
     if !charts.is_empty() {
@@ -79,6 +88,41 @@ pub fn render(e: &Shown<'_>) -> String {
         }
     }
     out
+}
+
+fn cell_runs<'a>(e: &'a Shown<'_>) -> Vec<CellRuns<'a>> {
+    e.cells.iter().map(|c| CellRuns { values: &c.values, runs: &c.runs }).collect()
+}
+
+/// The axis decision.md walks: the crossover's, else the first whose
+/// values are all numbers, else the first.
+fn decision_axis<'a>(e: &'a Shown<'_>) -> Option<&'a str> {
+    if let Some(c) = &e.crossover {
+        return Some(c.flag.as_str());
+    }
+    let numeric = |a: &str| e.cells.iter().all(|c| c.values.iter().any(|(f, v)| f == a && v.parse::<f64>().is_ok()));
+    e.axes.iter().find(|a| numeric(a.as_str())).or(e.axes.first()).map(String::as_str)
+}
+
+/// The experiment's `decision.md`: where each option wins.
+pub fn decision(e: &Shown<'_>) -> String {
+    let runs = cell_runs(e);
+    // The arms by transport: a proxy or link an axis varies is a cell's, not an arm's.
+    let names: Vec<String> = match e.cells.iter().find(|c| !c.runs.is_empty()) {
+        Some(c) => {
+            let titles: Vec<String> = c.runs.iter().map(|r| r.config.transport.title().to_owned()).collect();
+            let unique = titles.iter().enumerate().all(|(i, t)| !titles[..i].contains(t));
+            if unique { titles } else { arm_names(&c.runs.iter().collect::<Vec<_>>()) }
+        }
+        None => Vec::new(),
+    };
+    conditions(&Context {
+        plan_file: e.plan_file,
+        axis: decision_axis(e),
+        cells: &runs,
+        names: &names,
+        crossover: e.crossover.as_ref(),
+    })
 }
 
 fn metric(key: &str) -> Option<&'static Metric> {
@@ -308,6 +352,7 @@ mod tests {
             cells,
             crossover: Some(crossover),
             interrupted: false,
+            claims: &[],
         };
         let md = render(&e);
         assert!(md.starts_with("# Experiment: x.toml\n\n2 of 2 cells finished."), "{md}");

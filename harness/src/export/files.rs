@@ -496,12 +496,13 @@ pub fn read_plan(dir: &Path) -> io::Result<String> {
     std::fs::read_to_string(dir.join("plan.json"))
 }
 
-/// An experiment's `summary.md`, its charts and `experiment.json`.
+/// An experiment's `summary.md`, its charts, `decision.md` and `experiment.json`.
 pub fn write_experiment(dir: &Path, e: &super::experiment::Shown<'_>, json: &str) -> io::Result<()> {
     for (file, svg) in super::experiment::chart_files(e) {
         write_whole(&dir.join(file), svg.as_bytes())?;
     }
     write_whole(&dir.join("experiment.json"), json.as_bytes())?;
+    write_whole(&dir.join("decision.md"), super::experiment::decision(e).as_bytes())?;
     write_whole(&dir.join("summary.md"), super::experiment::render(e).as_bytes())?;
     write_whole(&dir.join("report.html"), html::experiment_page(e, json).as_bytes())
 }

@@ -242,17 +242,19 @@ pub fn payload_page(p: &PayloadReport, setup: &str) -> String {
 }
 
 /// `report.html` of an experiment: its `summary.md` with the charts per axis
-/// inline, and `experiment.json`. Each cell's own folder has its own page.
+/// inline, its `decision.md` (where each option wins), and `experiment.json`. Each cell's own folder has its own page.
 pub fn experiment_page(e: &super::experiment::Shown<'_>, json: &str) -> String {
     let md = super::experiment::render(e);
     let charts = super::experiment::chart_files(e);
     let images: Vec<(&str, String)> = charts.iter().map(|(f, svg)| (f.as_str(), svg.clone())).collect();
     let body = format!(
-        "<section id=\"experiment\">\n{}</section>\n{}",
+        "<section id=\"experiment\">\n{}</section>\n{}{}",
         to_html(&md, 0, &images),
+        section("decision", &super::experiment::decision(e), &[]),
         data_section("experiment.json", &[("experiment-json".to_owned(), json.to_owned())])
     );
-    page(&title_text(&md), &[("experiment", "Experiment"), ("data", "Raw data")], &body)
+    let nav = [("experiment", "Experiment"), ("decision", "Where each wins"), ("data", "Raw data")];
+    page(&title_text(&md), &nav, &body)
 }
 
 /// The decision record a comparison folder holds, as `files` writes it, for

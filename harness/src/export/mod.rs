@@ -14,6 +14,8 @@
 //! * [`html`]: `report.html`, the one self-contained page of a run folder,
 //!   from the same parts as the Markdown; [`mdhtml`]: that Markdown as
 //!   escaped HTML, charts inline;
+//! * [`experiment`]: an experiment's `summary.md` and charts; [`conditions`]:
+//!   its `decision.md` (where each option wins) and its claims checked;
 //! * [`numbers`]: how every renderer writes a figure (`n/a` where it was
 //!   not measured);
 //! * [`files`]: run folders (whole or absent), every file in them, and
@@ -29,6 +31,7 @@ pub mod adr;
 pub mod capacity;
 pub mod charts;
 pub mod comparison;
+pub mod conditions;
 pub mod experiment;
 pub mod files;
 pub mod findings;

@@ -18,12 +18,16 @@
 //! * [`capacity`]: sweep steps, whether each was sustained, and the knee;
 //! * [`payload`]: payload sweep steps: a capacity step and the hop's bytes per request;
 //! * [`crossover`]: where a verdict flips along one axis, by log-scale bisection over judged probes;
+//! * [`conditions`]: where each option wins along an experiment's axis, row by row, cell by cell;
+//! * [`claims`]: whether an experiment agrees with its plan's claims, in direction and ratio;
 //! * [`experiment`]: an experiment's cells: each arm's row with its interval, crossover probes judged;
 //! * [`gate`]: the `--fail-if` grammar and the CI gates' breaches.
 
 mod aa_simulation;
 pub mod attribution;
 pub mod capacity;
+pub mod claims;
+pub mod conditions;
 pub mod crossover;
 pub mod difference;
 pub mod experiment;

@@ -79,6 +79,9 @@ pub fn check(text: &str) -> Result<Checked, Vec<PlanError>> {
             Err(e) => errors.push(e),
         }
     }
+    if let Some((_, plan)) = checked.first() {
+        errors.extend(claims(&file, &plan.arms));
+    }
     dedupe(&mut errors);
     errors.sort_by_key(|e| e.line);
     if !errors.is_empty() {
@@ -89,6 +92,45 @@ pub fn check(text: &str) -> Result<Checked, Vec<PlanError>> {
         estimate = cell_estimate(first) * most_probes(s) as u32;
     }
     Ok(Checked { file, cells: checked, search, estimate })
+}
+
+/// What the run's own tables refuse of the plan's claims: a row that is no
+/// report row, an option that is none of the arms (`arms`, every cell's).
+fn claims(file: &PlanFile, arms: &[caller::Transport]) -> Vec<PlanError> {
+    let names: Vec<&str> = arms.iter().map(|t| t.as_str()).collect();
+    let mut errors = Vec::new();
+    for c in &file.claims {
+        if crate::judge::metrics::by_key(&c.row).is_none() {
+            let problem =
+                format!("{:?} is not a report row (gate keys: p50, p99, cpu_us_per_request.caller, …)", c.row);
+            errors.push(PlanError::at(c.line_of("row"), "row", problem));
+        }
+        if c.across.is_some() {
+            continue;
+        }
+        for (key, arm) in [("better", Some(&c.better)), ("than", c.than.as_ref())] {
+            match arm {
+                Some(a) if !names.contains(&a.as_str()) => {
+                    let problem = format!("{a:?} is not an arm of this plan ({})", names.join(", "));
+                    errors.push(PlanError::at(c.line_of(key), key, problem));
+                }
+                None if names.len() != 2 => {
+                    let problem = format!("with {} arms, a claim names what it beat: than = \"...\"", names.len());
+                    errors.push(PlanError::at(c.line_of(key), key, problem));
+                }
+                _ => {}
+            }
+        }
+        let twice = names.iter().enumerate().any(|(i, n)| names[..i].contains(n));
+        if twice {
+            errors.push(PlanError::at(
+                c.line_of("better"),
+                "better",
+                "the plan measures one arm twice: a claim cannot tell them apart",
+            ));
+        }
+    }
+    errors
 }
 
 /// A probe's value as a flag's text: a whole number without a point.

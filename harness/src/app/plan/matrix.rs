@@ -102,7 +102,14 @@ pub async fn run(checked: &Checked, text: &str, args: &PlanArgs) -> u8 {
     let failed = cells.iter().any(|c| c.state.starts_with("failed"));
     let axes: Vec<String> = checked.file.axes.iter().map(|a| a.flag.clone()).collect();
     let plan_file = args.file.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned());
-    let shown = Shown { plan_file: &plan_file, axes, cells, crossover, interrupted: interrupt.is_stopped() };
+    let shown = Shown {
+        plan_file: &plan_file,
+        axes,
+        cells,
+        crossover,
+        interrupted: interrupt.is_stopped(),
+        claims: &checked.file.claims,
+    };
     let json = experiment_json(&shown);
     if let Err(e) = write_experiment(&dir, &shown, &json) {
         eprintln!("harness plan: writing the summary into {}: {e}", dir.display());

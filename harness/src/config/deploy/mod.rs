@@ -69,9 +69,9 @@ pub struct DeployArgs {
     #[arg(long)]
     pub tier_memory: Option<String>,
     /// Put a real reverse proxy between two tiers (the binary must be
-    /// installed: `apt-get install nginx` / `caddy`).
+    /// installed: `apt-get install nginx` / `caddy`); `none` is no proxy.
     #[arg(long, value_enum)]
-    pub proxy: Option<ProxyKind>,
+    pub proxy: Option<ProxyFlag>,
     /// Where the proxy sits: `internal` (caller → proxy → downstream) or
     /// `front` (harness → proxy → caller).
     #[arg(long, value_enum, default_value_t = ProxyHop::Internal)]
@@ -143,6 +143,25 @@ pub enum TargetTier {
 pub enum ProxyKind {
     Nginx,
     Caddy,
+}
+
+/// `--proxy`'s values: a proxy, or `none`, the same as leaving the flag
+/// out, so that "no proxy" can be a value of an experiment's axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProxyFlag {
+    None,
+    Nginx,
+    Caddy,
+}
+
+impl ProxyFlag {
+    pub fn kind(self) -> Option<ProxyKind> {
+        match self {
+            ProxyFlag::None => None,
+            ProxyFlag::Nginx => Some(ProxyKind::Nginx),
+            ProxyFlag::Caddy => Some(ProxyKind::Caddy),
+        }
+    }
 }
 
 /// Which hop the proxy sits on.
@@ -219,6 +238,11 @@ impl DeployArgs {
         self.caller_url.is_none() && self.downstream_url.is_none()
     }
 
+    /// The proxy asked for (`--proxy none` is none).
+    pub fn proxy_kind(&self) -> Option<ProxyKind> {
+        self.proxy.and_then(ProxyFlag::kind)
+    }
+
     /// The service listeners stay on loopback.
     pub fn loopback_bind(&self) -> bool {
         self.bind.trim() == "127.0.0.1"
@@ -242,7 +266,7 @@ impl Deploy {
             remote,
             isolation: a.isolation,
             tier_limits: containers(a)?,
-            proxy: a.proxy,
+            proxy: a.proxy_kind(),
             proxy_hop: a.proxy_hop,
             bind,
             admin_bind,
@@ -295,7 +319,7 @@ impl Deploy {
 /// Which flags go with which topology; returns the addresses the tiers'
 /// service and admin listeners bind.
 fn placement(a: &DeployArgs, arms: usize) -> Result<(IpAddr, IpAddr), ConfigError> {
-    if a.proxy.is_some() && a.target != TargetTier::Caller {
+    if a.proxy_kind().is_some() && a.target != TargetTier::Caller {
         return Err(bad("--proxy", "goes with the three-tier topology (--target caller)"));
     }
     if a.caller_port != 0 && arms > 1 {
@@ -308,7 +332,7 @@ fn placement(a: &DeployArgs, arms: usize) -> Result<(IpAddr, IpAddr), ConfigErro
     if a.caller_url.is_some() {
         let conflicts = [
             ("--target", a.target != TargetTier::Caller),
-            ("--proxy", a.proxy.is_some()),
+            ("--proxy", a.proxy_kind().is_some()),
             ("--caller-port", a.caller_port != 0),
         ];
         if let Some((flag, _)) = conflicts.iter().find(|(_, given)| *given) {
@@ -350,4 +374,31 @@ fn containers(a: &DeployArgs) -> Result<TierLimits, ConfigError> {
         cpus: a.tier_cpus.as_deref().map(|t| limits::tier_cpus(t, cores)).transpose()?.unwrap_or_default(),
         memory_bytes: a.tier_memory.as_deref().map(limits::tier_memory).transpose()?.unwrap_or_default(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        deploy: DeployArgs,
+    }
+
+    fn deploy(args: &[&str]) -> Result<Deploy, ConfigError> {
+        let cli = Cli::try_parse_from(std::iter::once("harness").chain(args.iter().copied())).unwrap();
+        Deploy::from_args(&cli.deploy, &[Transport::Grpc, Transport::Rest])
+    }
+
+    #[test]
+    fn proxy_none_is_no_proxy_as_leaving_the_flag_out() {
+        assert_eq!(deploy(&["--proxy", "none"]).unwrap(), deploy(&[]).unwrap());
+        assert_eq!(deploy(&["--proxy", "nginx"]).unwrap().proxy, Some(ProxyKind::Nginx));
+        assert_eq!(deploy(&["--proxy", "caddy"]).unwrap().proxy, Some(ProxyKind::Caddy));
+        // No proxy goes with every topology; a proxy only with three tiers.
+        assert!(deploy(&["--proxy", "none", "--target", "downstream"]).is_ok());
+        assert_eq!(deploy(&["--proxy", "nginx", "--target", "downstream"]).unwrap_err().flag, "--proxy");
+    }
 }
