@@ -18,6 +18,15 @@ fn write_plan(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// `harness plan --check PLAN`, which must refuse it (exit 2): the plan's
+/// name as the errors give it, and its stderr.
+fn refused_by_check(plan: &Path) -> (String, String) {
+    let out = common::harness_cmd(&["plan".as_ref(), "--check".as_ref(), plan.as_os_str()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    (plan.display().to_string(), stderr)
+}
+
 /// The one experiment folder under `out`.
 fn experiment(out: &Path) -> PathBuf {
     let dirs: Vec<PathBuf> =
@@ -44,10 +53,7 @@ fn check_names_every_error_with_its_line_and_key_and_exits_2() {
          [[axis]]\nflag = \"rounds\"\nvalues = [2]\n"
     );
     let plan = write_plan(&dir, "four.toml", &text);
-    let out = common::harness_cmd(&["plan".as_ref(), "--check".as_ref(), plan.as_os_str()]).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    let name = plan.display().to_string();
+    let (name, stderr) = refused_by_check(&plan);
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(
         lines[0],
@@ -251,10 +257,7 @@ fn check_refuses_a_claim_naming_no_row_no_arm_or_no_axis() {
         claim("row = \"p50\"\nbetter = \"grpc\"\nitems = \">=10\"\nratio = [1.5, 10]"),
     );
     let plan = write_plan(&dir, "claims.toml", &text);
-    let out = common::harness_cmd(&["plan".as_ref(), "--check".as_ref(), plan.as_os_str()]).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    let name = plan.display().to_string();
+    let (name, stderr) = refused_by_check(&plan);
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(
         lines[0],
