@@ -261,3 +261,35 @@ pub fn table_cells(md: &str) -> Vec<String> {
         .filter(|c| !c.is_empty())
         .collect()
 }
+
+/// A crossover probe at `value` whose B − A is 10 × `sign` (±2), for tests
+/// of the experiment's renderers.
+pub fn probe(value: f64, cell: &str, sign: i8) -> crate::judge::experiment::ProbeShown {
+    let d = f64::from(sign) * 10.0;
+    let diff = Some(crate::judge::inference::Interval { estimate: d, lo: d - 2.0, hi: d + 2.0 });
+    crate::judge::experiment::ProbeShown {
+        value,
+        cell: cell.into(),
+        a: Some(100.0),
+        b: Some(100.0 + d),
+        diff,
+        rounds: 3,
+        sign,
+    }
+}
+
+/// A search of REST against gRPC's downstream CPU over items 1–1000 that
+/// bracketed a crossing between 32 and 40, with `probes`.
+pub fn bracket_32_40(probes: Vec<crate::judge::experiment::ProbeShown>) -> crate::judge::experiment::Crossover {
+    crate::judge::experiment::Crossover {
+        flag: "items".into(),
+        row: "cpu_us_per_request.downstream".into(),
+        a: "gRPC".into(),
+        b: "REST".into(),
+        low: 1.0,
+        high: 1000.0,
+        resolution: 0.5,
+        outcome: crate::judge::experiment::Outcome::Bracket { below: 32.0, above: 40.0 },
+        probes,
+    }
+}

@@ -311,24 +311,8 @@ mod tests {
 
     #[test]
     fn with_a_crossover_search_the_bracket_is_the_condition() {
-        use crate::judge::experiment::ProbeShown;
-        use crate::judge::inference::Interval;
-        let probe = |value: f64, sign: i8| {
-            let d = f64::from(sign) * 10.0;
-            let diff = Some(Interval { estimate: d, lo: d - 2.0, hi: d + 2.0 });
-            ProbeShown { value, cell: String::new(), a: Some(100.0), b: Some(100.0 + d), diff, rounds: 3, sign }
-        };
-        let x = Crossover {
-            flag: "items".into(),
-            row: "cpu_us_per_request.downstream".into(),
-            a: "gRPC".into(),
-            b: "REST".into(),
-            low: 1.0,
-            high: 1000.0,
-            resolution: 0.5,
-            outcome: Outcome::Bracket { below: 32.0, above: 40.0 },
-            probes: vec![probe(1.0, -1), probe(32.0, -1), probe(40.0, 1), probe(1000.0, 1)],
-        };
+        use crate::testing::{bracket_32_40, probe};
+        let x = bracket_32_40(vec![probe(1.0, "", -1), probe(32.0, "", -1), probe(40.0, "", 1), probe(1000.0, "", 1)]);
         let made = [cell("1", 1.0, 0.8), cell("1000", 0.8, 1.0)];
         let md = render(&made, Some(&x));
         assert!(

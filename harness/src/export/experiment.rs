@@ -312,8 +312,7 @@ fn mark_bracket(series: &mut Vec<Series>, c: Option<&Crossover>, log: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::judge::experiment::ProbeShown;
-    use crate::judge::inference::Interval;
+    use crate::testing::probe;
 
     fn cell(id: &str, items: &str, rest_scale: f64) -> CellShown {
         let (g, r) = crate::testing::both(3, 1.0, rest_scale);
@@ -326,25 +325,14 @@ mod tests {
         }
     }
 
-    fn probe(value: f64, cell: &str, sign: i8) -> ProbeShown {
-        let d = f64::from(sign) * 10.0;
-        let diff = Some(Interval { estimate: d, lo: d - 2.0, hi: d + 2.0 });
-        ProbeShown { value, cell: cell.into(), a: Some(100.0), b: Some(100.0 + d), diff, rounds: 3, sign }
-    }
-
     #[test]
     fn the_summary_tables_each_arm_of_each_cell_and_states_the_bracket() {
-        let crossover = Crossover {
-            flag: "items".into(),
-            row: "cpu_us_per_request.downstream".into(),
-            a: "gRPC".into(),
-            b: "REST".into(),
-            low: 1.0,
-            high: 1000.0,
-            resolution: 0.5,
-            outcome: Outcome::Bracket { below: 32.0, above: 40.0 },
-            probes: vec![probe(1.0, "p01", -1), probe(1000.0, "p02", 1), probe(32.0, "p03", -1), probe(40.0, "p04", 1)],
-        };
+        let crossover = crate::testing::bracket_32_40(vec![
+            probe(1.0, "p01", -1),
+            probe(1000.0, "p02", 1),
+            probe(32.0, "p03", -1),
+            probe(40.0, "p04", 1),
+        ]);
         let cells = vec![cell("p01-items-1", "1", 0.9), cell("p02-items-1000", "1000", 1.1)];
         let e = Shown {
             plan_file: "x.toml",

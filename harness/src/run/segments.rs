@@ -303,7 +303,7 @@ impl Driver<'_> {
         // second read, after the first had taken longer than the lead, raced
         // the round's first request again).
         let carried = boundary.take().filter(|b| b.arm == a && b.due == load.t0).map(|b| b.snapshot);
-        let carried_from_round = carried.as_ref().map(|_| ());
+        let carried_from_round = carried.is_some();
         let start = match (measured, carried) {
             (Some(_), Some(end_of_last)) => Some(end_of_last),
             (Some(_), None) => Some(self.reader.snapshot(&self.arms[a].topology).await),
@@ -323,7 +323,7 @@ impl Driver<'_> {
         if stopped.is_some() {
             self.stop_load.cancel();
         }
-        let quiet_start = carried_from_round.is_none();
+        let quiet_start = !carried_from_round;
         let (Some(round), Some(start)) = (measured, start) else {
             // Warm-up records are not kept; the collector ends with its senders.
             load.finish.cancel();
