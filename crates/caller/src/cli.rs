@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use payload::Limits;
+use payload::{JsonCodec, Limits};
 use service::Compression;
 use tokio_util::sync::CancellationToken;
 
@@ -101,6 +101,11 @@ pub struct Args {
     /// or HTTP Content-Encoding, requests and responses.
     #[arg(long, value_enum, default_value_t = Compression::None)]
     pub compression: Compression,
+    /// The JSON library the JSON arms (rest, grpc-json, the REST streams, a
+    /// team's own method) write requests and read answers with: serde_json,
+    /// sonic-rs or simd-json. The front door stays serde_json.
+    #[arg(long, default_value_t = JsonCodec::SerdeJson)]
+    pub json_codec: JsonCodec,
     /// A team's own method, called instead of `Fetch`.
     #[command(flatten)]
     pub contract: contract::ContractArgs,
@@ -131,6 +136,7 @@ impl Args {
             hop: HopOptions {
                 tls: self.tls_ca.map(|ca| ClientTls { ca, identity: self.tls_client_cert.zip(self.tls_client_key) }),
                 compression: self.compression,
+                json_codec: self.json_codec,
             },
             custom,
             page_size: self.page_size,

@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use payload::{FetchRequest, FetchResponse};
+use payload::{FetchRequest, FetchResponse, JsonCodec};
 use prost::Message;
 use telemetry::Counters;
 
@@ -49,16 +49,16 @@ impl RestEncoding {
         }
     }
 
-    fn encode(self, req: &FetchRequest) -> Result<Vec<u8>, serde_json::Error> {
+    fn encode(self, codec: JsonCodec, req: &FetchRequest) -> Result<Vec<u8>, String> {
         match self {
-            RestEncoding::Json => serde_json::to_vec(req),
+            RestEncoding::Json => codec.encode(req).map_err(|e| e.to_string()),
             RestEncoding::Protobuf => Ok(proto::FetchRequest::from(req.clone()).encode_to_vec()),
         }
     }
 
-    fn decode(self, bytes: &[u8]) -> Result<FetchResponse, String> {
+    fn decode(self, codec: JsonCodec, bytes: &[u8]) -> Result<FetchResponse, String> {
         match self {
-            RestEncoding::Json => serde_json::from_slice(bytes).map_err(|e| e.to_string()),
+            RestEncoding::Json => codec.decode(bytes).map_err(|e| e.to_string()),
             RestEncoding::Protobuf => {
                 let pb =
                     proto::FetchResponse::decode(bytes).map_err(|e| format!("malformed protobuf response: {e}"))?;
@@ -174,6 +174,7 @@ struct Exchange {
     counters: Arc<Counters>,
     compression: service::Compression,
     encoding: RestEncoding,
+    codec: JsonCodec,
 }
 
 impl Exchange {
@@ -238,6 +239,7 @@ impl RestClient {
             counters: self.counters.clone(),
             compression: self.hop.compression,
             encoding: self.encoding,
+            codec: self.hop.json_codec,
         }
     }
 }
@@ -247,12 +249,14 @@ impl Outbound for RestClient {
         let (exchange, url) = (self.exchange(), self.url.clone());
         Box::pin(async move {
             let target = exchange.target.clone();
-            let encoding = exchange.encoding;
+            let (encoding, codec) = (exchange.encoding, exchange.codec);
             let body = encoding
-                .encode(&req)
-                .map_err(|e| CallError::BadResponse { target: target.to_string(), reason: e.to_string() })?;
+                .encode(codec, &req)
+                .map_err(|reason| CallError::BadResponse { target: target.to_string(), reason })?;
             let bytes = exchange.send(reqwest::Method::POST, url, None, Some(body)).await?;
-            encoding.decode(&bytes).map_err(|reason| CallError::BadResponse { target: target.to_string(), reason })
+            encoding
+                .decode(codec, &bytes)
+                .map_err(|reason| CallError::BadResponse { target: target.to_string(), reason })
         })
     }
 
@@ -264,13 +268,14 @@ impl Outbound for RestClient {
     ) -> BoxFuture<'static, Result<DynamicMessage, CallError>> {
         // The JSON arm calls a method with a google.api.http rule where the
         // rule puts it, as a REST client of that API does.
+        let codec = self.hop.json_codec;
         let request = match (self.encoding, &method.http) {
-            (RestEncoding::Json, Some(rule)) => rule.request(&message).and_then(|(path, body)| {
+            (RestEncoding::Json, Some(rule)) => rule.request_with(codec, &message).and_then(|(path, body)| {
                 let verb = reqwest::Method::from_bytes(rule.verb.as_bytes()).map_err(|e| e.to_string())?;
                 Ok((verb, path, body))
             }),
             (RestEncoding::Json, None) => {
-                Ok((reqwest::Method::POST, method.rest_path.clone(), Some(contract::to_json(&message))))
+                Ok((reqwest::Method::POST, method.rest_path.clone(), Some(contract::to_json_with(codec, &message))))
             }
             (RestEncoding::Protobuf, _) => {
                 Ok((reqwest::Method::POST, method.rest_path.clone(), Some(message.encode_to_vec())))
@@ -285,7 +290,7 @@ impl Outbound for RestClient {
             let url = base.join(&path).map_err(|e| bad(e.to_string()))?;
             let bytes = exchange.send(verb, url, Some(n), body).await?;
             let decoded = match encoding {
-                RestEncoding::Json => contract::from_json(output, &bytes),
+                RestEncoding::Json => contract::from_json_with(codec, output, &bytes),
                 RestEncoding::Protobuf => DynamicMessage::decode(output, bytes.as_ref())
                     .map_err(|e| format!("malformed protobuf response: {e}")),
             };
@@ -299,7 +304,13 @@ impl Outbound for RestClient {
         delivery: crate::outbound::Delivery,
         page_size: u32,
     ) -> crate::outbound::ItemStream {
-        crate::items::rest(self.client.clone(), self.target.clone(), self.counters.clone(), req, delivery, page_size)
+        let to = crate::items::RestTarget {
+            client: self.client.clone(),
+            target: self.target.clone(),
+            counters: self.counters.clone(),
+            codec: self.hop.json_codec,
+        };
+        crate::items::rest(to, req, delivery, page_size)
     }
 
     fn target(&self) -> &str {
@@ -330,7 +341,11 @@ impl Outbound for RestClient {
         if self.http2 {
             settings["http2_flow_control"] = service::h2::windows_json(true);
         }
-        merged(settings, self.hop.settings(if self.http2 { "h2" } else { "http/1.1" }))
+        let settings = merged(settings, self.hop.settings(if self.http2 { "h2" } else { "http/1.1" }));
+        match self.encoding {
+            RestEncoding::Json => merged(settings, self.hop.json_settings()),
+            RestEncoding::Protobuf => settings,
+        }
     }
 }
 

@@ -31,7 +31,7 @@ use tonic::{Code, Request as GrpcRequest, Response as GrpcResponse, Status};
 use tonic_prost::{ProstDecoder, ProstEncoder};
 
 use crate::core::{Core, FetchError};
-use payload::PayloadError;
+use payload::{JsonCodec, PayloadError};
 use service::around::{Around, Before, around};
 use service::{HeldUntilSent, InFlightLimit, Refused};
 use tokio::sync::OwnedSemaphorePermit;
@@ -91,11 +91,18 @@ pub struct GrpcService {
     core: Core,
     counters: Arc<Counters>,
     compression: Option<tonic::codec::CompressionEncoding>,
+    /// What `FetchJson`'s messages are read and written with.
+    json_codec: JsonCodec,
 }
 
 impl GrpcService {
     pub fn new(core: Core, counters: Arc<Counters>) -> Self {
-        GrpcService { core, counters, compression: None }
+        GrpcService { core, counters, compression: None, json_codec: JsonCodec::default() }
+    }
+
+    /// `FetchJson`'s messages read and written with `codec`.
+    pub fn with_json_codec(self, codec: JsonCodec) -> Self {
+        GrpcService { json_codec: codec, ..self }
     }
 
     /// Accepts requests compressed with `encoding` and compresses responses
@@ -255,12 +262,13 @@ impl UnaryService<Bytes> for FetchJsonMethod {
             let shed = request.extensions().get::<ShedMark>().cloned();
             let body = request.into_inner();
             let request_bytes = body.len() as u64;
-            let fetched = match ::service::api::decode_object::<payload::FetchRequest>(&body) {
+            let codec = service.json_codec;
+            let fetched = match crate::rest::decode_json::<payload::FetchRequest>(codec, &body) {
                 Ok(req) => service.core.fetch(req).await.map_err(|e| fetch_status(&e, shed.as_ref())),
                 Err(e) => Err(Status::invalid_argument(e.reason)),
             };
             let encoded = fetched.and_then(|(resp, permit)| {
-                let json = serde_json::to_vec(&resp).map_err(|e| Status::internal(format!("encoding the answer: {e}")));
+                let json = codec.encode(&resp).map_err(|e| Status::internal(format!("encoding the answer: {e}")));
                 json.map(|json| (json, permit))
             });
             match encoded {

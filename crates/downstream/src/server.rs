@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use payload::Limits;
+use payload::{JsonCodec, Limits};
 use service::tls::ServerTlsFiles;
 use service::{
     Compression, InFlightLimit, Protocols, ReadyLine, Served, ServerSettings, WorkBudget, bind, serve, serve_tls,
@@ -47,6 +47,8 @@ pub struct Config {
     pub tls: Option<ServerTlsFiles>,
     /// Compression both listeners accept and answer with (`--compression`).
     pub compression: Compression,
+    /// What every JSON body is read and written with (`--json-codec`).
+    pub json_codec: JsonCodec,
     /// Bytes of records and uploads the tier holds at once (`--max-work-bytes`).
     pub max_work_bytes: u64,
     /// Request-body bytes one connection may hold at once.
@@ -77,6 +79,7 @@ impl Default for Config {
             drain_timeout: Duration::from_secs(5),
             tls: None,
             compression: Compression::None,
+            json_codec: JsonCodec::SerdeJson,
             max_work_bytes: service::DEFAULT_MAX_WORK_BYTES,
             max_connection_body_bytes: ServerSettings::DEFAULT_MAX_CONNECTION_BODY_BYTES,
             grpc_max_connection_age: None,
@@ -125,7 +128,7 @@ pub async fn start(mut config: Config, shutdown: CancellationToken) -> io::Resul
     let (registry, counters) = registry(&config, &limit, &settings);
     let registry = Arc::new(registry);
 
-    let custom = config.custom.take().map(Custom::new);
+    let custom = config.custom.take().map(|c| Custom::new(c, config.json_codec));
     let (grpc_app, rest_app) = routers(&config, custom, &counters).await?;
     let grpc_app = grpc::edge(grpc_app, &limit, counters.grpc.clone(), config.header_read_timeout);
     let rest_app = config.compression.rest_layers(rest_app);
@@ -207,7 +210,7 @@ fn registry(config: &Config, limit: &InFlightLimit, settings: &Settings) -> (Reg
         "rest_server": settings.rest,
     }));
     registry.extend_settings(WorkBudget::new(config.max_work_bytes).settings());
-    registry.extend_settings(hop::settings(config.tls.as_ref(), config.compression));
+    registry.extend_settings(hop::settings(config.tls.as_ref(), config.compression, config.json_codec));
     registry.extend_settings(service::runtime_settings());
     registry.extend_settings(service::huge_pages::settings());
     if let Some(loaded) = &config.custom {
@@ -234,8 +237,8 @@ async fn routers(config: &Config, custom: Option<Arc<Custom>>, counters: &Counte
     };
     let producer = crate::items::Producer { core: core.clone(), interval: config.stream_interval };
     let grpc_app = grpc_routes(config, &core, producer.clone(), counters, custom.as_deref()).await?;
-    let rest_app = rest::router(core.clone(), counters.rest.clone(), config.header_read_timeout)
-        .merge(crate::items::rest_routes(producer, counters.rest.clone(), config.compression));
+    let rest_app = rest::router(core.clone(), counters.rest.clone(), config.header_read_timeout, config.json_codec)
+        .merge(crate::items::rest_routes(producer, counters.rest.clone(), config.compression, config.json_codec));
     match &custom {
         None => Ok((grpc_app, rest_app)),
         Some(c) => with_custom(c, core, counters, config, grpc_app, rest_app),
@@ -270,6 +273,7 @@ async fn grpc_routes(
     Ok(tonic::service::Routes::new(
         grpc::GrpcService::new(core.clone(), counters.grpc.clone())
             .with_compression(config.compression.grpc_encoding())
+            .with_json_codec(config.json_codec)
             .into_server(),
     )
     .add_service(

@@ -196,6 +196,7 @@ pub fn hop_rows(run: &RunResult) -> Vec<Row> {
     }
     rows.extend(tls_text(run, client, server).map(|t| ("internal hop TLS", t)));
     rows.extend(compression_text(run.config.hop.compression, client, server).map(|t| ("internal hop compression", t)));
+    rows.extend(crate::export::codec::json_codec_text(run).map(|t| ("internal hop JSON codec", t)));
     rows
 }
 

@@ -9,6 +9,11 @@
 //! `grpc` and `rest` arms only; no uploads, fan-out or TLS. Not a tier the
 //! harness starts; a bench drives it as a remote caller.
 //!
+//! `--json-codec sonic-rs|simd-json` writes the REST request and reads the
+//! answer with that library (`payload::JsonCodec`, the caller's own
+//! mapping); serde_json keeps reqwest's `json`. The front door stays axum's
+//! `Json`, as the caller's does.
+//!
 //! Prints the same ready line as `caller` (`{"service": "plain-caller",
 //! "pid": …, "listeners": {"front": …}}`), then serves until killed.
 
@@ -18,7 +23,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use clap::Parser;
-use payload::{CallRequest, FetchResponse};
+use payload::{CallRequest, FetchResponse, JsonCodec};
 use proto::downstream_client::DownstreamClient;
 use tonic::transport::Channel;
 
@@ -49,12 +54,15 @@ struct Args {
     /// The downstream's REST address (for --transport rest).
     #[arg(long)]
     downstream_rest: Option<String>,
+    /// The JSON library of the REST hop's bodies: serde_json, sonic-rs or simd-json.
+    #[arg(long, default_value_t = JsonCodec::SerdeJson)]
+    json_codec: JsonCodec,
 }
 
 #[derive(Debug, Clone)]
 enum Outbound {
     Grpc(DownstreamClient<Channel>),
-    Rest { client: reqwest::Client, url: String },
+    Rest { client: reqwest::Client, url: String, codec: JsonCodec },
 }
 
 async fn call(
@@ -68,13 +76,25 @@ async fn call(
             let resp = client.fetch(proto::FetchRequest::from(req)).await.map_err(|e| bad_gateway(e.to_string()))?;
             FetchResponse::try_from(resp.into_inner()).map_err(|e| bad_gateway(e.to_string()))?
         }
-        Outbound::Rest { client, url } => {
+        Outbound::Rest { client, url, codec: JsonCodec::SerdeJson } => {
             let resp = client.post(&url).json(&req).send().await.map_err(|e| bad_gateway(e.to_string()))?;
             resp.error_for_status()
                 .map_err(|e| bad_gateway(e.to_string()))?
                 .json()
                 .await
                 .map_err(|e| bad_gateway(e.to_string()))?
+        }
+        Outbound::Rest { client, url, codec } => {
+            let body = codec.encode(&req).map_err(|e| bad_gateway(e.to_string()))?;
+            let request = client.post(&url).header(reqwest::header::CONTENT_TYPE, "application/json").body(body);
+            let resp = request.send().await.map_err(|e| bad_gateway(e.to_string()))?;
+            let bytes = resp
+                .error_for_status()
+                .map_err(|e| bad_gateway(e.to_string()))?
+                .bytes()
+                .await
+                .map_err(|e| bad_gateway(e.to_string()))?;
+            codec.decode(&bytes).map_err(|e| bad_gateway(e.to_string()))?
         }
     };
     Ok(Json(FetchResponse { request_id: call.request_id, ..answer }))
@@ -88,7 +108,8 @@ async fn main() -> anyhow::Result<()> {
             Outbound::Grpc(DownstreamClient::new(Channel::from_shared(url)?.connect_lazy()))
         }
         (Transport::Rest, _, Some(url)) => {
-            Outbound::Rest { client: reqwest::Client::new(), url: format!("{}/v1/fetch", url.trim_end_matches('/')) }
+            let url = format!("{}/v1/fetch", url.trim_end_matches('/'));
+            Outbound::Rest { client: reqwest::Client::new(), url, codec: args.json_codec }
         }
         (t, _, _) => {
             anyhow::bail!("--transport {t:?} needs its downstream address (--downstream-grpc or --downstream-rest)")

@@ -8,6 +8,11 @@
 //! measured path is what its CPU per request ÷ this one's shows. Not a tier
 //! the harness starts; a bench drives it as a remote downstream.
 //!
+//! `--json-codec sonic-rs|simd-json` reads and writes the REST bodies with
+//! that library (`payload::JsonCodec`, the downstream's own mapping) in a
+//! handler over the body's bytes, so a codec's tiers keep a twin of their
+//! own; serde_json keeps axum's `Json`.
+//!
 //! Prints the same ready line as `downstream` (`{"service":
 //! "plain-downstream", "pid": …, "listeners": {"grpc": …, "rest": …}}`),
 //! then serves until killed.
@@ -16,8 +21,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use clap::Parser;
+use payload::JsonCodec;
 use proto::downstream_server::{Downstream, DownstreamServer};
 use tonic::{Request, Response, Status};
 
@@ -39,11 +48,15 @@ struct Args {
     /// The simulated service time before each answer.
     #[arg(long, default_value = "500ms", value_parser = humantime::parse_duration)]
     delay: Duration,
+    /// The JSON library of the REST bodies: serde_json, sonic-rs or simd-json.
+    #[arg(long, default_value_t = JsonCodec::SerdeJson)]
+    json_codec: JsonCodec,
 }
 
 #[derive(Debug, Clone, Copy)]
 struct Plain {
     delay: Duration,
+    codec: JsonCodec,
 }
 
 #[tonic::async_trait]
@@ -61,15 +74,32 @@ async fn fetch(State(plain): State<Plain>, Json(req): Json<payload::FetchRequest
     Json(payload::respond(&req))
 }
 
+/// `fetch` with the bodies read and written by another codec than axum's.
+async fn fetch_with_codec(State(plain): State<Plain>, body: Bytes) -> Response {
+    let req: payload::FetchRequest = match plain.codec.decode(&body) {
+        Ok(req) => req,
+        Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
+    };
+    tokio::time::sleep(plain.delay).await;
+    match plain.codec.encode(&payload::respond(&req)) {
+        Ok(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let plain = Plain { delay: args.delay };
+    let plain = Plain { delay: args.delay, codec: args.json_codec };
     let grpc = tokio::net::TcpListener::bind(args.grpc_addr).await?;
     let rest = tokio::net::TcpListener::bind(args.rest_addr).await?;
     let ready =
         service::ReadyLine::new("plain-downstream", [("grpc", grpc.local_addr()?), ("rest", rest.local_addr()?)]);
-    let app = axum::Router::new().route("/v1/fetch", axum::routing::post(fetch)).with_state(plain);
+    let handler = match plain.codec {
+        JsonCodec::SerdeJson => axum::routing::post(fetch),
+        _ => axum::routing::post(fetch_with_codec),
+    };
+    let app = axum::Router::new().route("/v1/fetch", handler).with_state(plain);
     let grpc_server = tonic::transport::Server::builder()
         .add_service(DownstreamServer::new(plain))
         // What `serve(addr)` does by default (`Server::tcp_nodelay(true)`),
