@@ -120,7 +120,7 @@ impl Producer {
                 let due = start + after;
                 let asked = Instant::now();
                 if asked < due {
-                    producer.core.timer.wait(due - asked).await;
+                    crate::timer::wait_until(due).await;
                 }
                 let late = asked.saturating_duration_since(due).as_nanos() as u64;
                 open.counters.streams().item(late);
@@ -171,7 +171,7 @@ impl Producer {
         if let Some(last) = range.clone().last() {
             let wait = at(last).saturating_sub(unix_nanos(SystemTime::now()));
             if wait > 0 {
-                self.core.timer.wait(Duration::from_nanos(wait as u64)).await;
+                crate::timer::wait(Duration::from_nanos(wait as u64)).await;
             }
         }
         // An item whose page is asked for after it is due was held back by

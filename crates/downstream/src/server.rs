@@ -196,6 +196,7 @@ fn registry(config: &Config, limit: &InFlightLimit, settings: &Settings) -> (Reg
         "jitter_ms": config.jitter.as_secs_f64() * 1e3,
         "stream_interval_ms": config.stream_interval.as_secs_f64() * 1e3,
         "service_time_wait": crate::timer::DESCRIPTION,
+        "service_time_resolution_ms": crate::timer::RESOLUTION.as_secs_f64() * 1e3,
         "max_items": config.limits.max_items,
         "max_body_bytes": config.limits.max_body_bytes,
         "max_in_flight": limit.max(),
@@ -232,7 +233,6 @@ async fn routers(config: &Config, custom: Option<Arc<Custom>>, counters: &Counte
         delay: config.delay,
         jitter: config.jitter,
         limits: config.limits,
-        timer: Default::default(),
         budget: WorkBudget::new(config.max_work_bytes),
     };
     let producer = crate::items::Producer { core: core.clone(), interval: config.stream_interval };
