@@ -24,7 +24,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::{IntoResponse, Response as HttpResponse};
 use clap::Parser;
 use payload::JsonCodec;
 use proto::downstream_server::{Downstream, DownstreamServer};
@@ -75,7 +75,7 @@ async fn fetch(State(plain): State<Plain>, Json(req): Json<payload::FetchRequest
 }
 
 /// `fetch` with the bodies read and written by another codec than axum's.
-async fn fetch_with_codec(State(plain): State<Plain>, body: Bytes) -> Response {
+async fn fetch_with_codec(State(plain): State<Plain>, body: Bytes) -> HttpResponse {
     let req: payload::FetchRequest = match plain.codec.decode(&body) {
         Ok(req) => req,
         Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
