@@ -244,23 +244,25 @@ fn grpc_frame<'a>(name: &'static str, what: &str, seen: &'a GrpcSeen) -> Result<
     seen.messages.as_deref().map_err(|e| Check::fail(name, format!("{what}: {e}"), "frame each message as gRPC does"))
 }
 
-/// The downstream's gRPC answer to `req`: status OK in the trailers, one
-/// message, the records verified.
-pub fn grpc_answer(name: &'static str, what: &str, seen: &Seen<GrpcSeen>, req: &FetchRequest) -> Check {
-    let seen = match seen {
-        Ok(s) => s,
-        Err(e) => return no_answer(name, what, e),
-    };
-    let messages = match grpc_frame(name, what, seen) {
-        Ok(m) => m,
-        Err(check) => return check,
-    };
-    let [message] = messages else {
-        return Check::fail(
+/// The one message of a unary gRPC answer, or the check that fails it.
+fn one_grpc_message<'a>(name: &'static str, what: &str, seen: &'a Seen<GrpcSeen>) -> Result<&'a Vec<u8>, Check> {
+    let seen = seen.as_ref().map_err(|e| no_answer(name, what, e))?;
+    match grpc_frame(name, what, seen)? {
+        [message] => Ok(message),
+        messages => Err(Check::fail(
             name,
             format!("{what}: {} messages", messages.len()),
             "answer a unary call with one message",
-        );
+        )),
+    }
+}
+
+/// The downstream's gRPC answer to `req`: status OK in the trailers, one
+/// message, the records verified.
+pub fn grpc_answer(name: &'static str, what: &str, seen: &Seen<GrpcSeen>, req: &FetchRequest) -> Check {
+    let message = match one_grpc_message(name, what, seen) {
+        Ok(m) => m,
+        Err(check) => return check,
     };
     let decoded = proto::FetchResponse::decode(message.as_slice())
         .map_err(|e| e.to_string())
@@ -372,20 +374,9 @@ pub fn grpc_reflection(name: &'static str, service: &str, v1: &Seen<GrpcSeen>, v
 /// trailers and one message of the method's output type. Its content is the
 /// team's: a decoded message is all the contract can ask of it.
 pub fn custom_grpc_answer(name: &'static str, what: &str, seen: &Seen<GrpcSeen>, output: &MessageDescriptor) -> Check {
-    let seen = match seen {
-        Ok(s) => s,
-        Err(e) => return no_answer(name, what, e),
-    };
-    let messages = match grpc_frame(name, what, seen) {
+    let message = match one_grpc_message(name, what, seen) {
         Ok(m) => m,
         Err(check) => return check,
-    };
-    let [message] = messages else {
-        return Check::fail(
-            name,
-            format!("{what}: {} messages", messages.len()),
-            "answer a unary call with one message",
-        );
     };
     match prost_reflect::DynamicMessage::decode(output.clone(), message.as_slice()) {
         Ok(_) => Check::pass(
