@@ -69,7 +69,7 @@ impl Encoding {
             .unwrap_or(request)
     }
 
-    fn decode(self, bytes: &[u8]) -> Result<FetchRequest, ApiError> {
+    pub(crate) fn decode(self, bytes: &[u8]) -> Result<FetchRequest, ApiError> {
         let bad = |what: String| ApiError::new(StatusCode::BAD_REQUEST, what);
         match self {
             Encoding::Json => service::api::decode_object(bytes),
@@ -81,7 +81,7 @@ impl Encoding {
         }
     }
 
-    fn encode(self, resp: FetchResponse) -> Result<Vec<u8>, ApiError> {
+    pub(crate) fn encode(self, resp: FetchResponse) -> Result<Vec<u8>, ApiError> {
         match self {
             Encoding::Json => {
                 serde_json::to_vec(&resp).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
