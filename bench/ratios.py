@@ -35,7 +35,7 @@ them (read from a short run's run.json), the twins with the same addresses
 and delay; the front door and its generator are the same for both.
 
 QUICK=1 shortens every measurement (a smoke test, not a result); ROWS
-("generator tiers knee"), ARMS ("grpc rest") and RATES ("1000 5000 busy")
+("generator tiers knee"), ARMS ("grpc rest connect connect-pb grpc-web") and RATES ("1000 5000 busy")
 pick parts; ALTS sets the alternations.
 """
 
@@ -58,13 +58,20 @@ DUR = 4 if QUICK else 10  # measured seconds of an open-loop or closed-loop run
 WARM = 2 if QUICK else 3  # warm-up seconds before it
 SWEEP = "1000,2000,4000,6000,8000,10000,12000,14000"
 SWEEP_DUR, SWEEP_WARM = (3, 2) if QUICK else (6, 3)
-ARMS = os.environ.get("ARMS", "grpc rest").split()
+ARMS = os.environ.get("ARMS", "grpc rest connect connect-pb grpc-web").split()
 CODECS = os.environ.get("CODECS", "serde_json sonic-rs simd-json").split()
 
 
 def codecs_of(arm):
-    """The JSON codecs an arm is measured with: the REST arm's each, gRPC's none but the default."""
-    return CODECS if arm == "rest" else ["serde_json"]
+    """The JSON codecs an arm is measured with: the JSON-bodied arms' (REST,
+    Connect) each, the protobuf arms' none but the default."""
+    return CODECS if arm in ("rest", "connect") else ["serde_json"]
+
+
+def listener_of(arm):
+    """The downstream listener an arm calls: gRPC's, or the REST listener,
+    where Connect and gRPC-Web are served too."""
+    return "grpc" if arm in ("grpc", "grpc-json") else "rest"
 
 
 def label(arm, codec):
@@ -227,9 +234,9 @@ class Tiers:
         twin = [] if codec == "serde_json" else ["--json-codec", codec]
         ds = [BIN + "/harness", "__tier", "downstream", *settings["downstream"]] if real else [BIN + "/plain-downstream", *twin]
         self.ds, ready = start([*ds, "--delay", delay])
-        down = "http://" + ready["listeners"][arm]
+        down = "http://" + ready["listeners"][listener_of(arm)]
         caller = [BIN + "/harness", "__tier", "caller", *settings["caller"]] if real else [BIN + "/plain-caller", *twin]
-        self.caller, ready = start([*caller, "--transport", arm, "--downstream-" + arm, down])
+        self.caller, ready = start([*caller, "--transport", arm, "--downstream-" + listener_of(arm), down])
         self.front = "http://" + ready["listeners"]["front"]
 
     def cpu(self):

@@ -124,7 +124,7 @@ fn channels(
         .collect())
 }
 
-fn classify(target: &str, status: tonic::Status) -> CallError {
+pub(crate) fn classify(target: &str, status: tonic::Status) -> CallError {
     let target = target.to_owned();
     // tonic reports a failed connect as UNAVAILABLE with the transport error as
     // its source; an UNAVAILABLE that the server itself sent has no source.
@@ -255,7 +255,7 @@ fn items(
 
 /// Prost's codec, counting message bytes on `counters` as they are encoded
 /// (the request, before any compression) and decoded (the answer, after).
-struct CountingCodec(Arc<Counters>);
+pub(crate) struct CountingCodec(pub(crate) Arc<Counters>);
 
 impl Codec for CountingCodec {
     type Encode = proto::FetchRequest;
@@ -272,7 +272,7 @@ impl Codec for CountingCodec {
     }
 }
 
-struct CountingEncoder(ProstEncoder<proto::FetchRequest>, Arc<Counters>);
+pub(crate) struct CountingEncoder(ProstEncoder<proto::FetchRequest>, Arc<Counters>);
 
 impl Encoder for CountingEncoder {
     type Item = proto::FetchRequest;
@@ -290,7 +290,7 @@ impl Encoder for CountingEncoder {
     }
 }
 
-struct CountingDecoder(ProstDecoder<proto::FetchResponse>, Arc<Counters>);
+pub(crate) struct CountingDecoder(ProstDecoder<proto::FetchResponse>, Arc<Counters>);
 
 impl Decoder for CountingDecoder {
     type Item = proto::FetchResponse;

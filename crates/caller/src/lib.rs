@@ -21,6 +21,7 @@ pub mod cli;
 pub mod clients;
 pub mod front;
 pub mod grpc;
+pub mod grpcweb;
 pub mod hop;
 pub mod items;
 pub mod outbound;

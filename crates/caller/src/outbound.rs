@@ -41,6 +41,17 @@ pub enum Transport {
     /// JSON (`application/grpc+json`) over the gRPC listener.
     #[serde(rename = "grpc-json")]
     GrpcJson,
+    /// Connect's unary protocol with JSON bodies (`application/json`,
+    /// `POST /bench.v1.Downstream/Fetch`) over the REST listener.
+    #[serde(rename = "connect")]
+    Connect,
+    /// Connect's unary protocol with protobuf bodies (`application/proto`).
+    #[serde(rename = "connect-pb")]
+    ConnectPb,
+    /// gRPC-Web (`application/grpc-web+proto`: gRPC's frames, trailers in a
+    /// last frame) over the REST listener's HTTP/1.1.
+    #[serde(rename = "grpc-web")]
+    GrpcWeb,
     /// A sequence of items as one server-streaming RPC (`bench.v1.Items/Stream`).
     #[serde(rename = "grpc-stream")]
     GrpcStream,
@@ -79,8 +90,18 @@ pub enum Encoding {
 }
 
 impl Transport {
-    /// Every arm, in the order of the 2×2 (gRPC, REST, then the two halves).
-    pub const ALL: [Transport; 4] = [Transport::Grpc, Transport::Rest, Transport::RestPb, Transport::GrpcJson];
+    /// Every unary arm, in the order of the 2×2 (gRPC, REST, then the two
+    /// halves), then the protocols teams weigh besides them (Connect with
+    /// either encoding, gRPC-Web).
+    pub const ALL: [Transport; 7] = [
+        Transport::Grpc,
+        Transport::Rest,
+        Transport::RestPb,
+        Transport::GrpcJson,
+        Transport::Connect,
+        Transport::ConnectPb,
+        Transport::GrpcWeb,
+    ];
 
     /// The streaming arms: a sequence of items (`bench.v1.Items`) instead of one answer.
     pub const STREAMING: [Transport; 5] =
@@ -93,6 +114,9 @@ impl Transport {
             Transport::Rest => "rest",
             Transport::RestPb => "rest-pb",
             Transport::GrpcJson => "grpc-json",
+            Transport::Connect => "connect",
+            Transport::ConnectPb => "connect-pb",
+            Transport::GrpcWeb => "grpc-web",
             Transport::GrpcStream => "grpc-stream",
             Transport::GrpcPages => "grpc-pages",
             Transport::RestPages => "rest-pages",
@@ -109,6 +133,9 @@ impl Transport {
             Transport::Rest => "REST",
             Transport::RestPb => "REST+protobuf",
             Transport::GrpcJson => "gRPC+JSON",
+            Transport::Connect => "Connect",
+            Transport::ConnectPb => "Connect+protobuf",
+            Transport::GrpcWeb => "gRPC-Web",
             Transport::GrpcStream => "gRPC stream",
             Transport::GrpcPages => "gRPC pages",
             Transport::RestPages => "REST pages",
@@ -130,7 +157,13 @@ impl Transport {
             Transport::GrpcPages | Transport::RestPages => Some(Delivery::Pages),
             Transport::RestNdjson => Some(Delivery::Ndjson),
             Transport::RestSse => Some(Delivery::Sse),
-            Transport::Grpc | Transport::Rest | Transport::RestPb | Transport::GrpcJson => None,
+            Transport::Grpc
+            | Transport::Rest
+            | Transport::RestPb
+            | Transport::GrpcJson
+            | Transport::Connect
+            | Transport::ConnectPb
+            | Transport::GrpcWeb => None,
         }
     }
 
@@ -140,7 +173,10 @@ impl Transport {
     }
 
     /// The downstream listener this arm's calls arrive on, and whose counters
-    /// hold its internal hop's bytes: `grpc` or `rest`.
+    /// hold its internal hop's bytes: `grpc` or `rest`. Connect and gRPC-Web
+    /// arrive on the REST listener (HTTP/1.1, or h2c with `--rest-http2`),
+    /// routed by Content-Type at the gRPC path, so the gRPC listener stays
+    /// HTTP/2-only and the other arms' measurements unchanged.
     pub fn listener(self) -> &'static str {
         if self.is_grpc() { "grpc" } else { "rest" }
     }
@@ -153,17 +189,30 @@ impl Transport {
     /// The encoding of this arm's messages.
     pub fn encoding(self) -> Encoding {
         match self {
-            Transport::Grpc | Transport::RestPb | Transport::GrpcStream | Transport::GrpcPages => Encoding::Protobuf,
+            Transport::Grpc
+            | Transport::RestPb
+            | Transport::ConnectPb
+            | Transport::GrpcWeb
+            | Transport::GrpcStream
+            | Transport::GrpcPages => Encoding::Protobuf,
             Transport::Rest
             | Transport::GrpcJson
+            | Transport::Connect
             | Transport::RestPages
             | Transport::RestNdjson
             | Transport::RestSse => Encoding::Json,
         }
     }
 
+    /// True for the arms framed as gRPC-Web or Connect: the protocols at the
+    /// gRPC path of the REST listener.
+    pub fn is_rpc_over_http1(self) -> bool {
+        matches!(self, Transport::Connect | Transport::ConnectPb | Transport::GrpcWeb)
+    }
+
     /// The counters a client of this transport keeps. reqwest owns its
-    /// sockets, so a REST client counts connections, not wire bytes.
+    /// sockets (the REST, Connect and gRPC-Web clients), so those count
+    /// connections, not wire bytes.
     pub fn client_counters(self, name: &'static str) -> Counters {
         if self.is_grpc() { Counters::new(name, OUTCOMES) } else { Counters::connections_only(name, OUTCOMES) }
     }

@@ -79,6 +79,8 @@ pub struct RestClient {
     url: reqwest::Url,
     http2: bool,
     encoding: RestEncoding,
+    /// Connect's unary protocol instead of REST (`connect`, `connect-pb`).
+    connect: bool,
     client: reqwest::Client,
     counters: Arc<Counters>,
     hop: HopOptions,
@@ -113,32 +115,7 @@ impl RestClient {
         hop: &HopOptions,
         counters: Arc<Counters>,
     ) -> Result<Self, RestBuildError> {
-        let builder = reqwest::Client::builder()
-            .no_proxy()
-            .tcp_nodelay(true)
-            // One connection per concurrent request, as many as the load needs:
-            // HTTP/1.1 has no multiplexing, so a cap would queue requests.
-            .pool_max_idle_per_host(usize::MAX)
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .retry(reqwest::retry::never())
-            .connector_layer(CountConnectsLayer(counters.clone()));
-        let builder = if http2 {
-            // Flow-control windows set explicitly (see `service::h2`).
-            builder
-                .http2_prior_knowledge()
-                .http2_initial_stream_window_size(service::h2::CLIENT_STREAM_WINDOW_BYTES)
-                .http2_initial_connection_window_size(service::h2::CLIENT_CONNECTION_WINDOW_BYTES)
-                .http2_adaptive_window(service::h2::ADAPTIVE_WINDOW)
-        } else {
-            builder.http1_only()
-        };
-        // Accept-Encoding only for the hop's own coding (reqwest would offer
-        // every coding it was built with).
-        let builder = hop.compression.reqwest_accept(builder);
-        let builder = match hop.rest_tls(http2).map_err(RestBuildError::Files)? {
-            Some(tls) => builder.tls_backend_preconfigured(tls).https_only(true),
-            None => builder.tls_backend_preconfigured(crate::hop::plaintext_only()),
-        };
+        let client = http_client(http2, hop, hop.compression, counters.clone())?;
         let target = target.trim_end_matches('/');
         let url = fetch_url(target)?;
         Ok(RestClient {
@@ -146,11 +123,71 @@ impl RestClient {
             url,
             http2,
             encoding,
-            client: builder.build().map_err(RestBuildError::Client)?,
+            connect: false,
+            client,
             counters,
             hop: hop.clone(),
         })
     }
+
+    /// The Connect client (the `connect` and `connect-pb` arms): Connect's
+    /// unary protocol, the message as the whole body (`application/json` or
+    /// `application/proto`) POSTed to the method's gRPC path with
+    /// `Connect-Protocol-Version: 1`, on the same reqwest client as REST.
+    pub fn connect(
+        target: &str,
+        http2: bool,
+        encoding: RestEncoding,
+        hop: &HopOptions,
+        counters: Arc<Counters>,
+    ) -> Result<Self, RestBuildError> {
+        let client = Self::with_encoding(target, http2, encoding, hop, counters)?;
+        let url = client.url.join(CONNECT_FETCH_PATH).map_err(|e| RestBuildError::Url(format!("{target}: {e}")))?;
+        Ok(RestClient { url, connect: true, ..client })
+    }
+}
+
+/// The built-in method's path in Connect's protocol (and gRPC-Web's).
+pub const CONNECT_FETCH_PATH: &str = "/bench.v1.Downstream/Fetch";
+/// Connect's media type of protobuf bodies.
+pub const CONNECT_PROTO_MEDIA_TYPE: &str = "application/proto";
+
+/// The reqwest client every HTTP/1.1 (or h2c) arm sends with: one
+/// connection per concurrent request, no retries, TLS trusting the run's CA,
+/// and `Accept-Encoding` offering `accept` only; each connection counted.
+pub(crate) fn http_client(
+    http2: bool,
+    hop: &HopOptions,
+    accept: service::Compression,
+    counters: Arc<Counters>,
+) -> Result<reqwest::Client, RestBuildError> {
+    let builder = reqwest::Client::builder()
+        .no_proxy()
+        .tcp_nodelay(true)
+        // One connection per concurrent request, as many as the load needs:
+        // HTTP/1.1 has no multiplexing, so a cap would queue requests.
+        .pool_max_idle_per_host(usize::MAX)
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .retry(reqwest::retry::never())
+        .connector_layer(CountConnectsLayer(counters));
+    let builder = if http2 {
+        // Flow-control windows set explicitly (see `service::h2`).
+        builder
+            .http2_prior_knowledge()
+            .http2_initial_stream_window_size(service::h2::CLIENT_STREAM_WINDOW_BYTES)
+            .http2_initial_connection_window_size(service::h2::CLIENT_CONNECTION_WINDOW_BYTES)
+            .http2_adaptive_window(service::h2::ADAPTIVE_WINDOW)
+    } else {
+        builder.http1_only()
+    };
+    // Accept-Encoding only for the hop's own coding (reqwest would offer
+    // every coding it was built with).
+    let builder = accept.reqwest_accept(builder);
+    let builder = match hop.rest_tls(http2).map_err(RestBuildError::Files)? {
+        Some(tls) => builder.tls_backend_preconfigured(tls).https_only(true),
+        None => builder.tls_backend_preconfigured(crate::hop::plaintext_only()),
+    };
+    builder.build().map_err(RestBuildError::Client)
 }
 
 /// The downstream's fetch URL under `target` (`http://host:port`), parsed as
@@ -175,6 +212,7 @@ struct Exchange {
     compression: service::Compression,
     encoding: RestEncoding,
     codec: JsonCodec,
+    connect: bool,
 }
 
 impl Exchange {
@@ -192,12 +230,19 @@ impl Exchange {
         let target = &self.target;
         // Message bytes are the logical (uncompressed) body.
         let request_bytes = body.as_ref().map_or(0, |b| b.len() as u64);
-        let mut request = self.client.request(verb, url).header(reqwest::header::ACCEPT, self.encoding.media_type());
+        let media = self.media_type();
+        let mut request = self.client.request(verb, url);
+        request = if self.connect {
+            // Connect answers in the request's codec: no Accept.
+            request.header("connect-protocol-version", "1")
+        } else {
+            request.header(reqwest::header::ACCEPT, media)
+        };
         if let Some(n) = n {
             request = request.header(contract::CALL_HEADER, n);
         }
         if let Some(body) = body {
-            request = request.header(reqwest::header::CONTENT_TYPE, self.encoding.media_type());
+            request = request.header(reqwest::header::CONTENT_TYPE, media);
             let body = match self.compression.content_coding() {
                 None => body,
                 Some(coding) => {
@@ -218,9 +263,13 @@ impl Exchange {
             .map_err(|e| e.into_call_error(target, |e| transport_error(target, e)))?;
         self.counters.add_message_bytes(request_bytes, bytes.len() as u64);
         if !status.is_success() {
+            // REST's `{"error"}`, or Connect's `{"code", "message"}`.
             let reason = serde_json::from_slice::<serde_json::Value>(&bytes)
                 .ok()
-                .and_then(|v| v["error"].as_str().map(str::to_owned))
+                .and_then(|v| match (v["code"].as_str(), v["message"].as_str()) {
+                    (Some(code), message) => Some(format!("{code}: {}", message.unwrap_or_default())),
+                    _ => v["error"].as_str().map(str::to_owned),
+                })
                 .unwrap_or_default();
             return Err(CallError::Status {
                 target: target.to_string(),
@@ -228,6 +277,15 @@ impl Exchange {
             });
         }
         Ok(bytes)
+    }
+}
+
+impl Exchange {
+    fn media_type(&self) -> &'static str {
+        match (self.connect, self.encoding) {
+            (true, RestEncoding::Protobuf) => CONNECT_PROTO_MEDIA_TYPE,
+            _ => self.encoding.media_type(),
+        }
     }
 }
 
@@ -240,6 +298,7 @@ impl RestClient {
             compression: self.hop.compression,
             encoding: self.encoding,
             codec: self.hop.json_codec,
+            connect: self.connect,
         }
     }
 }
@@ -270,6 +329,13 @@ impl Outbound for RestClient {
         // rule puts it, as a REST client of that API does.
         let codec = self.hop.json_codec;
         let request = match (self.encoding, &method.http) {
+            _ if self.connect => {
+                let body = match self.encoding {
+                    RestEncoding::Json => contract::to_json_with(codec, &message),
+                    RestEncoding::Protobuf => message.encode_to_vec(),
+                };
+                Ok((reqwest::Method::POST, method.grpc_path.path().to_owned(), Some(body)))
+            }
             (RestEncoding::Json, Some(rule)) => rule.request_with(codec, &message).and_then(|(path, body)| {
                 let verb = reqwest::Method::from_bytes(rule.verb.as_bytes()).map_err(|e| e.to_string())?;
                 Ok((verb, path, body))
@@ -325,8 +391,14 @@ impl Outbound for RestClient {
             (false, true) => "HTTP/1.1 keep-alive over TLS (ALPN http/1.1)",
         };
         let settings = serde_json::json!({
-            "transport": if self.encoding == RestEncoding::Json { "rest" } else { "rest-pb" },
-            "encoding": self.encoding.media_type(),
+            "transport": match (self.connect, self.encoding) {
+                (false, RestEncoding::Json) => "rest",
+                (false, RestEncoding::Protobuf) => "rest-pb",
+                (true, RestEncoding::Json) => "connect",
+                (true, RestEncoding::Protobuf) => "connect-pb",
+            },
+            "encoding": self.exchange().media_type(),
+            "protocol": if self.connect { "Connect unary (connect-protocol-version 1)" } else { "REST" },
             "library": "reqwest 0.13",
             "http_version": http_version,
             "pool_max_idle_per_host": "unlimited",

@@ -55,7 +55,7 @@ impl Custom {
     /// Admits call `n`'s work (its answer, weighed by its protobuf size on
     /// every arm), waits its service time, and hands back its answer with the
     /// permit its work holds.
-    async fn answer(&self, core: &Core, n: u64) -> Result<(DynamicMessage, WorkPermit), FetchError> {
+    pub(crate) async fn answer(&self, core: &Core, n: u64) -> Result<(DynamicMessage, WorkPermit), FetchError> {
         let i = contract::pick(n, self.answer_bytes.len());
         let permit = core.hold(n, core.budget.weigh(0, self.answer_bytes[i])).await?;
         Ok((self.loaded.answers.messages[i].clone(), permit))
@@ -68,11 +68,11 @@ impl Custom {
 }
 
 /// Counts call `n` and its message bytes under the load segment it belongs to.
-fn count_call(counters: &Counters, n: u64, request_bytes: u64, response_bytes: u64) {
+pub(crate) fn count_call(counters: &Counters, n: u64, request_bytes: u64, response_bytes: u64) {
     counters.add_call(contract::call_segment(n), request_bytes, response_bytes);
 }
 
-fn call_number(headers: &http::HeaderMap) -> u64 {
+pub(crate) fn call_number(headers: &http::HeaderMap) -> u64 {
     contract::call_number(headers.get(CALL_HEADER).map(|v| v.as_bytes()))
 }
 

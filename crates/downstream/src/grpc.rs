@@ -374,7 +374,14 @@ pub fn overloaded(max_in_flight: usize) -> Response {
 ///   the stream, frees what the decoder reserved for the message, and
 ///   answers the client (REST's 408).
 pub fn edge(router: Router, limit: &InFlightLimit, counters: Arc<Counters>, body_timeout: Duration) -> Router {
-    around(router, Edge { limit: limit.clone(), counters, body_timeout })
+    around(router, Edge { limit: Some(limit.clone()), counters, body_timeout })
+}
+
+/// [`edge`] without the in-flight limit: for gRPC services served on a
+/// listener whose own edge already admits each request (the gRPC-Web arm
+/// on the REST listener), so a request is admitted once.
+pub fn counted(router: Router, counters: Arc<Counters>, body_timeout: Duration) -> Router {
+    around(router, Edge { limit: None, counters, body_timeout })
 }
 
 /// The answer to a request whose header block is over
@@ -394,22 +401,28 @@ fn headers_too_large(headers: &http::HeaderMap) -> Option<Response> {
 }
 
 struct Edge {
-    limit: InFlightLimit,
+    limit: Option<InFlightLimit>,
     counters: Arc<Counters>,
     body_timeout: Duration,
 }
 
 impl Around for Edge {
-    type Carry = (PendingOutcome, OwnedSemaphorePermit);
+    type Carry = (PendingOutcome, Option<OwnedSemaphorePermit>);
 
     fn before(&self, mut req: Request) -> Before<Self::Carry> {
         if let Some(refused) = headers_too_large(req.headers()) {
             self.counters.record(outcome(Code::ResourceExhausted));
             return Before::Answer(refused);
         }
-        let Some(permit) = self.limit.try_admit() else {
-            self.counters.record(service::SHED);
-            return Before::Answer(overloaded(self.limit.max()));
+        let permit = match &self.limit {
+            None => None,
+            Some(limit) => match limit.try_admit() {
+                Some(permit) => Some(permit),
+                None => {
+                    self.counters.record(service::SHED);
+                    return Before::Answer(overloaded(limit.max()));
+                }
+            },
         };
         let shed = ShedMark::default();
         req.extensions_mut().insert(shed.clone());
@@ -436,7 +449,7 @@ impl Around for Edge {
 struct Answered {
     inner: Body,
     pending: Option<PendingOutcome>,
-    _held: (OwnedSemaphorePermit, Option<HeldUntilSent>),
+    _held: (Option<OwnedSemaphorePermit>, Option<HeldUntilSent>),
 }
 
 impl http_body::Body for Answered {

@@ -9,6 +9,7 @@
 //! the built-in one (`--proto`); [`cli`] is the binary's flags.
 
 pub mod cli;
+pub mod connect;
 pub mod core;
 pub mod custom;
 pub mod grpc;

@@ -71,7 +71,7 @@ impl Encoding {
             .unwrap_or(request)
     }
 
-    fn decode(self, codec: JsonCodec, bytes: &[u8]) -> Result<FetchRequest, ApiError> {
+    pub(crate) fn decode(self, codec: JsonCodec, bytes: &[u8]) -> Result<FetchRequest, ApiError> {
         let bad = |what: String| ApiError::new(StatusCode::BAD_REQUEST, what);
         match self {
             Encoding::Json => decode_json(codec, bytes),
@@ -83,7 +83,7 @@ impl Encoding {
         }
     }
 
-    fn encode(self, codec: JsonCodec, resp: FetchResponse) -> Result<Vec<u8>, ApiError> {
+    pub(crate) fn encode(self, codec: JsonCodec, resp: FetchResponse) -> Result<Vec<u8>, ApiError> {
         match self {
             Encoding::Json => encode_json(codec, &resp),
             Encoding::Protobuf => Ok(proto::FetchResponse::from(resp).encode_to_vec()),

@@ -237,8 +237,14 @@ async fn routers(config: &Config, custom: Option<Arc<Custom>>, counters: &Counte
     };
     let producer = crate::items::Producer { core: core.clone(), interval: config.stream_interval };
     let grpc_app = grpc_routes(config, &core, producer.clone(), counters, custom.as_deref()).await?;
+    let rpc = crate::connect::Settings {
+        compression: config.compression.grpc_encoding(),
+        body_read_timeout: config.header_read_timeout,
+        json_codec: config.json_codec,
+    };
     let rest_app = rest::router(core.clone(), counters.rest.clone(), config.header_read_timeout, config.json_codec)
-        .merge(crate::items::rest_routes(producer, counters.rest.clone(), config.compression, config.json_codec));
+        .merge(crate::items::rest_routes(producer, counters.rest.clone(), config.compression, config.json_codec))
+        .merge(crate::connect::routes(&core, &counters.rest, &rpc, custom.as_ref()));
     match &custom {
         None => Ok((grpc_app, rest_app)),
         Some(c) => with_custom(c, core, counters, config, grpc_app, rest_app),
@@ -289,7 +295,9 @@ async fn grpc_routes(
 
 /// The routes of the REST listener besides a team's own: the built-in
 /// method and `Items`' pages and stream.
-pub const BUILT_IN_REST_ROUTES: [&str; 3] = [rest::API_PATH, crate::items::PAGES_PATH, crate::items::STREAM_PATH];
+/// The Connect and gRPC-Web route of the built-in method is there too.
+pub const BUILT_IN_REST_ROUTES: [&str; 4] =
+    [rest::API_PATH, crate::items::PAGES_PATH, crate::items::STREAM_PATH, crate::connect::FETCH_PATH];
 
 /// Why a team's `google.api.http` route cannot be served beside the REST
 /// listener's own (the built-in ones and the contract's `POST
@@ -297,8 +305,8 @@ pub const BUILT_IN_REST_ROUTES: [&str; 3] = [rest::API_PATH, crate::items::PAGES
 /// harness asks before anything starts.
 pub fn check_custom_route(contract: &contract::Contract) -> Result<(), String> {
     let Some(rule) = &contract.http else { return Ok(()) };
-    let own = contract.rest_path();
-    let served: Vec<&str> = BUILT_IN_REST_ROUTES.iter().copied().chain([own.as_str()]).collect();
+    let (own, rpc) = (contract.rest_path(), contract.grpc_path());
+    let served: Vec<&str> = BUILT_IN_REST_ROUTES.iter().copied().chain([own.as_str(), rpc.as_str()]).collect();
     match rule.clash(&served) {
         None => Ok(()),
         Some(route) => Err(format!(

@@ -91,6 +91,7 @@ impl Plan {
         let generators = Generators::from_args(&a.generators, &load, sweep, &mut deploy)?;
         let link = a.link.check(&deploy)?;
         let hop = Hop::from_args(&a.hop, &deploy)?;
+        hop.check_arms(&arms)?;
         let output = Output::from_args(&a.output)?;
         let replicas = Replicas::from_args(&a.replicas, &deploy, &load, link.as_ref(), &hop)?;
         let contract = super::Contract::from_args(&a.contract, &a.work, &deploy)?;

@@ -19,7 +19,7 @@ pub struct HopArgs {
     /// HTTP/2 connections the caller spreads gRPC calls over.
     #[arg(long, default_value_t = 1)]
     pub grpc_connections: u32,
-    /// REST over HTTP/2 cleartext instead of HTTP/1.1 on the internal hop (a control arm).
+    /// REST and Connect over HTTP/2 cleartext instead of HTTP/1.1 on the internal hop (a control arm).
     #[arg(long)]
     pub rest_http2: bool,
     /// TLS on the internal hop (caller → downstream) for every arm.
@@ -82,6 +82,20 @@ impl Hop {
             compression: a.compression,
             json_codec: codecs[0],
         })
+    }
+
+    /// Refuses `--rest-http2` with the `grpc-web` arm: gRPC-Web is the
+    /// HTTP/1.1 form of gRPC (HTTP/2 is gRPC itself), so there is no HTTP/2
+    /// counterpart to measure.
+    pub fn check_arms(&self, arms: &[caller::Transport]) -> Result<(), ConfigError> {
+        if self.rest_http2 && arms.contains(&caller::Transport::GrpcWeb) {
+            return Err(bad(
+                "--rest-http2",
+                "grpc-web is gRPC-Web over HTTP/1.1 (over HTTP/2 it would be the grpc arm); --rest-http2 applies to \
+                 rest, rest-pb, connect and connect-pb: measure grpc-web without it",
+            ));
+        }
+        Ok(())
     }
 
     /// The hop's part of the command line `harness rerun` replays.

@@ -13,6 +13,14 @@
 //! handler over the body's bytes, so a codec's tiers keep a twin of their
 //! own; serde_json keeps axum's `Json`.
 //!
+//! Connect (`connect`, `connect-pb`) and gRPC-Web (`grpc-web`) are served
+//! where the downstream serves them, on the REST listener at the method's
+//! gRPC path (`POST /bench.v1.Downstream/Fetch`), told apart by
+//! Content-Type: Connect unary as the protocol document has it (the whole
+//! body is the message, `application/json` in the codec or
+//! `application/proto`), gRPC-Web as tonic-web's documentation builds it
+//! (`GrpcWebLayer` over the same tonic service).
+//!
 //! Prints the same ready line as `downstream` (`{"service":
 //! "plain-downstream", "pid": …, "listeners": {"grpc": …, "rest": …}}`),
 //! then serves until killed.
@@ -22,13 +30,15 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Request as HttpRequest, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response as HttpResponse};
 use clap::Parser;
 use payload::JsonCodec;
+use prost::Message;
 use proto::downstream_server::{Downstream, DownstreamServer};
 use tonic::{Request, Response, Status};
+use tower::{Layer, ServiceExt};
 
 /// The same allocator as `downstream` (its default feature), so the two
 /// differ only in what they do per request.
@@ -87,6 +97,53 @@ async fn fetch_with_codec(State(plain): State<Plain>, body: Bytes) -> HttpRespon
     }
 }
 
+/// What the Connect and gRPC-Web route shares: the twin, and tonic-web's
+/// layer over its tonic service, built once.
+#[derive(Clone)]
+struct Rpc {
+    plain: Plain,
+    web: tonic_web::GrpcWebService<axum::Router>,
+}
+
+/// Connect unary (`application/json` or `application/proto`), or gRPC-Web
+/// (`application/grpc-web*`) handed to tonic-web's layer over the tonic service.
+async fn rpc(State(twin): State<Rpc>, req: HttpRequest) -> HttpResponse {
+    let plain = twin.plain;
+    let media = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    if media.starts_with("application/grpc-web") {
+        return match twin.web.oneshot(req).await {
+            Ok(resp) => resp.into_response(),
+            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        };
+    }
+    let proto = media.starts_with("application/proto");
+    let body = match axum::body::to_bytes(req.into_body(), 4 << 20).await {
+        Ok(body) => body,
+        Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
+    };
+    let req: Result<payload::FetchRequest, String> = if proto {
+        proto::FetchRequest::decode(body)
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.try_into().map_err(|e| format!("{e}")))
+    } else {
+        plain.codec.decode(&body).map_err(|e| e.to_string())
+    };
+    let req = match req {
+        Ok(req) => req,
+        Err(e) => return (StatusCode::BAD_REQUEST, e).into_response(),
+    };
+    tokio::time::sleep(plain.delay).await;
+    let answer = payload::respond(&req);
+    if proto {
+        return ([(header::CONTENT_TYPE, "application/proto")], proto::FetchResponse::from(answer).encode_to_vec())
+            .into_response();
+    }
+    match plain.codec.encode(&answer) {
+        Ok(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -99,7 +156,12 @@ async fn main() -> anyhow::Result<()> {
         JsonCodec::SerdeJson => axum::routing::post(fetch),
         _ => axum::routing::post(fetch_with_codec),
     };
-    let app = axum::Router::new().route("/v1/fetch", handler).with_state(plain);
+    let web = tonic_web::GrpcWebLayer::new()
+        .layer(tonic::service::Routes::new(DownstreamServer::new(plain)).prepare().into_axum_router());
+    let app = axum::Router::new()
+        .route("/v1/fetch", handler)
+        .with_state(plain)
+        .route("/bench.v1.Downstream/Fetch", axum::routing::post(rpc).with_state(Rpc { plain, web }));
     let grpc_server = tonic::transport::Server::builder()
         .add_service(DownstreamServer::new(plain))
         // What `serve(addr)` does by default (`Server::tcp_nodelay(true)`),
