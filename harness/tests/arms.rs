@@ -113,6 +113,41 @@ fn connect_and_grpc_web_arms_run_and_are_judged_against_grpc() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// The new arms go wherever REST goes: through nginx on the internal hop,
+/// and over TLS with gzip to two replicas behind the L4 balancer, every
+/// answer verified; with gzip, Connect's JSON answers are smaller on the
+/// wire than as messages (Content-Encoding, as REST's).
+#[test]
+fn connect_and_grpc_web_cross_a_proxy_tls_compression_and_replicas() {
+    let cases = [
+        ("protocols-nginx", "--proxy nginx --proxy-hop internal"),
+        ("protocols-tls-gzip-l4", "--tls --compression gzip --downstream-replicas 2 --balance l4"),
+    ];
+    for (name, flags) in cases {
+        let out = out_dir(name);
+        let o = short_run(&out)
+            .flags("--transport connect,connect-pb,grpc-web --qps 20 --warmup 300ms --rounds 1 --delay 10ms")
+            .flags(flags)
+            .output();
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+        let folder = run_folder(&out);
+        for arm in ["connect", "connect-pb", "grpc-web"] {
+            let run: RunResult =
+                serde_json::from_slice(&std::fs::read(folder.join(arm).join("run.json")).unwrap()).unwrap();
+            let r = &run.rounds[0];
+            assert!(r.requests.ok > 0 && r.requests.ok == r.requests.sent, "{name} {arm}: {:?}", r.requests);
+            assert_eq!(r.requests.error_total(), 0, "{name} {arm}: {:?}", r.requests.errors);
+            let hop = &r.bytes.internal;
+            assert_eq!(hop.listener, "rest", "{name} {arm}");
+            if name.contains("gzip") && arm == "connect" {
+                let (wire, message) = (hop.response_wire_bytes.unwrap(), hop.response_message_bytes.unwrap());
+                assert!(wire < message, "{name} {arm}: {wire} wire bytes for {message} of messages");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
+
 #[test]
 fn grpc_web_over_http2_is_refused_before_anything_starts() {
     let o = harness_cmd(&["--transport", "grpc,grpc-web", "--rest-http2"]).output().unwrap();

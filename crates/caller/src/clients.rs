@@ -66,12 +66,11 @@ fn build_one(settings: &ClientSettings, counters: Arc<Counters>) -> Result<Arc<d
             GrpcJsonClient::with_hop(&settings.target, settings.grpc_connections, &settings.hop, counters)
                 .map_err(|e| fail(e.to_string()))?,
         ),
-        t @ (Transport::Connect | Transport::ConnectPb) => {
-            let encoding = if t == Transport::ConnectPb { RestEncoding::Protobuf } else { RestEncoding::Json };
-            Arc::new(
-                RestClient::connect(&settings.target, settings.rest_http2, encoding, &settings.hop, counters)
-                    .map_err(|e| fail(e.to_string()))?,
-            )
+        t @ (Transport::Connect | Transport::ConnectPb | Transport::ConnectStream) => {
+            let encoding = if t == Transport::Connect { RestEncoding::Json } else { RestEncoding::Protobuf };
+            let client = RestClient::connect(&settings.target, settings.rest_http2, encoding, &settings.hop, counters)
+                .map_err(|e| fail(e.to_string()))?;
+            Arc::new(if t == Transport::ConnectStream { client.connect_stream() } else { client })
         }
         Transport::GrpcWeb => Arc::new(
             crate::grpcweb::GrpcWebClient::with_hop(&settings.target, &settings.hop, counters)

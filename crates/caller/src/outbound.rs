@@ -67,6 +67,11 @@ pub enum Transport {
     /// Server-sent events, one per item (`text/event-stream`).
     #[serde(rename = "rest-sse")]
     RestSse,
+    /// The same sequence as one Connect server-streaming call
+    /// (`application/connect+proto` at `/bench.v1.Items/Stream` on the REST
+    /// listener): enveloped messages, the end in a last envelope.
+    #[serde(rename = "connect-stream")]
+    ConnectStream,
 }
 
 /// How an arm's internal hop delivers a sequence of items.
@@ -104,8 +109,14 @@ impl Transport {
     ];
 
     /// The streaming arms: a sequence of items (`bench.v1.Items`) instead of one answer.
-    pub const STREAMING: [Transport; 5] =
-        [Transport::GrpcStream, Transport::RestPages, Transport::RestNdjson, Transport::RestSse, Transport::GrpcPages];
+    pub const STREAMING: [Transport; 6] = [
+        Transport::GrpcStream,
+        Transport::RestPages,
+        Transport::RestNdjson,
+        Transport::RestSse,
+        Transport::GrpcPages,
+        Transport::ConnectStream,
+    ];
 
     /// The machine name: flags, JSON, folder names.
     pub fn as_str(self) -> &'static str {
@@ -122,6 +133,7 @@ impl Transport {
             Transport::RestPages => "rest-pages",
             Transport::RestNdjson => "rest-ndjson",
             Transport::RestSse => "rest-sse",
+            Transport::ConnectStream => "connect-stream",
         }
     }
 
@@ -141,6 +153,7 @@ impl Transport {
             Transport::RestPages => "REST pages",
             Transport::RestNdjson => "REST NDJSON",
             Transport::RestSse => "REST SSE",
+            Transport::ConnectStream => "Connect stream",
         }
     }
 
@@ -153,7 +166,7 @@ impl Transport {
     /// How a streaming arm delivers its items; `None` for a unary arm.
     pub fn delivery(self) -> Option<Delivery> {
         match self {
-            Transport::GrpcStream => Some(Delivery::Stream),
+            Transport::GrpcStream | Transport::ConnectStream => Some(Delivery::Stream),
             Transport::GrpcPages | Transport::RestPages => Some(Delivery::Pages),
             Transport::RestNdjson => Some(Delivery::Ndjson),
             Transport::RestSse => Some(Delivery::Sse),
@@ -164,6 +177,36 @@ impl Transport {
             | Transport::Connect
             | Transport::ConnectPb
             | Transport::GrpcWeb => None,
+        }
+    }
+
+    /// How this arm frames a message and its outcome on the internal hop, in
+    /// the words a report shows beside the encoding and the codec.
+    pub fn framing(self) -> &'static str {
+        match self {
+            Transport::Grpc | Transport::GrpcJson | Transport::GrpcPages => {
+                "gRPC: each message behind a 5-byte length prefix, the status in HTTP/2 trailers"
+            }
+            Transport::GrpcStream => {
+                "gRPC server streaming: each item behind a 5-byte length prefix, the status in HTTP/2 trailers"
+            }
+            Transport::Rest | Transport::RestPb | Transport::RestPages => {
+                "REST: the message is the HTTP body, the outcome the HTTP status"
+            }
+            Transport::Connect | Transport::ConnectPb => {
+                "Connect unary: the message is the whole HTTP body, no length prefix and no trailers; an error is \
+                 the HTTP status with {code, message}"
+            }
+            Transport::GrpcWeb => {
+                "gRPC-Web: gRPC's 5-byte length prefix in an HTTP/1.1 body, the status in a last frame flagged 0x80 \
+                 instead of HTTP/2 trailers"
+            }
+            Transport::RestNdjson => "one HTTP response, an item per line (NDJSON)",
+            Transport::RestSse => "one HTTP response, an item per server-sent event",
+            Transport::ConnectStream => {
+                "Connect server streaming: each item in a 5-byte envelope, the outcome in a last envelope flagged \
+                 0x02 (JSON) instead of trailers"
+            }
         }
     }
 
@@ -194,7 +237,8 @@ impl Transport {
             | Transport::ConnectPb
             | Transport::GrpcWeb
             | Transport::GrpcStream
-            | Transport::GrpcPages => Encoding::Protobuf,
+            | Transport::GrpcPages
+            | Transport::ConnectStream => Encoding::Protobuf,
             Transport::Rest
             | Transport::GrpcJson
             | Transport::Connect
@@ -207,7 +251,7 @@ impl Transport {
     /// True for the arms framed as gRPC-Web or Connect: the protocols at the
     /// gRPC path of the REST listener.
     pub fn is_rpc_over_http1(self) -> bool {
-        matches!(self, Transport::Connect | Transport::ConnectPb | Transport::GrpcWeb)
+        matches!(self, Transport::Connect | Transport::ConnectPb | Transport::GrpcWeb | Transport::ConnectStream)
     }
 
     /// The counters a client of this transport keeps. reqwest owns its

@@ -81,6 +81,8 @@ pub struct RestClient {
     encoding: RestEncoding,
     /// Connect's unary protocol instead of REST (`connect`, `connect-pb`).
     connect: bool,
+    /// Connect's server streaming (`connect-stream`): the items, not `Fetch`.
+    connect_stream: bool,
     client: reqwest::Client,
     counters: Arc<Counters>,
     hop: HopOptions,
@@ -124,6 +126,7 @@ impl RestClient {
             http2,
             encoding,
             connect: false,
+            connect_stream: false,
             client,
             counters,
             hop: hop.clone(),
@@ -144,6 +147,12 @@ impl RestClient {
         let client = Self::with_encoding(target, http2, encoding, hop, counters)?;
         let url = client.url.join(CONNECT_FETCH_PATH).map_err(|e| RestBuildError::Url(format!("{target}: {e}")))?;
         Ok(RestClient { url, connect: true, ..client })
+    }
+
+    /// The `connect-stream` arm's client: [`RestClient::connect`] whose items
+    /// come as one Connect server-streaming call.
+    pub fn connect_stream(self) -> Self {
+        RestClient { connect_stream: true, ..self }
     }
 }
 
@@ -376,6 +385,9 @@ impl Outbound for RestClient {
             counters: self.counters.clone(),
             codec: self.hop.json_codec,
         };
+        if self.connect_stream {
+            return crate::connect_stream::items(to, req, self.hop.compression);
+        }
         crate::items::rest(to, req, delivery, page_size)
     }
 
@@ -392,13 +404,18 @@ impl Outbound for RestClient {
         };
         let settings = serde_json::json!({
             "transport": match (self.connect, self.encoding) {
+                _ if self.connect_stream => "connect-stream",
                 (false, RestEncoding::Json) => "rest",
                 (false, RestEncoding::Protobuf) => "rest-pb",
                 (true, RestEncoding::Json) => "connect",
                 (true, RestEncoding::Protobuf) => "connect-pb",
             },
             "encoding": self.exchange().media_type(),
-            "protocol": if self.connect { "Connect unary (connect-protocol-version 1)" } else { "REST" },
+            "protocol": match (self.connect_stream, self.connect) {
+                (true, _) => "Connect server streaming (application/connect+proto, enveloped messages)",
+                (false, true) => "Connect unary (connect-protocol-version 1)",
+                (false, false) => "REST",
+            },
             "library": "reqwest 0.13",
             "http_version": http_version,
             "pool_max_idle_per_host": "unlimited",

@@ -114,10 +114,15 @@ pub fn routes(core: &Core, counters: &Arc<Counters>, settings: &Settings, custom
         };
         post(serve).with_state(Arc::new(shared))
     };
-    let router = Router::new().route(FETCH_PATH, route(Answers::BuiltIn));
     match custom {
-        None => router,
-        Some(c) => router.route(&c.loaded.contract.grpc_path(), route(Answers::Custom(c.clone()))),
+        None => Router::new().route(FETCH_PATH, route(Answers::BuiltIn)),
+        // A team's contract that is the built-in method answers at its path.
+        Some(c) if c.loaded.contract.grpc_path() == FETCH_PATH => {
+            Router::new().route(FETCH_PATH, route(Answers::Custom(c.clone())))
+        }
+        Some(c) => Router::new()
+            .route(FETCH_PATH, route(Answers::BuiltIn))
+            .route(&c.loaded.contract.grpc_path(), route(Answers::Custom(c.clone()))),
     }
 }
 

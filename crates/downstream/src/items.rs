@@ -64,10 +64,17 @@ pub struct Producer {
 /// A REST stream's outcome, counted as the listener counts a call's when
 /// its body is dropped: `ok` once its last item was made, `cancelled` if the
 /// client went away before (gRPC's edge layer counts its streams itself).
-struct Outcome {
+pub(crate) struct Outcome {
     counters: Arc<Counters>,
     items: u32,
-    made: u32,
+    pub(crate) made: u32,
+}
+
+impl Outcome {
+    /// A stream of `items` items, none made yet.
+    pub(crate) fn new(counters: Arc<Counters>, items: u32) -> Outcome {
+        Outcome { counters, items, made: 0 }
+    }
 }
 
 impl Drop for Outcome {
@@ -355,7 +362,7 @@ async fn stream(
         e
     })?;
     let (counters, events, codec) = (s.counters.clone(), wants_events(&headers), s.codec);
-    let mut outcome = Outcome { counters: s.counters.clone(), items: req.items, made: 0 };
+    let mut outcome = Outcome::new(s.counters.clone(), req.items);
     let framed = s.producer.stream(req, s.counters.clone()).map(move |item| {
         // The whole guard moves into the closure, to be dropped with the body.
         let outcome = &mut outcome;

@@ -10,6 +10,7 @@
 
 pub mod cli;
 pub mod connect;
+pub mod connect_stream;
 pub mod core;
 pub mod custom;
 pub mod grpc;

@@ -242,9 +242,19 @@ async fn routers(config: &Config, custom: Option<Arc<Custom>>, counters: &Counte
         body_read_timeout: config.header_read_timeout,
         json_codec: config.json_codec,
     };
+    let body = service::api::BodyPolicy {
+        limit_bytes: core.limits.max_encoded_request_bytes(),
+        read_timeout: config.header_read_timeout,
+    };
+    // A team's own method at the same path keeps it (a Router would panic on two).
+    let stream = match &custom {
+        Some(c) if c.loaded.contract.grpc_path() == crate::connect_stream::STREAM_PATH => Router::new(),
+        _ => crate::connect_stream::routes(producer.clone(), counters.rest.clone(), body, config.compression),
+    };
     let rest_app = rest::router(core.clone(), counters.rest.clone(), config.header_read_timeout, config.json_codec)
         .merge(crate::items::rest_routes(producer, counters.rest.clone(), config.compression, config.json_codec))
-        .merge(crate::connect::routes(&core, &counters.rest, &rpc, custom.as_ref()));
+        .merge(crate::connect::routes(&core, &counters.rest, &rpc, custom.as_ref()))
+        .merge(stream);
     match &custom {
         None => Ok((grpc_app, rest_app)),
         Some(c) => with_custom(c, core, counters, config, grpc_app, rest_app),

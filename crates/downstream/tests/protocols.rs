@@ -101,6 +101,42 @@ async fn a_connect_error_has_the_protocols_shape_and_status() {
     ds.stop().await;
 }
 
+/// The call as the Connect protocol's own documentation writes it with
+/// curl alone (`curl --header "Content-Type: application/json" --data
+/// '{...}' http://host/package.Service/Method`, with the protocol version
+/// header), answered with the built-in method's records.
+#[tokio::test]
+async fn a_connect_call_made_with_curl_alone_gets_the_right_answer() {
+    let ds = start_with(Limits::default()).await;
+    let url = format!("http://{}/bench.v1.Downstream/Fetch", ds.rest_addr);
+    let out = tokio::process::Command::new("curl")
+        .args(["--silent", "--show-error", "--max-time", "10", "--write-out", "\n%{http_code} %{content_type}"])
+        .args(["--header", "Content-Type: application/json", "--header", "Connect-Protocol-Version: 1"])
+        .args(["--data", r#"{"requestId": "curl-1", "items": 3}"#, &url])
+        .output()
+        .await
+        .expect("curl is installed (.ci/run installs it)");
+    assert!(out.status.success(), "curl: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (body, status) = text.rsplit_once('\n').unwrap();
+    assert_eq!(status, "200 application/json", "{text}");
+    let answer: FetchResponse = serde_json::from_str(body).unwrap();
+    assert_eq!(payload::verify(&req("curl-1", 3), &answer), Ok(()));
+    assert_eq!(answer.records.len(), 3);
+
+    // A wrong method name is Connect's not_found, not REST's empty 404.
+    let out = tokio::process::Command::new("curl")
+        .args(["--silent", "--max-time", "10", "--write-out", "\n%{http_code}"])
+        .args(["--header", "Content-Type: application/json", "--header", "Connect-Protocol-Version: 1"])
+        .args(["--data", "{}", &url.replace("/Fetch", "/Nope")])
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.ends_with("\n404"), "{text}");
+    ds.stop().await;
+}
+
 /// One gRPC-Web frame: flag, big-endian length, payload.
 fn frame(flag: u8, payload: &[u8]) -> Vec<u8> {
     let mut out = vec![flag];
@@ -155,5 +191,57 @@ async fn a_grpc_web_call_framed_by_hand_gets_its_answer_and_trailers() {
     assert_eq!(d.requests["ok"], 1);
     assert_eq!(d.message_bytes_in, message.len() as u64);
     assert_eq!(d.message_bytes_out, frames[0].1.len() as u64);
+    ds.stop().await;
+}
+
+/// Connect server streaming as the protocol document has it, framed by
+/// hand: the request one envelope (flag 0, big-endian length) of the
+/// protobuf `StreamRequest`; the answer 200, one envelope per item, and an
+/// end-of-stream envelope (flag 0x02) of JSON, `{}` or the error.
+#[tokio::test]
+async fn a_connect_stream_framed_by_hand_gets_every_item_and_the_end() {
+    let ds = start_with(Limits { max_items: 50, ..Limits::default() }).await;
+    let before = stats(ds.admin_addr).await.listeners["rest"].clone();
+    let post = |body: Vec<u8>, media: &'static str| {
+        reqwest::Client::new()
+            .post(format!("http://{}/bench.v1.Items/Stream", ds.rest_addr))
+            .header("content-type", media)
+            .body(body)
+            .send()
+    };
+    let r = payload::StreamRequest { request_id: "cs-1".into(), items: 4, item_bytes: 8 };
+    let message = proto::StreamRequest::from(r.clone()).encode_to_vec();
+    let resp = post(frame(0x00, &message), "application/connect+proto").await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "application/connect+proto");
+    let body = resp.bytes().await.unwrap();
+    let got = frames(&body);
+    assert_eq!(got.len(), 5, "four items and the end: {got:?}");
+    for (i, (flag, m)) in got[..4].iter().enumerate() {
+        assert_eq!(*flag, 0x00);
+        let item = payload::StreamItem::try_from(proto::StreamItem::decode(m.as_slice()).unwrap()).unwrap();
+        assert_eq!(payload::verify_item(&r, &item, i as u32), Ok(()));
+    }
+    assert_eq!(got[4], (0x02, b"{}".to_vec()));
+    let d = stats(ds.admin_addr).await.listeners["rest"].since(&before);
+    assert_eq!(d.requests["ok"], 1);
+    assert_eq!(d.message_bytes_in, message.len() as u64);
+    assert_eq!(d.message_bytes_out, got[..4].iter().map(|f| f.1.len() as u64).sum::<u64>());
+
+    // Over the item limit: still 200, the error in the end-of-stream message.
+    let over = proto::StreamRequest::from(payload::StreamRequest { items: 51, ..r.clone() }).encode_to_vec();
+    let body = post(frame(0x00, &over), "application/connect+proto").await.unwrap().bytes().await.unwrap();
+    let got = frames(&body);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].0, 0x02);
+    let end: serde_json::Value = serde_json::from_slice(&got[0].1).unwrap();
+    assert_eq!(end["error"]["code"], "invalid_argument", "{end}");
+
+    // A body that is not one envelope, and a media type that is not Connect's.
+    let body = post(message.clone(), "application/connect+proto").await.unwrap().bytes().await.unwrap();
+    let end: serde_json::Value = serde_json::from_slice(&frames(&body)[0].1).unwrap();
+    assert_eq!(end["error"]["code"], "invalid_argument", "{end}");
+    let resp = post(frame(0x00, &message), "application/grpc").await.unwrap();
+    assert_eq!(resp.status(), 415);
     ds.stop().await;
 }

@@ -77,7 +77,7 @@ pub(super) fn parse_transport(text: &str) -> Result<TransportArg, String> {
                     "{:?} in {text:?} is not an arm{}: use grpc, rest, rest-pb (protobuf over HTTP/1.1), grpc-json \
                      (JSON over gRPC), connect, connect-pb (Connect unary), grpc-web, both (= grpc,rest), a list such as grpc,rest,rest-pb,grpc-json, \
                      grpc,grpc / rest,rest for an A/A check of the statistics, or the streaming arms \
-                     grpc-stream, grpc-pages, rest-pages, rest-ndjson, rest-sse",
+                     grpc-stream, grpc-pages, rest-pages, rest-ndjson, rest-sse, connect-stream",
                     name.trim(),
                     did_you_mean(name.trim())
                 )

@@ -148,9 +148,12 @@ pub fn render(arms: &[Arm<'_>], charts: bool) -> String {
 /// `## Findings`: per arm against the first, and the A/A share for an A/A run.
 pub fn findings_section(arms: &[Arm<'_>], rows: &[Vec<Row>]) -> String {
     let mut out = String::from("\n## Findings\n\n");
-    for (b, r) in arms.iter().skip(1).zip(rows) {
+    for (i, (b, r)) in arms.iter().skip(1).zip(rows).enumerate() {
         if arms.len() > 2 {
-            let _ = writeln!(out, "{} against {}:\n", b.name, arms[0].name);
+            // A blank line first: after a list, a line of text would be read
+            // as the last item's continuation.
+            let gap = if i > 0 { "\n" } else { "" };
+            let _ = writeln!(out, "{gap}{} against {}:\n", b.name, arms[0].name);
         }
         out.push_str(&findings_list(r, arms[0].name, b.name, &validity_mark(&not_valid(&[arms[0], *b]))));
     }
