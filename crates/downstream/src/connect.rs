@@ -108,7 +108,7 @@ pub fn routes(core: &Core, counters: &Arc<Counters>, settings: &Settings, custom
             answers,
             core: core.clone(),
             counters: counters.clone(),
-            body: body.clone(),
+            body,
             grpc_web: grpc_web.clone(),
             json_codec: settings.json_codec,
         };

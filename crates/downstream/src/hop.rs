@@ -47,7 +47,7 @@ pub fn settings(files: Option<&ServerTlsFiles>, c: Compression, codec: JsonCodec
         "json_codec": {
             "name": codec.as_str(),
             "library": codec.library(),
-            "used_by": "REST JSON bodies (fetch, pages, NDJSON, events), gRPC+JSON messages, a team's own method's JSON",
+            "used_by": "REST JSON bodies (fetch, pages, NDJSON, events), Connect JSON bodies, gRPC+JSON messages, a team's own method's JSON",
         },
     })
 }

@@ -121,7 +121,7 @@ fn compared_arms_default_to_three_rounds_and_an_a_a_pair_is_two_arms() {
 #[test]
 fn a_list_of_arms_runs_counterbalanced_against_a_baseline() {
     let p = plan(&["--transport", "grpc,rest,rest-pb,grpc-json", "--rounds", "2"]).unwrap();
-    assert_eq!(p.arms, Transport::ALL);
+    assert_eq!(p.arms, Transport::ALL[..4]);
     assert_eq!(p.order(), [(0, 0), (1, 0), (2, 0), (3, 0), (3, 1), (2, 1), (1, 1), (0, 1)]);
     assert_eq!(p.transport_name(), "grpc+rest+rest-pb+grpc-json");
     assert_eq!(p.arm_dirs(), ["grpc", "rest", "rest-pb", "grpc-json"]);

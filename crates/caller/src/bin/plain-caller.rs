@@ -75,7 +75,7 @@ enum Outbound {
     Grpc(DownstreamClient<Channel>),
     Rest { client: reqwest::Client, url: String, codec: JsonCodec },
     Connect { client: reqwest::Client, url: String, codec: Option<JsonCodec> },
-    GrpcWeb(DownstreamClient<WebChannel>),
+    GrpcWeb(Box<DownstreamClient<WebChannel>>),
 }
 
 type WebChannel = tonic_web::GrpcWebClientService<
@@ -171,7 +171,7 @@ async fn main() -> anyhow::Result<()> {
         (Transport::GrpcWeb, _, Some(url)) => {
             let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
             let web = tower::ServiceBuilder::new().layer(tonic_web::GrpcWebClientLayer::new()).service(http);
-            Outbound::GrpcWeb(DownstreamClient::with_origin(web, url.parse()?))
+            Outbound::GrpcWeb(Box::new(DownstreamClient::with_origin(web, url.parse()?)))
         }
         (t, _, _) => {
             anyhow::bail!("--transport {t:?} needs its downstream address (--downstream-grpc or --downstream-rest)")
