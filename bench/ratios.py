@@ -486,7 +486,9 @@ def knee_rows(settings):
 def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        settings = {(arm, c): tier_settings(arm, c) for arm in ("grpc", "rest") for c in codecs_of(arm)}
+        # gRPC's for the generator rows, and every arm the other rows measure.
+        arms = dict.fromkeys(["grpc", *ARMS])
+        settings = {(arm, c): tier_settings(arm, c) for arm in arms for c in codecs_of(arm)}
         said = {label(*k): v for k, v in settings.items()}
         print("tiers' settings from the harness: %s" % json.dumps(said), file=sys.stderr)
         sections = os.environ.get("ROWS", "generator tiers knee").split()
