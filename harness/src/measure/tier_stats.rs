@@ -205,14 +205,13 @@ fn outside(
     }
 }
 
-/// A client's counters as its server would have counted them: what the
-/// client sent is what the server read.
+/// A client's counters as its server would have counted them: the wire
+/// bytes the client sent are what the server read.
 fn as_seen_by_the_server(c: &CountersSnapshot) -> CountersSnapshot {
     CountersSnapshot {
         bytes_in: c.bytes_out,
         bytes_out: c.bytes_in,
-        message_bytes_in: c.message_bytes_out,
-        message_bytes_out: c.message_bytes_in,
+        // Message bytes are counted as (request, response) on both ends.
         ..c.clone()
     }
 }
