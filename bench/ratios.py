@@ -21,6 +21,10 @@ the row's measurements (/proc/stat's aggregate line, as run.json's
   4. the knee of the three tiers ÷ the knee of the plain twins, per arm, the
      same sweep by the same generator.
 
+Rows 3 and 4 measure the REST arm once per JSON codec in CODECS (default
+"serde_json sonic-rs simd-json"): the real tiers with the harness's
+`--json-codec`, the twins with their own, so each codec's tiers keep a twin.
+
 CPU is each process's own CPU-time clock (clock_getcpuclockid: every thread,
 nanoseconds), read at the ends of a window inside the measured part of the
 run (after the warm-up, a second short of the end); requests in the window
@@ -31,7 +35,7 @@ them (read from a short run's run.json), the twins with the same addresses
 and delay; the front door and its generator are the same for both.
 
 QUICK=1 shortens every measurement (a smoke test, not a result); ROWS
-("generator tiers knee"), ARMS ("grpc rest") and RATES ("1000 5000 busy")
+("generator tiers knee"), ARMS ("grpc rest connect connect-pb grpc-web") and RATES ("1000 5000 busy")
 pick parts; ALTS sets the alternations.
 """
 
@@ -54,7 +58,24 @@ DUR = 4 if QUICK else 10  # measured seconds of an open-loop or closed-loop run
 WARM = 2 if QUICK else 3  # warm-up seconds before it
 SWEEP = "1000,2000,4000,6000,8000,10000,12000,14000"
 SWEEP_DUR, SWEEP_WARM = (3, 2) if QUICK else (6, 3)
-ARMS = os.environ.get("ARMS", "grpc rest").split()
+ARMS = os.environ.get("ARMS", "grpc rest connect connect-pb grpc-web").split()
+CODECS = os.environ.get("CODECS", "serde_json sonic-rs simd-json").split()
+
+
+def codecs_of(arm):
+    """The JSON codecs an arm is measured with: the JSON-bodied arms' (REST,
+    Connect) each, the protobuf arms' none but the default."""
+    return CODECS if arm in ("rest", "connect") else ["serde_json"]
+
+
+def listener_of(arm):
+    """The downstream listener an arm calls: gRPC's, or the REST listener,
+    where Connect and gRPC-Web are served too."""
+    return "grpc" if arm in ("grpc", "grpc-json") else "rest"
+
+
+def label(arm, codec):
+    return arm if codec == "serde_json" else "%s (%s)" % (arm, codec)
 RATES = [r if r == "busy" else int(r) for r in os.environ.get("RATES", "1000 5000 busy").split()]
 OUT = tempfile.mkdtemp(prefix="ratios-")
 STARTED = []  # every process this script started, stopped on any exit
@@ -170,12 +191,12 @@ def without(args, flags):
     return kept
 
 
-def tier_settings(arm):
-    """The arguments the harness starts each tier of arm with, less its
-    addresses: read off the command lines of a short run's tiers."""
+def tier_settings(arm, codec="serde_json"):
+    """The arguments the harness starts each tier of arm with (on codec),
+    less its addresses: read off the command lines of a short run's tiers."""
     p = subprocess.Popen(
         [BIN + "/harness", "--transport", arm, "--qps", "10", "--duration", "3s", "--warmup", "1s",
-         "--delay", "1ms", "--quiet", "--out", OUT],
+         "--delay", "1ms", "--json-codec", codec, "--quiet", "--out", OUT],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -207,13 +228,15 @@ class Tiers:
     as the harness runs them (`harness __tier ROLE` with its flags), or the
     plain twins."""
 
-    def __init__(self, kind, arm, delay, settings):
+    def __init__(self, kind, arm, delay, settings, codec="serde_json"):
         real = kind == "real"
-        ds = [BIN + "/harness", "__tier", "downstream", *settings["downstream"]] if real else [BIN + "/plain-downstream"]
+        # The real tiers' codec is in their settings (the harness's flags); the twins are told.
+        twin = [] if codec == "serde_json" else ["--json-codec", codec]
+        ds = [BIN + "/harness", "__tier", "downstream", *settings["downstream"]] if real else [BIN + "/plain-downstream", *twin]
         self.ds, ready = start([*ds, "--delay", delay])
-        down = "http://" + ready["listeners"][arm]
-        caller = [BIN + "/harness", "__tier", "caller", *settings["caller"]] if real else [BIN + "/plain-caller"]
-        self.caller, ready = start([*caller, "--transport", arm, "--downstream-" + arm, down])
+        down = "http://" + ready["listeners"][listener_of(arm)]
+        caller = [BIN + "/harness", "__tier", "caller", *settings["caller"]] if real else [BIN + "/plain-caller", *twin]
+        self.caller, ready = start([*caller, "--transport", arm, "--downstream-" + listener_of(arm), down])
         self.front = "http://" + ready["listeners"]["front"]
 
     def cpu(self):
@@ -351,7 +374,7 @@ def alternate(a, b):
 
 
 def generator_rows(settings):
-    tiers = Tiers("real", "grpc", "0ms", settings["grpc"])
+    tiers = Tiers("real", "grpc", "0ms", settings[("grpc", "serde_json")])
     try:
         for conns in (2, 64):
             vs_wrk, vs_oha, steals = [], [], []
@@ -405,7 +428,7 @@ def generator_rows(settings):
 
 
 def tier_rows(settings):
-    for arm in ARMS:
+    for arm, codec in [(a, c) for a in ARMS for c in codecs_of(a)]:
         for rate in RATES:
             pairs = {"caller": [], "downstream": []}
             steals, short = [], []
@@ -413,7 +436,7 @@ def tier_rows(settings):
                 per = {}
                 for kind in (first, second):
                     st = Steal()
-                    tiers = Tiers(kind, arm, "0ms" if rate == "busy" else "500ms", settings[arm])
+                    tiers = Tiers(kind, arm, "0ms" if rate == "busy" else "500ms", settings[(arm, codec)], codec)
                     try:
                         pids = {"caller": tiers.caller.pid, "downstream": tiers.ds.pid}
                         if rate == "busy":
@@ -433,20 +456,20 @@ def tier_rows(settings):
                     steals.append(st.percent())
                 for t in pairs:
                     pairs[t].append((per["real"][t], per["plain"][t]))
-            setting = "%s, %s" % (arm, "busy (wrk, 64 conns, no delay)" if rate == "busy" else "%d req/s" % rate)
+            setting = "%s, %s" % (label(arm, codec), "busy (wrk, 64 conns, no delay)" if rate == "busy" else "%d req/s" % rate)
             for t in ("caller", "downstream"):
                 row("%s CPU/req ÷ plain twin's" % t, setting, "≤ 1.10", "µs/req", pairs[t], steals,
                     "; ".join(short))
 
 
 def knee_rows(settings):
-    for arm in ARMS:
+    for arm, codec in [(a, c) for a in ARMS for c in codecs_of(a)]:
         pairs, steals = [], []
         for first, second in alternate("real", "plain"):
             got = {}
             for kind in (first, second):
                 st = Steal()
-                tiers = Tiers(kind, arm, "500ms", settings[arm])
+                tiers = Tiers(kind, arm, "500ms", settings[(arm, codec)], codec)
                 try:
                     d = harness("--caller-url", tiers.front, "--transport", arm, "--qps", SWEEP,
                                 "--duration", "%ds" % SWEEP_DUR, "--warmup", "%ds" % SWEEP_WARM)
@@ -457,14 +480,15 @@ def knee_rows(settings):
             pairs.append((got["real"], got["plain"]))
         note = "knees (req/s): tiers %s, twins %s" % (
             "/".join("%.0f" % a for a, _ in pairs), "/".join("%.0f" % b for _, b in pairs))
-        row("three-tier knee ÷ plain twins'", "%s, sweep %s" % (arm, SWEEP), "≥ 0.9", "req/s", pairs, steals, note)
+        row("three-tier knee ÷ plain twins'", "%s, sweep %s" % (label(arm, codec), SWEEP), "≥ 0.9", "req/s", pairs, steals, note)
 
 
 def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        settings = {arm: tier_settings(arm) for arm in ("grpc", "rest")}
-        print("tiers' settings from the harness: %s" % json.dumps(settings), file=sys.stderr)
+        settings = {(arm, c): tier_settings(arm, c) for arm in ("grpc", "rest") for c in codecs_of(arm)}
+        said = {label(*k): v for k, v in settings.items()}
+        print("tiers' settings from the harness: %s" % json.dumps(said), file=sys.stderr)
         sections = os.environ.get("ROWS", "generator tiers knee").split()
         if "generator" in sections:
             generator_rows(settings)

@@ -9,11 +9,14 @@
 # __tier ROLE` with the flags bench/ratios.py reads off a harness run), then
 # its plain twin (`plain-caller`, `plain-downstream`); the measured one under
 # callgrind, the other tier native, both driven by wrk through the front door
-# (one thread, CONNS connections, POST /v1/call, 10 items, --delay 0ms).
+# (one thread, CONNS connections, POST /v1/call, 10 items, --delay DELAY,
+# 0ms unless set: DELAY=5ms CONNS=16 measures the service-time wait too).
 # Instrumentation is on for exactly one wrk run of SECS seconds after a WARM
 # one: instructions per request = the window's ÷ wrk's count (the runtime's
 # idle work between the toggles and the run included).
-# ARMS=rest, TIERS=downstream, KINDS=plain narrow it.
+# ARMS=rest, TIERS=downstream, KINDS=plain narrow it. DOWNSTREAM=path runs that
+# `downstream` binary (the same flags as `harness __tier downstream`, e.g. an
+# older build's) as the real downstream.
 # Output: bench/profiles/LABEL-twin-<tier>-<kind>-<arm>.txt, a table on stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +26,7 @@ SECS="${SECS:-10}"
 WARM="${WARM:-3}"
 TOP="${TOP:-30}"
 CONNS="${CONNS:-2}"
+DELAY="${DELAY:-0ms}"
 OUT=bench/profiles
 TMP="$(mktemp -d)"
 mkdir -p "$OUT"
@@ -64,10 +68,15 @@ for arm in ${ARMS:-grpc rest}; do
       rm -f "$TMP"/cg.out*
       cgd=""; cgc=""; [ "$tier" = downstream ] && cgd="$CG"; [ "$tier" = caller ] && cgc="$CG"
       if [ "$kind" = real ]; then
-        # shellcheck disable=SC2046
-        start ds "$cgd" "$BIN/harness" __tier downstream $(flags "$S" downstream) --delay 0ms
+        if [ -n "${DOWNSTREAM:-}" ]; then
+          # shellcheck disable=SC2046
+          start ds "$cgd" "$DOWNSTREAM" $(flags "$S" downstream) --delay "$DELAY"
+        else
+          # shellcheck disable=SC2046
+          start ds "$cgd" "$BIN/harness" __tier downstream $(flags "$S" downstream) --delay "$DELAY"
+        fi
       else
-        start ds "$cgd" "$BIN/plain-downstream" --delay 0ms
+        start ds "$cgd" "$BIN/plain-downstream" --delay "$DELAY"
       fi
       dpid=$(field "$READY" "['pid']"); down="http://$(field "$READY" "['listeners']['$arm']")"
       if [ "$kind" = real ]; then
@@ -88,7 +97,7 @@ for arm in ${ARMS:-grpc rest}; do
       total=$(awk '/PROGRAM TOTALS/{gsub(",", "", $1); print $1; exit}' "$TMP/ann.txt")
       per[$kind]=$(( ${total:-0} / (n > 0 ? n : 1) ))
       {
-        echo "# $LABEL: $tier ($kind), $arm, wrk -c$CONNS for ${SECS}s, $(basename "$BIN")"
+        echo "# $LABEL: $tier ($kind), $arm, wrk -c$CONNS for ${SECS}s, delay $DELAY, $(basename "$BIN")"
         echo "# requests in the window: $n; instructions: ${total:-0}; per request: ${per[$kind]}"
         awk -v n=$((TOP + 2)) '/file:function/{on=1} on && n-- > 0' "$TMP/ann.txt"
       } > "$f"

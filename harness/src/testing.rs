@@ -64,6 +64,7 @@ pub fn config(transport: Transport) -> Config {
             rest_http2: false,
             tls: crate::config::TlsMode::None,
             compression: crate::config::Compression::None,
+            json_codec: payload::JsonCodec::SerdeJson,
         },
         output: Output { out: PathBuf::from("results"), label: None, quiet: true, json: false, plan_qps: None },
         generators: crate::config::Generators::default(),

@@ -75,3 +75,83 @@ fn bad_arms_and_baselines_are_refused_naming_the_flag() {
         assert!(err.contains(flag), "{args:?}: {err}");
     }
 }
+
+/// Connect (either codec) and gRPC-Web beside gRPC and REST: every answer
+/// verified, each arm's bytes counted on the REST listener it reaches, and
+/// the comparison judging each against gRPC.
+#[test]
+fn connect_and_grpc_web_arms_run_and_are_judged_against_grpc() {
+    let out = out_dir("protocols-run");
+    let o = short_run(&out)
+        .flags("--transport grpc,connect,connect-pb,grpc-web,rest --qps 40 --warmup 300ms --rounds 2 --delay 20ms --items 50")
+        .output();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    let mut answers = Vec::new();
+    for (arm, listener) in [("grpc", "grpc"), ("connect", "rest"), ("connect-pb", "rest"), ("grpc-web", "rest")] {
+        let run: RunResult =
+            serde_json::from_slice(&std::fs::read(folder.join(arm).join("run.json")).unwrap()).unwrap();
+        assert_eq!(run.config.transport.as_str(), arm);
+        for r in &run.rounds {
+            assert!(r.complete && r.requests.ok == r.requests.sent && r.requests.sent >= 39, "{arm}: {:?}", r.requests);
+            assert_eq!(r.requests.error_total(), 0, "{arm}: every answer verified: {:?}", r.requests.errors);
+            let hop = &r.bytes.internal;
+            assert_eq!(hop.listener, listener, "{arm}");
+            assert!(hop.requests >= 39, "{arm}: the downstream's {listener} listener counted {}", hop.requests);
+            answers.push((arm, hop.response_message_bytes_per_request.unwrap()));
+        }
+    }
+    // Protobuf on Connect and gRPC-Web is gRPC's message, to 0.1% (see above).
+    let msg = |arm: &str| answers.iter().filter(|w| w.0 == arm).map(|w| w.1).collect::<Vec<_>>();
+    let same = |a: &str, b: &str| msg(a).iter().zip(msg(b)).all(|(x, y)| (x / y - 1.0).abs() < 0.001);
+    assert!(same("connect-pb", "grpc") && same("grpc-web", "grpc"), "{answers:?}");
+    assert!(msg("connect")[0] > msg("grpc")[0] * 1.2, "{answers:?}");
+    let comparison = std::fs::read_to_string(folder.join("comparison.md")).unwrap();
+    for arm in ["Connect", "Connect+protobuf", "gRPC-Web", "REST"] {
+        assert!(comparison.contains(&format!("{arm} against gRPC:")), "{arm}: {comparison}");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// The new arms go wherever REST goes: through nginx on the internal hop,
+/// and over TLS with gzip to two replicas behind the L4 balancer, every
+/// answer verified; with gzip, Connect's JSON answers are smaller on the
+/// wire than as messages (Content-Encoding, as REST's).
+#[test]
+fn connect_and_grpc_web_cross_a_proxy_tls_compression_and_replicas() {
+    let cases = [
+        ("protocols-nginx", "--proxy nginx --proxy-hop internal"),
+        ("protocols-tls-gzip-l4", "--tls --compression gzip --downstream-replicas 2 --balance l4"),
+    ];
+    for (name, flags) in cases {
+        let out = out_dir(name);
+        let o = short_run(&out)
+            .flags("--transport connect,connect-pb,grpc-web --qps 20 --warmup 300ms --rounds 1 --delay 10ms")
+            .flags(flags)
+            .output();
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+        let folder = run_folder(&out);
+        for arm in ["connect", "connect-pb", "grpc-web"] {
+            let run: RunResult =
+                serde_json::from_slice(&std::fs::read(folder.join(arm).join("run.json")).unwrap()).unwrap();
+            let r = &run.rounds[0];
+            assert!(r.requests.ok > 0 && r.requests.ok == r.requests.sent, "{name} {arm}: {:?}", r.requests);
+            assert_eq!(r.requests.error_total(), 0, "{name} {arm}: {:?}", r.requests.errors);
+            let hop = &r.bytes.internal;
+            assert_eq!(hop.listener, "rest", "{name} {arm}");
+            if name.contains("gzip") && arm == "connect" {
+                let (wire, message) = (hop.response_wire_bytes.unwrap(), hop.response_message_bytes.unwrap());
+                assert!(wire < message, "{name} {arm}: {wire} wire bytes for {message} of messages");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
+
+#[test]
+fn grpc_web_over_http2_is_refused_before_anything_starts() {
+    let o = harness_cmd(&["--transport", "grpc,grpc-web", "--rest-http2"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--rest-http2") && err.contains("grpc-web"), "{err}");
+}

@@ -140,6 +140,67 @@ fn a_payload_sweep_writes_every_size_and_the_payload_report() {
 }
 
 #[test]
+fn a_codec_list_sweeps_every_size_with_each_codec_on_tiers_that_report_it() {
+    let out = out_dir("codec-sweep");
+    let o = short_run(&out).flags("--transport rest --json-codec serde_json,sonic-rs --items 1,100").output();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    let p: harness::judge::payload::PayloadReport =
+        serde_json::from_slice(&std::fs::read(folder.join("payload.json")).unwrap()).unwrap();
+    let titles: Vec<String> = p.arms.iter().map(|a| a.title()).collect();
+    assert_eq!(titles, ["REST (serde_json)", "REST (sonic-rs)"]);
+    for size in ["1", "100"] {
+        for codec in ["serde_json", "sonic-rs"] {
+            let run: serde_json::Value = serde_json::from_slice(
+                &std::fs::read(folder.join(format!("step-{size}items")).join(codec).join("run.json")).unwrap(),
+            )
+            .unwrap();
+            // Recorded as asked (absent for the default), reported by both tiers.
+            let recorded = run["config"]["json_codec"].as_str().unwrap_or("serde_json");
+            assert_eq!(recorded, codec, "{size} items");
+            assert_eq!(run["tiers"]["caller"]["settings"]["client"]["json_codec"]["name"], codec, "{size}");
+            assert_eq!(run["tiers"]["downstream"]["settings"]["json_codec"]["name"], codec, "{size}");
+            let report =
+                std::fs::read_to_string(folder.join(format!("step-{size}items")).join(codec).join("report.md"))
+                    .unwrap();
+            assert!(report.contains(&format!("| internal hop JSON codec | {codec} at both ends")), "{report}");
+            assert!(report.contains("every codec writes serde_json's bytes"), "{report}");
+        }
+    }
+    // The codecs write these messages byte for byte alike: every size moved
+    // the same message bytes per request whichever codec the tiers used.
+    for i in 0..2 {
+        let bytes = |a: usize| (p.arms[a].steps[i].request_message_bytes, p.arms[a].steps[i].response_message_bytes);
+        assert!(bytes(0).0.is_some() && bytes(0).1.is_some(), "{:?}", p.arms[0].steps[i]);
+        assert_eq!(bytes(0), bytes(1), "size {}", p.sizes[i]);
+    }
+    let md = std::fs::read_to_string(folder.join("payload.md")).unwrap();
+    assert!(
+        md.contains("with the JSON codecs serde_json, sonic-rs in turn") && md.contains("## REST (sonic-rs)"),
+        "{md}"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_repeated_or_unknown_codec_or_a_codec_list_with_a_rate_list_is_refused() {
+    for (args, says) in [
+        (&["--json-codec", "serde_json,serde_json"][..], "listed twice"),
+        (&["--json-codec", "yyjson"], "unknown JSON codec"),
+        (&["--json-codec", "serde_json,simd-json", "--qps", "10,20"], "not a rate sweep"),
+    ] {
+        let out = out_dir("codec-refused");
+        let mut full = args.to_vec();
+        full.extend(["--out", out.to_str().unwrap()]);
+        let o = harness_cmd(&full).output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("--json-codec") && stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!out.exists(), "nothing written");
+    }
+}
+
+#[test]
 fn a_rate_and_a_payload_sweep_together_or_an_unknown_shape_are_refused() {
     for (args, flag) in [
         (&["--qps", "10,20", "--items", "1,10"][..], "--items"),

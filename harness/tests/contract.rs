@@ -183,6 +183,43 @@ fn every_arm_carries_the_contracts_messages_and_the_reports_name_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Connect (either codec) and gRPC-Web carry the contract's own messages:
+/// the message bytes per request are the sizes worked out by hand above.
+#[test]
+fn connect_and_grpc_web_carry_the_contracts_messages_to_the_byte() {
+    let dir = out_dir("contract-protocols");
+    let proto = shop(&dir).display().to_string();
+    let requests = write(&dir, "requests.jsonl", &format!("{REQUEST}\n"));
+    let answers = write(&dir, "answers.jsonl", &format!("{ANSWER}\n"));
+    let out = dir.join("out");
+    let o = short_run(&out)
+        .args(&["--proto", &proto, "--call", "shop.v1.Orders.Get", "--request-data", &requests])
+        .args(&["--response-data", &answers])
+        .flags("--transport connect,connect-pb,grpc-web --qps 40 --warmup 300ms --rounds 1")
+        .output();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    for (arm, request, answer) in [
+        ("connect", REQUEST.len(), ANSWER.len()),
+        ("connect-pb", REQUEST_PB, ANSWER_PB),
+        ("grpc-web", REQUEST_PB, ANSWER_PB),
+    ] {
+        let run: RunResult =
+            serde_json::from_slice(&std::fs::read(folder.join(arm).join("run.json")).unwrap()).unwrap();
+        for r in &run.rounds {
+            assert!(r.requests.sent >= 39 && r.requests.ok == r.requests.sent, "{arm}: {:?}", r.requests);
+            let hop = &r.bytes.internal;
+            assert_eq!(hop.listener, "rest", "{arm}");
+            assert_eq!(
+                (hop.request_message_bytes_per_request, hop.response_message_bytes_per_request),
+                (Some(request as f64), Some(answer as f64)),
+                "{arm}: message bytes per request"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A list of answer files is a payload sweep: one measured step per file,
 /// every file checked before the first starts, and payload.md names each
 /// file by its number with its messages' sizes.
@@ -447,7 +484,7 @@ fn message_bytes_per_request_are_the_rounds_own_calls_mean_to_the_byte() {
     let answers = write(&dir, "answers.jsonl", &(lines.join("\n") + "\n"));
     let out = dir.join("out");
     let o = short_run(&out)
-        .args(&["--proto", &proto, "--call", "shop.v1.Orders/Get", "--request-data", &requests])
+        .args(&["--proto", &proto, "--call", "shop.v1.Orders.Get", "--request-data", &requests])
         .args(&["--response-data", &answers])
         .flags("--transport grpc,rest --qps 40 --warmup 300ms --warmup-ramp 0s --duration 1s --delay 100ms --rounds 2")
         .output();

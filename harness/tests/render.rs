@@ -44,6 +44,26 @@ fn single_run_report() {
     check("report.md", &markdown::render(&testing::run(Transport::Grpc, 1.0), true));
 }
 
+/// The method line states the service time's precision from what the
+/// downstream reports of its timer, never a figure of its own.
+#[test]
+fn the_method_line_states_the_service_time_precision_the_downstream_reports() {
+    let mut run = testing::run(Transport::Grpc, 1.0);
+    assert!(!markdown::render(&run, false).contains("Service time ≥"), "an older downstream reports no tick");
+    let settings = &mut run.tiers.get_mut(&harness::result::TierName::Downstream).unwrap().settings;
+    settings["service_time_resolution_ms"] = serde_json::json!(1.0);
+    let text = markdown::render(&run, false);
+    assert!(text.contains("Service time ≥ delay, to 1 ms: the downstream waits on its runtime's own timer"), "{text}");
+    let settings = &mut run.tiers.get_mut(&harness::result::TierName::Downstream).unwrap().settings;
+    settings["service_time_resolution_ms"] = serde_json::json!(0.25);
+    settings["jitter_ms"] = serde_json::json!(5.0);
+    assert!(markdown::render(&run, false).contains("Service time ≥ delay (plus its jitter), to 0.25 ms"));
+    let settings = &mut run.tiers.get_mut(&harness::result::TierName::Downstream).unwrap().settings;
+    settings["delay_ms"] = serde_json::json!(0.0);
+    settings["jitter_ms"] = serde_json::json!(0.0);
+    assert!(markdown::render(&run, false).contains("without a service time"));
+}
+
 #[test]
 fn multi_round_report_has_mean_min_max() {
     let text = markdown::render(&grpc(), false);

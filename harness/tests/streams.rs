@@ -64,15 +64,15 @@ fn a_run_measures_every_streaming_arm_item_by_item_on_the_producers_schedule() {
     let (items, interval_ms, page) = (12u32, 15.0, 4.0);
     let folder = streams_run(
         "streams-run",
-        "--transport grpc-stream,grpc-pages,rest-pages,rest-ndjson,rest-sse \
+        "--transport grpc-stream,grpc-pages,rest-pages,rest-ndjson,rest-sse,connect-stream \
          --stream-items 12 --stream-interval 15ms --page-size 4 --delay 20ms --qps 8 \
          --duration 2s --warmup 1s --rounds 1",
         &[],
     );
-    // The five arms' page, as a browser shows it (no decision: more than two options).
+    // The six arms' page, as a browser shows it (no decision: more than two options).
     crate::common::browser::check_folder(&folder, crate::common::browser::ARMS, 4);
     let mut first_item_p50 = std::collections::BTreeMap::new();
-    for arm in ["grpc-stream", "grpc-pages", "rest-pages", "rest-ndjson", "rest-sse"] {
+    for arm in ["grpc-stream", "grpc-pages", "rest-pages", "rest-ndjson", "rest-sse", "connect-stream"] {
         let (run, s) = stream_of(&folder, arm);
         let r = &run.rounds[0];
         assert!(r.requests.ok > 0 && r.requests.ok == r.requests.sent, "{arm}: {:?}", r.requests);
@@ -100,7 +100,7 @@ fn a_run_measures_every_streaming_arm_item_by_item_on_the_producers_schedule() {
     // item comes (page size - 1) intervals after the streaming arms', and
     // their items wait longer from production to arrival.
     for paged in ["grpc-pages", "rest-pages"] {
-        for streamed in ["grpc-stream", "rest-ndjson", "rest-sse"] {
+        for streamed in ["grpc-stream", "rest-ndjson", "rest-sse", "connect-stream"] {
             let (p, s) = (first_item_p50[paged], first_item_p50[streamed]);
             assert!(p.0 - s.0 >= (page - 1.0) * interval_ms * 0.9, "{paged} vs {streamed}: {p:?} {s:?}");
             assert!(p.1 > s.1, "{paged} vs {streamed}: per-item delay {p:?} {s:?}");
@@ -183,13 +183,13 @@ fn a_slow_consumer_holds_the_producer_back_and_no_tier_gathers_the_stream() {
     let (items, item_bytes) = (1500u64, 16384u64);
     let folder = streams_run(
         "streams-consumer",
-        "--transport grpc-stream,grpc-pages,rest-pages,rest-ndjson,rest-sse \
+        "--transport grpc-stream,grpc-pages,rest-pages,rest-ndjson,rest-sse,connect-stream \
          --stream-items 1500 --stream-item-bytes 16384 --stream-interval 200us \
          --consumer-delay 1ms --delay 10ms --qps 1 --duration 2s --warmup 0s --rounds 1",
         &[],
     );
     let stream_mib = (items * item_bytes) as f64 / (1024.0 * 1024.0);
-    for arm in ["grpc-stream", "grpc-pages", "rest-pages", "rest-ndjson", "rest-sse"] {
+    for arm in ["grpc-stream", "grpc-pages", "rest-pages", "rest-ndjson", "rest-sse", "connect-stream"] {
         let (run, s) = stream_of(&folder, arm);
         let r = &run.rounds[0];
         assert!(r.requests.ok > 0 && r.requests.ok == r.requests.sent, "{arm}: {:?}", r.requests);
@@ -260,12 +260,12 @@ fn sweeps_of_items_per_stream_and_of_streams_per_second_measure_every_step() {
 fn streams_cross_tls_and_compression_item_by_item() {
     let folder = streams_run(
         "streams-tls-gzip",
-        "--transport grpc-stream,rest-ndjson --tls --compression gzip --stream-items 10 \
+        "--transport grpc-stream,rest-ndjson,connect-stream --tls --compression gzip --stream-items 10 \
          --stream-interval 5ms --delay 5ms --qps 5 --duration 1s --warmup 300ms \
          --rounds 1 --quiet",
         &[],
     );
-    for arm in ["grpc-stream", "rest-ndjson"] {
+    for arm in ["grpc-stream", "rest-ndjson", "connect-stream"] {
         let (run, s) = stream_of(&folder, arm);
         let r = &run.rounds[0];
         assert!(r.requests.ok > 0 && r.requests.ok == r.requests.sent, "{arm}: {:?}", r.requests);

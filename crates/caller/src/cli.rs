@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use payload::Limits;
+use payload::{JsonCodec, Limits};
 use service::Compression;
 use tokio_util::sync::CancellationToken;
 
@@ -27,7 +27,9 @@ pub struct Args {
     #[arg(long, default_value = "127.0.0.1:0")]
     pub admin_addr: SocketAddr,
     /// Transport of the internal hop: grpc, rest, rest-pb (protobuf over the
-    /// REST listener) or grpc-json (JSON over the gRPC listener).
+    /// REST listener), grpc-json (JSON over the gRPC listener), connect and
+    /// connect-pb (Connect unary, JSON or protobuf) or grpc-web (gRPC-Web over
+    /// HTTP/1.1), the last three on the REST listener.
     #[arg(long, value_enum, default_value_t = Transport::Grpc)]
     pub transport: Transport,
     /// The downstream's gRPC address, e.g. http://127.0.0.1:50051 (for
@@ -36,7 +38,7 @@ pub struct Args {
     #[arg(long)]
     pub downstream_grpc: Option<String>,
     /// The downstream's REST address, e.g. http://127.0.0.1:8080 (for
-    /// --transport rest and rest-pb); several, comma-separated, are taken in
+    /// --transport rest, rest-pb, connect, connect-pb and grpc-web); several, comma-separated, are taken in
     /// turn.
     #[arg(long)]
     pub downstream_rest: Option<String>,
@@ -49,8 +51,8 @@ pub struct Args {
     /// Spread gRPC calls over this many HTTP/2 connections.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub grpc_connections: u32,
-    /// REST over HTTP/2 cleartext (prior knowledge) instead of HTTP/1.1: a
-    /// control arm that separates framing from serialisation.
+    /// REST (and Connect) over HTTP/2 cleartext (prior knowledge) instead of
+    /// HTTP/1.1: a control arm that separates framing from serialisation.
     #[arg(long)]
     pub rest_http2: bool,
     /// Concurrent downstream calls per front request (the aggregation pattern).
@@ -101,6 +103,11 @@ pub struct Args {
     /// or HTTP Content-Encoding, requests and responses.
     #[arg(long, value_enum, default_value_t = Compression::None)]
     pub compression: Compression,
+    /// The JSON library the JSON arms (rest, grpc-json, the REST streams, a
+    /// team's own method) write requests and read answers with: serde_json,
+    /// sonic-rs or simd-json. The front door stays serde_json.
+    #[arg(long, default_value_t = JsonCodec::SerdeJson)]
+    pub json_codec: JsonCodec,
     /// A team's own method, called instead of `Fetch`.
     #[command(flatten)]
     pub contract: contract::ContractArgs,
@@ -131,6 +138,7 @@ impl Args {
             hop: HopOptions {
                 tls: self.tls_ca.map(|ca| ClientTls { ca, identity: self.tls_client_cert.zip(self.tls_client_key) }),
                 compression: self.compression,
+                json_codec: self.json_codec,
             },
             custom,
             page_size: self.page_size,

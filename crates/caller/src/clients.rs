@@ -66,6 +66,16 @@ fn build_one(settings: &ClientSettings, counters: Arc<Counters>) -> Result<Arc<d
             GrpcJsonClient::with_hop(&settings.target, settings.grpc_connections, &settings.hop, counters)
                 .map_err(|e| fail(e.to_string()))?,
         ),
+        t @ (Transport::Connect | Transport::ConnectPb | Transport::ConnectStream) => {
+            let encoding = if t == Transport::Connect { RestEncoding::Json } else { RestEncoding::Protobuf };
+            let client = RestClient::connect(&settings.target, settings.rest_http2, encoding, &settings.hop, counters)
+                .map_err(|e| fail(e.to_string()))?;
+            Arc::new(if t == Transport::ConnectStream { client.connect_stream() } else { client })
+        }
+        Transport::GrpcWeb => Arc::new(
+            crate::grpcweb::GrpcWebClient::with_hop(&settings.target, &settings.hop, counters)
+                .map_err(|e| fail(e.to_string()))?,
+        ),
         t @ (Transport::Rest
         | Transport::RestPb
         | Transport::RestPages

@@ -124,7 +124,7 @@ fn channels(
         .collect())
 }
 
-fn classify(target: &str, status: tonic::Status) -> CallError {
+pub(crate) fn classify(target: &str, status: tonic::Status) -> CallError {
     let target = target.to_owned();
     // tonic reports a failed connect as UNAVAILABLE with the transport error as
     // its source; an UNAVAILABLE that the server itself sent has no source.
@@ -255,7 +255,7 @@ fn items(
 
 /// Prost's codec, counting message bytes on `counters` as they are encoded
 /// (the request, before any compression) and decoded (the answer, after).
-struct CountingCodec(Arc<Counters>);
+pub(crate) struct CountingCodec(pub(crate) Arc<Counters>);
 
 impl Codec for CountingCodec {
     type Encode = proto::FetchRequest;
@@ -272,7 +272,7 @@ impl Codec for CountingCodec {
     }
 }
 
-struct CountingEncoder(ProstEncoder<proto::FetchRequest>, Arc<Counters>);
+pub(crate) struct CountingEncoder(ProstEncoder<proto::FetchRequest>, Arc<Counters>);
 
 impl Encoder for CountingEncoder {
     type Item = proto::FetchRequest;
@@ -290,7 +290,7 @@ impl Encoder for CountingEncoder {
     }
 }
 
-struct CountingDecoder(ProstDecoder<proto::FetchResponse>, Arc<Counters>);
+pub(crate) struct CountingDecoder(ProstDecoder<proto::FetchResponse>, Arc<Counters>);
 
 impl Decoder for CountingDecoder {
     type Item = proto::FetchResponse;
@@ -328,6 +328,7 @@ fn grpc_settings(transport: &str, connections: usize, hop: &HopOptions) -> serde
             serde_json::json!({
                 "encoding": GRPC_JSON_CONTENT_TYPE,
                 "method": FETCH_JSON_PATH,
+                "json_codec": crate::hop::json_codec_settings(hop.json_codec),
             }),
         )
     } else {
@@ -385,9 +386,10 @@ impl Outbound for GrpcJsonClient {
     fn fetch(&self, req: FetchRequest) -> BoxFuture<'static, Result<FetchResponse, CallError>> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
         let mut client = self.clients[i].clone();
-        let (target, counters) = (self.target.clone(), self.counters.clone());
+        let (target, counters, codec) = (self.target.clone(), self.counters.clone(), self.hop.json_codec);
         Box::pin(async move {
-            let body = serde_json::to_vec(&req)
+            let body = codec
+                .encode(&req)
                 .map_err(|e| CallError::BadResponse { target: target.clone(), reason: e.to_string() })?;
             let request_bytes = body.len() as u64;
             client.ready().await.map_err(|e| CallError::Connect { target: target.clone(), reason: e.to_string() })?;
@@ -397,7 +399,7 @@ impl Outbound for GrpcJsonClient {
                 .map_err(|s| classify(&target, s))?
                 .into_inner();
             counters.add_message_bytes(request_bytes, resp.len() as u64);
-            serde_json::from_slice(&resp).map_err(|e| CallError::BadResponse { target, reason: e.to_string() })
+            codec.decode(&resp).map_err(|e| CallError::BadResponse { target, reason: e.to_string() })
         })
     }
 
@@ -410,8 +412,9 @@ impl Outbound for GrpcJsonClient {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
         let mut client = self.clients[i].clone();
         let (target, counters, method) = (self.target.clone(), self.counters.clone(), method.clone());
+        let codec = self.hop.json_codec;
         Box::pin(async move {
-            let body = contract::to_json(&message);
+            let body = contract::to_json_with(codec, &message);
             let request_bytes = body.len() as u64;
             client.ready().await.map_err(|e| CallError::Connect { target: target.clone(), reason: e.to_string() })?;
             let mut req = tonic::Request::new(Bytes::from(body));
@@ -422,7 +425,7 @@ impl Outbound for GrpcJsonClient {
                 .map_err(|s| classify(&target, s))?
                 .into_inner();
             counters.add_message_bytes(request_bytes, resp.len() as u64);
-            contract::from_json(method.output.clone(), &resp)
+            contract::from_json_with(codec, method.output.clone(), &resp)
                 .map_err(|reason| CallError::BadResponse { target, reason })
         })
     }

@@ -3,12 +3,14 @@
 //! skipping verification; a client certificate for mTLS) and compression by
 //! each ecosystem's own mechanism (tonic's `grpc-encoding`, HTTP
 //! `Content-Encoding` with reqwest; the mapping is `service::compression`'s).
-//! Both are off unless asked.
+//! Both are off unless asked. The JSON arms' codec (`payload::JsonCodec`)
+//! travels with them.
 
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use payload::JsonCodec;
 use service::Compression;
 use service::tls::{ALPN_H2, ALPN_HTTP1, identity, provider, root_store};
 
@@ -21,12 +23,15 @@ pub struct ClientTls {
     pub identity: Option<(PathBuf, PathBuf)>,
 }
 
-/// TLS and compression of one outbound client; the default is plaintext and
-/// uncompressed.
+/// TLS, compression and JSON codec of one outbound client; the default is
+/// plaintext, uncompressed, serde_json.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HopOptions {
     pub tls: Option<ClientTls>,
     pub compression: Compression,
+    /// The library a JSON-bodied arm encodes its requests and decodes its
+    /// answers with (`--json-codec`); protobuf arms never use it.
+    pub json_codec: JsonCodec,
 }
 
 impl HopOptions {
@@ -65,6 +70,11 @@ impl HopOptions {
         Ok(Some(config))
     }
 
+    /// The `json_codec` field of a JSON-bodied client's reported settings.
+    pub fn json_settings(&self) -> serde_json::Value {
+        serde_json::json!({ "json_codec": json_codec_settings(self.json_codec) })
+    }
+
     /// The `tls` and `compression` fields of a client's reported settings.
     pub fn settings(&self, alpn: &str) -> serde_json::Value {
         serde_json::json!({
@@ -86,6 +96,11 @@ impl HopOptions {
             },
         })
     }
+}
+
+/// How a tier reports the JSON codec it uses: the flag's name and the library.
+pub fn json_codec_settings(codec: JsonCodec) -> serde_json::Value {
+    serde_json::json!({ "name": codec.as_str(), "library": codec.library() })
 }
 
 /// The rustls configuration of a reqwest client that speaks plain HTTP only:

@@ -10,10 +10,19 @@
 use std::sync::Arc;
 
 use futures::TryStreamExt;
-use payload::{PageRequest, PageResponse, StreamItem, StreamRequest};
+use payload::{JsonCodec, PageRequest, PageResponse, StreamItem, StreamRequest};
 use telemetry::Counters;
 
 use crate::outbound::{CallError, Delivery, ItemStream, MAX_ANSWER_BYTES};
+
+/// Where a REST stream's items come from, and the codec that reads them.
+#[derive(Debug)]
+pub struct RestTarget {
+    pub client: reqwest::Client,
+    pub target: Arc<str>,
+    pub counters: Arc<Counters>,
+    pub codec: JsonCodec,
+}
 
 pub(crate) fn bad(target: &str, reason: impl std::fmt::Display) -> CallError {
     CallError::BadResponse { target: target.to_owned(), reason: reason.to_string() }
@@ -105,14 +114,8 @@ fn connect_error(target: &str, e: reqwest::Error) -> CallError {
 
 /// The items of `req` over REST: pages from `GET /v1/items`, or one
 /// response of NDJSON or server-sent events from `GET /v1/items/stream`.
-pub fn rest(
-    client: reqwest::Client,
-    target: Arc<str>,
-    counters: Arc<Counters>,
-    req: StreamRequest,
-    delivery: Delivery,
-    page_size: u32,
-) -> ItemStream {
+pub fn rest(to: RestTarget, req: StreamRequest, delivery: Delivery, page_size: u32) -> ItemStream {
+    let RestTarget { client, target, counters, codec } = to;
     if delivery == Delivery::Pages {
         return paged(req, page_size, move |page| {
             let (client, target, counters) = (client.clone(), target.clone(), counters.clone());
@@ -129,7 +132,7 @@ pub fn rest(
                     .await
                     .map_err(|e| e.into_call_error(&target, |e| bad(&target, e)))?;
                 counters.add_message_bytes(0, body.len() as u64);
-                serde_json::from_slice(&body).map_err(|e| bad(&target, e))
+                codec.decode(&body).map_err(|e| bad(&target, e))
             }
         });
     }
@@ -147,14 +150,20 @@ pub fn rest(
         query(&mut url, &req);
         let resp = client.get(url).header(reqwest::header::ACCEPT, accept).send().await;
         let resp = success(&target, resp.map_err(|e| connect_error(&target, e))?).await?;
-        Ok(lines(resp, target, counters, events))
+        Ok(lines(resp, target, counters, codec, events))
     };
     Box::pin(futures::stream::once(opened).try_flatten())
 }
 
 /// The items of a streamed response body: one per NDJSON line, or one per
 /// event's `data:` (events end with a blank line).
-fn lines(resp: reqwest::Response, target: Arc<str>, counters: Arc<Counters>, events: bool) -> ItemStream {
+fn lines(
+    resp: reqwest::Response,
+    target: Arc<str>,
+    counters: Arc<Counters>,
+    codec: JsonCodec,
+    events: bool,
+) -> ItemStream {
     let end: &'static [u8] = if events { b"\n\n" } else { b"\n" };
     let state = (resp, Vec::<u8>::new(), false);
     let items = futures::stream::unfold(state, move |(mut resp, mut buf, mut done)| {
@@ -165,7 +174,7 @@ fn lines(resp: reqwest::Response, target: Arc<str>, counters: Arc<Counters>, eve
                     let record: Vec<u8> = buf.drain(..at + end.len()).collect();
                     let item = parse(&record[..at], events).and_then(|json| {
                         counters.add_message_bytes(0, json.len() as u64);
-                        serde_json::from_slice::<StreamItem>(json).map_err(|e| e.to_string())
+                        codec.decode::<StreamItem>(json).map_err(|e| e.to_string())
                     });
                     return Some((item.map_err(|e| bad(&target, e)), (resp, buf, done)));
                 }

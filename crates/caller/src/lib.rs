@@ -13,14 +13,16 @@
 //!   explicit and reported, and [`hop`]: their TLS and compression options;
 //! * [`relay`]: the streaming arms' front door (`POST /v1/stream`, NDJSON,
 //!   the same for every arm), and [`items`]: their receiving side (`bench.v1.Items`), on the
-//!   same clients;
+//!   same clients, Connect's streaming call in [`connect_stream`];
 //! * [`server`] and [`cli`]: start-up, listeners and flags.
 
 pub mod balanced;
 pub mod cli;
 pub mod clients;
+pub mod connect_stream;
 pub mod front;
 pub mod grpc;
+pub mod grpcweb;
 pub mod hop;
 pub mod items;
 pub mod outbound;

@@ -41,6 +41,17 @@ pub enum Transport {
     /// JSON (`application/grpc+json`) over the gRPC listener.
     #[serde(rename = "grpc-json")]
     GrpcJson,
+    /// Connect's unary protocol with JSON bodies (`application/json`,
+    /// `POST /bench.v1.Downstream/Fetch`) over the REST listener.
+    #[serde(rename = "connect")]
+    Connect,
+    /// Connect's unary protocol with protobuf bodies (`application/proto`).
+    #[serde(rename = "connect-pb")]
+    ConnectPb,
+    /// gRPC-Web (`application/grpc-web+proto`: gRPC's frames, trailers in a
+    /// last frame) over the REST listener's HTTP/1.1.
+    #[serde(rename = "grpc-web")]
+    GrpcWeb,
     /// A sequence of items as one server-streaming RPC (`bench.v1.Items/Stream`).
     #[serde(rename = "grpc-stream")]
     GrpcStream,
@@ -56,6 +67,11 @@ pub enum Transport {
     /// Server-sent events, one per item (`text/event-stream`).
     #[serde(rename = "rest-sse")]
     RestSse,
+    /// The same sequence as one Connect server-streaming call
+    /// (`application/connect+proto` at `/bench.v1.Items/Stream` on the REST
+    /// listener): enveloped messages, the end in a last envelope.
+    #[serde(rename = "connect-stream")]
+    ConnectStream,
 }
 
 /// How an arm's internal hop delivers a sequence of items.
@@ -79,12 +95,28 @@ pub enum Encoding {
 }
 
 impl Transport {
-    /// Every arm, in the order of the 2×2 (gRPC, REST, then the two halves).
-    pub const ALL: [Transport; 4] = [Transport::Grpc, Transport::Rest, Transport::RestPb, Transport::GrpcJson];
+    /// Every unary arm, in the order of the 2×2 (gRPC, REST, then the two
+    /// halves), then the protocols teams weigh besides them (Connect with
+    /// either encoding, gRPC-Web).
+    pub const ALL: [Transport; 7] = [
+        Transport::Grpc,
+        Transport::Rest,
+        Transport::RestPb,
+        Transport::GrpcJson,
+        Transport::Connect,
+        Transport::ConnectPb,
+        Transport::GrpcWeb,
+    ];
 
     /// The streaming arms: a sequence of items (`bench.v1.Items`) instead of one answer.
-    pub const STREAMING: [Transport; 5] =
-        [Transport::GrpcStream, Transport::RestPages, Transport::RestNdjson, Transport::RestSse, Transport::GrpcPages];
+    pub const STREAMING: [Transport; 6] = [
+        Transport::GrpcStream,
+        Transport::RestPages,
+        Transport::RestNdjson,
+        Transport::RestSse,
+        Transport::GrpcPages,
+        Transport::ConnectStream,
+    ];
 
     /// The machine name: flags, JSON, folder names.
     pub fn as_str(self) -> &'static str {
@@ -93,11 +125,15 @@ impl Transport {
             Transport::Rest => "rest",
             Transport::RestPb => "rest-pb",
             Transport::GrpcJson => "grpc-json",
+            Transport::Connect => "connect",
+            Transport::ConnectPb => "connect-pb",
+            Transport::GrpcWeb => "grpc-web",
             Transport::GrpcStream => "grpc-stream",
             Transport::GrpcPages => "grpc-pages",
             Transport::RestPages => "rest-pages",
             Transport::RestNdjson => "rest-ndjson",
             Transport::RestSse => "rest-sse",
+            Transport::ConnectStream => "connect-stream",
         }
     }
 
@@ -109,11 +145,15 @@ impl Transport {
             Transport::Rest => "REST",
             Transport::RestPb => "REST+protobuf",
             Transport::GrpcJson => "gRPC+JSON",
+            Transport::Connect => "Connect",
+            Transport::ConnectPb => "Connect+protobuf",
+            Transport::GrpcWeb => "gRPC-Web",
             Transport::GrpcStream => "gRPC stream",
             Transport::GrpcPages => "gRPC pages",
             Transport::RestPages => "REST pages",
             Transport::RestNdjson => "REST NDJSON",
             Transport::RestSse => "REST SSE",
+            Transport::ConnectStream => "Connect stream",
         }
     }
 
@@ -126,11 +166,47 @@ impl Transport {
     /// How a streaming arm delivers its items; `None` for a unary arm.
     pub fn delivery(self) -> Option<Delivery> {
         match self {
-            Transport::GrpcStream => Some(Delivery::Stream),
+            Transport::GrpcStream | Transport::ConnectStream => Some(Delivery::Stream),
             Transport::GrpcPages | Transport::RestPages => Some(Delivery::Pages),
             Transport::RestNdjson => Some(Delivery::Ndjson),
             Transport::RestSse => Some(Delivery::Sse),
-            Transport::Grpc | Transport::Rest | Transport::RestPb | Transport::GrpcJson => None,
+            Transport::Grpc
+            | Transport::Rest
+            | Transport::RestPb
+            | Transport::GrpcJson
+            | Transport::Connect
+            | Transport::ConnectPb
+            | Transport::GrpcWeb => None,
+        }
+    }
+
+    /// How this arm frames a message and its outcome on the internal hop, in
+    /// the words a report shows beside the encoding and the codec.
+    pub fn framing(self) -> &'static str {
+        match self {
+            Transport::Grpc | Transport::GrpcJson | Transport::GrpcPages => {
+                "gRPC: each message behind a 5-byte length prefix, the status in HTTP/2 trailers"
+            }
+            Transport::GrpcStream => {
+                "gRPC server streaming: each item behind a 5-byte length prefix, the status in HTTP/2 trailers"
+            }
+            Transport::Rest | Transport::RestPb | Transport::RestPages => {
+                "REST: the message is the HTTP body, the outcome the HTTP status"
+            }
+            Transport::Connect | Transport::ConnectPb => {
+                "Connect unary: the message is the whole HTTP body, no length prefix and no trailers; an error is \
+                 the HTTP status with {code, message}"
+            }
+            Transport::GrpcWeb => {
+                "gRPC-Web: gRPC's 5-byte length prefix in an HTTP/1.1 body, the status in a last frame flagged 0x80 \
+                 instead of HTTP/2 trailers"
+            }
+            Transport::RestNdjson => "one HTTP response, an item per line (NDJSON)",
+            Transport::RestSse => "one HTTP response, an item per server-sent event",
+            Transport::ConnectStream => {
+                "Connect server streaming: each item in a 5-byte envelope, the outcome in a last envelope flagged \
+                 0x02 (JSON) instead of trailers"
+            }
         }
     }
 
@@ -140,7 +216,10 @@ impl Transport {
     }
 
     /// The downstream listener this arm's calls arrive on, and whose counters
-    /// hold its internal hop's bytes: `grpc` or `rest`.
+    /// hold its internal hop's bytes: `grpc` or `rest`. Connect and gRPC-Web
+    /// arrive on the REST listener (HTTP/1.1, or h2c with `--rest-http2`),
+    /// routed by Content-Type at the gRPC path, so the gRPC listener stays
+    /// HTTP/2-only and the other arms' measurements unchanged.
     pub fn listener(self) -> &'static str {
         if self.is_grpc() { "grpc" } else { "rest" }
     }
@@ -153,17 +232,31 @@ impl Transport {
     /// The encoding of this arm's messages.
     pub fn encoding(self) -> Encoding {
         match self {
-            Transport::Grpc | Transport::RestPb | Transport::GrpcStream | Transport::GrpcPages => Encoding::Protobuf,
+            Transport::Grpc
+            | Transport::RestPb
+            | Transport::ConnectPb
+            | Transport::GrpcWeb
+            | Transport::GrpcStream
+            | Transport::GrpcPages
+            | Transport::ConnectStream => Encoding::Protobuf,
             Transport::Rest
             | Transport::GrpcJson
+            | Transport::Connect
             | Transport::RestPages
             | Transport::RestNdjson
             | Transport::RestSse => Encoding::Json,
         }
     }
 
+    /// True for the arms framed as gRPC-Web or Connect: the protocols at the
+    /// gRPC path of the REST listener.
+    pub fn is_rpc_over_http1(self) -> bool {
+        matches!(self, Transport::Connect | Transport::ConnectPb | Transport::GrpcWeb | Transport::ConnectStream)
+    }
+
     /// The counters a client of this transport keeps. reqwest owns its
-    /// sockets, so a REST client counts connections, not wire bytes.
+    /// sockets (the REST, Connect and gRPC-Web clients), so those count
+    /// connections, not wire bytes.
     pub fn client_counters(self, name: &'static str) -> Counters {
         if self.is_grpc() { Counters::new(name, OUTCOMES) } else { Counters::connections_only(name, OUTCOMES) }
     }

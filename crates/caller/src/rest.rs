@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use payload::{FetchRequest, FetchResponse};
+use payload::{FetchRequest, FetchResponse, JsonCodec};
 use prost::Message;
 use telemetry::Counters;
 
@@ -49,16 +49,16 @@ impl RestEncoding {
         }
     }
 
-    fn encode(self, req: &FetchRequest) -> Result<Vec<u8>, serde_json::Error> {
+    fn encode(self, codec: JsonCodec, req: &FetchRequest) -> Result<Vec<u8>, String> {
         match self {
-            RestEncoding::Json => serde_json::to_vec(req),
+            RestEncoding::Json => codec.encode(req).map_err(|e| e.to_string()),
             RestEncoding::Protobuf => Ok(proto::FetchRequest::from(req.clone()).encode_to_vec()),
         }
     }
 
-    fn decode(self, bytes: &[u8]) -> Result<FetchResponse, String> {
+    fn decode(self, codec: JsonCodec, bytes: &[u8]) -> Result<FetchResponse, String> {
         match self {
-            RestEncoding::Json => serde_json::from_slice(bytes).map_err(|e| e.to_string()),
+            RestEncoding::Json => codec.decode(bytes).map_err(|e| e.to_string()),
             RestEncoding::Protobuf => {
                 let pb =
                     proto::FetchResponse::decode(bytes).map_err(|e| format!("malformed protobuf response: {e}"))?;
@@ -79,6 +79,10 @@ pub struct RestClient {
     url: reqwest::Url,
     http2: bool,
     encoding: RestEncoding,
+    /// Connect's unary protocol instead of REST (`connect`, `connect-pb`).
+    connect: bool,
+    /// Connect's server streaming (`connect-stream`): the items, not `Fetch`.
+    connect_stream: bool,
     client: reqwest::Client,
     counters: Arc<Counters>,
     hop: HopOptions,
@@ -113,32 +117,7 @@ impl RestClient {
         hop: &HopOptions,
         counters: Arc<Counters>,
     ) -> Result<Self, RestBuildError> {
-        let builder = reqwest::Client::builder()
-            .no_proxy()
-            .tcp_nodelay(true)
-            // One connection per concurrent request, as many as the load needs:
-            // HTTP/1.1 has no multiplexing, so a cap would queue requests.
-            .pool_max_idle_per_host(usize::MAX)
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .retry(reqwest::retry::never())
-            .connector_layer(CountConnectsLayer(counters.clone()));
-        let builder = if http2 {
-            // Flow-control windows set explicitly (see `service::h2`).
-            builder
-                .http2_prior_knowledge()
-                .http2_initial_stream_window_size(service::h2::CLIENT_STREAM_WINDOW_BYTES)
-                .http2_initial_connection_window_size(service::h2::CLIENT_CONNECTION_WINDOW_BYTES)
-                .http2_adaptive_window(service::h2::ADAPTIVE_WINDOW)
-        } else {
-            builder.http1_only()
-        };
-        // Accept-Encoding only for the hop's own coding (reqwest would offer
-        // every coding it was built with).
-        let builder = hop.compression.reqwest_accept(builder);
-        let builder = match hop.rest_tls(http2).map_err(RestBuildError::Files)? {
-            Some(tls) => builder.tls_backend_preconfigured(tls).https_only(true),
-            None => builder.tls_backend_preconfigured(crate::hop::plaintext_only()),
-        };
+        let client = http_client(http2, hop, hop.compression, counters.clone())?;
         let target = target.trim_end_matches('/');
         let url = fetch_url(target)?;
         Ok(RestClient {
@@ -146,11 +125,78 @@ impl RestClient {
             url,
             http2,
             encoding,
-            client: builder.build().map_err(RestBuildError::Client)?,
+            connect: false,
+            connect_stream: false,
+            client,
             counters,
             hop: hop.clone(),
         })
     }
+
+    /// The Connect client (the `connect` and `connect-pb` arms): Connect's
+    /// unary protocol, the message as the whole body (`application/json` or
+    /// `application/proto`) POSTed to the method's gRPC path with
+    /// `Connect-Protocol-Version: 1`, on the same reqwest client as REST.
+    pub fn connect(
+        target: &str,
+        http2: bool,
+        encoding: RestEncoding,
+        hop: &HopOptions,
+        counters: Arc<Counters>,
+    ) -> Result<Self, RestBuildError> {
+        let client = Self::with_encoding(target, http2, encoding, hop, counters)?;
+        let url = client.url.join(CONNECT_FETCH_PATH).map_err(|e| RestBuildError::Url(format!("{target}: {e}")))?;
+        Ok(RestClient { url, connect: true, ..client })
+    }
+
+    /// The `connect-stream` arm's client: [`RestClient::connect`] whose items
+    /// come as one Connect server-streaming call.
+    pub fn connect_stream(self) -> Self {
+        RestClient { connect_stream: true, ..self }
+    }
+}
+
+/// The built-in method's path in Connect's protocol (and gRPC-Web's).
+pub const CONNECT_FETCH_PATH: &str = "/bench.v1.Downstream/Fetch";
+/// Connect's media type of protobuf bodies.
+pub const CONNECT_PROTO_MEDIA_TYPE: &str = "application/proto";
+
+/// The reqwest client every HTTP/1.1 (or h2c) arm sends with: one
+/// connection per concurrent request, no retries, TLS trusting the run's CA,
+/// and `Accept-Encoding` offering `accept` only; each connection counted.
+pub(crate) fn http_client(
+    http2: bool,
+    hop: &HopOptions,
+    accept: service::Compression,
+    counters: Arc<Counters>,
+) -> Result<reqwest::Client, RestBuildError> {
+    let builder = reqwest::Client::builder()
+        .no_proxy()
+        .tcp_nodelay(true)
+        // One connection per concurrent request, as many as the load needs:
+        // HTTP/1.1 has no multiplexing, so a cap would queue requests.
+        .pool_max_idle_per_host(usize::MAX)
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .retry(reqwest::retry::never())
+        .connector_layer(CountConnectsLayer(counters));
+    let builder = if http2 {
+        // Flow-control windows set explicitly (see `service::h2`).
+        builder
+            .http2_prior_knowledge()
+            .http2_initial_stream_window_size(service::h2::CLIENT_STREAM_WINDOW_BYTES)
+            .http2_initial_connection_window_size(service::h2::CLIENT_CONNECTION_WINDOW_BYTES)
+            .http2_adaptive_window(service::h2::ADAPTIVE_WINDOW)
+    } else {
+        builder.http1_only()
+    };
+    // Accept-Encoding only for the hop's own coding (reqwest would offer
+    // every coding it was built with).
+    let builder = accept.reqwest_accept(builder);
+    let builder = match hop.rest_tls(http2).map_err(RestBuildError::Files)? {
+        Some(tls) => builder.tls_backend_preconfigured(tls).https_only(true),
+        None => builder.tls_backend_preconfigured(crate::hop::plaintext_only()),
+    };
+    builder.build().map_err(RestBuildError::Client)
 }
 
 /// The downstream's fetch URL under `target` (`http://host:port`), parsed as
@@ -174,6 +220,8 @@ struct Exchange {
     counters: Arc<Counters>,
     compression: service::Compression,
     encoding: RestEncoding,
+    codec: JsonCodec,
+    connect: bool,
 }
 
 impl Exchange {
@@ -191,12 +239,19 @@ impl Exchange {
         let target = &self.target;
         // Message bytes are the logical (uncompressed) body.
         let request_bytes = body.as_ref().map_or(0, |b| b.len() as u64);
-        let mut request = self.client.request(verb, url).header(reqwest::header::ACCEPT, self.encoding.media_type());
+        let media = self.media_type();
+        let mut request = self.client.request(verb, url);
+        request = if self.connect {
+            // Connect answers in the request's codec: no Accept.
+            request.header("connect-protocol-version", "1")
+        } else {
+            request.header(reqwest::header::ACCEPT, media)
+        };
         if let Some(n) = n {
             request = request.header(contract::CALL_HEADER, n);
         }
         if let Some(body) = body {
-            request = request.header(reqwest::header::CONTENT_TYPE, self.encoding.media_type());
+            request = request.header(reqwest::header::CONTENT_TYPE, media);
             let body = match self.compression.content_coding() {
                 None => body,
                 Some(coding) => {
@@ -217,9 +272,13 @@ impl Exchange {
             .map_err(|e| e.into_call_error(target, |e| transport_error(target, e)))?;
         self.counters.add_message_bytes(request_bytes, bytes.len() as u64);
         if !status.is_success() {
+            // REST's `{"error"}`, or Connect's `{"code", "message"}`.
             let reason = serde_json::from_slice::<serde_json::Value>(&bytes)
                 .ok()
-                .and_then(|v| v["error"].as_str().map(str::to_owned))
+                .and_then(|v| match (v["code"].as_str(), v["message"].as_str()) {
+                    (Some(code), message) => Some(format!("{code}: {}", message.unwrap_or_default())),
+                    _ => v["error"].as_str().map(str::to_owned),
+                })
                 .unwrap_or_default();
             return Err(CallError::Status {
                 target: target.to_string(),
@@ -227,6 +286,15 @@ impl Exchange {
             });
         }
         Ok(bytes)
+    }
+}
+
+impl Exchange {
+    fn media_type(&self) -> &'static str {
+        match (self.connect, self.encoding) {
+            (true, RestEncoding::Protobuf) => CONNECT_PROTO_MEDIA_TYPE,
+            _ => self.encoding.media_type(),
+        }
     }
 }
 
@@ -238,6 +306,8 @@ impl RestClient {
             counters: self.counters.clone(),
             compression: self.hop.compression,
             encoding: self.encoding,
+            codec: self.hop.json_codec,
+            connect: self.connect,
         }
     }
 }
@@ -247,12 +317,14 @@ impl Outbound for RestClient {
         let (exchange, url) = (self.exchange(), self.url.clone());
         Box::pin(async move {
             let target = exchange.target.clone();
-            let encoding = exchange.encoding;
+            let (encoding, codec) = (exchange.encoding, exchange.codec);
             let body = encoding
-                .encode(&req)
-                .map_err(|e| CallError::BadResponse { target: target.to_string(), reason: e.to_string() })?;
+                .encode(codec, &req)
+                .map_err(|reason| CallError::BadResponse { target: target.to_string(), reason })?;
             let bytes = exchange.send(reqwest::Method::POST, url, None, Some(body)).await?;
-            encoding.decode(&bytes).map_err(|reason| CallError::BadResponse { target: target.to_string(), reason })
+            encoding
+                .decode(codec, &bytes)
+                .map_err(|reason| CallError::BadResponse { target: target.to_string(), reason })
         })
     }
 
@@ -264,13 +336,21 @@ impl Outbound for RestClient {
     ) -> BoxFuture<'static, Result<DynamicMessage, CallError>> {
         // The JSON arm calls a method with a google.api.http rule where the
         // rule puts it, as a REST client of that API does.
+        let codec = self.hop.json_codec;
         let request = match (self.encoding, &method.http) {
-            (RestEncoding::Json, Some(rule)) => rule.request(&message).and_then(|(path, body)| {
+            _ if self.connect => {
+                let body = match self.encoding {
+                    RestEncoding::Json => contract::to_json_with(codec, &message),
+                    RestEncoding::Protobuf => message.encode_to_vec(),
+                };
+                Ok((reqwest::Method::POST, method.grpc_path.path().to_owned(), Some(body)))
+            }
+            (RestEncoding::Json, Some(rule)) => rule.request_with(codec, &message).and_then(|(path, body)| {
                 let verb = reqwest::Method::from_bytes(rule.verb.as_bytes()).map_err(|e| e.to_string())?;
                 Ok((verb, path, body))
             }),
             (RestEncoding::Json, None) => {
-                Ok((reqwest::Method::POST, method.rest_path.clone(), Some(contract::to_json(&message))))
+                Ok((reqwest::Method::POST, method.rest_path.clone(), Some(contract::to_json_with(codec, &message))))
             }
             (RestEncoding::Protobuf, _) => {
                 Ok((reqwest::Method::POST, method.rest_path.clone(), Some(message.encode_to_vec())))
@@ -285,7 +365,7 @@ impl Outbound for RestClient {
             let url = base.join(&path).map_err(|e| bad(e.to_string()))?;
             let bytes = exchange.send(verb, url, Some(n), body).await?;
             let decoded = match encoding {
-                RestEncoding::Json => contract::from_json(output, &bytes),
+                RestEncoding::Json => contract::from_json_with(codec, output, &bytes),
                 RestEncoding::Protobuf => DynamicMessage::decode(output, bytes.as_ref())
                     .map_err(|e| format!("malformed protobuf response: {e}")),
             };
@@ -299,7 +379,16 @@ impl Outbound for RestClient {
         delivery: crate::outbound::Delivery,
         page_size: u32,
     ) -> crate::outbound::ItemStream {
-        crate::items::rest(self.client.clone(), self.target.clone(), self.counters.clone(), req, delivery, page_size)
+        let to = crate::items::RestTarget {
+            client: self.client.clone(),
+            target: self.target.clone(),
+            counters: self.counters.clone(),
+            codec: self.hop.json_codec,
+        };
+        if self.connect_stream {
+            return crate::connect_stream::items(to, req, self.hop.compression);
+        }
+        crate::items::rest(to, req, delivery, page_size)
     }
 
     fn target(&self) -> &str {
@@ -314,8 +403,19 @@ impl Outbound for RestClient {
             (false, true) => "HTTP/1.1 keep-alive over TLS (ALPN http/1.1)",
         };
         let settings = serde_json::json!({
-            "transport": if self.encoding == RestEncoding::Json { "rest" } else { "rest-pb" },
-            "encoding": self.encoding.media_type(),
+            "transport": match (self.connect, self.encoding) {
+                _ if self.connect_stream => "connect-stream",
+                (false, RestEncoding::Json) => "rest",
+                (false, RestEncoding::Protobuf) => "rest-pb",
+                (true, RestEncoding::Json) => "connect",
+                (true, RestEncoding::Protobuf) => "connect-pb",
+            },
+            "encoding": self.exchange().media_type(),
+            "protocol": match (self.connect_stream, self.connect) {
+                (true, _) => "Connect server streaming (application/connect+proto, enveloped messages)",
+                (false, true) => "Connect unary (connect-protocol-version 1)",
+                (false, false) => "REST",
+            },
             "library": "reqwest 0.13",
             "http_version": http_version,
             "pool_max_idle_per_host": "unlimited",
@@ -330,7 +430,11 @@ impl Outbound for RestClient {
         if self.http2 {
             settings["http2_flow_control"] = service::h2::windows_json(true);
         }
-        merged(settings, self.hop.settings(if self.http2 { "h2" } else { "http/1.1" }))
+        let settings = merged(settings, self.hop.settings(if self.http2 { "h2" } else { "http/1.1" }));
+        match self.encoding {
+            RestEncoding::Json => merged(settings, self.hop.json_settings()),
+            RestEncoding::Protobuf => settings,
+        }
     }
 }
 

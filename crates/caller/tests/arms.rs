@@ -2,7 +2,8 @@
 //! over the REST listener (`rest-pb`) and JSON over the gRPC listener
 //! (`grpc-json`) return the same logical records as gRPC and REST, carry the
 //! very message bytes of their encoding's twin (the gRPC arm's protobuf, the
-//! REST arm's JSON), and are counted on the downstream listener they reach.
+//! REST arm's JSON), and are counted on the downstream listener they reach;
+//! so do Connect (`connect`, `connect-pb`) and gRPC-Web (`grpc-web`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -88,6 +89,11 @@ async fn every_arm_returns_the_same_records_and_is_counted_on_its_listener() {
     let bytes = |t: Transport| counted.iter().find(|c| c.0 == t).map(|c| (c.1, c.2)).unwrap();
     assert_eq!(bytes(Transport::RestPb), bytes(Transport::Grpc), "{counted:?}");
     assert_eq!(bytes(Transport::GrpcJson), bytes(Transport::Rest), "{counted:?}");
+    // Connect carries the message as the body, gRPC-Web in gRPC's frames:
+    // the message bytes are their encoding's, byte for byte.
+    assert_eq!(bytes(Transport::ConnectPb), bytes(Transport::Grpc), "{counted:?}");
+    assert_eq!(bytes(Transport::GrpcWeb), bytes(Transport::Grpc), "{counted:?}");
+    assert_eq!(bytes(Transport::Connect), bytes(Transport::Rest), "{counted:?}");
     assert!(bytes(Transport::Rest).1 > bytes(Transport::Grpc).1, "{counted:?}");
     // And protobuf's are the encodings of the calls, computed here apart
     // from either tier's code path.

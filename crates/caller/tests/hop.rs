@@ -110,7 +110,7 @@ fn listener(ds: &DsHandle, arm: Arm) -> CountersSnapshot {
 }
 
 fn tls_hop(certs: &Certs, with_certificate: bool) -> HopOptions {
-    HopOptions { tls: Some(certs.client(with_certificate)), compression: Compression::None }
+    HopOptions { tls: Some(certs.client(with_certificate)), ..HopOptions::default() }
 }
 
 #[tokio::test]
@@ -166,7 +166,7 @@ async fn compression_sends_fewer_wire_bytes_for_the_same_records() {
         let mut wire_out = Vec::new();
         for compression in [Compression::None, Compression::Gzip, Compression::Zstd] {
             let ds = downstream(None, compression).await;
-            fetch(&ds, arm, HopOptions { tls: None, compression }, 200)
+            fetch(&ds, arm, HopOptions { compression, ..HopOptions::default() }, 200)
                 .await
                 .unwrap_or_else(|e| panic!("{arm:?}: {e}"));
             let counted = listener(&ds, arm);

@@ -3,6 +3,7 @@
 
 mod arms;
 mod caller;
+mod codecs;
 mod contract;
 mod garbage;
 mod hop;

@@ -15,6 +15,7 @@
 //! listener already is ([`HttpRule::clash`]), and a request whose path
 //! variable is empty. `additional_bindings` are not served.
 
+use payload::JsonCodec;
 use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MessageDescriptor, MethodDescriptor, ReflectMessage};
 use serde_json::{Map, Value};
 
@@ -132,6 +133,15 @@ impl HttpRule {
     /// The path and query (`/v1/orders/42?view=FULL`) and the JSON body
     /// (`None` for none) that carry `message`.
     pub fn request(&self, message: &DynamicMessage) -> Result<(String, Option<Vec<u8>>), String> {
+        self.request_with(JsonCodec::SerdeJson, message)
+    }
+
+    /// [`HttpRule::request`] with the body written by `codec`.
+    pub fn request_with(
+        &self,
+        codec: JsonCodec,
+        message: &DynamicMessage,
+    ) -> Result<(String, Option<Vec<u8>>), String> {
         let mut fields = match serde_json::to_value(message).map_err(|e| e.to_string())? {
             Value::Object(map) => map,
             _ => return Err("a message is not a JSON object".to_owned()),
@@ -155,8 +165,8 @@ impl HttpRule {
             }
         }
         let body = match &self.body {
-            BodyRule::Whole => Some(serde_json::to_vec(&Value::Object(std::mem::take(&mut fields)))),
-            BodyRule::Field(f) => Some(serde_json::to_vec(&fields.remove(f).unwrap_or(Value::Object(Map::new())))),
+            BodyRule::Whole => Some(codec.encode(&Value::Object(std::mem::take(&mut fields)))),
+            BodyRule::Field(f) => Some(codec.encode(&fields.remove(f).unwrap_or(Value::Object(Map::new())))),
             BodyRule::None => None,
         };
         let body = body.transpose().map_err(|e| e.to_string())?;
@@ -184,11 +194,23 @@ impl HttpRule {
         query: Option<&str>,
         body: &[u8],
     ) -> Result<DynamicMessage, String> {
+        self.message_with(JsonCodec::SerdeJson, desc, path, query, body)
+    }
+
+    /// [`HttpRule::message`] with the body read by `codec`.
+    pub fn message_with(
+        &self,
+        codec: JsonCodec,
+        desc: &MessageDescriptor,
+        path: &[(String, String)],
+        query: Option<&str>,
+        body: &[u8],
+    ) -> Result<DynamicMessage, String> {
         let parse_body = || -> Result<Value, String> {
             if body.iter().all(u8::is_ascii_whitespace) {
                 return Ok(Value::Object(Map::new()));
             }
-            serde_json::from_slice(body).map_err(|e| format!("malformed JSON request: {e}"))
+            codec.decode::<Value>(body).map_err(|e| format!("malformed JSON request: {e}"))
         };
         let mut fields = match &self.body {
             BodyRule::None => Map::new(),

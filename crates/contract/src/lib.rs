@@ -23,6 +23,7 @@ pub mod input;
 
 use std::path::{Path, PathBuf};
 
+use payload::JsonCodec;
 use prost::Message;
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, MethodDescriptor, ReflectMessage};
 
@@ -317,11 +318,17 @@ fn find_method(pool: &DescriptorPool, call: &str) -> Result<MethodDescriptor, Co
 }
 
 /// A message in the proto3 JSON mapping (lowerCamelCase names, 64-bit
-/// integers as strings, default values left out): the REST arm's body.
+/// integers as strings, default values left out), written by serde_json:
+/// data files and the front door.
 pub fn to_json(message: &DynamicMessage) -> Vec<u8> {
+    to_json_with(JsonCodec::SerdeJson, message)
+}
+
+/// [`to_json`] written by `codec`: the internal hop's JSON bodies.
+pub fn to_json_with(codec: JsonCodec, message: &DynamicMessage) -> Vec<u8> {
     // Serialising a dynamic message into a Vec cannot fail: every value it
     // holds was checked against its field when it was set or decoded.
-    serde_json::to_vec(message).unwrap_or_default()
+    codec.encode(message).unwrap_or_default()
 }
 
 /// `message` as its protobuf encoding decodes: fields set to their default
@@ -332,12 +339,27 @@ pub fn canonical(message: &DynamicMessage) -> DynamicMessage {
     DynamicMessage::decode(message.descriptor(), message.encode_to_vec().as_slice()).unwrap_or_else(|_| message.clone())
 }
 
-/// A message from its proto3 JSON mapping, unknown fields refused.
+/// A message from its proto3 JSON mapping, unknown fields refused, read by
+/// serde_json.
 pub fn from_json(desc: MessageDescriptor, bytes: &[u8]) -> Result<DynamicMessage, String> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let message = DynamicMessage::deserialize(desc, &mut de).map_err(|e| e.to_string())?;
-    de.end().map_err(|e| e.to_string())?;
-    Ok(message)
+    from_json_with(JsonCodec::SerdeJson, desc, bytes)
+}
+
+/// [`from_json`] read by `codec`: the internal hop's JSON bodies.
+pub fn from_json_with(codec: JsonCodec, desc: MessageDescriptor, bytes: &[u8]) -> Result<DynamicMessage, String> {
+    codec.decode_seed(MessageSeed(desc), bytes).map_err(|e| e.to_string())
+}
+
+/// A dynamic message's descriptor as serde's seed, so any codec's
+/// deserializer can read one.
+struct MessageSeed(MessageDescriptor);
+
+impl<'de> serde::de::DeserializeSeed<'de> for MessageSeed {
+    type Value = DynamicMessage;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<DynamicMessage, D::Error> {
+        DynamicMessage::deserialize(self.0, d)
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use payload::Limits;
+use payload::{JsonCodec, Limits};
 use service::Compression;
 use service::tls::ServerTlsFiles;
 use tokio_util::sync::CancellationToken;
@@ -84,6 +84,11 @@ pub struct Args {
     /// compression (grpc-encoding) and HTTP Content-Encoding.
     #[arg(long, value_enum, default_value_t = Compression::None)]
     pub compression: Compression,
+    /// The JSON library every JSON body is read and written with:
+    /// serde_json, sonic-rs or simd-json (REST fetch, pages, NDJSON, events;
+    /// gRPC+JSON; a team's own method).
+    #[arg(long, default_value_t = JsonCodec::SerdeJson)]
+    pub json_codec: JsonCodec,
     /// A team's own method, served beside the built-in one.
     #[command(flatten)]
     pub contract: contract::ContractArgs,
@@ -117,6 +122,7 @@ impl Args {
                 client_ca: self.tls_client_ca,
             }),
             compression: self.compression,
+            json_codec: self.json_codec,
             max_work_bytes: self.max_work_bytes,
             grpc_max_connection_age: self.grpc_max_connection_age,
             custom,

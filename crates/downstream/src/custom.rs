@@ -34,6 +34,7 @@ use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};
 use crate::core::{Core, FetchError};
 use crate::grpc::{ShedMark, fetch_status};
 use crate::rest::{Encoding, fetch_error};
+use payload::JsonCodec;
 
 /// The method and its answers, shared by both listeners.
 #[derive(Debug)]
@@ -41,18 +42,20 @@ pub struct Custom {
     pub loaded: Loaded,
     /// Each answer's protobuf size: what holding it weighs.
     answer_bytes: Vec<u64>,
+    /// What its JSON bodies (REST and gRPC+JSON) are read and written with.
+    pub codec: JsonCodec,
 }
 
 impl Custom {
-    pub fn new(loaded: Loaded) -> Arc<Custom> {
+    pub fn new(loaded: Loaded, codec: JsonCodec) -> Arc<Custom> {
         let answer_bytes = loaded.answers.messages.iter().map(|m| m.encoded_len() as u64).collect();
-        Arc::new(Custom { loaded, answer_bytes })
+        Arc::new(Custom { loaded, answer_bytes, codec })
     }
 
     /// Admits call `n`'s work (its answer, weighed by its protobuf size on
     /// every arm), waits its service time, and hands back its answer with the
     /// permit its work holds.
-    async fn answer(&self, core: &Core, n: u64) -> Result<(DynamicMessage, WorkPermit), FetchError> {
+    pub(crate) async fn answer(&self, core: &Core, n: u64) -> Result<(DynamicMessage, WorkPermit), FetchError> {
         let i = contract::pick(n, self.answer_bytes.len());
         let permit = core.hold(n, core.budget.weigh(0, self.answer_bytes[i])).await?;
         Ok((self.loaded.answers.messages[i].clone(), permit))
@@ -65,11 +68,11 @@ impl Custom {
 }
 
 /// Counts call `n` and its message bytes under the load segment it belongs to.
-fn count_call(counters: &Counters, n: u64, request_bytes: u64, response_bytes: u64) {
+pub(crate) fn count_call(counters: &Counters, n: u64, request_bytes: u64, response_bytes: u64) {
     counters.add_call(contract::call_segment(n), request_bytes, response_bytes);
 }
 
-fn call_number(headers: &http::HeaderMap) -> u64 {
+pub(crate) fn call_number(headers: &http::HeaderMap) -> u64 {
     contract::call_number(headers.get(CALL_HEADER).map(|v| v.as_bytes()))
 }
 
@@ -175,7 +178,8 @@ impl UnaryService<Bytes> for JsonMethod {
             let n = contract::call_number(request.metadata().get(CALL_HEADER).map(|v| v.as_bytes()));
             let body = request.into_inner();
             let request_bytes = body.len() as u64;
-            let answered = match contract::from_json(shared.custom.loaded.contract.input(), &body) {
+            let (input, codec) = (shared.custom.loaded.contract.input(), shared.custom.codec);
+            let answered = match contract::from_json_with(codec, input, &body) {
                 Err(e) => Err(Status::invalid_argument(format!("malformed JSON request: {e}"))),
                 Ok(_decoded) => {
                     shared.custom.answer(&shared.core, n).await.map_err(|e| fetch_status(&e, shed.as_ref()))
@@ -183,7 +187,7 @@ impl UnaryService<Bytes> for JsonMethod {
             };
             match answered {
                 Ok((answer, permit)) => {
-                    let json = contract::to_json(&answer);
+                    let json = contract::to_json_with(codec, &answer);
                     shared.counters.add_message_bytes(request_bytes, json.len() as u64);
                     count_call(&shared.counters, n, request_bytes, json.len() as u64);
                     let mut resp = GrpcResponse::new(Bytes::from(json));
@@ -225,15 +229,14 @@ async fn rest_call(State(st): State<Arc<RestShared>>, headers: HeaderMap, body: 
     let (result, request_bytes) = match Encoding::of_request(&headers) {
         Err(e) => (Err(e), 0),
         Ok(encoding) => {
-            let input = st.custom.loaded.contract.input();
+            let (input, codec) = (st.custom.loaded.contract.input(), st.custom.codec);
             rest_answer(
                 &st,
                 &headers,
                 body,
                 |bytes| match encoding {
-                    Encoding::Json => {
-                        contract::from_json(input, bytes).map_err(|e| format!("malformed JSON request: {e}"))
-                    }
+                    Encoding::Json => contract::from_json_with(codec, input, bytes)
+                        .map_err(|e| format!("malformed JSON request: {e}")),
                     Encoding::Protobuf => {
                         DynamicMessage::decode(input, bytes).map_err(|e| format!("malformed protobuf request: {e}"))
                     }
@@ -265,7 +268,9 @@ pub fn rest_annotated(
             let rule = rule.clone();
             async move {
                 let input = st.custom.loaded.contract.input();
-                let decode = |bytes: &[u8]| rule.message(&input, &vars, query.as_deref(), bytes).map(|_| ());
+                let codec = st.custom.codec;
+                let decode =
+                    |bytes: &[u8]| rule.message_with(codec, &input, &vars, query.as_deref(), bytes).map(|_| ());
                 let (result, request_bytes) = rest_answer(&st, &headers, body, decode, Encoding::Json).await;
                 rest_answered(&st, result, request_bytes, call_number(&headers))
             }
@@ -318,7 +323,7 @@ async fn rest_answer<R>(
             Err(e) => Err(fetch_error(e)),
             Ok((answer, permit)) => {
                 let encoded = match out {
-                    Encoding::Json => contract::to_json(&answer),
+                    Encoding::Json => contract::to_json_with(st.custom.codec, &answer),
                     Encoding::Protobuf => answer.encode_to_vec(),
                 };
                 Ok((out, encoded, permit))

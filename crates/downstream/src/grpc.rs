@@ -31,7 +31,7 @@ use tonic::{Code, Request as GrpcRequest, Response as GrpcResponse, Status};
 use tonic_prost::{ProstDecoder, ProstEncoder};
 
 use crate::core::{Core, FetchError};
-use payload::PayloadError;
+use payload::{JsonCodec, PayloadError};
 use service::around::{Around, Before, around};
 use service::{HeldUntilSent, InFlightLimit, Refused};
 use tokio::sync::OwnedSemaphorePermit;
@@ -91,11 +91,18 @@ pub struct GrpcService {
     core: Core,
     counters: Arc<Counters>,
     compression: Option<tonic::codec::CompressionEncoding>,
+    /// What `FetchJson`'s messages are read and written with.
+    json_codec: JsonCodec,
 }
 
 impl GrpcService {
     pub fn new(core: Core, counters: Arc<Counters>) -> Self {
-        GrpcService { core, counters, compression: None }
+        GrpcService { core, counters, compression: None, json_codec: JsonCodec::default() }
+    }
+
+    /// `FetchJson`'s messages read and written with `codec`.
+    pub fn with_json_codec(self, codec: JsonCodec) -> Self {
+        GrpcService { json_codec: codec, ..self }
     }
 
     /// Accepts requests compressed with `encoding` and compresses responses
@@ -255,12 +262,13 @@ impl UnaryService<Bytes> for FetchJsonMethod {
             let shed = request.extensions().get::<ShedMark>().cloned();
             let body = request.into_inner();
             let request_bytes = body.len() as u64;
-            let fetched = match ::service::api::decode_object::<payload::FetchRequest>(&body) {
+            let codec = service.json_codec;
+            let fetched = match crate::rest::decode_json::<payload::FetchRequest>(codec, &body) {
                 Ok(req) => service.core.fetch(req).await.map_err(|e| fetch_status(&e, shed.as_ref())),
                 Err(e) => Err(Status::invalid_argument(e.reason)),
             };
             let encoded = fetched.and_then(|(resp, permit)| {
-                let json = serde_json::to_vec(&resp).map_err(|e| Status::internal(format!("encoding the answer: {e}")));
+                let json = codec.encode(&resp).map_err(|e| Status::internal(format!("encoding the answer: {e}")));
                 json.map(|json| (json, permit))
             });
             match encoded {
@@ -366,7 +374,14 @@ pub fn overloaded(max_in_flight: usize) -> Response {
 ///   the stream, frees what the decoder reserved for the message, and
 ///   answers the client (REST's 408).
 pub fn edge(router: Router, limit: &InFlightLimit, counters: Arc<Counters>, body_timeout: Duration) -> Router {
-    around(router, Edge { limit: limit.clone(), counters, body_timeout })
+    around(router, Edge { limit: Some(limit.clone()), counters, body_timeout })
+}
+
+/// [`edge`] without the in-flight limit: for gRPC services served on a
+/// listener whose own edge already admits each request (the gRPC-Web arm
+/// on the REST listener), so a request is admitted once.
+pub fn counted(router: Router, counters: Arc<Counters>, body_timeout: Duration) -> Router {
+    around(router, Edge { limit: None, counters, body_timeout })
 }
 
 /// The answer to a request whose header block is over
@@ -386,22 +401,28 @@ fn headers_too_large(headers: &http::HeaderMap) -> Option<Response> {
 }
 
 struct Edge {
-    limit: InFlightLimit,
+    limit: Option<InFlightLimit>,
     counters: Arc<Counters>,
     body_timeout: Duration,
 }
 
 impl Around for Edge {
-    type Carry = (PendingOutcome, OwnedSemaphorePermit);
+    type Carry = (PendingOutcome, Option<OwnedSemaphorePermit>);
 
     fn before(&self, mut req: Request) -> Before<Self::Carry> {
         if let Some(refused) = headers_too_large(req.headers()) {
             self.counters.record(outcome(Code::ResourceExhausted));
             return Before::Answer(refused);
         }
-        let Some(permit) = self.limit.try_admit() else {
-            self.counters.record(service::SHED);
-            return Before::Answer(overloaded(self.limit.max()));
+        let permit = match &self.limit {
+            None => None,
+            Some(limit) => match limit.try_admit() {
+                Some(permit) => Some(permit),
+                None => {
+                    self.counters.record(service::SHED);
+                    return Before::Answer(overloaded(limit.max()));
+                }
+            },
         };
         let shed = ShedMark::default();
         req.extensions_mut().insert(shed.clone());
@@ -428,7 +449,7 @@ impl Around for Edge {
 struct Answered {
     inner: Body,
     pending: Option<PendingOutcome>,
-    _held: (OwnedSemaphorePermit, Option<HeldUntilSent>),
+    _held: (Option<OwnedSemaphorePermit>, Option<HeldUntilSent>),
 }
 
 impl http_body::Body for Answered {

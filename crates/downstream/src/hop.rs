@@ -8,6 +8,7 @@
 use std::io;
 use std::sync::Arc;
 
+use payload::JsonCodec;
 use service::Compression;
 use service::tls::{ALPN_H2, ALPN_HTTP1, ServerTlsFiles, server_config};
 
@@ -28,8 +29,8 @@ pub fn listener_tls(files: Option<&ServerTlsFiles>) -> io::Result<ListenerTls> {
     Ok(Some((server_config(files, GRPC_ALPN)?, server_config(files, REST_ALPN)?)))
 }
 
-/// What `/stats` reports of the listeners' TLS and compression.
-pub fn settings(files: Option<&ServerTlsFiles>, c: Compression) -> serde_json::Value {
+/// What `/stats` reports of the listeners' TLS, compression and JSON codec.
+pub fn settings(files: Option<&ServerTlsFiles>, c: Compression, codec: JsonCodec) -> serde_json::Value {
     serde_json::json!({
         "tls": files.map(|f| serde_json::json!({
             "grpc": f.settings(GRPC_ALPN),
@@ -42,6 +43,11 @@ pub fn settings(files: Option<&ServerTlsFiles>, c: Compression) -> serde_json::V
                 "grpc": "tonic: accept_compressed and send_compressed (grpc-encoding), when the client accepts it",
                 "rest": "tower-http: RequestDecompressionLayer and CompressionLayer (Content-Encoding; responses over 32 bytes)",
             }),
+        },
+        "json_codec": {
+            "name": codec.as_str(),
+            "library": codec.library(),
+            "used_by": "REST JSON bodies (fetch, pages, NDJSON, events), gRPC+JSON messages, a team's own method's JSON",
         },
     })
 }

@@ -34,7 +34,7 @@ use axum::response::Response;
 use axum::routing::get;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use payload::{PageRequest, PageResponse, PageToken, PayloadError, StreamItem, StreamRequest};
+use payload::{JsonCodec, PageRequest, PageResponse, PageToken, PayloadError, StreamItem, StreamRequest};
 use prost::Message;
 use service::api::{ApiError, json_response};
 use service::{HeldUntilSent, WorkPermit};
@@ -64,10 +64,17 @@ pub struct Producer {
 /// A REST stream's outcome, counted as the listener counts a call's when
 /// its body is dropped: `ok` once its last item was made, `cancelled` if the
 /// client went away before (gRPC's edge layer counts its streams itself).
-struct Outcome {
+pub(crate) struct Outcome {
     counters: Arc<Counters>,
     items: u32,
-    made: u32,
+    pub(crate) made: u32,
+}
+
+impl Outcome {
+    /// A stream of `items` items, none made yet.
+    pub(crate) fn new(counters: Arc<Counters>, items: u32) -> Outcome {
+        Outcome { counters, items, made: 0 }
+    }
 }
 
 impl Drop for Outcome {
@@ -120,7 +127,7 @@ impl Producer {
                 let due = start + after;
                 let asked = Instant::now();
                 if asked < due {
-                    producer.core.timer.wait(due - asked).await;
+                    crate::timer::wait_until(due).await;
                 }
                 let late = asked.saturating_duration_since(due).as_nanos() as u64;
                 open.counters.streams().item(late);
@@ -171,7 +178,7 @@ impl Producer {
         if let Some(last) = range.clone().last() {
             let wait = at(last).saturating_sub(unix_nanos(SystemTime::now()));
             if wait > 0 {
-                self.core.timer.wait(Duration::from_nanos(wait as u64)).await;
+                crate::timer::wait(Duration::from_nanos(wait as u64)).await;
             }
         }
         // An item whose page is asked for after it is due was held back by
@@ -283,6 +290,7 @@ struct RestItems {
     producer: Producer,
     counters: Arc<Counters>,
     compression: service::Compression,
+    codec: JsonCodec,
 }
 
 /// The query, or a 400 that says what is wrong with it.
@@ -306,8 +314,7 @@ async fn page(State(s): State<RestItems>, q: Result<Query<ItemsQuery>, QueryReje
         e
     })?;
     s.counters.record("ok");
-    let body =
-        serde_json::to_vec(&page).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let body = crate::rest::encode_json(s.codec, &page)?;
     s.counters.add_message_bytes(0, body.len() as u64);
     let mut resp = json_response(body);
     resp.extensions_mut().insert(HeldUntilSent::new(permit));
@@ -354,15 +361,22 @@ async fn stream(
         s.counters.record(e.outcome());
         e
     })?;
-    let (counters, events) = (s.counters.clone(), wants_events(&headers));
-    let mut outcome = Outcome { counters: s.counters.clone(), items: req.items, made: 0 };
+    let (counters, events, codec) = (s.counters.clone(), wants_events(&headers), s.codec);
+    let mut outcome = Outcome::new(s.counters.clone(), req.items);
     let framed = s.producer.stream(req, s.counters.clone()).map(move |item| {
         // The whole guard moves into the closure, to be dropped with the body.
         let outcome = &mut outcome;
         outcome.made = item.index + 1;
-        let json = serde_json::to_string(&item).unwrap_or_default();
+        // An item always encodes (plain strings and numbers); compact JSON
+        // escapes any newline, so a line or an event's data is one line.
+        let json = codec.encode(&item).unwrap_or_default();
         counters.add_message_bytes(0, json.len() as u64);
-        let framed = if events { format!("id: {}\ndata: {json}\n\n", item.index) } else { json + "\n" };
+        let mut framed = Vec::with_capacity(json.len() + 32);
+        if events {
+            framed.extend_from_slice(format!("id: {}\ndata: ", item.index).as_bytes());
+        }
+        framed.extend_from_slice(&json);
+        framed.extend_from_slice(if events { b"\n\n" } else { b"\n" });
         Bytes::from(framed)
     });
     let media = if events { EVENT_STREAM } else { NDJSON };
@@ -404,11 +418,18 @@ fn compressed(
 }
 
 /// The REST routes of the sequence, to merge into the REST listener's
-/// router; streams compressed in `compression` for clients that offer it.
-pub fn rest_routes(producer: Producer, counters: Arc<Counters>, compression: service::Compression) -> Router {
+/// router; streams compressed in `compression` for clients that offer it,
+/// pages and items written by `codec`.
+pub fn rest_routes(
+    producer: Producer,
+    counters: Arc<Counters>,
+    compression: service::Compression,
+    codec: JsonCodec,
+) -> Router {
     Router::new().route(PAGES_PATH, get(page)).route(STREAM_PATH, get(stream)).with_state(RestItems {
         producer,
         counters,
         compression,
+        codec,
     })
 }

@@ -9,6 +9,8 @@
 //! the built-in one (`--proto`); [`cli`] is the binary's flags.
 
 pub mod cli;
+pub mod connect;
+pub mod connect_stream;
 pub mod core;
 pub mod custom;
 pub mod grpc;

@@ -15,8 +15,10 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use payload::{FetchRequest, FetchResponse, PayloadError};
+use payload::{FetchRequest, FetchResponse, JsonCodec, PayloadError};
 use prost::Message;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use service::api::{ApiError, BodyPolicy, json_response, media_type, read_body};
 use service::{HeldUntilSent, Refused, WorkPermit};
 use telemetry::Counters;
@@ -69,10 +71,10 @@ impl Encoding {
             .unwrap_or(request)
     }
 
-    fn decode(self, bytes: &[u8]) -> Result<FetchRequest, ApiError> {
+    pub(crate) fn decode(self, codec: JsonCodec, bytes: &[u8]) -> Result<FetchRequest, ApiError> {
         let bad = |what: String| ApiError::new(StatusCode::BAD_REQUEST, what);
         match self {
-            Encoding::Json => service::api::decode_object(bytes),
+            Encoding::Json => decode_json(codec, bytes),
             Encoding::Protobuf => {
                 let pb =
                     proto::FetchRequest::decode(bytes).map_err(|e| bad(format!("malformed protobuf request: {e}")))?;
@@ -81,11 +83,9 @@ impl Encoding {
         }
     }
 
-    fn encode(self, resp: FetchResponse) -> Result<Vec<u8>, ApiError> {
+    pub(crate) fn encode(self, codec: JsonCodec, resp: FetchResponse) -> Result<Vec<u8>, ApiError> {
         match self {
-            Encoding::Json => {
-                serde_json::to_vec(&resp).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
-            }
+            Encoding::Json => encode_json(codec, &resp),
             Encoding::Protobuf => Ok(proto::FetchResponse::from(resp).encode_to_vec()),
         }
     }
@@ -96,6 +96,17 @@ impl Encoding {
             Encoding::Protobuf => ([(header::CONTENT_TYPE, PROTOBUF_MEDIA_TYPE)], body).into_response(),
         }
     }
+}
+
+/// A JSON request body read by the hop's codec: a JSON object or 400, the
+/// reason in the refusal's JSON body whichever library read it.
+pub fn decode_json<T: DeserializeOwned>(codec: JsonCodec, bytes: &[u8]) -> Result<T, ApiError> {
+    service::api::decode_object_with(bytes, |b| codec.decode(b).map_err(|e| e.to_string()))
+}
+
+/// An answer written by the hop's codec (500 should it fail).
+pub fn encode_json<T: Serialize>(codec: JsonCodec, value: &T) -> Result<Vec<u8>, ApiError> {
+    codec.encode(value).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
 pub(crate) fn api_error(e: PayloadError) -> ApiError {
@@ -120,6 +131,7 @@ struct RestState {
     core: Core,
     counters: Arc<Counters>,
     body: BodyPolicy,
+    codec: JsonCodec,
 }
 
 /// What the REST listener serves, for the reason of a 404 or 405.
@@ -128,10 +140,11 @@ pub const API: &str = "POST /v1/fetch";
 /// The built-in method's route.
 pub const API_PATH: &str = "/v1/fetch";
 
-/// The REST API; request bodies must arrive within `body_read_timeout`.
-pub fn router(core: Core, counters: Arc<Counters>, body_read_timeout: std::time::Duration) -> Router {
+/// The REST API; request bodies must arrive within `body_read_timeout`,
+/// JSON ones read and answered with `codec`.
+pub fn router(core: Core, counters: Arc<Counters>, body_read_timeout: std::time::Duration, codec: JsonCodec) -> Router {
     let body = BodyPolicy { limit_bytes: core.limits.max_encoded_request_bytes(), read_timeout: body_read_timeout };
-    let state = Arc::new(RestState { core, counters, body });
+    let state = Arc::new(RestState { core, counters, body, codec });
     let not_found_state = state.clone();
     Router::new()
         .route(API_PATH, post(fetch))
@@ -162,9 +175,9 @@ async fn answer(
     };
     let out = Encoding::of_answer(headers, encoding);
     let result = async {
-        let req = encoding.decode(&bytes)?;
+        let req = encoding.decode(st.codec, &bytes)?;
         let (resp, permit) = st.core.fetch(req).await.map_err(fetch_error)?;
-        Ok((out, out.encode(resp)?, permit))
+        Ok((out, out.encode(st.codec, resp)?, permit))
     }
     .await;
     (result, bytes.len())

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use payload::Limits;
+use payload::{JsonCodec, Limits};
 use service::tls::ServerTlsFiles;
 use service::{
     Compression, InFlightLimit, Protocols, ReadyLine, Served, ServerSettings, WorkBudget, bind, serve, serve_tls,
@@ -47,6 +47,8 @@ pub struct Config {
     pub tls: Option<ServerTlsFiles>,
     /// Compression both listeners accept and answer with (`--compression`).
     pub compression: Compression,
+    /// What every JSON body is read and written with (`--json-codec`).
+    pub json_codec: JsonCodec,
     /// Bytes of records and uploads the tier holds at once (`--max-work-bytes`).
     pub max_work_bytes: u64,
     /// Request-body bytes one connection may hold at once.
@@ -77,6 +79,7 @@ impl Default for Config {
             drain_timeout: Duration::from_secs(5),
             tls: None,
             compression: Compression::None,
+            json_codec: JsonCodec::SerdeJson,
             max_work_bytes: service::DEFAULT_MAX_WORK_BYTES,
             max_connection_body_bytes: ServerSettings::DEFAULT_MAX_CONNECTION_BODY_BYTES,
             grpc_max_connection_age: None,
@@ -125,7 +128,7 @@ pub async fn start(mut config: Config, shutdown: CancellationToken) -> io::Resul
     let (registry, counters) = registry(&config, &limit, &settings);
     let registry = Arc::new(registry);
 
-    let custom = config.custom.take().map(Custom::new);
+    let custom = config.custom.take().map(|c| Custom::new(c, config.json_codec));
     let (grpc_app, rest_app) = routers(&config, custom, &counters).await?;
     let grpc_app = grpc::edge(grpc_app, &limit, counters.grpc.clone(), config.header_read_timeout);
     let rest_app = config.compression.rest_layers(rest_app);
@@ -193,6 +196,7 @@ fn registry(config: &Config, limit: &InFlightLimit, settings: &Settings) -> (Reg
         "jitter_ms": config.jitter.as_secs_f64() * 1e3,
         "stream_interval_ms": config.stream_interval.as_secs_f64() * 1e3,
         "service_time_wait": crate::timer::DESCRIPTION,
+        "service_time_resolution_ms": crate::timer::RESOLUTION.as_secs_f64() * 1e3,
         "max_items": config.limits.max_items,
         "max_body_bytes": config.limits.max_body_bytes,
         "max_in_flight": limit.max(),
@@ -207,7 +211,7 @@ fn registry(config: &Config, limit: &InFlightLimit, settings: &Settings) -> (Reg
         "rest_server": settings.rest,
     }));
     registry.extend_settings(WorkBudget::new(config.max_work_bytes).settings());
-    registry.extend_settings(hop::settings(config.tls.as_ref(), config.compression));
+    registry.extend_settings(hop::settings(config.tls.as_ref(), config.compression, config.json_codec));
     registry.extend_settings(service::runtime_settings());
     registry.extend_settings(service::huge_pages::settings());
     if let Some(loaded) = &config.custom {
@@ -229,13 +233,28 @@ async fn routers(config: &Config, custom: Option<Arc<Custom>>, counters: &Counte
         delay: config.delay,
         jitter: config.jitter,
         limits: config.limits,
-        timer: Default::default(),
         budget: WorkBudget::new(config.max_work_bytes),
     };
     let producer = crate::items::Producer { core: core.clone(), interval: config.stream_interval };
     let grpc_app = grpc_routes(config, &core, producer.clone(), counters, custom.as_deref()).await?;
-    let rest_app = rest::router(core.clone(), counters.rest.clone(), config.header_read_timeout)
-        .merge(crate::items::rest_routes(producer, counters.rest.clone(), config.compression));
+    let rpc = crate::connect::Settings {
+        compression: config.compression.grpc_encoding(),
+        body_read_timeout: config.header_read_timeout,
+        json_codec: config.json_codec,
+    };
+    let body = service::api::BodyPolicy {
+        limit_bytes: core.limits.max_encoded_request_bytes(),
+        read_timeout: config.header_read_timeout,
+    };
+    // A team's own method at the same path keeps it (a Router would panic on two).
+    let stream = match &custom {
+        Some(c) if c.loaded.contract.grpc_path() == crate::connect_stream::STREAM_PATH => Router::new(),
+        _ => crate::connect_stream::routes(producer.clone(), counters.rest.clone(), body, config.compression),
+    };
+    let rest_app = rest::router(core.clone(), counters.rest.clone(), config.header_read_timeout, config.json_codec)
+        .merge(crate::items::rest_routes(producer, counters.rest.clone(), config.compression, config.json_codec))
+        .merge(crate::connect::routes(&core, &counters.rest, &rpc, custom.as_ref()))
+        .merge(stream);
     match &custom {
         None => Ok((grpc_app, rest_app)),
         Some(c) => with_custom(c, core, counters, config, grpc_app, rest_app),
@@ -270,6 +289,7 @@ async fn grpc_routes(
     Ok(tonic::service::Routes::new(
         grpc::GrpcService::new(core.clone(), counters.grpc.clone())
             .with_compression(config.compression.grpc_encoding())
+            .with_json_codec(config.json_codec)
             .into_server(),
     )
     .add_service(
@@ -285,7 +305,9 @@ async fn grpc_routes(
 
 /// The routes of the REST listener besides a team's own: the built-in
 /// method and `Items`' pages and stream.
-pub const BUILT_IN_REST_ROUTES: [&str; 3] = [rest::API_PATH, crate::items::PAGES_PATH, crate::items::STREAM_PATH];
+/// The Connect and gRPC-Web route of the built-in method is there too.
+pub const BUILT_IN_REST_ROUTES: [&str; 4] =
+    [rest::API_PATH, crate::items::PAGES_PATH, crate::items::STREAM_PATH, crate::connect::FETCH_PATH];
 
 /// Why a team's `google.api.http` route cannot be served beside the REST
 /// listener's own (the built-in ones and the contract's `POST
@@ -293,8 +315,8 @@ pub const BUILT_IN_REST_ROUTES: [&str; 3] = [rest::API_PATH, crate::items::PAGES
 /// harness asks before anything starts.
 pub fn check_custom_route(contract: &contract::Contract) -> Result<(), String> {
     let Some(rule) = &contract.http else { return Ok(()) };
-    let own = contract.rest_path();
-    let served: Vec<&str> = BUILT_IN_REST_ROUTES.iter().copied().chain([own.as_str()]).collect();
+    let (own, rpc) = (contract.rest_path(), contract.grpc_path());
+    let served: Vec<&str> = BUILT_IN_REST_ROUTES.iter().copied().chain([own.as_str(), rpc.as_str()]).collect();
     match rule.clash(&served) {
         None => Ok(()),
         Some(route) => Err(format!(

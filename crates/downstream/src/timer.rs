@@ -1,39 +1,51 @@
-//! The service-time wait, to the tenth of a millisecond, and the
-//! high-resolution [`Alarm`] it (and the harness's dispatcher) wakes on.
+//! The service-time wait, on the runtime's own timer, and the
+//! high-resolution [`Alarm`] the harness's dispatcher wakes on.
 //!
-//! tokio's timer wheel has 1 ms slots: a `sleep(d)` ends on the first tick at
-//! or after its deadline, so every delay came out rounded up by up to a
-//! millisecond and more (501.5 ms for 500 ms), and even a zero-length sleep
-//! waited for the next tick. Here a zero delay never touches a timer, and a
-//! nonzero one is registered with the runtime's [`Timer`]: a heap of
-//! deadlines and one timerfd armed for the earliest. A timerfd's expiry is a
-//! kernel hrtimer with no timer slack (`timerfd_settime(2)`), and it is
-//! registered with tokio's reactor like a socket, so the worker that answers
-//! the request is the thread it wakes, as a database's reply would: no thread
-//! of its own to wake first and hand over from (an earlier design, a timer
-//! thread on a condition variable, cost a tenth of the downstream's CPU at
-//! 5,000 req/s and a second wake-up per request).
+//! A real handler that waits 500 ms on a database waits on its runtime's
+//! timer or socket, not on a timer of its own, so the simulated service time
+//! is a `tokio::time::sleep_until` of its due time: what it costs a call is
+//! what a real wait costs (until 2026-12 a heap of deadlines and a timerfd
+//! armed for the earliest, which cost the downstream instructions per call
+//! that a plain tokio service does not spend; bench/README.md, "The service
+//! time on the runtime's timer"). tokio's timer wheel has 1 ms slots: a wait
+//! ends on the first tick at or after its deadline, never before it, so a
+//! service time is the delay rounded up to the tick, plus the wake-up
+//! ([`RESOLUTION`], which `/stats` reports and report.md states). A zero
+//! delay never touches a timer.
 //!
 //! Why not busy-wait or `spawn_blocking` with `thread::sleep`: spinning burns a
 //! core that the tiers are measured on, and a blocking thread per request
 //! would hold thousands of threads at a 500 ms delay and 10,000 req/s.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
-use tokio::sync::oneshot;
 
 /// How the service-time wait is done, for the downstream's settings.
-pub const DESCRIPTION: &str = "zero delay: no timer; otherwise the deadlines of the runtime in a heap and one timerfd \
-(a high-resolution kernel timer, no timer slack) armed for the earliest, on the runtime's reactor; its expiry wakes \
-every request then due";
+pub const DESCRIPTION: &str = "tokio::time::sleep_until of the due time, on the runtime's own timer (1 ms ticks), as \
+a handler waiting on I/O waits; zero delay: no timer";
+
+/// The tick of the runtime's timer: a wait ends on the first tick at or after
+/// its due time (tokio's wheel has 1 ms slots, `tokio::time` module docs), so
+/// a service time is never below its delay and is rounded up to this.
+pub const RESOLUTION: Duration = Duration::from_millis(1);
+
+/// Waits `duration` from now on the runtime's timer (nothing at all for
+/// zero); never ends before it.
+pub async fn wait(duration: Duration) {
+    if !duration.is_zero() {
+        wait_until(Instant::now() + duration).await;
+    }
+}
+
+/// Waits until `deadline` on the runtime's timer; never ends before it.
+pub async fn wait_until(deadline: Instant) {
+    tokio::time::sleep_until(deadline.into()).await;
+}
 
 /// A high-resolution wake-up on the current tokio runtime's reactor: a
 /// timerfd registered like a socket. Must be made inside a runtime and used
@@ -102,154 +114,35 @@ impl Alarm {
     }
 }
 
-/// The service-time waits of one runtime (one per [`crate::Core`]; made on
-/// the first wait, inside the runtime that serves).
-#[derive(Clone, Default)]
-pub struct Timer(Arc<OnceLock<Arc<Shared>>>);
-
-impl std::fmt::Debug for Timer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Timer")
-    }
-}
-
-struct Entry {
-    deadline: Instant,
-    seq: u64,
-    tx: oneshot::Sender<()>,
-}
-
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        (self.deadline, self.seq) == (other.deadline, other.seq)
-    }
-}
-impl Eq for Entry {}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Entry {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.deadline, self.seq).cmp(&(other.deadline, other.seq))
-    }
-}
-
-#[derive(Default)]
-struct Deadlines {
-    heap: BinaryHeap<Reverse<Entry>>,
-    seq: u64,
-}
-
-struct Shared {
-    deadlines: Mutex<Deadlines>,
-    alarm: Alarm,
-}
-
-impl Timer {
-    /// Waits `duration` (nothing at all for zero), ending within about 0.1 ms
-    /// after it on an idle machine. Without a timerfd (none left to open) the
-    /// wait falls back to tokio's timer, 1 ms ticks.
-    pub async fn wait(&self, duration: Duration) {
-        if duration.is_zero() {
-            return;
-        }
-        let deadline = Instant::now() + duration;
-        let Some(shared) = self.shared() else {
-            return tokio::time::sleep_until(deadline.into()).await;
-        };
-        let (tx, rx) = oneshot::channel();
-        shared.add(deadline, tx);
-        // The sender is dropped only when it fires (or the runtime ends).
-        let _ = rx.await;
-    }
-
-    fn shared(&self) -> Option<&Arc<Shared>> {
-        if self.0.get().is_none() {
-            match Alarm::new() {
-                Ok(alarm) => {
-                    let shared = Arc::new(Shared { deadlines: Mutex::default(), alarm });
-                    if self.0.set(shared.clone()).is_ok() {
-                        tokio::spawn(shared.run());
-                    }
-                }
-                Err(e) => tracing::warn!("no timerfd ({e}): service times end on tokio's 1 ms timer ticks"),
-            }
-        }
-        self.0.get()
-    }
-}
-
-impl Shared {
-    fn add(&self, deadline: Instant, tx: oneshot::Sender<()>) {
-        let mut d = self.deadlines.lock().unwrap_or_else(|e| e.into_inner());
-        let earliest = d.heap.peek().is_none_or(|Reverse(e)| deadline < e.deadline);
-        d.seq += 1;
-        let seq = d.seq;
-        d.heap.push(Reverse(Entry { deadline, seq, tx }));
-        // Only a new earliest deadline changes when the alarm must go off;
-        // armed under the lock, so the driver's re-arming cannot interleave.
-        if earliest {
-            self.arm(deadline);
-        }
-    }
-
-    fn arm(&self, deadline: Instant) {
-        if let Err(e) = self.alarm.set(deadline.saturating_duration_since(Instant::now())) {
-            tracing::warn!("arming the service-time timerfd: {e}");
-        }
-    }
-
-    /// The driver: on each expiry, releases every request now due and arms
-    /// the alarm for the next deadline.
-    async fn run(self: Arc<Self>) {
-        loop {
-            if self.alarm.fired().await.is_err() {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            let mut d = self.deadlines.lock().unwrap_or_else(|e| e.into_inner());
-            let now = Instant::now();
-            while d.heap.peek().is_some_and(|Reverse(e)| e.deadline <= now) {
-                if let Some(Reverse(e)) = d.heap.pop() {
-                    // The request may have gone (client cancelled): nothing to wake.
-                    let _ = e.tx.send(());
-                }
-            }
-            if let Some(Reverse(e)) = d.heap.peek() {
-                self.arm(e.deadline);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn zero_does_not_wait_and_a_delay_is_never_cut_short() {
-        let timer = Timer::default();
+    /// The service time is never below the delay, whatever the delay's
+    /// phase against the timer's 1 ms ticks (sub-millisecond delays, waits
+    /// started between ticks), on a multi-threaded runtime as the tier runs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn zero_does_not_wait_and_a_service_time_is_never_below_its_delay() {
         let t = Instant::now();
-        timer.wait(Duration::ZERO).await;
+        wait(Duration::ZERO).await;
         assert!(t.elapsed() < Duration::from_millis(1), "{:?}", t.elapsed());
-        // Out of order, overlapping: each ends no earlier than its own deadline.
-        let waits = [30u64, 10, 20, 10, 1].map(|ms| {
-            let timer = timer.clone();
-            async move {
-                let started = Instant::now();
-                timer.wait(Duration::from_millis(ms)).await;
-                (ms, started.elapsed())
-            }
-        });
-        for (ms, took) in futures::future::join_all(waits).await {
-            assert!(took >= Duration::from_millis(ms), "{ms} ms ended after {took:?}");
-        }
-        // One after another: the alarm is re-armed after every expiry.
-        for _ in 0..5 {
+        // Out of order, overlapping, off the tick: each ends no earlier than its own deadline.
+        let waits = [30_000u64, 10_000, 20_300, 10_000, 1_000, 700, 1, 2_500].map(|us| async move {
             let started = Instant::now();
-            timer.wait(Duration::from_millis(2)).await;
-            assert!(started.elapsed() >= Duration::from_millis(2));
+            wait(Duration::from_micros(us)).await;
+            (us, started.elapsed())
+        });
+        for (us, took) in futures::future::join_all(waits).await {
+            assert!(took >= Duration::from_micros(us), "{us} µs ended after {took:?}");
+        }
+        // One after another, started wherever the last one ended.
+        for us in [100u64, 900, 1_000, 1_100, 2_000] {
+            let started = Instant::now();
+            wait(Duration::from_micros(us)).await;
+            assert!(started.elapsed() >= Duration::from_micros(us), "{us} µs ended after {:?}", started.elapsed());
+            let deadline = Instant::now() + Duration::from_micros(us);
+            wait_until(deadline).await;
+            assert!(Instant::now() >= deadline);
         }
     }
 

@@ -149,7 +149,8 @@ async fn metrics_and_stats_show_counters_and_process_figures() {
     assert!(s.process.rss_bytes.unwrap() > 0);
     assert!(s.process.cpu_seconds.is_some());
     assert_eq!(s.settings["delay_ms"], 1.0);
-    assert!(s.settings["service_time_wait"].as_str().unwrap().contains("timerfd"), "{}", s.settings);
+    assert!(s.settings["service_time_wait"].as_str().unwrap().contains("sleep_until"), "{}", s.settings);
+    assert_eq!(s.settings["service_time_resolution_ms"], 1.0);
 
     let text = reqwest::get(format!("http://{}/metrics", ds.admin_addr)).await.unwrap().text().await.unwrap();
     assert!(

@@ -6,3 +6,4 @@ mod downstream;
 mod hostile;
 mod items;
 mod plain;
+mod protocols;

@@ -6,6 +6,8 @@
 //! * deterministic generation of the answer from a request ([`respond`]): the
 //!   same request always yields the same records (order shape) or points
 //!   (time-series shape), in both encodings; and of an upload body ([`upload_body`]);
+//! * [`json::JsonCodec`]: the JSON library a hop's bodies go through, the
+//!   one place every JSON call site of the internal hop asks;
 //! * conversion to and from the protobuf types of the `proto` crate;
 //! * validation against named [`Limits`]; [`check_shape`], what a real client
 //!   checks of an answer (its id and record count); and [`verify`], the full
@@ -15,6 +17,7 @@
 
 mod canonical;
 mod generate;
+pub mod json;
 mod model;
 mod pb;
 mod stream;
@@ -23,6 +26,7 @@ mod validate;
 pub use generate::{
     SplitMix64, generate, generate_points, item_record, points_digest, records_digest, respond, upload_body,
 };
+pub use json::JsonCodec;
 pub use model::{CallRequest, FetchRequest, FetchResponse, Point, Record, Shape};
 pub use stream::{
     ItemError, PageRequest, PageResponse, PageToken, StreamItem, StreamRequest, due_after_origin, page_range,

@@ -114,12 +114,18 @@ pub async fn read_json<T: DeserializeOwned>(
 /// serde's reason): serde's derived structs also take an array of the
 /// fields in order, which is not the contract.
 pub fn decode_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    decode_object_with(bytes, |b| serde_json::from_slice(b).map_err(|e| e.to_string()))
+}
+
+/// [`decode_object`] with the parsing done by `decode` (a hop's JSON
+/// codec): the same object check first, the same 400 and reason shape
+/// after, whatever library reads the body.
+pub fn decode_object_with<T>(bytes: &[u8], decode: impl FnOnce(&[u8]) -> Result<T, String>) -> Result<T, ApiError> {
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
     if first.is_some_and(|b| *b != b'{') {
         return Err(ApiError::new(StatusCode::BAD_REQUEST, "malformed JSON request: the body must be a JSON object"));
     }
-    serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("malformed JSON request: {e}")))
+    decode(bytes).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("malformed JSON request: {e}")))
 }
 
 /// The media type of a request's Content-Type, without parameters, lower case.

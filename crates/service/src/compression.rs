@@ -100,6 +100,37 @@ impl Compression {
             Compression::Zstd => zstd::encode_all(body, ZSTD_LEVEL),
         }
     }
+
+    /// A message in this coding, decoded to at most `max` bytes: a message
+    /// that decodes to more is refused, never held.
+    pub fn decompress(self, coded: &[u8], max: usize) -> io::Result<Vec<u8>> {
+        use std::io::Read;
+        let mut out = Vec::new();
+        let limit = max as u64 + 1;
+        match self {
+            Compression::None => out.extend_from_slice(coded),
+            Compression::Gzip => {
+                flate2::read::GzDecoder::new(coded).take(limit).read_to_end(&mut out)?;
+            }
+            Compression::Zstd => {
+                zstd::stream::read::Decoder::new(coded)?.take(limit).read_to_end(&mut out)?;
+            }
+        }
+        if out.len() > max {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("a message decodes to over {max} bytes")));
+        }
+        Ok(out)
+    }
+
+    /// The coding named `name` (`gzip`, `zstd`, `identity`), if one of these.
+    pub fn from_coding(name: &str) -> Option<Compression> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "identity" | "" => Some(Compression::None),
+            "gzip" => Some(Compression::Gzip),
+            "zstd" => Some(Compression::Zstd),
+            _ => None,
+        }
+    }
 }
 
 impl std::fmt::Display for Compression {

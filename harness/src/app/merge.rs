@@ -47,6 +47,7 @@ pub fn merge_main(args: &MergeArgs) -> u8 {
         arms: runs.iter().map(|r| r.config.transport).collect(),
         rates: vec![first.config.load.qps],
         payload: None,
+        codecs: Vec::new(),
     };
     let load = format!("{}-merged{}", qps_part(first.config.load.qps), segments.len());
     let name = folder_name(&first.started_at, &plan.transport_name(), &load, first.config.output.label.as_deref());

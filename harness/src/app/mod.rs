@@ -11,12 +11,15 @@
 //! * [`rerun`]: `harness rerun`, a saved run's configuration measured again;
 //! * [`plan`]: `harness plan`, an experiment: a plan file's matrix of runs, resumable, and
 //!   a search for where a verdict flips;
+//! * [`conform`]: `harness conform`, whether a running or commanded tier
+//!   speaks the contract, one line per check;
 //! * [`tier`]: the hidden `__tier` role that runs a service in this process
 //!   (and `__reaper`, the containers' reaper, `tiers::reaper::reap`);
 //! * [`exit`]: the exit codes.
 
 pub mod adr;
 pub mod compare;
+pub mod conform;
 pub mod exit;
 pub mod merge;
 pub mod plan;
@@ -96,6 +99,11 @@ pub enum Command {
     /// report.html (one self-contained page), also for folders saved by
     /// earlier versions.
     Report(report::ReportArgs),
+    /// Check that a tier, ours or a team's own stack, speaks the built-in
+    /// contract on every arm it serves: answers verified, REST route and
+    /// error shapes, gRPC status and trailers, health, reflection. One line
+    /// per check with a fix for each failure; exit 1 when one fails.
+    Conform(conform::ConformArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -129,6 +137,7 @@ pub fn main() -> ExitCode {
         Some(Command::Merge(args)) => return ExitCode::from(merge::merge_main(&args)),
         Some(Command::Plan(args)) => return ExitCode::from(plan::plan_main(&args)),
         Some(Command::Report(args)) => return ExitCode::from(report::report(&args)),
+        Some(Command::Conform(args)) => return ExitCode::from(conform::conform(&args)),
         None => {}
     }
     // The contract is compiled and its data read before the output folder

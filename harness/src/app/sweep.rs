@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use ::payload::JsonCodec;
 use caller::Transport;
 
 use super::exit::{EXIT_FAILED, exit_code};
@@ -240,6 +241,10 @@ fn payload_setup(plan: &Plan, sweep: &PayloadSweep, files: &[String]) -> String 
             setup.push_str(&format!(" ({})", files.join("; ")));
         }
     }
+    if plan.codecs.len() > 1 {
+        let names: Vec<&str> = plan.codecs.iter().map(|c| c.as_str()).collect();
+        setup.push_str(&format!(", each arm with the JSON codecs {} in turn", names.join(", ")));
+    }
     if let Some(label) = &cfg.output.label {
         setup.push_str(&format!(" ({label})"));
     }
@@ -287,8 +292,21 @@ async fn payload_sweep(
     let load = format!("{what}-{}-{}-{rate}", sizes[0], sizes[sizes.len() - 1]);
     let Some((folder, tls)) = create_folder(plan, &started_at, &load) else { return EXIT_FAILED };
     let slo_ms = cfg.load.slo_p99.as_secs_f64() * 1e3;
-    let mut arms: Vec<ArmPayload> =
-        plan.arms.iter().map(|&transport| ArmPayload { transport, steps: Vec::new() }).collect();
+    let codecs = plan.step_codecs();
+    let mut arms: Vec<ArmPayload> = codecs
+        .iter()
+        .flat_map(|&c| plan.arms.iter().map(move |&transport| (transport, c)))
+        .map(|(transport, c)| ArmPayload { transport, json_codec: labelled(&codecs, c), steps: Vec::new() })
+        .collect();
+    let sweep_at = SweepAt {
+        folder: folder.path(),
+        started_at: &started_at,
+        tls: tls.as_ref(),
+        interrupt,
+        slo_ms,
+        axis,
+        codecs: &codecs,
+    };
     let mut last_status = RunStatus::Complete;
     let mut files = Vec::new();
     for &size in sizes {
@@ -308,21 +326,8 @@ async fn payload_sweep(
             },
             false => contract.cloned(),
         };
-        let what = format!("{size} {}", axis.unit());
-        let at = StepAt { name: &name, what: &what, sweep_folder: folder.path(), started_at: &started_at };
-        let Some(runs) = run_step(&step_plan, tls.as_ref(), step_contract.as_ref(), &at, interrupt).await else {
-            last_status = RunStatus::Aborted;
-            break;
-        };
-        if let Some(report) = runs.first().and_then(|r| r.contract.as_ref()) {
-            files.push(data_file_text(axis, size, report));
-        }
-        for run in &runs {
-            let Some(arm) = arms.iter_mut().find(|a| a.transport == run.config.transport) else { continue };
-            let folder_rel = if runs.len() > 1 { format!("{name}/{}", arm.transport) } else { name.clone() };
-            arm.steps.push(crate::judge::payload::step(run, size, slo_ms, folder_rel));
-        }
-        last_status = runs.first().map_or(RunStatus::Aborted, |r| r.status);
+        let at = SizeAt { size, name: &name, step_contract: step_contract.as_ref() };
+        last_status = run_codecs(&sweep_at, &step_plan, &at, &mut arms, &mut files).await;
         if last_status != RunStatus::Complete {
             break;
         }
@@ -345,4 +350,69 @@ async fn payload_sweep(
     let written = write_payload(folder.path(), &report, &setup);
     let (json, text) = (serde_json::json!({ "payload": report }), payload::terminal(&report));
     finish(folder, written, cfg, json, &text, last_status)
+}
+
+/// What every step of a payload sweep shares.
+struct SweepAt<'a> {
+    folder: &'a Path,
+    started_at: &'a str,
+    tls: Option<&'a TlsFiles>,
+    interrupt: &'a Interrupt,
+    slo_ms: f64,
+    axis: PayloadAxis,
+    codecs: &'a [JsonCodec],
+}
+
+/// One size of a payload sweep: its folder's name and its own contract.
+struct SizeAt<'a> {
+    size: u32,
+    name: &'a str,
+    step_contract: Option<&'a Arc<contract::Loaded>>,
+}
+
+/// An arm's codec label: `Some` only in a sweep over several codecs.
+fn labelled(codecs: &[JsonCodec], codec: JsonCodec) -> Option<JsonCodec> {
+    (codecs.len() > 1).then_some(codec)
+}
+
+/// Runs one size of a payload sweep with each of the sweep's codecs in
+/// turn, each into its own folder when there are several, adding every
+/// arm's step; the status of the last run (a codec that did not complete
+/// ends the size there).
+async fn run_codecs(
+    sweep: &SweepAt<'_>,
+    step_plan: &Plan,
+    at: &SizeAt<'_>,
+    arms: &mut [ArmPayload],
+    files: &mut Vec<String>,
+) -> RunStatus {
+    let (axis, codecs, size) = (sweep.axis, sweep.codecs, at.size);
+    let mut last_status = RunStatus::Complete;
+    for &codec in codecs {
+        let name = if codecs.len() > 1 { format!("{}/{codec}", at.name) } else { at.name.to_owned() };
+        let what = match codecs.len() {
+            1 => format!("{size} {}", axis.unit()),
+            _ => format!("{size} {}, {codec}", axis.unit()),
+        };
+        let step_at = StepAt { name: &name, what: &what, sweep_folder: sweep.folder, started_at: sweep.started_at };
+        let codec_plan = step_plan.clone().with_codec(codec);
+        let Some(runs) = run_step(&codec_plan, sweep.tls, at.step_contract, &step_at, sweep.interrupt).await else {
+            return RunStatus::Aborted;
+        };
+        if let Some(report) = runs.first().and_then(|r| r.contract.as_ref()).filter(|_| codec == codecs[0]) {
+            files.push(data_file_text(axis, size, report));
+        }
+        for run in &runs {
+            let ours =
+                |a: &&mut ArmPayload| a.transport == run.config.transport && a.json_codec == labelled(codecs, codec);
+            let Some(arm) = arms.iter_mut().find(ours) else { continue };
+            let folder_rel = if runs.len() > 1 { format!("{name}/{}", arm.transport) } else { name.clone() };
+            arm.steps.push(crate::judge::payload::step(run, size, sweep.slo_ms, folder_rel));
+        }
+        last_status = runs.first().map_or(RunStatus::Aborted, |r| r.status);
+        if last_status != RunStatus::Complete {
+            break;
+        }
+    }
+    last_status
 }

@@ -15,9 +15,10 @@ use super::replicas::ReplicaArgs;
 use super::streams::StreamContext;
 use super::work::WorkArgs;
 use super::{
-    Config, ConfigError, Deploy, Flags, Generators, Hop, Load, Output, OutputArgs, Plan, Replicas, Streams,
-    TransportArg, Work,
+    Config, ConfigError, Deploy, Flags, Generators, Hop, Load, Output, OutputArgs, PayloadAxis, PayloadSweep, Plan,
+    Replicas, Streams, TransportArg, Work,
 };
+use payload::JsonCodec;
 
 /// Flags of a measured run.
 #[derive(Debug, Clone, Args)]
@@ -67,6 +68,7 @@ impl Plan {
         };
         let (streams, stream_sweep) = Streams::from_args(&a.streams, cx)?.unzip();
         let payload = payload.or(stream_sweep.flatten());
+        let (payload, codecs) = codec_sweep(&a.hop, payload, &work, streams.as_ref(), rates.len())?;
         let (arms, baseline) = a.arms.check(rates.len() > 1 || payload.is_some())?;
         // Arms compared at one rate get enough rounds for an interval.
         let compared = arms.len() > 1 && rates.len() <= 1 && payload.is_none();
@@ -89,6 +91,7 @@ impl Plan {
         let generators = Generators::from_args(&a.generators, &load, sweep, &mut deploy)?;
         let link = a.link.check(&deploy)?;
         let hop = Hop::from_args(&a.hop, &deploy)?;
+        hop.check_arms(&arms)?;
         let output = Output::from_args(&a.output)?;
         let replicas = Replicas::from_args(&a.replicas, &deploy, &load, link.as_ref(), &hop)?;
         let contract = super::Contract::from_args(&a.contract, &a.work, &deploy)?;
@@ -108,8 +111,36 @@ impl Plan {
         };
         super::launchers::check(&config)?;
         super::deploy::check_foreign(&config)?;
-        Ok(Plan { config, arms, rates, payload })
+        Ok(Plan { config, arms, rates, payload, codecs })
     }
+}
+
+/// Several `--json-codec`s: a payload sweep (of the one size asked for when
+/// no list was given) run with each codec at every size. Not with a rate
+/// sweep: a plan file's `json-codec` axis crosses codecs with rates.
+fn codec_sweep(
+    hop: &HopArgs,
+    payload: Option<PayloadSweep>,
+    work: &Work,
+    streams: Option<&Streams>,
+    rates: usize,
+) -> Result<(Option<PayloadSweep>, Vec<JsonCodec>), ConfigError> {
+    let codecs = super::hop::json_codecs(hop)?;
+    if codecs.len() < 2 {
+        return Ok((payload, Vec::new()));
+    }
+    if rates > 1 {
+        return Err(super::bad(
+            "--json-codec",
+            "several codecs sweep payload sizes at one rate, not a rate sweep: give one --qps, or cross codecs \
+             with rates in a plan file (an axis on json-codec, docs/comparing.md)",
+        ));
+    }
+    let payload = payload.unwrap_or_else(|| match streams {
+        Some(s) => PayloadSweep { axis: PayloadAxis::StreamItems, sizes: vec![s.items] },
+        None => PayloadSweep { axis: PayloadAxis::Items, sizes: vec![work.items] },
+    });
+    Ok((Some(payload), codecs))
 }
 
 /// The flags that reproduce `config` measured over `transport`: every flag

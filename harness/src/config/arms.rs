@@ -17,7 +17,8 @@ pub const DEFAULT_COMPARED_ROUNDS: u32 = 3;
 pub struct ArmsArgs {
     /// Transport of the internal hop (caller → downstream).
     ///
-    /// grpc, rest, rest-pb (protobuf bodies over REST's HTTP/1.1), grpc-json (REST's JSON over gRPC), or a
+    /// grpc, rest, rest-pb (protobuf bodies over REST's HTTP/1.1), grpc-json (REST's JSON over gRPC), connect and
+    /// connect-pb (Connect's unary protocol, JSON or protobuf bodies), grpc-web (gRPC-Web over HTTP/1.1), or a
     /// list of arms (grpc,rest,rest-pb,grpc-json) measured with the same configuration in counterbalanced
     /// rounds and compared; `both` is grpc,rest; `grpc,grpc` or `rest,rest` runs one transport as two arms
     /// (an A/A check: how often the comparison calls a difference that is not there).
@@ -74,9 +75,9 @@ pub(super) fn parse_transport(text: &str) -> Result<TransportArg, String> {
             Transport::from_name(name.trim()).ok_or_else(|| {
                 format!(
                     "{:?} in {text:?} is not an arm{}: use grpc, rest, rest-pb (protobuf over HTTP/1.1), grpc-json \
-                     (JSON over gRPC), both (= grpc,rest), a list such as grpc,rest,rest-pb,grpc-json, \
+                     (JSON over gRPC), connect, connect-pb (Connect unary), grpc-web, both (= grpc,rest), a list such as grpc,rest,rest-pb,grpc-json, \
                      grpc,grpc / rest,rest for an A/A check of the statistics, or the streaming arms \
-                     grpc-stream, grpc-pages, rest-pages, rest-ndjson, rest-sse",
+                     grpc-stream, grpc-pages, rest-pages, rest-ndjson, rest-sse, connect-stream",
                     name.trim(),
                     did_you_mean(name.trim())
                 )
@@ -124,7 +125,7 @@ fn edits(a: &str, b: &str) -> usize {
 fn parse_baseline(text: &str) -> Result<Transport, String> {
     Transport::from_name(text.trim()).ok_or_else(|| {
         format!(
-            "{text:?}{}: use grpc, rest, rest-pb, grpc-json or a streaming arm (grpc-stream, rest-pages, …)",
+            "{text:?}{}: use grpc, rest, rest-pb, grpc-json, connect, connect-pb, grpc-web or a streaming arm (grpc-stream, rest-pages, …)",
             did_you_mean(text.trim())
         )
     })

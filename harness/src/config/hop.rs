@@ -1,12 +1,15 @@
 //! The internal hop beyond its transport: TLS (`--tls`, `--mtls`; the run's
 //! certificate files, once written, are [`TlsFiles`]), compression, the
-//! caller's gRPC connections and REST over h2c. Both tiers are given the
-//! TLS files and the compression; the caller its connections and h2c.
+//! caller's gRPC connections and REST over h2c, the JSON codec. Both tiers
+//! are given the TLS files, the compression and the JSON codec; the caller
+//! its connections and h2c.
 
 use std::path::PathBuf;
 
 use clap::Args;
 use serde::{Deserialize, Serialize};
+
+use payload::JsonCodec;
 
 use super::{Compression, ConfigError, Deploy, Flags, TierRole, bad, is_default};
 
@@ -16,7 +19,7 @@ pub struct HopArgs {
     /// HTTP/2 connections the caller spreads gRPC calls over.
     #[arg(long, default_value_t = 1)]
     pub grpc_connections: u32,
-    /// REST over HTTP/2 cleartext instead of HTTP/1.1 on the internal hop (a control arm).
+    /// REST and Connect over HTTP/2 cleartext instead of HTTP/1.1 on the internal hop (a control arm).
     #[arg(long)]
     pub rest_http2: bool,
     /// TLS on the internal hop (caller → downstream) for every arm.
@@ -34,6 +37,14 @@ pub struct HopArgs {
     /// gRPC message compression (grpc-encoding) or HTTP Content-Encoding.
     #[arg(long, value_enum, default_value_t = Compression::None)]
     pub compression: Compression,
+    /// The JSON library of the JSON arms, both ends of the internal hop:
+    /// serde_json, sonic-rs or simd-json.
+    ///
+    /// A list (`serde_json,sonic-rs`) measures every arm with each codec at
+    /// every payload size (a payload sweep; one --items value is a sweep of
+    /// one size). The front door stays serde_json.
+    #[arg(long, value_delimiter = ',', default_value = "serde_json")]
+    pub json_codec: Vec<JsonCodec>,
 }
 
 /// The internal hop's section of [`super::Config`].
@@ -49,20 +60,42 @@ pub struct Hop {
     /// run.json when off.
     #[serde(default, skip_serializing_if = "is_default")]
     pub compression: Compression,
+    /// The JSON arms' codec (`--json-codec`), at both ends of the hop.
+    /// Absent from run.json for serde_json (and in runs made before it).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub json_codec: JsonCodec,
 }
 
 impl Hop {
-    /// Validates the hop's flags against where the tiers run.
+    /// Validates the hop's flags against where the tiers run; the hop
+    /// measures the first of `--json-codec`'s codecs ([`json_codecs`] gives
+    /// them all).
     pub fn from_args(a: &HopArgs, deploy: &Deploy) -> Result<Hop, ConfigError> {
         if !(1..=1024).contains(&a.grpc_connections) {
             return Err(bad("--grpc-connections", "must be between 1 and 1024"));
         }
+        let codecs = json_codecs(a)?;
         Ok(Hop {
             grpc_connections: a.grpc_connections,
             rest_http2: a.rest_http2,
             tls: tls_mode(a, deploy)?,
             compression: a.compression,
+            json_codec: codecs[0],
         })
+    }
+
+    /// Refuses `--rest-http2` with the `grpc-web` arm: gRPC-Web is the
+    /// HTTP/1.1 form of gRPC (HTTP/2 is gRPC itself), so there is no HTTP/2
+    /// counterpart to measure.
+    pub fn check_arms(&self, arms: &[caller::Transport]) -> Result<(), ConfigError> {
+        if self.rest_http2 && arms.contains(&caller::Transport::GrpcWeb) {
+            return Err(bad(
+                "--rest-http2",
+                "grpc-web is gRPC-Web over HTTP/1.1 (over HTTP/2 it would be the grpc arm); --rest-http2 applies to \
+                 rest, rest-pb, connect and connect-pb: measure grpc-web without it",
+            ));
+        }
+        Ok(())
     }
 
     /// The hop's part of the command line `harness rerun` replays.
@@ -70,6 +103,9 @@ impl Hop {
         flags.flag("--grpc-connections", self.grpc_connections.to_string());
         if self.compression != Compression::None {
             flags.flag("--compression", self.compression.as_str());
+        }
+        if self.json_codec != JsonCodec::default() {
+            flags.flag("--json-codec", self.json_codec.as_str());
         }
         flags.switch(self.rest_http2, "--rest-http2");
         flags.switch(self.tls == TlsMode::Tls, "--tls");
@@ -89,7 +125,22 @@ impl Hop {
         if self.compression != Compression::None {
             flags.flag("--compression", self.compression.as_str());
         }
+        if self.json_codec != JsonCodec::default() {
+            flags.flag("--json-codec", self.json_codec.as_str());
+        }
     }
+}
+
+/// `--json-codec`'s codecs, in the order given, each once.
+pub fn json_codecs(a: &HopArgs) -> Result<Vec<JsonCodec>, ConfigError> {
+    let codecs = &a.json_codec;
+    if codecs.is_empty() {
+        return Err(bad("--json-codec", "name at least one codec (serde_json, sonic-rs, simd-json)"));
+    }
+    if let Some(twice) = codecs.iter().enumerate().find_map(|(i, c)| codecs[..i].contains(c).then_some(c)) {
+        return Err(bad("--json-codec", format!("{twice} is listed twice; name each codec once")));
+    }
+    Ok(codecs.clone())
 }
 
 /// `--tls` / `--mtls`, and the topologies TLS goes with.

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use caller::Transport;
+use payload::JsonCodec;
 
 use super::{Config, PayloadAxis, PayloadSweep};
 
@@ -20,6 +21,10 @@ pub struct Plan {
     /// A payload sweep (`--items 1,10,100` or `--request-bytes` as a list);
     /// never together with several rates.
     pub payload: Option<PayloadSweep>,
+    /// The JSON codecs a payload sweep measures every arm with at every
+    /// size (`--json-codec a,b`); empty unless there are several, each step
+    /// then on `config.hop.json_codec`.
+    pub codecs: Vec<JsonCodec>,
 }
 
 impl Plan {
@@ -32,7 +37,7 @@ impl Plan {
     pub fn step(&self, qps: f64, arms: &[Transport]) -> Plan {
         let mut config = self.config.clone();
         config.load.qps = qps;
-        Plan { config, arms: arms.to_vec(), rates: vec![qps], payload: None }
+        Plan { config, arms: arms.to_vec(), rates: vec![qps], payload: None, codecs: Vec::new() }
     }
 
     /// The plan of one step of a payload sweep: every arm at `size`.
@@ -48,7 +53,19 @@ impl Plan {
                 config.contract = config.contract.map(|c| c.step(axis, size));
             }
         }
-        Plan { config, arms: self.arms.clone(), rates: self.rates.clone(), payload: None }
+        Plan { config, arms: self.arms.clone(), rates: self.rates.clone(), payload: None, codecs: Vec::new() }
+    }
+
+    /// The JSON codecs each step of a sweep runs with, in order: the
+    /// sweep's several, or the one of the configuration.
+    pub fn step_codecs(&self) -> Vec<JsonCodec> {
+        if self.codecs.is_empty() { vec![self.config.hop.json_codec] } else { self.codecs.clone() }
+    }
+
+    /// This plan with its hop's JSON codec `codec`.
+    pub fn with_codec(mut self, codec: JsonCodec) -> Plan {
+        self.config.hop.json_codec = codec;
+        self
     }
 
     /// The configuration of one arm.
@@ -111,7 +128,7 @@ impl Plan {
         const PER_ARM: u64 = 512 << 10;
         const PER_FOLDER: u64 = 512 << 10;
         let c = &self.config.load;
-        let sizes = self.payload.as_ref().map_or(1, |p| p.sizes.len());
+        let sizes = self.payload.as_ref().map_or(1, |p| p.sizes.len()) * self.codecs.len().max(1);
         let (steps, arms) = ((self.rates.len().max(1) * sizes) as u64, self.arms.len() as u64);
         // Samples are taken over the whole run, every arm's time included.
         let run = (c.warmup + c.duration * c.rounds).as_secs_f64() * arms as f64;

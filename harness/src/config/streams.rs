@@ -1,5 +1,5 @@
 //! The streaming arms' subject (`grpc-stream`, `grpc-pages`, `rest-pages`,
-//! `rest-ndjson`, `rest-sse`): items per stream (`--stream-items`, a list
+//! `rest-ndjson`, `rest-sse`, `connect-stream`): items per stream (`--stream-items`, a list
 //! makes a sweep), the downstream's production time of each item
 //! (`--stream-interval`), the paging arms' page size (`--page-size`) and the
 //! harness's own slowness as a consumer (`--consumer-delay`). `--qps` is
@@ -21,7 +21,7 @@ pub const DEFAULT_STREAM_ITEMS: u32 = 100;
 
 #[derive(Debug, Clone, Default, Args)]
 #[command(
-    next_help_heading = "Streams (grpc-stream, grpc-pages, rest-pages, rest-ndjson, rest-sse) (docs/streaming.md)"
+    next_help_heading = "Streams (grpc-stream, grpc-pages, rest-pages, rest-ndjson, rest-sse, connect-stream) (docs/streaming.md)"
 )]
 pub struct StreamArgs {
     /// Items per stream [default: 100]; a list (10,100,1000) makes a sweep,

@@ -399,7 +399,7 @@ fn the_run_folder_must_fit_in_the_free_space() {
 
 #[test]
 fn streaming_arms_take_their_flags_and_refuse_what_contradicts_them() {
-    let all = "grpc-stream,rest-pages,rest-ndjson,rest-sse,grpc-pages";
+    let all = "grpc-stream,rest-pages,rest-ndjson,rest-sse,grpc-pages,connect-stream";
     let p = plan(&["--transport", all, "--stream-items", "50", "--stream-interval", "10ms", "--qps", "20"]).unwrap();
     assert_eq!(p.arms, Transport::STREAMING);
     let s = p.config.streams.clone().unwrap();

@@ -10,11 +10,12 @@ use super::findings::{difference_cell, findings_list, method_note, projection_se
 use super::setup;
 use crate::export::markdown::{charts_section, environment_table};
 use crate::export::numbers::num;
-use crate::judge::attribution::{Split, attribute};
+use crate::judge::attribution::{Split, Square, attribute};
 use crate::judge::difference::{Row, Verdict, called_share, compare, paired};
 use crate::judge::inference::CONFIDENCE;
 use crate::judge::projection::project_all;
 use crate::result::RunResult;
+use caller::Transport;
 
 /// One side of a comparison.
 #[derive(Debug, Clone, Copy)]
@@ -147,9 +148,12 @@ pub fn render(arms: &[Arm<'_>], charts: bool) -> String {
 /// `## Findings`: per arm against the first, and the A/A share for an A/A run.
 pub fn findings_section(arms: &[Arm<'_>], rows: &[Vec<Row>]) -> String {
     let mut out = String::from("\n## Findings\n\n");
-    for (b, r) in arms.iter().skip(1).zip(rows) {
+    for (i, (b, r)) in arms.iter().skip(1).zip(rows).enumerate() {
         if arms.len() > 2 {
-            let _ = writeln!(out, "{} against {}:\n", b.name, arms[0].name);
+            // A blank line first: after a list, a line of text would be read
+            // as the last item's continuation.
+            let gap = if i > 0 { "\n" } else { "" };
+            let _ = writeln!(out, "{gap}{} against {}:\n", b.name, arms[0].name);
         }
         out.push_str(&findings_list(r, arms[0].name, b.name, &validity_mark(&not_valid(&[arms[0], *b]))));
     }
@@ -176,21 +180,31 @@ pub fn not_valid<'a>(arms: &[Arm<'a>]) -> Vec<&'a str> {
 }
 
 /// `## Attribution`: where gRPC, REST, rest-pb and grpc-json all ran, how
-/// much of REST − gRPC the encoding and the transport each explain (empty
-/// otherwise, so two-arm comparisons are unchanged).
+/// much of REST − gRPC the encoding and the transport each explain; the same
+/// for Connect − gRPC where connect and connect-pb ran with gRPC and
+/// grpc-json (empty otherwise, so two-arm comparisons are unchanged).
 pub fn attribution_section(splits: &[Split]) -> String {
-    if splits.is_empty() {
-        return String::new();
+    let mut out = String::new();
+    let mut squares: Vec<Square> = splits.iter().map(|s| s.square).collect();
+    squares.dedup();
+    for square in squares {
+        out.push_str(&square_section(square, splits.iter().filter(|s| s.square == square)));
     }
-    let mut out = String::from("\n## Attribution: encoding or transport\n\n");
+    out
+}
+
+fn square_section<'a>(square: Square, splits: impl Iterator<Item = &'a Split>) -> String {
+    let (r, p, t) = (square.json.title(), square.protobuf.title(), square.transport);
+    let heading = if square.json == Transport::Rest { String::new() } else { format!(" ({r})") };
+    let mut out = format!("\n## Attribution: encoding or transport{heading}\n\n");
     let _ = writeln!(
         out,
-        "The four arms cross encoding (JSON or protobuf) with transport (HTTP/1.1 or gRPC over HTTP/2). Of the \
-         difference REST − gRPC, the encoding's part is JSON instead of protobuf averaged over both transports, \
-         ((REST − REST+protobuf) + (gRPC+JSON − gRPC)) / 2, and the transport's part is HTTP/1.1 instead of gRPC \
-         averaged over both encodings, ((REST − gRPC+JSON) + (REST+protobuf − gRPC)) / 2; the two add up to the \
+        "The four arms cross encoding (JSON or protobuf) with transport ({t} or gRPC over HTTP/2). Of the \
+         difference {r} − gRPC, the encoding's part is JSON instead of protobuf averaged over both transports, \
+         (({r} − {p}) + (gRPC+JSON − gRPC)) / 2, and the transport's part is {t} instead of gRPC \
+         averaged over both encodings, (({r} − gRPC+JSON) + ({p} − gRPC)) / 2; the two add up to the \
          difference exactly. Each is computed per round from the four arms' figures of that round and given with \
-         the 95% t interval of its mean over the rounds; the interaction, (REST − REST+protobuf) − (gRPC+JSON − \
+         the 95% t interval of its mean over the rounds; the interaction, ({r} − {p}) − (gRPC+JSON − \
          gRPC), says how far the encoding's effect depends on the transport.\n"
     );
     for s in splits {
@@ -204,7 +218,7 @@ pub fn attribution_section(splits: &[Split]) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "- **{}** (gRPC {} {}, {} rounds): REST − gRPC {}; encoding {}; transport {}{share}; interaction {}.",
+            "- **{}** (gRPC {} {}, {} rounds): {r} − gRPC {}; encoding {}; transport {}{share}; interaction {}.",
             s.label,
             num(Some(s.grpc_mean), d),
             s.unit,

@@ -122,7 +122,8 @@ pub fn parts(run: &RunResult) -> Parts {
         env,
         "\nLatency is measured from each request's intended send time (coordinated-omission corrected); \
          service time from its actual send. Raw data: `run.json`; latency distribution: `latency.hgrm` \
-         (and `latency-round-<k>.hgrm` per round)."
+         (and `latency-round-<k>.hgrm` per round).{}",
+        service_time_note(run).unwrap_or_default()
     );
     if let Some(note) = instrument_note(run) {
         let _ = writeln!(env, "\n{note}");
@@ -148,6 +149,32 @@ pub fn render(run: &RunResult, charts: bool) -> String {
         out.push_str(&charts_section());
     }
     out
+}
+
+/// The simulated service time's precision, from what the downstream
+/// reports (`service_time_resolution_ms`, the tick of the timer it waits
+/// on); nothing for a downstream that does not report it, or no delay.
+pub fn service_time_note(run: &RunResult) -> Option<String> {
+    let settings = &run.tiers.get(&TierName::Downstream)?.settings;
+    let tick_ms = settings["service_time_resolution_ms"].as_f64()?;
+    let delay_ms = settings["delay_ms"].as_f64()?;
+    let jitter_ms = settings["jitter_ms"].as_f64().unwrap_or(0.0);
+    if delay_ms + jitter_ms <= 0.0 {
+        return Some(" The downstream answers without a service time (no delay: no timer).".into());
+    }
+    let plus = if jitter_ms > 0.0 { " (plus its jitter)" } else { "" };
+    Some(format!(
+        " Service time ≥ delay{plus}, to {tick} ms: the downstream waits on its runtime's own timer, as a handler \
+         waiting on I/O would, and a wait ends on the first {tick} ms tick at or after its due time, never before \
+         it (the downstream's `service_time_resolution_ms`).",
+        tick = trimmed(tick_ms)
+    ))
+}
+
+/// `1` for 1.0, `0.5` for 0.5: a setting as its owner wrote it.
+fn trimmed(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
 /// How busy the rest of the machine kept its cores during the rounds, for

@@ -9,7 +9,8 @@
 //! * [`capacity`]: a sweep's `capacity.md` / `capacity.json`; [`payload`]: a
 //!   payload sweep's `payload.md` / `payload.json`; [`charts`]: SVGs;
 //!   [`hgrm`]: HdrHistogram percentile text; [`timeseries`]: CSV rows;
-//!   [`setup`]: the run's configuration in words, for every report;
+//!   [`setup`]: the run's configuration in words, for every report, and
+//!   [`codec`]: its JSON codec row, the sample answer compared across codecs;
 //!   [`replicas`]: the downstream's replicas, their shares and the imbalance;
 //! * [`html`]: `report.html`, the one self-contained page of a run folder,
 //!   from the same parts as the Markdown; [`mdhtml`]: that Markdown as
@@ -30,6 +31,7 @@
 pub mod adr;
 pub mod capacity;
 pub mod charts;
+pub mod codec;
 pub mod comparison;
 pub mod conditions;
 pub mod experiment;

@@ -40,7 +40,7 @@ pub fn render(p: &PayloadReport, setup: &str) -> String {
         side_by_side(&mut out, p);
     }
     for arm in &p.arms {
-        let _ = writeln!(out, "## {}\n", arm.transport.title());
+        let _ = writeln!(out, "## {}\n", arm.title());
         let _ = writeln!(
             out,
             "| {unit} | request wire (B/req) | response wire (B/req) | request message (B/req) | response message (B/req) | achieved (ok/s) | p50 (ms) | p99 (ms) | errors | caller CPU (µs/req) | downstream CPU (µs/req) | caller RSS (MiB) | downstream RSS (MiB) | sustained | report |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
@@ -90,13 +90,13 @@ fn side_by_side(out: &mut String, p: &PayloadReport) {
         out,
         "Internal hop wire bytes per request (both directions) and CPU µs per request (caller + downstream), each \
          arm beside {}; the ratio is the arm's figure over {}'s.\n",
-        first.transport.title(),
-        first.transport.title()
+        first.title(),
+        first.title()
     );
     let mut head = format!("| {} |", p.axis.unit());
     let mut rule = String::from("|---:|");
     for arm in &p.arms {
-        let t = arm.transport.title();
+        let t = arm.title();
         let _ = write!(head, " {t} wire (B/req) | {t} CPU (µs/req) |");
         rule.push_str("---:|---:|");
     }
@@ -139,7 +139,7 @@ pub fn charts(p: &PayloadReport) -> Vec<(&'static str, String)> {
         p.arms
             .iter()
             .map(|a| Series {
-                name: a.transport.title().to_owned(),
+                name: a.title(),
                 points: a.steps.iter().filter_map(|s| Some((f64::from(s.size), f(s)?))).collect(),
             })
             .collect()
@@ -195,7 +195,7 @@ pub fn terminal(p: &PayloadReport) -> String {
         let _ = writeln!(out, "payload sweep interrupted ({}): sizes not run {:?}", i.reason, i.not_run_sizes);
     }
     for arm in &p.arms {
-        let _ = writeln!(out, "{}:", arm.transport.title());
+        let _ = writeln!(out, "{}:", arm.title());
         for s in &arm.steps {
             let _ = writeln!(
                 out,
@@ -225,6 +225,7 @@ mod tests {
     fn report() -> PayloadReport {
         let arm = |t: Transport, scale: f64| ArmPayload {
             transport: t,
+            json_codec: None,
             steps: [1u32, 10]
                 .into_iter()
                 .map(|n| {

@@ -194,8 +194,10 @@ pub fn hop_rows(run: &RunResult) -> Vec<Row> {
         }
         rows.push(("internal hop (as the caller reported it)", text));
     }
+    rows.push(("internal hop framing", run.config.transport.framing().to_owned()));
     rows.extend(tls_text(run, client, server).map(|t| ("internal hop TLS", t)));
     rows.extend(compression_text(run.config.hop.compression, client, server).map(|t| ("internal hop compression", t)));
+    rows.extend(crate::export::codec::json_codec_text(run).map(|t| ("internal hop JSON codec", t)));
     rows
 }
 

@@ -2,9 +2,12 @@
 //! between REST (JSON over HTTP/1.1) and gRPC (protobuf over gRPC/HTTP/2),
 //! how much comes from the encoding and how much from the transport, measured
 //! with the two arms that cross them: `rest-pb` (protobuf over HTTP/1.1) and
-//! `grpc-json` (JSON over gRPC).
+//! `grpc-json` (JSON over gRPC). The same square is drawn with Connect in
+//! REST's place ([`SQUARES`]): `connect` and `connect-pb` against `grpc` and
+//! `grpc-json` split Connect − gRPC into encoding and protocol.
 //!
-//! Per round k, with G, R, P, J the gRPC, REST, rest-pb and grpc-json figures:
+//! Per round k, with G, R, P, J the gRPC, REST, rest-pb and grpc-json figures
+//! (R and P: Connect and Connect+protobuf in the Connect square):
 //!
 //! * encoding effect  E_k = ((R − P) + (J − G)) / 2: JSON instead of protobuf,
 //!   averaged over the two transports;
@@ -23,9 +26,28 @@ use super::metrics::by_key;
 use crate::result::{RoundResult, RunResult};
 use caller::Transport;
 
-/// One figure split between encoding and transport (REST − gRPC).
+/// One square of the 2×2: the arm that differs from gRPC in both encoding
+/// and transport (`json`), and its protobuf twin (`protobuf`); gRPC and
+/// gRPC+JSON are the other two corners of every square.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Square {
+    pub json: Transport,
+    pub protobuf: Transport,
+    /// What the transport side is, in words (`HTTP/1.1`, `the Connect protocol`).
+    pub transport: &'static str,
+}
+
+/// The squares drawn where their four arms ran: REST's, then Connect's.
+pub const SQUARES: [Square; 2] = [
+    Square { json: Transport::Rest, protobuf: Transport::RestPb, transport: "HTTP/1.1" },
+    Square { json: Transport::Connect, protobuf: Transport::ConnectPb, transport: "the Connect protocol" },
+];
+
+/// One figure split between encoding and transport (REST − gRPC, or
+/// Connect − gRPC).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Split {
+    pub square: Square,
     pub label: &'static str,
     pub unit: &'static str,
     pub decimals: usize,
@@ -61,8 +83,8 @@ fn metric(key: &str) -> Read {
     by_key(key).map_or(|_| None, |m| m.get)
 }
 
-/// The four arms of the 2×2 among `runs`, each exactly once, as (G, R, P, J).
-pub fn four_arms<'a>(runs: &[&'a RunResult]) -> Option<[&'a RunResult; 4]> {
+/// The four arms of `square` among `runs`, each exactly once, as (G, R, P, J).
+pub fn four_arms<'a>(runs: &[&'a RunResult], square: &Square) -> Option<[&'a RunResult; 4]> {
     let one = |t: Transport| {
         let mut of = runs.iter().filter(|r| r.config.transport == t);
         match (of.next(), of.next()) {
@@ -70,20 +92,27 @@ pub fn four_arms<'a>(runs: &[&'a RunResult]) -> Option<[&'a RunResult; 4]> {
             _ => None,
         }
     };
-    Some([one(Transport::Grpc)?, one(Transport::Rest)?, one(Transport::RestPb)?, one(Transport::GrpcJson)?])
+    Some([one(Transport::Grpc)?, one(square.json)?, one(square.protobuf)?, one(Transport::GrpcJson)?])
 }
 
 /// The split of internal-hop wire bytes per request and of the caller's and
 /// the downstream's CPU µs per request, where the four arms ran; empty
 /// otherwise. A figure with under two rounds of all four arms is left out.
 pub fn attribute(runs: &[&RunResult]) -> Vec<Split> {
-    let Some(arms) = four_arms(runs) else { return Vec::new() };
     let figures: [(&'static str, &'static str, usize, Read); 3] = [
         ("internal hop wire bytes per request (both directions)", "B", 0, wire_bytes),
         ("caller CPU per request", "µs", 1, metric("cpu_us_per_request.caller")),
         ("downstream CPU per request", "µs", 1, metric("cpu_us_per_request.downstream")),
     ];
-    figures.into_iter().filter_map(|(label, unit, decimals, read)| split(&arms, label, unit, decimals, read)).collect()
+    SQUARES
+        .iter()
+        .filter_map(|square| Some((square, four_arms(runs, square)?)))
+        .flat_map(|(square, arms)| {
+            figures.into_iter().filter_map(move |(label, unit, decimals, read)| {
+                split(&arms, label, unit, decimals, read).map(|s| Split { square: *square, ..s })
+            })
+        })
+        .collect()
 }
 
 /// Per round index: the four arms' figures, where every arm completed that
@@ -118,6 +147,7 @@ fn split(
         paired_t(&vec![0.0; v.len()], &v)
     };
     Some(Split {
+        square: SQUARES[0],
         label,
         unit,
         decimals,
@@ -194,6 +224,23 @@ mod tests {
             assert!(i.lo < i.hi && i.lo <= truth + 5.0 && i.hi >= truth - 5.0, "{i:?}");
             assert!(i.lo > 0.0, "a split this large is detectable: {i:?}");
         }
+    }
+
+    #[test]
+    fn the_connect_square_is_split_the_same_way() {
+        let mut runs = arms(1000.0, 600.0, 300.0, &[0.0, 0.0, 0.0]);
+        runs[1].config.transport = Transport::Connect;
+        runs[2].config.transport = Transport::ConnectPb;
+        let splits = attribute(&runs.iter().collect::<Vec<_>>());
+        assert_eq!(splits[0].square, SQUARES[1]);
+        assert!(
+            (splits[0].encoding.estimate - 600.0).abs() < 1e-9 && (splits[0].transport.estimate - 300.0).abs() < 1e-9
+        );
+        // With REST's square too, both are drawn, REST's first.
+        let mut both = arms(1000.0, 600.0, 200.0, &[0.0, 0.0, 0.0]);
+        both.extend(runs.drain(1..3));
+        let splits = attribute(&both.iter().collect::<Vec<_>>());
+        assert_eq!(splits.iter().map(|s| s.square).collect::<Vec<_>>(), [[SQUARES[0]; 3], [SQUARES[1]; 3]].concat());
     }
 
     #[test]

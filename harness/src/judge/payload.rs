@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use caller::Transport;
-use payload::Shape;
+use payload::{JsonCodec, Shape};
 
 use crate::config::PayloadAxis;
 use crate::judge::capacity::{self, Step};
@@ -41,7 +41,21 @@ impl PayloadStep {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArmPayload {
     pub transport: Transport,
+    /// The JSON codec this arm's tiers used, in a sweep over several
+    /// (`--json-codec a,b`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_codec: Option<JsonCodec>,
     pub steps: Vec<PayloadStep>,
+}
+
+impl ArmPayload {
+    /// `REST`, or `REST (sonic-rs)` in a sweep over codecs.
+    pub fn title(&self) -> String {
+        match self.json_codec {
+            None => self.transport.title().to_owned(),
+            Some(c) => format!("{} ({c})", self.transport.title()),
+        }
+    }
 }
 
 /// `payload.json`: the sweep's axis and shape, and every arm's steps.
@@ -111,7 +125,7 @@ mod tests {
         assert_eq!((json["size"].as_u64(), json["offered_qps"].is_number()), (Some(10), true));
         assert_eq!(serde_json::from_value::<PayloadStep>(json).unwrap(), s);
 
-        let arms = [ArmPayload { transport: Transport::Grpc, steps: vec![s] }];
+        let arms = [ArmPayload { transport: Transport::Grpc, json_codec: None, steps: vec![s] }];
         assert_eq!(not_run(&[1, 10, 100], &arms), [1, 100]);
     }
 }

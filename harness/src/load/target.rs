@@ -125,7 +125,11 @@ impl Target {
             target: url.to_owned(),
             grpc_connections: c.hop.grpc_connections as usize,
             rest_http2: c.hop.rest_http2,
-            hop: caller::hop::HopOptions { tls: tls.map(TlsFiles::client_tls), compression: c.hop.compression },
+            hop: caller::hop::HopOptions {
+                tls: tls.map(TlsFiles::client_tls),
+                compression: c.hop.compression,
+                json_codec: c.hop.json_codec,
+            },
         };
         // The harness's own client counters are not reported: the
         // downstream's listener counts the hop.

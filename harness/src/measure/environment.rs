@@ -144,7 +144,7 @@ mod tests {
         let mut config = testing::config(transport);
         config.load.qps = rates[0];
         config.work.delay = std::time::Duration::from_millis(20);
-        Plan { config, arms: vec![transport], rates: rates.to_vec(), payload: None }
+        Plan { config, arms: vec![transport], rates: rates.to_vec(), payload: None, codecs: Vec::new() }
     }
 
     #[test]
