@@ -596,6 +596,7 @@ mod tests {
             front_calls: None,
             internal_calls: None,
             own: None,
+            relay: None,
         };
         let samples = [
             sample(10.5, TierName::Proxy, 5.0, 3, 2.0),
