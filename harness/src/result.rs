@@ -607,6 +607,11 @@ pub struct Hops {
     pub front: HopBytes,
     /// caller → downstream, counted by the downstream's listener of the transport.
     pub internal: HopBytes,
+    /// caller → downstream between two foreign tiers (`--downstream-cmd` and
+    /// `--caller-cmd`), counted by the pass-through relay on that hop, from
+    /// outside: per request over the round's OK calls. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay: Option<HopBytes>,
 }
 
 /// Bytes of one hop over one window. "Request" is the direction towards the

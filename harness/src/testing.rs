@@ -56,6 +56,7 @@ pub fn config(transport: Transport) -> Config {
             bind: loopback,
             admin_bind: loopback,
             caller_port: 0,
+            foreign: Default::default(),
         },
         link: None,
         hop: Hop {
@@ -162,6 +163,7 @@ pub fn round(index: u32, base_ms: f64, scale: f64) -> RoundResult {
                 connections_open_at_end: Some(1),
                 tls: None,
             },
+            relay: None,
         },
         other_cores: None,
         steal_percent: None,

@@ -21,6 +21,7 @@ mod exposure;
 mod faults;
 mod fixture;
 mod flags;
+mod foreign;
 mod gates;
 mod helpers;
 mod launchers;

@@ -193,8 +193,13 @@ impl Relay {
 
     /// Runs the accept loop on this thread, until the process ends.
     pub fn run(self) {
+        self.run_counted(&Arc::new(RelayCounters::default()));
+    }
+
+    /// [`Relay::run`], counting on `counters` (read by another thread).
+    pub fn run_counted(self, counters: &Arc<RelayCounters>) {
         lower_timer_slack();
-        self.accept_loop(&Arc::new(RelayCounters::default()), &AtomicBool::new(false));
+        self.accept_loop(counters, &AtomicBool::new(false));
     }
 
     fn accept_loop(self, counters: &Arc<RelayCounters>, stop: &AtomicBool) {

@@ -110,6 +110,7 @@ impl Plan {
             streams,
         };
         super::launchers::check(&config)?;
+        super::deploy::check_foreign(&config)?;
         Ok(Plan { config, arms, rates, payload, codecs })
     }
 }

@@ -21,7 +21,7 @@ pub struct Lacks {
 const LOOPBACK: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 
 /// Every feature a launcher lacks.
-pub const LACKS: [Lacks; 7] = [
+pub const LACKS: [Lacks; 8] = [
     Lacks {
         launcher: Isolation::Processes,
         flag: "--tier-cpus",
@@ -70,6 +70,13 @@ pub const LACKS: [Lacks; 7] = [
         feature: "admin listeners on a chosen address",
         why: "each container listens on its own network's address",
         asked: |c| c.deploy.admin_bind != LOOPBACK,
+    },
+    Lacks {
+        launcher: Isolation::Containers,
+        flag: "--downstream-cmd",
+        feature: "a tier started as a command",
+        why: "a foreign tier runs as a process on this machine (--isolation processes)",
+        asked: |c| !c.deploy.foreign.is_empty(),
     },
 ];
 

@@ -59,7 +59,9 @@ use serde::{Deserialize, Serialize};
 pub use args::{RunArgs, command_line};
 pub use arms::TransportArg;
 pub use contract::Contract;
-pub use deploy::{Deploy, Isolation, ProxyHop, ProxyKind, Remote, TargetTier, TierLimits};
+pub use deploy::{
+    Deploy, Foreign, Isolation, PLACEHOLDERS, ProxyHop, ProxyKind, Remote, TargetTier, TierLimits, command_words,
+};
 pub use generators::{Generators, MAX_SEGMENTS, Segment};
 pub use hop::{Hop, TlsFiles, TlsMode};
 pub use link::{Link, LinkHop, PROFILES as LINK_PROFILES, rate_text};

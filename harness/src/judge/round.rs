@@ -34,6 +34,8 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
     let resources = all_resources(input.deltas, &in_window, window, rec, served(input));
     let own = input.deltas.own.as_deref();
     let listener = input.config.transport.listener();
+    let calls = rec.ok * u64::from(input.config.work.fanout);
+    let counted = |d: Option<&CountersSnapshot>| d.map(|d| with_calls(d, calls));
     RoundResult {
         stream: super::streams::stream_round(input, &resources),
         index: input.round + 1,
@@ -56,11 +58,17 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
         bytes: match own {
             Some(o) => Hops {
                 front: hop_bytes("front", o.front.as_ref(), None),
-                internal: hop_bytes(listener, o.internal.as_ref(), None),
+                internal: hop_bytes(listener, counted(o.internal.as_ref()).as_ref(), None),
+                relay: counted(o.relay.as_ref()).map(|r| hop_bytes("relay", Some(&r), None)),
             },
             None => Hops {
                 front: hop_bytes("front", input.deltas.front.as_ref(), input.deltas.front_calls.as_ref()),
-                internal: hop_bytes(listener, input.deltas.internal.as_ref(), input.deltas.internal_calls.as_ref()),
+                internal: hop_bytes(
+                    listener,
+                    counted(input.deltas.internal.as_ref()).as_ref(),
+                    input.deltas.internal_calls.as_ref(),
+                ),
+                relay: counted(input.deltas.relay.as_ref()).map(|r| hop_bytes("relay", Some(&r), None)),
             },
         },
         per_request_basis: Some(if own.is_some() { PerRequestBasis::OwnCalls } else { PerRequestBasis::Window }),
@@ -71,6 +79,18 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
         cpu_throttling: input.deltas.throttling.clone(),
         replicas: replica_set(own.map_or(&input.deltas.replicas, |o| &o.replicas)),
     }
+}
+
+/// `d`, and where it counted no requests (the pass-through relay between
+/// two foreign tiers sees bytes, not calls), the round's OK calls as its
+/// divisor.
+fn with_calls(d: &CountersSnapshot, calls: u64) -> CountersSnapshot {
+    let mut d = d.clone();
+    if d.requests_total() == 0 && d.bytes_in.is_some() {
+        d.requests.insert("ok".into(), calls);
+        d.requests_started = calls;
+    }
+    d
 }
 
 /// The replicas' round: each one's calls, share, CPU and memory, and the
@@ -576,6 +596,7 @@ mod tests {
             front_calls: None,
             internal_calls: None,
             own: None,
+            relay: None,
         };
         let samples = [
             sample(10.5, TierName::Proxy, 5.0, 3, 2.0),

@@ -13,6 +13,8 @@
 //!   round boundaries;
 //! * [`steal`]: the machine's CPU ticks and the hypervisor's steal, read at
 //!   round boundaries;
+//! * [`tree`]: a foreign tier's process tree from /proc (CPU, RSS, PSS,
+//!   connections), measured from outside;
 //! * [`environment`]: the machine and build a run was measured on;
 //! * [`calibrate`]: the instrument's precision and its own measured floor.
 
@@ -26,3 +28,4 @@ pub mod remote;
 pub mod sampler;
 pub mod steal;
 pub mod tier_stats;
+pub mod tree;

@@ -14,6 +14,16 @@ pub struct Watched {
     pub arm: Option<usize>,
     pub tier: TierName,
     pub pid: u32,
+    /// A tier started as a command of the user's: sampled as its whole
+    /// process tree from /proc (`super::tree`), exited children included.
+    pub foreign: bool,
+}
+
+impl Watched {
+    /// A tier of arm `arm` the harness started as a child process.
+    pub fn tier(arm: usize, t: &crate::tiers::Tier) -> Watched {
+        Watched { arm: Some(arm), tier: t.name, pid: t.pid(), foreign: t.foreign.is_some() }
+    }
 }
 
 /// A sample and the arm its process belongs to (`None`: the harness).
@@ -46,6 +56,8 @@ pub struct Sampler {
     trees: Vec<Pid>,
     /// Cores the rest of the machine kept busy over the last interval.
     other_cores: Option<f64>,
+    /// Foreign tiers' first processes: each read as its whole tree.
+    foreign: Vec<u32>,
 }
 
 /// The processes of one arm's tier and their last CPU readings.
@@ -79,6 +91,7 @@ impl Sampler {
             min_window_seconds: 0.0,
             trees: Vec::new(),
             other_cores: None,
+            foreign: watched.iter().filter(|w| w.foreign).map(|w| w.pid).collect(),
         };
         s.find_trees();
         // This first reading is the baseline the first sample's CPU % is measured from.
@@ -111,6 +124,7 @@ impl Sampler {
     /// sampled as exactly the processes given for it. Their first sample has
     /// no CPU % (no previous reading of the new processes).
     pub fn rewatch(&mut self, watched: &[Watched]) {
+        self.foreign.extend(watched.iter().filter(|w| w.foreign).map(|w| w.pid));
         for fresh in groups(watched) {
             match self.groups.iter_mut().find(|g| g.arm == fresh.arm && g.tier == fresh.tier) {
                 Some(g) => *g = fresh,
@@ -130,6 +144,9 @@ impl Sampler {
     /// member's nanosecond CPU clock, or its clock-tick count from /proc
     /// where that clock cannot be read.
     fn cpu_seconds(&self, pid: Pid) -> Option<f64> {
+        if self.foreign.contains(&pid.as_u32()) {
+            return super::tree::read(pid.as_u32()).map(|r| r.cpu_seconds);
+        }
         let procs = self.members(pid);
         (!procs.is_empty()).then(|| {
             procs
@@ -189,6 +206,9 @@ impl Sampler {
                 .pids
                 .iter()
                 .map(|p| {
+                    if self.foreign.contains(p) {
+                        return super::tree::read(*p).map(|r| r.rss_bytes);
+                    }
                     let procs = self.members(Pid::from_u32(*p));
                     (!procs.is_empty()).then(|| procs.iter().map(|p| p.memory()).sum::<u64>())
                 })
@@ -283,13 +303,13 @@ mod tests {
         // children, which its own CPU time does not count).
         let mut burner =
             std::process::Command::new("bash").args(["-c", "while (( SECONDS < 3 )); do :; done"]).spawn().unwrap();
-        let me = Watched { arm: None, tier: TierName::Harness, pid: std::process::id() };
+        let me = Watched { arm: None, tier: TierName::Harness, pid: std::process::id(), foreign: false };
         let mut s = Sampler::new(&[me]);
         // The burner's own share, read by a sampler of its own so that it is
         // not one of "ours": it shares two cores with this binary's other
         // tests (one of them burns a core for 0.6 s), so it may get well
         // under one.
-        let mut b = Sampler::new(&[Watched { arm: None, tier: TierName::Caller, pid: burner.id() }]);
+        let mut b = Sampler::new(&[Watched { arm: None, tier: TierName::Caller, pid: burner.id(), foreign: false }]);
         assert_eq!(s.other_cores(), None, "no interval yet");
         std::thread::sleep(std::time::Duration::from_millis(600));
         s.sample(Instant::now());
@@ -306,8 +326,8 @@ mod tests {
 
     #[test]
     fn samples_this_process_and_leaves_unknown_ones_empty() {
-        let me = Watched { arm: None, tier: TierName::Harness, pid: std::process::id() };
-        let ghost = Watched { arm: Some(0), tier: TierName::Caller, pid: u32::MAX - 7 };
+        let me = Watched { arm: None, tier: TierName::Harness, pid: std::process::id(), foreign: false };
+        let ghost = Watched { arm: Some(0), tier: TierName::Caller, pid: u32::MAX - 7, foreign: false };
         let mut s = Sampler::new(&[me, ghost]);
         std::thread::sleep(sysinfo::MINIMUM_CPU_UPDATE_INTERVAL);
         let first = s.sample(Instant::now());
@@ -333,7 +353,7 @@ mod tests {
         // A thread burns CPU for ~0.6 s of wall time while the process is
         // sampled twice; whatever share of a core it got on a busy machine,
         // the sampled % must be what getrusage says it used over that wall time.
-        let me = Watched { arm: None, tier: TierName::Harness, pid: std::process::id() };
+        let me = Watched { arm: None, tier: TierName::Harness, pid: std::process::id(), foreign: false };
         let mut s = Sampler::new(&[me]);
         let (cpu0, t0) = (rusage_cpu_seconds(), Instant::now());
         let burner = std::thread::spawn(|| {
@@ -365,7 +385,7 @@ mod tests {
         while Instant::now() < until {
             x = std::hint::black_box(x.wrapping_add(1));
         }
-        let me = Watched { arm: None, tier: TierName::Harness, pid: std::process::id() };
+        let me = Watched { arm: None, tier: TierName::Harness, pid: std::process::id(), foreign: false };
         let s = Sampler::new(&[me]);
         let sampled = s.cpu_seconds(Pid::from_u32(me.pid)).unwrap();
         let own = telemetry::own_cpu_seconds().unwrap();

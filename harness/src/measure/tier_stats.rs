@@ -34,6 +34,9 @@ pub struct Snapshot {
     pub replica_cpu_stat: BTreeMap<u32, (f64, CpuStat)>,
     /// The machine's CPU ticks (`/proc/stat`).
     pub ticks: Option<CpuTicks>,
+    /// The internal hop as the pass-through relay between two foreign
+    /// tiers counted it (request bytes in, response bytes out).
+    pub relay: Option<CountersSnapshot>,
 }
 
 /// The largest `/stats` body read: a tier's is a few kilobytes; a body
@@ -122,6 +125,7 @@ impl TierStatsReader {
                 cpu_stat: BTreeMap::new(),
                 replica_cpu_stat: BTreeMap::new(),
                 ticks: CpuTicks::read(),
+                relay: None,
             },
         }
     }
@@ -147,11 +151,15 @@ impl TierStatsReader {
     async fn tiers_at(&self, topology: &Topology, harness: ProcessSnapshot, at: Instant) -> Snapshot {
         let (d, c) = (topology.admin_url(TierName::Downstream), topology.admin_url(TierName::Caller));
         let replica_urls = topology.replica_admin_urls();
-        let (mut downstream, caller, live) = tokio::join!(
+        let relay_url = topology.relay_stats_url();
+        let (mut downstream, mut caller, live, relay) = tokio::join!(
             self.stats_at(d.as_deref()),
             self.stats_at(c.as_deref()),
-            futures::future::join_all(replica_urls.iter().map(|(_, u)| self.stats_at(Some(u))))
+            futures::future::join_all(replica_urls.iter().map(|(_, u)| self.stats_at(Some(u)))),
+            self.stats_at(relay_url.as_deref()),
         );
+        let relay = relay.and_then(|mut r| r.listeners.remove("relay"));
+        outside(topology, (&mut downstream, &mut caller), relay.as_ref());
         let mut replicas: BTreeMap<u32, Option<StatsSnapshot>> =
             topology.retired.iter().map(|(i, s)| (*i, Some(s.clone()))).collect();
         replicas.extend(replica_urls.iter().map(|(i, _)| *i).zip(live));
@@ -170,7 +178,41 @@ impl TierStatsReader {
             }
         }
         let ticks = CpuTicks::read();
-        Snapshot { at, downstream, replicas, caller, harness, cpu_stat, replica_cpu_stat, ticks }
+        Snapshot { at, downstream, replicas, caller, harness, cpu_stat, replica_cpu_stat, ticks, relay }
+    }
+}
+
+/// Foreign tiers that serve no `/stats`, measured from outside: each one's
+/// process tree (`super::tree`) for CPU and memory, and the internal hop's
+/// bytes from our side of it: the relay's count between two foreign tiers,
+/// else our caller's client (its bytes out are the downstream's bytes in).
+fn outside(
+    topology: &Topology,
+    (downstream, caller): (&mut Option<StatsSnapshot>, &mut Option<StatsSnapshot>),
+    relay: Option<&CountersSnapshot>,
+) {
+    if let Some(pid) = topology.outside(TierName::Caller) {
+        *caller = super::tree::outside_stats("caller", pid);
+    }
+    let Some(pid) = topology.outside(TierName::Downstream) else { return };
+    *downstream = super::tree::outside_stats("downstream", pid);
+    let hop = match relay {
+        Some(r) => Some(r.clone()),
+        None => caller.as_ref().and_then(|c| c.clients.values().next()).map(as_seen_by_the_server),
+    };
+    if let (Some(d), Some(hop)) = (downstream.as_mut(), hop) {
+        d.listeners.insert(topology.internal_listener.to_owned(), hop);
+    }
+}
+
+/// A client's counters as its server would have counted them: the wire
+/// bytes the client sent are what the server read.
+fn as_seen_by_the_server(c: &CountersSnapshot) -> CountersSnapshot {
+    CountersSnapshot {
+        bytes_in: c.bytes_out,
+        bytes_out: c.bytes_in,
+        // Message bytes are counted as (request, response) on both ends.
+        ..c.clone()
     }
 }
 
@@ -240,6 +282,9 @@ pub struct Deltas {
     /// after them was made.
     pub front_calls: Option<CallTally>,
     pub internal_calls: Option<CallTally>,
+    /// The internal hop as the pass-through relay counted it, between two
+    /// foreign tiers.
+    pub relay: Option<CountersSnapshot>,
     /// The round's own calls, every one of them and nothing else: the
     /// counters from the round's start, read with nothing in flight, to the
     /// read once its last call had ended, no other round having run on the
@@ -322,6 +367,7 @@ impl Deltas {
                 .collect(),
             front_calls: None,
             internal_calls: None,
+            relay: e.relay.as_ref().zip(s.relay.as_ref()).map(|(b, a)| b.since(a)),
             own: None,
         }
     }

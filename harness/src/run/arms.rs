@@ -88,6 +88,7 @@ pub(super) async fn describe(arms: &mut [Arm], reader: &TierStatsReader, plan: &
                 continue;
             }
             let settings = match tier.name {
+                _ if arm.topology.outside(tier.name).is_some() => outside_settings(&arm.config, tier),
                 TierName::Proxy | TierName::Balancer | TierName::Link | TierName::LinkFront => {
                     arm.topology.relay_settings(tier.name).unwrap_or(serde_json::Value::Null)
                 }
@@ -98,13 +99,55 @@ pub(super) async fn describe(arms: &mut [Arm], reader: &TierStatsReader, plan: &
     }
 }
 
+/// What `run.json` says of a foreign tier measured from outside: its
+/// command, which figures came from outside and from where, which from our
+/// side of its hops, and what was not measured; its tree as it was when ready.
+fn outside_settings(cfg: &Config, tier: &crate::tiers::Tier) -> serde_json::Value {
+    let at_ready = crate::measure::tree::read(tier.pid());
+    let relay = !cfg.deploy.foreign.caller_cmd.is_empty() && !cfg.deploy.foreign.downstream_cmd.is_empty();
+    let (bytes, not_measured): (&str, Vec<&str>) = match (tier.name, relay) {
+        (TierName::Downstream, true) => (
+            "internal hop wire bytes: the pass-through relay on that hop (bytes.relay and bytes.internal), per OK call",
+            vec!["internal hop message bytes", "requests by outcome as the tier counted them", "its settings"],
+        ),
+        (TierName::Downstream, false) if cfg.transport.is_grpc() => (
+            "internal hop bytes: our caller's gRPC client counters (wire and message bytes, calls by outcome)",
+            vec!["its settings"],
+        ),
+        (TierName::Downstream, false) => (
+            "internal hop message bytes and calls: our caller's REST client counters",
+            vec!["internal hop wire bytes (our REST client, reqwest, cannot count its sockets)", "its settings"],
+        ),
+        _ => (
+            "front hop: latency and answers from the harness",
+            vec!["front hop bytes", "the downstream hop's time inside the caller", "its settings"],
+        ),
+    };
+    serde_json::json!({
+        "foreign": {
+            "command": tier.foreign.as_ref().map(|f| f.command.clone()),
+            "measured_from_outside": [
+                "cpu_seconds and cpu %: its process tree from /proc (every descendant's CPU clock, plus the children it has waited for: cutime + cstime)",
+                "rss: its process tree's, summed (/proc/<pid>/status VmRSS)",
+            ],
+            "from_our_side": bytes,
+            "not_measured": not_measured,
+            "at_ready": at_ready.map(|r| serde_json::json!({
+                "processes": r.processes,
+                "rss_bytes": r.rss_bytes,
+                "pss_bytes": r.pss_bytes,
+                "connections": r.connections,
+            })),
+        }
+    })
+}
+
 /// Every process to sample: each arm's tiers, and the harness.
 pub(super) fn watched(arms: &[Arm]) -> Vec<Watched> {
-    let tiers = arms
-        .iter()
-        .enumerate()
-        .flat_map(|(i, arm)| arm.topology.tiers().map(move |t| Watched { arm: Some(i), tier: t.name, pid: t.pid() }));
-    tiers.chain(std::iter::once(Watched { arm: None, tier: TierName::Harness, pid: std::process::id() })).collect()
+    let tiers = arms.iter().enumerate().flat_map(|(i, arm)| arm.topology.tiers().map(move |t| Watched::tier(i, t)));
+    tiers
+        .chain(std::iter::once(Watched { arm: None, tier: TierName::Harness, pid: std::process::id(), foreign: false }))
+        .collect()
 }
 
 /// The first tier of any arm found dead, described for the report.
@@ -116,7 +159,7 @@ pub(super) fn dead_tier(arms: &mut [Arm], origin: Instant) -> Option<Stop> {
                 let when = Instant::now().saturating_duration_since(origin).as_secs_f64();
                 return Some(Stop::TierDied(format!(
                     "the {} of the {title} arm (pid {}) exited at t={when:.1}s with {status}; its last stderr lines:\n{}",
-                    tier.name,
+                    tier.foreign.as_ref().map_or(tier.name.to_string(), |f| format!("{} (`{}`)", tier.name, f.command)),
                     tier.pid(),
                     tier.stderr_tail()
                 )));

@@ -123,6 +123,7 @@ pub async fn run(
         arm.topology.stop(interrupt.cut_token()).await;
         finished.push((arm.config, arm.tiers, arm.target.reasons.snapshot()));
     }
+    foreign_notes(&mut finished, cfg.output.quiet);
 
     let (status, reason) = outcome(stopped, interrupt);
     let common = Common {
@@ -212,6 +213,25 @@ async fn instrument(cfg: &Config) -> Instrument {
         client_floor: floor.as_ref().and_then(crate::judge::stats::summarize),
         client_floor_requests: if front { crate::measure::calibrate::FLOOR_REQUESTS } else { 0 },
         cpu_clock: Some("clock_process_cputime".into()),
+    }
+}
+
+/// What the foreign tiers' stops left to say (one ignored SIGTERM), by name
+/// on stderr and in its arm's `tiers.<tier>.settings.foreign.stops`.
+fn foreign_notes(finished: &mut [(Config, BTreeMap<TierName, TierInfo>, Vec<ErrorReason>)], quiet: bool) {
+    for note in crate::tiers::foreign::take_notes() {
+        if !quiet {
+            eprintln!("{}", note.text);
+        }
+        let arm = finished.iter_mut().find(|(c, _, _)| c.transport.as_str() == note.arm);
+        if let Some(info) = arm.and_then(|(_, tiers, _)| tiers.get_mut(&note.tier))
+            && let Some(foreign) = info.settings.get_mut("foreign").and_then(|f| f.as_object_mut())
+        {
+            let stops = foreign.entry("stops").or_insert_with(|| serde_json::json!([]));
+            if let Some(list) = stops.as_array_mut() {
+                list.push(note.text.into());
+            }
+        }
     }
 }
 

@@ -148,8 +148,7 @@ impl Driver<'_> {
             removed_indexes.push(i);
             tokio::spawn(arm.topology.stop_node(replica, self.interrupt.cut_token()));
         }
-        self.sampling
-            .rewatch(arm.topology.tiers().map(|t| Watched { arm: Some(a), tier: t.name, pid: t.pid() }).collect());
+        self.sampling.rewatch(arm.topology.tiers().map(|t| Watched::tier(a, t)).collect());
         self.sampling.rewatch_remote(a, super::remote::watched_of(a, &arm.topology));
         Ok(ScaleEvent {
             at_seconds,

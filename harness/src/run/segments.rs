@@ -224,8 +224,7 @@ impl Driver<'_> {
         arm.topology = topology;
         arm.target = Target::for_arm(&arm.config, &arm.topology.target_url, self.tls, arm.contract.clone())
             .map_err(|e| failed(e.to_string()))?;
-        self.sampling
-            .rewatch(arm.topology.tiers().map(|t| Watched { arm: Some(a), tier: t.name, pid: t.pid() }).collect());
+        self.sampling.rewatch(arm.topology.tiers().map(|t| Watched::tier(a, t)).collect());
         self.sampling.rewatch_remote(a, super::remote::watched_of(a, &arm.topology));
         Ok(())
     }

@@ -19,7 +19,7 @@ use crate::result::{ProxyInfo, TierName};
 use crate::tiers::command::{Placement, tier_args};
 use crate::tiers::layout::{Kind, Node};
 use crate::tiers::process::{Tier, TierError, spawn};
-use crate::tiers::{balancer, link, proxy};
+use crate::tiers::{balancer, foreign, link, proxy};
 
 /// Where a node sends its calls.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,7 +112,10 @@ impl Running {
     pub fn admin_url(&self) -> Option<String> {
         match (&self.process, &self.remote) {
             (_, Some(r)) => r.admin_url.clone(),
-            (Some(t), None) if self.node.role().is_some() => Some(t.admin_url()),
+            // A foreign tier serves /stats only where it was given `{admin_addr}`.
+            (Some(t), None) if self.node.role().is_some() && t.ready.listeners.contains_key("admin") => {
+                Some(t.admin_url())
+            }
             _ => None,
         }
     }
@@ -183,6 +186,10 @@ impl Processes {
                 let (tier, info) = proxy::start(kind, hop, self.bind, first, node.protocol).await?;
                 (tier, Some(info), None)
             }
+            Kind::Link(_) if cfg.link.is_none() && !cfg.deploy.foreign.caller_cmd.is_empty() => {
+                let (tier, settings) = link::start_counting(first).await?;
+                (tier, None, Some(settings))
+            }
             Kind::Link(_) => {
                 let link = cfg.link.as_ref().ok_or_else(missing)?;
                 let (tier, settings) = link::start(node.name, link, first).await?;
@@ -245,6 +252,9 @@ impl Launcher for Processes {
             match (&upstreams, node.role()) {
                 (Upstreams::Relay(to), None) => self.start_relay(cfg, node, to).await,
                 (_, Some(_)) => {
+                    if let Some(cmd) = foreign::command_of(cfg, node) {
+                        return Ok(Running::process(node, foreign::start(cfg, node, cmd, &upstreams).await?));
+                    }
                     let tier = spawn(node.name, process_args(cfg, tls, &upstreams)).await?;
                     Ok(Running::process(node, tier))
                 }

@@ -132,7 +132,11 @@ pub fn layout(cfg: &Config) -> Layout {
     if let (Some(kind), ProxyHop::Internal) = (cfg.deploy.proxy, cfg.deploy.proxy_hop) {
         reach = push(&mut nodes, Kind::Proxy(kind, ProxyHop::Internal), TierName::Proxy, reach, internal);
     }
-    if cfg.link.as_ref().is_some_and(|l| l.hop.internal()) {
+    // Between two foreign tiers, a pass-through relay counts the hop's bytes.
+    let foreign = &cfg.deploy.foreign;
+    let arm = cfg.transport.as_str();
+    let relay = foreign.downstream_cmd.contains_key(arm) && foreign.caller_cmd.contains_key(arm);
+    if cfg.link.as_ref().is_some_and(|l| l.hop.internal()) || relay {
         reach = push(&mut nodes, Kind::Link(ProxyHop::Internal), TierName::Link, reach, internal);
     }
     let front = Protocol { h2c: false, streams: cfg.streams.is_some() };

@@ -44,3 +44,21 @@ pub async fn start(name: TierName, link: &Link, upstream: SocketAddr) -> Result<
     });
     Ok((tier, settings))
 }
+
+/// The pass-through relay between two foreign tiers: the emulator with no
+/// delay and no rate, counting the internal hop's bytes and serving them on
+/// its `stats` listener. Its CPU is its own (`link`), never a tier's.
+pub async fn start_counting(upstream: SocketAddr) -> Result<(Tier, serde_json::Value), TierError> {
+    let to = upstream.to_string();
+    let args = ["--listen", "127.0.0.1:0", "--upstream", to.as_str(), "--rtt-us", "0", "--stats"];
+    let tier = spawn(TierName::Link, args.iter().map(|a| (*a).to_owned()).collect()).await?;
+    let settings = serde_json::json!({
+        "emulator": "pass-through relay (crates/linkemu, no delay, no rate): counts the internal hop's bytes between two foreign tiers",
+        "hop": "internal",
+        "listen": tier.ready.listeners.get("link").map(ToString::to_string),
+        "upstream": upstream.to_string(),
+        "rtt_us": 0,
+        "rate_bits_per_second": null,
+    });
+    Ok((tier, settings))
+}

@@ -17,6 +17,7 @@ pub mod command;
 pub mod container_state;
 pub mod containers;
 pub mod docker;
+pub mod foreign;
 pub mod image;
 pub mod launch;
 pub mod layout;

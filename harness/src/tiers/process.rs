@@ -32,6 +32,10 @@ pub enum TierError {
     Exited { tier: TierName, status: String, stderr: String },
     #[error("the {tier} printed no ready line within {timeout:?}; its last stderr lines:\n{stderr}")]
     NotReady { tier: TierName, timeout: Duration, stderr: String },
+    #[error(
+        "the {tier} command `{command}` {what}; its last output lines:\n{stderr}\n(docs/stacks.md: the placeholders it must listen on)"
+    )]
+    Foreign { tier: TierName, command: String, what: String, stderr: String },
 }
 
 /// The last lines a tier wrote to stderr, filled by a reader task.
@@ -44,6 +48,18 @@ pub struct Tier {
     pub ready: ReadyLine,
     child: Child,
     stderr_tail: StderrTail,
+    /// A tier started as a command of the user's (`--downstream-cmd`): the
+    /// command as run and its arm, for messages; stopped as a whole process tree.
+    pub foreign: Option<Foreign>,
+}
+
+/// What a foreign tier was started as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Foreign {
+    /// The command as run, placeholders filled.
+    pub command: String,
+    /// Its arm's transport (`grpc`, `rest`, …).
+    pub arm: &'static str,
 }
 
 impl Tier {
@@ -70,10 +86,26 @@ impl Tier {
         self.child.try_wait().ok().flatten()
     }
 
+    /// Its name in messages: the tier, and a foreign tier's command.
+    pub fn label(&self) -> String {
+        match &self.foreign {
+            Some(f) => format!("{} of the {} arm (`{}`)", self.name, f.arm, f.command),
+            None => self.name.to_string(),
+        }
+    }
+
     /// SIGTERM, then up to `grace` for the drain (cut short by `cut`), then
     /// SIGKILL; then whatever is left of its process group (a proxy's
-    /// workers) is killed too.
-    pub async fn stop(mut self, grace: Duration, cut: &CancellationToken) -> Option<ExitStatus> {
+    /// workers) is killed too. A foreign tier's whole tree is signalled
+    /// (`tiers::foreign::stop`).
+    pub async fn stop(self, grace: Duration, cut: &CancellationToken) -> Option<ExitStatus> {
+        if self.foreign.is_some() {
+            return crate::tiers::foreign::stop(self, grace, cut).await;
+        }
+        self.stop_own(grace, cut).await
+    }
+
+    async fn stop_own(mut self, grace: Duration, cut: &CancellationToken) -> Option<ExitStatus> {
         let status = match self.exited() {
             Some(status) => Some(status),
             None => {
@@ -97,7 +129,7 @@ impl Tier {
     }
 }
 
-fn tail_text(tail: &Mutex<VecDeque<String>>) -> String {
+pub(crate) fn tail_text(tail: &Mutex<VecDeque<String>>) -> String {
     let lines = tail.lock().unwrap_or_else(|e| e.into_inner());
     if lines.is_empty() { "(nothing)".to_owned() } else { lines.iter().cloned().collect::<Vec<_>>().join("\n") }
 }
@@ -127,7 +159,7 @@ pub(crate) async fn spawn(tier: TierName, args: Vec<String>) -> Result<Tier, Tie
     };
     let ready: ReadyLine = serde_json::from_str(&line)
         .map_err(|e| spawn_err(format!("its ready line {line:?} is not the expected JSON: {e}")))?;
-    Ok(Tier { name: tier, ready, child, stderr_tail })
+    Ok(Tier { name: tier, ready, child, stderr_tail, foreign: None })
 }
 
 /// The error for a process that exited before it was ready, with its stderr tail.
@@ -157,25 +189,39 @@ pub(crate) fn launch(
     let mut child = cmd.spawn().map_err(|e| TierError::Spawn { tier, reason: e.to_string() })?;
     let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
     if let Some(stderr) = child.stderr.take() {
-        let tail = stderr_tail.clone();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
-                if t.len() == STDERR_TAIL_LINES {
-                    t.pop_front();
-                }
-                t.push_back(line);
-            }
-        });
+        keep_tail(stderr, stderr_tail.clone(), "");
     }
     Ok((child, stderr_tail))
+}
+
+/// Reads `from` line by line until it closes, keeping the last
+/// [`STDERR_TAIL_LINES`] in `tail` (each after `prefix`).
+pub(crate) fn keep_tail(
+    from: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    tail: StderrTail,
+    prefix: &'static str,
+) {
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(from).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+            if t.len() == STDERR_TAIL_LINES {
+                t.pop_front();
+            }
+            t.push_back(format!("{prefix}{line}"));
+        }
+    });
 }
 
 impl Tier {
     /// A tier from a process started with [`launch`] that is ready.
     pub(crate) fn from_process(name: TierName, ready: ReadyLine, child: Child, stderr_tail: StderrTail) -> Tier {
-        Tier { name, ready, child, stderr_tail }
+        Tier { name, ready, child, stderr_tail, foreign: None }
+    }
+
+    /// The child process and its stderr tail, for a foreign tier's stop.
+    pub(crate) fn parts(&mut self) -> (&mut Child, &StderrTail) {
+        (&mut self.child, &self.stderr_tail)
     }
 }
 

@@ -2,6 +2,8 @@
 //! containers and networks it made, and the work folders of its proxies
 //! and balancers.
 //!
+//! * Foreign tiers' process groups are named to the reaper as they start
+//!   and stop, and killed by it if the harness dies first.
 //! * In-process: every container and network is remembered until removed,
 //!   so a harness about to exit on the spot (a third Ctrl-C) removes them
 //!   at once ([`remove_now`]).
@@ -26,8 +28,8 @@ pub const REAPER_ROLE_ARG: &str = "__reaper";
 /// Names of every container and network this process made and has not
 /// removed yet, for [`remove_now`].
 static LIVE: Mutex<Vec<(Kind, String)>> = Mutex::new(Vec::new());
-/// The write end of the reaper's pipe: held, never written to, until this
-/// process ends, however it ends.
+/// The write end of the reaper's pipe: held until this process ends,
+/// however it ends; written to only to name foreign tiers' process groups.
 static REAPER: Mutex<Option<std::process::ChildStdin>> = Mutex::new(None);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +64,24 @@ pub(crate) fn remove_blocking(containers: &[String], network: &str) {
         quiet(std::process::Command::new("docker").args(["rm", "-f"]).args(containers));
     }
     quiet(std::process::Command::new("docker").args(["network", "rm", network]));
+}
+
+/// Tells the reaper to kill process group `pgid` if the harness dies
+/// before it is stopped (a foreign tier's children outlive a killed leader).
+pub(crate) fn watch_group(pgid: u32) {
+    tell_reaper(&format!("+{pgid}\n"));
+}
+
+/// The group `pgid` was stopped: the reaper forgets it.
+pub(crate) fn unwatch_group(pgid: u32) {
+    tell_reaper(&format!("-{pgid}\n"));
+}
+
+fn tell_reaper(line: &str) {
+    use std::io::Write;
+    if let Some(pipe) = REAPER.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        let _ = pipe.write_all(line.as_bytes());
+    }
 }
 
 /// Starts this process's reaper, once: the harness executable in its
@@ -105,7 +125,22 @@ pub(crate) fn start_reaper() -> Result<(), String> {
 /// `docker run` still under way made after the first pass; then the
 /// temporary folders of the pid's proxies and balancers (which died with it).
 pub fn reap(pid: u32) {
-    let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+    use std::io::BufRead;
+    // Until then, the harness names the process groups of its foreign tiers
+    // (`+pgid`) and the ones it stopped itself (`-pgid`).
+    let mut groups = std::collections::BTreeSet::new();
+    for line in std::io::stdin().lock().lines().map_while(Result::ok) {
+        match (line.strip_prefix('+'), line.strip_prefix('-')) {
+            (Some(p), _) => groups.extend(p.trim().parse::<i32>().ok()),
+            (_, Some(p)) => {
+                groups.remove(&p.trim().parse::<i32>().unwrap_or(0));
+            }
+            _ => {}
+        }
+    }
+    for g in groups {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(g), nix::sys::signal::Signal::SIGKILL);
+    }
     remove_labelled(pid);
     std::thread::sleep(Duration::from_secs(1));
     remove_labelled(pid);

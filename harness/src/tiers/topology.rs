@@ -39,6 +39,8 @@ pub struct Topology {
     /// Where the load goes: the caller's front door (or a relay's in front
     /// of it) or the downstream's listener for the transport.
     pub target_url: String,
+    /// The downstream's listener the arm reaches (`grpc`, `rest`).
+    pub internal_listener: &'static str,
 }
 
 impl Topology {
@@ -52,6 +54,7 @@ impl Topology {
             retired: Vec::new(),
             next_replica: 1,
             target_url: String::new(),
+            internal_listener: "",
         }
     }
 
@@ -59,7 +62,7 @@ impl Topology {
     /// records the tiers given by URL. A failure stops whatever was started.
     /// `tls`: the run's certificate files, when the internal hop uses TLS.
     pub async fn start(cfg: &Config, tls: Option<&TlsFiles>) -> Result<Topology, TierError> {
-        let mut topology = Topology::empty();
+        let mut topology = Topology { internal_listener: cfg.transport.listener(), ..Topology::empty() };
         if topology.given(cfg) {
             return Ok(topology);
         }
@@ -197,6 +200,20 @@ impl Topology {
     /// and its limit in cores; each replica on its own, with its index.
     pub fn cpu_limited(&self) -> impl Iterator<Item = (TierName, Option<u32>, &Path, f64)> {
         self.remote().filter_map(|r| r.cpu_stat.as_ref().map(|(p, cpus)| (r.name, r.replica, p.as_path(), *cpus)))
+    }
+
+    /// The first process of tier `name` when it is foreign and serves no
+    /// `/stats`: measured from outside, as its process tree.
+    pub fn outside(&self, name: TierName) -> Option<u32> {
+        let r = self.running.iter().find(|r| r.node.name == name)?;
+        let t = r.process.as_ref().filter(|t| t.foreign.is_some())?;
+        (!t.ready.listeners.contains_key("admin")).then(|| t.pid())
+    }
+
+    /// The `/stats` of the pass-through relay between two foreign tiers.
+    pub fn relay_stats_url(&self) -> Option<String> {
+        let r = self.running.iter().find(|r| r.node.name == TierName::Link)?;
+        r.listeners.get("stats").map(|a| format!("http://{a}"))
     }
 
     /// The tiers this arm started as child processes.

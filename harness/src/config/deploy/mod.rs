@@ -4,6 +4,7 @@
 //! the harness starts listen on. Parsing and checks only; starting anything
 //! is `tiers`' work, and where each tier listens is its launcher's to say.
 
+mod foreign;
 mod limits;
 mod remote;
 
@@ -13,6 +14,7 @@ use caller::Transport;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
+pub use foreign::{Foreign, ForeignArgs, PLACEHOLDERS, check as check_foreign, words as command_words};
 pub use limits::TierLimits;
 pub use remote::Remote;
 
@@ -88,6 +90,8 @@ pub struct DeployArgs {
     /// Port of the caller's front listener (0: any free port).
     #[arg(long, default_value_t = 0)]
     pub caller_port: u16,
+    #[command(flatten)]
+    pub foreign: ForeignArgs,
 }
 
 /// The deployment section of [`super::Config`].
@@ -120,6 +124,10 @@ pub struct Deploy {
     pub admin_bind: IpAddr,
     /// Port of the caller's front listener (0: any free port).
     pub caller_port: u16,
+    /// Tiers started as a command (`--downstream-cmd`, `--caller-cmd`),
+    /// by arm; absent from run.json for our own tiers.
+    #[serde(default, skip_serializing_if = "Foreign::is_empty")]
+    pub foreign: Foreign,
 }
 
 fn loopback() -> IpAddr {
@@ -271,6 +279,7 @@ impl Deploy {
             bind,
             admin_bind,
             caller_port: a.caller_port,
+            foreign: foreign::foreign(&a.foreign, arms)?,
         })
     }
 
@@ -313,6 +322,9 @@ impl Deploy {
         flags.flag("--bind", self.bind.to_string());
         flags.flag("--admin-bind", self.admin_bind.to_string());
         flags.flag("--caller-port", self.caller_port.to_string());
+        for (flag, value) in self.foreign.replay() {
+            flags.flag(flag, value);
+        }
     }
 }
 
@@ -360,6 +372,10 @@ fn containers(a: &DeployArgs) -> Result<TierLimits, ConfigError> {
     // What the container launcher cannot give is refused by the launchers'
     // table (`config/launchers.rs`); tiers elsewhere are started by nobody.
     let conflicts = [("--caller-url", a.caller_url.is_some()), ("--downstream-url", a.downstream_url.is_some())];
+    let started = !a.foreign.downstream_cmd.is_empty() || !a.foreign.caller_cmd.is_empty();
+    if started && let Some((flag, _)) = conflicts.iter().find(|(_, given)| *given) {
+        return Err(bad(flag, "does not go with --downstream-cmd or --caller-cmd (the harness starts those tiers)"));
+    }
     if a.isolation == Isolation::Containers
         && let Some((flag, _)) = conflicts.iter().find(|(_, given)| *given)
     {
