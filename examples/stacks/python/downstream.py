@@ -159,7 +159,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--grpc", required=True, help="gRPC listener, HOST:PORT")
     p.add_argument("--rest", required=True, help="REST listener, HOST:PORT")
-    p.add_argument("--delay-ms", type=float, default=0.0, help="simulated service time of every request")
+    p.add_argument(
+        "--delay-ms", type=float, default=500.0,
+        help="simulated service time of every request (500, the harness's --delay default; give {delay_ms})",
+    )
     p.add_argument("--max-items", type=int, default=contract.MAX_ITEMS, help="most records one request may ask for")
     args = p.parse_args()
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)

@@ -4,7 +4,8 @@
 //! * [`record`]: the collector that files every request's [`crate::load::Shot`]
 //!   into one round's histograms and counts;
 //! * [`histogram`]: the latency histogram and its serialized form;
-//! * [`sampler`]: CPU and RSS of every process over time;
+//! * [`sampler`]: CPU and RSS of every process over time, each process's
+//!   CPU clock read by [`cpu_clock`];
 //! * [`remote`]: the same for tiers that are not child processes of the
 //!   harness (elsewhere, or in containers), read from their `/stats`;
 //! * [`tier_stats`]: the tiers' own counters (`/stats`: CPU seconds, wire and
@@ -20,6 +21,7 @@
 
 pub mod calibrate;
 pub mod cgroup;
+pub mod cpu_clock;
 pub mod environment;
 pub mod histogram;
 pub mod link;

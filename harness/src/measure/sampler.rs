@@ -1,6 +1,7 @@
 //! Samples CPU and resident memory of every tier (and the harness itself) with
 //! sysinfo, as a time series.
 
+use super::cpu_clock::process_cpu_seconds;
 use std::time::Instant;
 
 use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
@@ -145,7 +146,7 @@ impl Sampler {
     /// where that clock cannot be read.
     fn cpu_seconds(&self, pid: Pid) -> Option<f64> {
         if self.foreign.contains(&pid.as_u32()) {
-            return super::tree::read(pid.as_u32()).map(|r| r.cpu_seconds);
+            return super::tree::usage(pid.as_u32()).map(|(cpu, _)| cpu);
         }
         let procs = self.members(pid);
         (!procs.is_empty()).then(|| {
@@ -207,7 +208,7 @@ impl Sampler {
                 .iter()
                 .map(|p| {
                     if self.foreign.contains(p) {
-                        return super::tree::read(*p).map(|r| r.rss_bytes);
+                        return super::tree::usage(*p).map(|(_, rss)| rss);
                     }
                     let procs = self.members(Pid::from_u32(*p));
                     (!procs.is_empty()).then(|| procs.iter().map(|p| p.memory()).sum::<u64>())
@@ -234,16 +235,6 @@ impl Sampler {
         });
         out
     }
-}
-
-/// CPU seconds process `pid` has used, every thread, from its CPU-time clock
-/// (`clock_getcpuclockid`): the scheduler's run time to the nanosecond, where
-/// /proc's figure moves in clock ticks of 10 ms. `None` if it cannot be read.
-pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
-    use nix::time::{ClockId, clock_gettime};
-    let clock = ClockId::pid_cpu_clock_id(nix::unistd::Pid::from_raw(i32::try_from(pid).ok()?)).ok()?;
-    let t = clock_gettime(clock).ok()?;
-    Some(t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9)
 }
 
 /// CPU % of one process from its successive (clock seconds, CPU seconds)

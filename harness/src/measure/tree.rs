@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 
 use telemetry::{ProcessSnapshot, StatsSnapshot};
 
-use super::sampler::process_cpu_seconds;
+use super::cpu_clock::process_cpu_seconds;
 use crate::tiers::foreign::tree;
 
 /// One reading of a process tree.
@@ -91,15 +91,30 @@ fn socket_inodes(pid: u32) -> Option<BTreeSet<u64>> {
     )
 }
 
-/// Reads the tree under `root` now; `None` once `root` is gone.
+/// The tree under `root`'s CPU seconds and RSS now, the sampler's figures:
+/// its stat and status files only (PSS and connections walk every mapping
+/// and descriptor, and the machine's socket table: `read` takes them, once
+/// at ready). `None` once `root` is gone.
+pub fn usage(root: u32) -> Option<(f64, u64)> {
+    let members = tree(root);
+    (!members.is_empty()).then(|| cpu_and_rss(&members))
+}
+
+fn cpu_and_rss(members: &[u32]) -> (f64, u64) {
+    let tick = ticks_per_second();
+    let cpu_seconds = members.iter().filter_map(|p| member_cpu_seconds(*p, tick)).sum();
+    let rss_bytes = members.iter().filter_map(|p| status_kib(*p, "status", "VmRSS:")).sum::<u64>() * 1024;
+    (cpu_seconds, rss_bytes)
+}
+
+/// Reads the tree under `root` now, PSS and connections too; `None` once
+/// `root` is gone.
 pub fn read(root: u32) -> Option<TreeReading> {
     let members = tree(root);
     if members.is_empty() {
         return None;
     }
-    let tick = ticks_per_second();
-    let cpu_seconds = members.iter().filter_map(|p| member_cpu_seconds(*p, tick)).sum();
-    let rss_bytes = members.iter().filter_map(|p| status_kib(*p, "status", "VmRSS:")).sum::<u64>() * 1024;
+    let (cpu_seconds, rss_bytes) = cpu_and_rss(&members);
     let pss_bytes =
         members.iter().map(|p| status_kib(*p, "smaps_rollup", "Pss:")).sum::<Option<u64>>().map(|k| k * 1024);
     let held: Option<BTreeSet<u64>> = members
@@ -115,12 +130,12 @@ pub fn read(root: u32) -> Option<TreeReading> {
 /// process tree's CPU seconds and RSS, no listener of its own (the hops'
 /// bytes come from our side of them). `None` once it is gone.
 pub fn outside_stats(service: &str, root: u32) -> Option<StatsSnapshot> {
-    let r = read(root)?;
+    let (cpu_seconds, rss_bytes) = usage(root)?;
     Some(StatsSnapshot {
         service: service.to_owned(),
         hostname: None,
         uptime_seconds: 0.0,
-        process: ProcessSnapshot { pid: root, cpu_seconds: Some(r.cpu_seconds), rss_bytes: Some(r.rss_bytes) },
+        process: ProcessSnapshot { pid: root, cpu_seconds: Some(cpu_seconds), rss_bytes: Some(rss_bytes) },
         listeners: Default::default(),
         clients: Default::default(),
         admin: None,

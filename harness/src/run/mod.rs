@@ -81,7 +81,6 @@ pub async fn run(
         }
         return Err(e);
     }
-
     let (origin, late_seconds) = start(cfg, interrupt).await;
     let generator = generator(cfg, late_seconds, &environment);
     let status = Arc::new(Status::default());
@@ -89,7 +88,6 @@ pub async fn run(
     let sampling = Sampling::start(&local, remote, cfg.load.sample_interval, origin, status.live.clone(), sink);
     let progress = Progress::start(cfg.output.quiet, plan.load_duration(), status.clone());
     *status.qps.lock().unwrap_or_else(|e| e.into_inner()) = cfg.generators.share_of(cfg.load.qps);
-
     let driver = Driver {
         config: cfg,
         tls,
@@ -123,7 +121,7 @@ pub async fn run(
         arm.topology.stop(interrupt.cut_token()).await;
         finished.push((arm.config, arm.tiers, arm.target.reasons.snapshot()));
     }
-    foreign_notes(&mut finished, cfg.output.quiet);
+    foreign_notes(&mut finished);
 
     let (status, reason) = outcome(stopped, interrupt);
     let common = Common {
@@ -217,12 +215,11 @@ async fn instrument(cfg: &Config) -> Instrument {
 }
 
 /// What the foreign tiers' stops left to say (one ignored SIGTERM), by name
-/// on stderr and in its arm's `tiers.<tier>.settings.foreign.stops`.
-fn foreign_notes(finished: &mut [(Config, BTreeMap<TierName, TierInfo>, Vec<ErrorReason>)], quiet: bool) {
+/// on stderr (a warning, said with --quiet too) and in its arm's
+/// `tiers.<tier>.settings.foreign.stops`.
+fn foreign_notes(finished: &mut [(Config, BTreeMap<TierName, TierInfo>, Vec<ErrorReason>)]) {
     for note in crate::tiers::foreign::take_notes() {
-        if !quiet {
-            eprintln!("{}", note.text);
-        }
+        eprintln!("{}", note.text);
         let arm = finished.iter_mut().find(|(c, _, _)| c.transport.as_str() == note.arm);
         if let Some(info) = arm.and_then(|(_, tiers, _)| tiers.get_mut(&note.tier))
             && let Some(foreign) = info.settings.get_mut("foreign").and_then(|f| f.as_object_mut())

@@ -4,7 +4,22 @@
 //! configuration gives it (`Config::tier_flags`). Both launchers build their
 //! tiers' arguments here and nowhere else.
 
+use std::net::{IpAddr, SocketAddr};
+
 use crate::config::{Config, TierRole, TlsFiles};
+
+/// Where a node sends its calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upstreams {
+    /// A downstream replica sends to nobody.
+    None,
+    /// The caller: its gRPC and REST clients' URLs (comma-joined for a
+    /// caller balancing by itself), and each host name in them with the
+    /// address it stands for (a container resolves them through its hosts file).
+    Urls { grpc: String, rest: String, hosts: Vec<(String, IpAddr)> },
+    /// A balancer, proxy or link: the addresses it forwards to.
+    Relay(Vec<SocketAddr>),
+}
 
 /// Where a tier listens and where its peer is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,8 +94,9 @@ mod tests {
     use super::*;
     use crate::config::Compression;
     use crate::testing;
+    use crate::tiers::command::Upstreams;
     use crate::tiers::containers::container_args;
-    use crate::tiers::launch::{Upstreams, process_args};
+    use crate::tiers::launch::process_args;
 
     /// An arm with every setting a tier is given away from its default.
     fn unusual(transport: Transport) -> Config {

@@ -26,10 +26,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, TlsFiles};
 use crate::result::TierName;
+use crate::tiers::command::Upstreams;
 use crate::tiers::container_state::{cpu_stat_path, host_pid, wait_ready, watch};
 use crate::tiers::docker::{NAME_PREFIX, docker, labels};
 use crate::tiers::launch::{
-    Death, Launcher, Listen, Processes, RemoteTier, Running, Starting, Stopping, Upstreams, service_args, stop_process,
+    Death, Launcher, Listen, Processes, RemoteTier, Running, Starting, Stopping, service_args, stop_process,
 };
 use crate::tiers::layout::Node;
 use crate::tiers::process::TierError;

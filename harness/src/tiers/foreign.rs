@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, command_words};
 use crate::result::TierName;
-use crate::tiers::launch::Upstreams;
+use crate::tiers::command::Upstreams;
 use crate::tiers::layout::Node;
 use crate::tiers::process::{Foreign, Tier, TierError, keep_tail, launch, tail_text};
 use crate::tiers::reaper;
@@ -68,13 +68,14 @@ fn free_addr(ip: IpAddr) -> Result<SocketAddr, String> {
     l.local_addr().map_err(|e| e.to_string())
 }
 
+/// A command's placeholders and their values.
+type Values = BTreeMap<&'static str, String>;
+/// The listeners a command is to open, by the layout's names.
+type Listeners = BTreeMap<String, SocketAddr>;
+
 /// The placeholders' values for `node` and the listeners it is to open,
 /// by the names the layout gives them (`grpc`, `rest`, `front`, `admin`).
-fn placement(
-    cfg: &Config,
-    cmd: &str,
-    upstreams: &Upstreams,
-) -> Result<(BTreeMap<&'static str, String>, BTreeMap<String, SocketAddr>), String> {
+fn placement(cfg: &Config, cmd: &str, upstreams: &Upstreams) -> Result<(Values, Listeners), String> {
     let mut values = BTreeMap::new();
     let mut listeners = BTreeMap::new();
     for (placeholder, listener, ip) in [

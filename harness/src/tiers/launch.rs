@@ -16,23 +16,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, TlsFiles};
 use crate::result::{ProxyInfo, TierName};
-use crate::tiers::command::{Placement, tier_args};
+use crate::tiers::command::{Placement, Upstreams, tier_args};
 use crate::tiers::layout::{Kind, Node};
 use crate::tiers::process::{Tier, TierError, spawn};
 use crate::tiers::{balancer, foreign, link, proxy};
-
-/// Where a node sends its calls.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Upstreams {
-    /// A downstream replica sends to nobody.
-    None,
-    /// The caller: its gRPC and REST clients' URLs (comma-joined for a
-    /// caller balancing by itself), and each host name in them with the
-    /// address it stands for (a container resolves them through its hosts file).
-    Urls { grpc: String, rest: String, hosts: Vec<(String, IpAddr)> },
-    /// A balancer, proxy or link: the addresses it forwards to.
-    Relay(Vec<SocketAddr>),
-}
 
 /// A tier the harness did not start as a child process: measured only
 /// through its admin endpoint (and, in a container, its cgroup).
@@ -279,7 +266,11 @@ impl Launcher for Processes {
 /// and log files go with it (its configuration is in the report).
 pub async fn stop_process(running: Running, grace: Duration, cut: CancellationToken) {
     if let Some(tier) = running.process {
-        tier.stop(grace, &cut).await;
+        if tier.foreign.is_some() {
+            crate::tiers::foreign::stop(tier, grace, &cut).await;
+        } else {
+            tier.stop(grace, &cut).await;
+        }
     }
     if let Some(info) = running.proxy {
         let _ = std::fs::remove_dir_all(&info.work_dir);

@@ -96,16 +96,9 @@ impl Tier {
 
     /// SIGTERM, then up to `grace` for the drain (cut short by `cut`), then
     /// SIGKILL; then whatever is left of its process group (a proxy's
-    /// workers) is killed too. A foreign tier's whole tree is signalled
-    /// (`tiers::foreign::stop`).
-    pub async fn stop(self, grace: Duration, cut: &CancellationToken) -> Option<ExitStatus> {
-        if self.foreign.is_some() {
-            return crate::tiers::foreign::stop(self, grace, cut).await;
-        }
-        self.stop_own(grace, cut).await
-    }
-
-    async fn stop_own(mut self, grace: Duration, cut: &CancellationToken) -> Option<ExitStatus> {
+    /// workers) is killed too. A foreign tier's whole tree is signalled by
+    /// `tiers::foreign::stop` instead (the launcher picks).
+    pub async fn stop(mut self, grace: Duration, cut: &CancellationToken) -> Option<ExitStatus> {
         let status = match self.exited() {
             Some(status) => Some(status),
             None => {

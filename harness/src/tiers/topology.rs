@@ -12,8 +12,9 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, Isolation, TlsFiles};
 use crate::result::TierName;
 use crate::tiers::balancer;
+use crate::tiers::command::Upstreams;
 use crate::tiers::containers::Containers;
-use crate::tiers::launch::{Death, Launcher, Processes, RemoteTier, Running, Upstreams};
+use crate::tiers::launch::{Death, Launcher, Processes, RemoteTier, Running};
 use crate::tiers::layout::{self, Kind, Layout, Node};
 use crate::tiers::process::{Tier, TierError};
 
