@@ -139,23 +139,8 @@ pub(crate) fn classify(target: &str, status: tonic::Status) -> CallError {
 impl Outbound for GrpcClient {
     fn fetch(&self, req: FetchRequest) -> BoxFuture<'static, Result<FetchResponse, CallError>> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
-        let mut client = self.clients[i].clone();
-        let (target, counters) = (self.target.clone(), self.counters.clone());
-        Box::pin(async move {
-            client.ready().await.map_err(|e| CallError::Connect { target: target.clone(), reason: e.to_string() })?;
-            // What the generated `DownstreamClient::fetch` does, with a codec
-            // that counts the message bytes as prost writes and reads them:
-            // `encoded_len()` on each side would measure both messages again
-            // (bench/README.md, "Ratios: the tool against its peers").
-            let mut req = tonic::Request::new(proto::FetchRequest::from(req));
-            req.extensions_mut().insert(tonic::GrpcMethod::new(proto::downstream_server::SERVICE_NAME, "Fetch"));
-            let resp = client
-                .unary(req, PathAndQuery::from_static(FETCH_PATH), CountingCodec(counters))
-                .await
-                .map_err(|s| classify(&target, s))?
-                .into_inner();
-            FetchResponse::try_from(resp).map_err(|e| CallError::BadResponse { target, reason: e.to_string() })
-        })
+        let (client, target, counters) = (self.clients[i].clone(), self.target.clone(), self.counters.clone());
+        Box::pin(unary_fetch(client, FETCH_PATH, target, counters, req))
     }
 
     fn call(
@@ -165,16 +150,8 @@ impl Outbound for GrpcClient {
         message: DynamicMessage,
     ) -> BoxFuture<'static, Result<DynamicMessage, CallError>> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
-        let mut client = self.clients[i].clone();
-        let (target, method) = (self.target.clone(), method.clone());
         let codec = DynamicCodec { decodes: method.output.clone(), counters: self.counters.clone() };
-        Box::pin(async move {
-            client.ready().await.map_err(|e| CallError::Connect { target: target.clone(), reason: e.to_string() })?;
-            let mut req = tonic::Request::new(message);
-            req.metadata_mut().insert(CALL_HEADER, tonic::metadata::MetadataValue::from(n));
-            let resp = client.unary(req, method.grpc_path.clone(), codec).await.map_err(|s| classify(&target, s))?;
-            Ok(resp.into_inner())
-        })
+        Box::pin(unary_call(self.clients[i].clone(), self.target.clone(), method.grpc_path.clone(), n, message, codec))
     }
 
     fn items(
@@ -195,6 +172,73 @@ impl Outbound for GrpcClient {
     fn settings(&self) -> serde_json::Value {
         grpc_settings("grpc", self.clients.len(), &self.hop)
     }
+}
+
+/// What a tonic client's channel must be for the unary calls below: HTTP/2
+/// (`Channel`, the gRPC arms) or gRPC-Web's client layer.
+pub(crate) trait UnaryChannel:
+    tonic::client::GrpcService<
+        tonic::body::Body,
+        Error: Into<tonic::codegen::StdError>,
+        ResponseBody: tonic::codegen::Body<Data = Bytes, Error: Into<tonic::codegen::StdError>> + Send + 'static,
+    >
+{
+}
+
+impl<T> UnaryChannel for T where
+    T: tonic::client::GrpcService<
+            tonic::body::Body,
+            Error: Into<tonic::codegen::StdError>,
+            ResponseBody: tonic::codegen::Body<Data = Bytes, Error: Into<tonic::codegen::StdError>> + Send + 'static,
+        >
+{
+}
+
+/// The built-in `Fetch` on any tonic client (HTTP/2, or through gRPC-Web's
+/// layer) at `path`: what the generated `DownstreamClient::fetch` does, with
+/// a codec that counts the message bytes as prost writes and reads them:
+/// `encoded_len()` on each side would measure both messages again
+/// (bench/README.md, "Ratios: the tool against its peers").
+pub(crate) async fn unary_fetch<T>(
+    mut client: tonic::client::Grpc<T>,
+    path: &'static str,
+    target: String,
+    counters: Arc<Counters>,
+    req: FetchRequest,
+) -> Result<FetchResponse, CallError>
+where
+    T: UnaryChannel,
+{
+    let unreachable = |e: T::Error| CallError::Connect { target: target.clone(), reason: e.into().to_string() };
+    client.ready().await.map_err(unreachable)?;
+    let mut req = tonic::Request::new(proto::FetchRequest::from(req));
+    req.extensions_mut().insert(tonic::GrpcMethod::new(proto::downstream_server::SERVICE_NAME, "Fetch"));
+    let resp = client
+        .unary(req, PathAndQuery::from_static(path), CountingCodec(counters))
+        .await
+        .map_err(|s| classify(&target, s))?
+        .into_inner();
+    FetchResponse::try_from(resp).map_err(|e| CallError::BadResponse { target, reason: e.to_string() })
+}
+
+/// A team's own method on any tonic client, its number in the call header.
+pub(crate) async fn unary_call<T>(
+    mut client: tonic::client::Grpc<T>,
+    target: String,
+    path: PathAndQuery,
+    n: u64,
+    message: DynamicMessage,
+    codec: DynamicCodec,
+) -> Result<DynamicMessage, CallError>
+where
+    T: UnaryChannel,
+{
+    let unreachable = |e: T::Error| CallError::Connect { target: target.clone(), reason: e.into().to_string() };
+    client.ready().await.map_err(unreachable)?;
+    let mut req = tonic::Request::new(message);
+    req.metadata_mut().insert(CALL_HEADER, tonic::metadata::MetadataValue::from(n));
+    let resp = client.unary(req, path, codec).await.map_err(|s| classify(&target, s))?;
+    Ok(resp.into_inner())
 }
 
 const ITEMS_STREAM_PATH: &str = "/bench.v1.Items/Stream";

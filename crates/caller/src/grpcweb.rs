@@ -12,18 +12,16 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use contract::CALL_HEADER;
 use contract::codec::DynamicCodec;
 use futures::future::BoxFuture;
 use http_body_util::BodyExt;
 use payload::{FetchRequest, FetchResponse};
 use prost_reflect::DynamicMessage;
 use telemetry::Counters;
-use tonic::codegen::http::uri::PathAndQuery;
 use tonic_web::{GrpcWebClientLayer, GrpcWebClientService};
 use tower::Layer;
 
-use crate::grpc::{CountingCodec, MAX_DECODING_MESSAGE_BYTES, classify};
+use crate::grpc::{MAX_DECODING_MESSAGE_BYTES, unary_call, unary_fetch};
 use crate::hop::{HopOptions, merged};
 use crate::outbound::{CallError, Method, Outbound};
 use crate::rest::{CONNECT_FETCH_PATH, RestBuildError, http_client};
@@ -97,18 +95,8 @@ impl GrpcWebClient {
 
 impl Outbound for GrpcWebClient {
     fn fetch(&self, req: FetchRequest) -> BoxFuture<'static, Result<FetchResponse, CallError>> {
-        let mut client = self.client.clone();
-        let (target, counters) = (self.target.clone(), self.counters.clone());
-        Box::pin(async move {
-            client.ready().await.map_err(|e| CallError::Connect { target: target.clone(), reason: e.to_string() })?;
-            let req = tonic::Request::new(proto::FetchRequest::from(req));
-            let resp = client
-                .unary(req, PathAndQuery::from_static(CONNECT_FETCH_PATH), CountingCodec(counters))
-                .await
-                .map_err(|s| classify(&target, s))?
-                .into_inner();
-            FetchResponse::try_from(resp).map_err(|e| CallError::BadResponse { target, reason: e.to_string() })
-        })
+        let (client, target, counters) = (self.client.clone(), self.target.clone(), self.counters.clone());
+        Box::pin(unary_fetch(client, CONNECT_FETCH_PATH, target, counters, req))
     }
 
     fn call(
@@ -117,16 +105,8 @@ impl Outbound for GrpcWebClient {
         n: u64,
         message: DynamicMessage,
     ) -> BoxFuture<'static, Result<DynamicMessage, CallError>> {
-        let mut client = self.client.clone();
-        let (target, method) = (self.target.clone(), method.clone());
         let codec = DynamicCodec { decodes: method.output.clone(), counters: self.counters.clone() };
-        Box::pin(async move {
-            client.ready().await.map_err(|e| CallError::Connect { target: target.clone(), reason: e.to_string() })?;
-            let mut req = tonic::Request::new(message);
-            req.metadata_mut().insert(CALL_HEADER, tonic::metadata::MetadataValue::from(n));
-            let resp = client.unary(req, method.grpc_path.clone(), codec).await.map_err(|s| classify(&target, s))?;
-            Ok(resp.into_inner())
-        })
+        Box::pin(unary_call(self.client.clone(), self.target.clone(), method.grpc_path.clone(), n, message, codec))
     }
 
     fn target(&self) -> &str {
