@@ -146,7 +146,8 @@ fn bad_flags_exit_2_before_anything_is_sent() {
 
 #[test]
 fn a_command_that_never_listens_is_named_with_its_stderr() {
-    let cmd = "echo 'no such port here' >&2; exit 3 # {grpc_addr} {rest_addr}";
+    // Split as a shell would and run without one, as a run's --downstream-cmd.
+    let cmd = "sh -c 'echo no such port here >&2; exit 3' {grpc_addr} {rest_addr}";
     let (code, text) = report(&conform(&["--downstream-cmd", cmd, "--ready-timeout", "10s"]));
     assert_eq!(code, Some(1), "{text}");
     let start = line(&text, "start");

@@ -1,13 +1,16 @@
 //! The Python stack (`examples/stacks/python/`): its downstream, started by
 //! `harness conform --downstream-cmd`, and both its callers pass every check;
-//! a short `--transport both` run through the Python callers (in front of
-//! the Python downstream) exits 0 with every answer verified. The venv is
+//! a short `--transport both` run with both Python tiers started by the
+//! harness as commands exits 0 with every answer verified, each tier's CPU
+//! and memory read from outside and the internal hop counted at the relay. The venv is
 //! made by the stack's own setup.sh when missing; the test says so and
 //! returns only when PyPI cannot be reached.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+
+use harness::result::TierName;
 
 use crate::common::{load, out_dir, run_folder, short_run};
 use crate::conform::{conform, line, report};
@@ -106,20 +109,40 @@ fn the_python_stack_conforms_and_runs_both_arms_verified() {
         assert!(line(&text, "caller.call.timeseries").starts_with("PASS"), "{text}");
     }
 
+    // Both tiers Python, started by the harness as commands and measured
+    // from outside: each one's process tree for CPU and memory, and the
+    // internal hop's bytes at the relay the harness puts between them.
     let out = out_dir("python-stack");
+    let py = |script: &str| format!("python3 {}", stack().join(script).display());
+    let downstream =
+        format!("{} --grpc {{grpc_addr}} --rest {{rest_addr}} --delay-ms {{delay_ms}}", py("downstream.py"));
+    let caller = format!(
+        "{} --listen {{listen}} --transport {{transport}} --downstream-grpc {{downstream_grpc}} \
+         --downstream-rest {{downstream_rest}}",
+        py("caller.py")
+    );
     let o = short_run(&out)
-        .args(&["--caller-url", &format!("grpc={},rest={}", front(&via_grpc), front(&via_rest))])
-        .flags("--transport both --qps 20 --duration 2s --warmup 1s --rounds 1")
+        .args(&["--downstream-cmd", &downstream, "--caller-cmd", &caller])
+        .flags("--transport both --qps 20 --duration 2s --warmup 1s --rounds 1 --delay 5ms")
         .output();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let folder = run_folder(&out);
     for arm in ["grpc", "rest"] {
         let run = load(&folder.join(arm));
-        let requests = &run.rounds[0].requests;
+        let round = &run.rounds[0];
+        let requests = &round.requests;
         // An answer is counted ok only once its records passed the
         // end-to-end check; one that fails it is a `bad_response` error.
         assert!(requests.ok > 0, "{arm}: {requests:?}");
         assert_eq!(requests.error_total(), 0, "{arm}: {requests:?}");
+        for tier in [TierName::Downstream, TierName::Caller] {
+            let foreign = &run.tiers[&tier].settings["foreign"];
+            assert!(foreign["command"].as_str().is_some_and(|c| c.contains(".py")), "{arm} {tier:?}: {foreign}");
+            let r = &round.resources[&tier];
+            assert!(r.cpu_seconds.is_some_and(|c| c > 0.0) && r.rss_mib_peak.is_some_and(|m| m > 5.0), "{r:?}");
+        }
+        let relay = round.bytes.relay.as_ref().expect("the internal hop counted at the relay");
+        assert!(relay.request_wire_bytes.is_some_and(|b| b > 0) && relay.response_wire_bytes.is_some_and(|b| b > 0));
     }
     let _ = std::fs::remove_dir_all(&out);
 }

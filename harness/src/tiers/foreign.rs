@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use service::ReadyLine;
-use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, command_words};
@@ -63,15 +62,15 @@ pub fn command_of<'a>(cfg: &'a Config, node: &Node) -> Option<&'a str> {
 }
 
 /// A free port on `ip`, found by binding port 0 and letting it go.
-fn free_addr(ip: IpAddr) -> Result<SocketAddr, String> {
+pub fn free_addr(ip: IpAddr) -> Result<SocketAddr, String> {
     let l = std::net::TcpListener::bind(SocketAddr::new(ip, 0)).map_err(|e| format!("finding a free port: {e}"))?;
     l.local_addr().map_err(|e| e.to_string())
 }
 
 /// A command's placeholders and their values.
-type Values = BTreeMap<&'static str, String>;
+pub type Values = BTreeMap<&'static str, String>;
 /// The listeners a command is to open, by the layout's names.
-type Listeners = BTreeMap<String, SocketAddr>;
+pub type Listeners = BTreeMap<String, SocketAddr>;
 
 /// The placeholders' values for `node` and the listeners it is to open,
 /// by the names the layout gives them (`grpc`, `rest`, `front`, `admin`).
@@ -114,14 +113,45 @@ pub fn fill(cmd: &str, values: &BTreeMap<&'static str, String>) -> Vec<String> {
 
 /// Starts `node` as its foreign command and waits until it is ready.
 pub async fn start(cfg: &Config, node: &Node, cmd: &str, upstreams: &Upstreams) -> Result<Tier, TierError> {
-    let tier = node.name;
-    let failed = |what: String, stderr: String| TierError::Foreign { tier, command: cmd.to_owned(), what, stderr };
-    let (values, listeners) = placement(cfg, cmd, upstreams).map_err(|e| failed(e, String::new()))?;
-    let words = fill(cmd, &values);
+    let failed =
+        |what: String| TierError::Foreign { tier: node.name, command: cmd.to_owned(), what, stderr: "".into() };
+    let (values, listeners) = placement(cfg, cmd, upstreams).map_err(failed)?;
+    let ready_timeout = cfg.deploy.foreign.ready_timeout;
+    start_filled(
+        Command { tier: node.name, template: cmd, arm: cfg.transport.as_str() },
+        &values,
+        &listeners,
+        ready_timeout,
+    )
+    .await
+}
+
+/// A foreign command to start: the role it plays, its template as given,
+/// and the arm it serves (what `harness conform` checks, there).
+pub struct Command<'a> {
+    pub tier: TierName,
+    pub template: &'a str,
+    pub arm: &'static str,
+}
+
+/// Starts `cmd` with its placeholders filled from `values` and waits, at
+/// most `ready_timeout`, until each of `listeners` accepts a connection;
+/// one that exits first or is not ready in time is stopped and named with
+/// its output's last lines. Both `harness conform` and a run start a
+/// foreign tier here.
+pub async fn start_filled(
+    cmd: Command<'_>,
+    values: &Values,
+    listeners: &Listeners,
+    ready_timeout: Duration,
+) -> Result<Tier, TierError> {
+    let Command { tier, template, arm } = cmd;
+    let failed = |what: String, stderr: String| TierError::Foreign { tier, command: template.to_owned(), what, stderr };
+    let words = fill(template, values);
     let Some((program, args)) = words.split_first() else {
         return Err(failed("is empty".into(), String::new()));
     };
-    let mut command = Command::new(program);
+    let mut command = tokio::process::Command::new(program);
     command.args(args);
     // Whatever the harness ends by, its reaper kills the group (below); the
     // parent-death signal stops the command's first process at once.
@@ -133,33 +163,34 @@ pub async fn start(cfg: &Config, node: &Node, cmd: &str, upstreams: &Upstreams) 
     }
     let pid = child.id().unwrap_or(0);
     reaper::watch_group(pid);
-    let timeout = cfg.deploy.foreign.ready_timeout;
-    let deadline = Instant::now() + timeout;
+    let deadline = Instant::now() + ready_timeout;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
             tokio::time::sleep(Duration::from_millis(50)).await;
             reaper::unwatch_group(pid);
             return Err(failed(format!("exited before it was ready ({status})"), tail_text(&tail)));
         }
-        if ready(&listeners).await {
+        if ready(listeners).await {
             break;
         }
         if Instant::now() >= deadline {
             let addrs: Vec<String> = listeners.iter().map(|(k, a)| format!("{k} {a}")).collect();
             let ready = ReadyLine { service: tier.as_str().into(), pid, listeners: BTreeMap::new() };
             let mut t = Tier::from_process(tier, ready, child, tail.clone());
-            t.foreign = Some(Foreign { command: cmd.to_owned(), arm: cfg.transport.as_str() });
+            t.foreign = Some(Foreign { command: template.to_owned(), arm });
             let stderr = tail_text(&tail);
             stop(t, Duration::ZERO, &CancellationToken::new()).await;
-            let what =
-                format!("was not ready within {timeout:?}: nothing accepted a connection on {}", addrs.join(", "));
+            let what = format!(
+                "was not ready within {ready_timeout:?}: nothing accepted a connection on {}",
+                addrs.join(", ")
+            );
             return Err(failed(what, stderr));
         }
         tokio::time::sleep(READY_POLL).await;
     }
-    let ready = ReadyLine { service: tier.as_str().into(), pid, listeners };
+    let ready = ReadyLine { service: tier.as_str().into(), pid, listeners: listeners.clone() };
     let mut t = Tier::from_process(tier, ready, child, tail);
-    t.foreign = Some(Foreign { command: words.join(" "), arm: cfg.transport.as_str() });
+    t.foreign = Some(Foreign { command: words.join(" "), arm });
     Ok(t)
 }
 

@@ -6,12 +6,12 @@
 //! * [`checks`]: the verdicts, pure;
 //! * [`probe`]: each check's request and its answer, bounded;
 //! * [`custom`]: the checks of a team's own method (`--proto`);
-//! * [`start`]: a downstream given as a command, started and stopped.
+//! * [`commanded`]: a downstream given as a command, started and stopped
+//!   by the run's own launcher of foreign tiers (`tiers::foreign`).
 
 pub mod checks;
 pub mod custom;
 pub mod probe;
-pub mod start;
 
 use std::time::Duration;
 
@@ -29,7 +29,8 @@ pub struct ConformArgs {
     /// its REST arm is checked.
     #[arg(long)]
     pub downstream_rest: Option<String>,
-    /// Start the downstream with this shell command and check both arms;
+    /// Start the downstream with this command (split as a shell would, run
+    /// without one, as a run's --downstream-cmd is) and check both arms;
     /// {grpc_addr} and {rest_addr} become free loopback host:port pairs, e.g.
     /// 'python3 examples/stacks/python/downstream.py --grpc {grpc_addr} --rest {rest_addr}'.
     #[arg(long, conflicts_with_all = ["downstream_grpc", "downstream_rest"])]
@@ -116,23 +117,6 @@ pub fn conform(args: &ConformArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let _started = match &args.downstream_cmd {
-        Some(cmd) => match start::start_downstream(cmd, args.ready_timeout) {
-            Ok(started) => {
-                targets.grpc = Some(format!("http://{}", started.grpc_addr));
-                targets.rest = Some(format!("http://{}", started.rest_addr));
-                Some(started)
-            }
-            Err(e) => {
-                println!(
-                    "{}",
-                    Check::fail("start", e, "make the command listen on {grpc_addr} and {rest_addr}").line()
-                );
-                return EXIT_FAILED;
-            }
-        },
-        None => None,
-    };
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -141,7 +125,23 @@ pub fn conform(args: &ConformArgs) -> u8 {
         }
     };
     let bounds = Bounds { timeout: args.check_timeout, body_limit_bytes: BODY_LIMIT_BYTES };
-    let checks = match runtime.block_on(run(&targets, bounds, args.items, args.fanout, loaded.as_ref())) {
+    let checks = runtime.block_on(async {
+        let started = match &args.downstream_cmd {
+            Some(cmd) => match commanded(cmd, args.ready_timeout, &mut targets).await {
+                Ok(tier) => Some(tier),
+                Err(e) => {
+                    return Ok(vec![Check::fail("start", e, "make the command listen on {grpc_addr} and {rest_addr}")]);
+                }
+            },
+            None => None,
+        };
+        let checks = run(&targets, bounds, args.items, args.fanout, loaded.as_ref()).await;
+        if let Some(tier) = started {
+            crate::tiers::foreign::stop(tier, STOP_GRACE, &tokio_util::sync::CancellationToken::new()).await;
+        }
+        checks
+    });
+    let checks = match checks {
         Ok(c) => c,
         Err(e) => {
             eprintln!("harness conform: {e:#}");
@@ -155,6 +155,29 @@ pub fn conform(args: &ConformArgs) -> u8 {
     let skipped = checks.iter().filter(|c| c.verdict == checks::Verdict::Skip).count();
     println!("conform: {} checks, {failed} failed, {skipped} not served (not required)", checks.len());
     if failed == 0 { EXIT_OK } else { EXIT_FAILED }
+}
+
+/// How long a commanded downstream has to exit after SIGTERM.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// Starts `cmd` as the downstream with the run's launcher of foreign tiers
+/// on free loopback addresses, ready once both accept a connection, and
+/// points `targets` at them.
+async fn commanded(
+    cmd: &str,
+    ready_timeout: Duration,
+    targets: &mut Targets,
+) -> Result<crate::tiers::process::Tier, String> {
+    use crate::tiers::foreign::{Command, Listeners, Values, free_addr, start_filled};
+    let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
+    let (grpc, rest) = (free_addr(loopback)?, free_addr(loopback)?);
+    let values: Values = [("grpc_addr", grpc.to_string()), ("rest_addr", rest.to_string())].into();
+    let listeners: Listeners = [("grpc".to_owned(), grpc), ("rest".to_owned(), rest)].into();
+    let command = Command { tier: crate::result::TierName::Downstream, template: cmd, arm: "conform" };
+    let tier = start_filled(command, &values, &listeners, ready_timeout).await.map_err(|e| e.to_string())?;
+    targets.grpc = Some(format!("http://{grpc}"));
+    targets.rest = Some(format!("http://{rest}"));
+    Ok(tier)
 }
 
 /// The most of one answer a check reads: a thousand records or points, the
