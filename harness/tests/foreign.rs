@@ -151,3 +151,95 @@ fn a_command_that_ignores_sigterm_is_killed_and_named() {
     let stops = &run.tiers[&TierName::Downstream].settings["foreign"]["stops"];
     assert!(stops.as_array().is_some_and(|s| s.len() == 1), "{stops}");
 }
+
+/// Each thread's run time from its schedstat (nanoseconds), summed over
+/// the live threads of `pids`: the scheduler's own count, another file and
+/// another clock than the one `measure::tree` reads.
+fn schedstat_seconds(pids: &[u32]) -> f64 {
+    let mut ns = 0u64;
+    for pid in pids {
+        for task in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+            let text = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+            ns += text.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        }
+    }
+    ns as f64 * 1e-9
+}
+
+/// Resident bytes of `pids` from the kernel's walk of their page tables
+/// (`smaps_rollup`'s `Rss:`), where `measure::tree` sums `status`'s VmRSS.
+fn smaps_rss_bytes(pids: &[u32]) -> u64 {
+    let kib = |pid: &u32| -> u64 {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+        let line = text.lines().find(|l| l.starts_with("Rss:")).unwrap_or_default().to_owned();
+        line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0)
+    };
+    pids.iter().map(kib).sum::<u64>() * 1024
+}
+
+#[test]
+fn a_foreign_trees_cpu_and_rss_under_load_agree_with_proc_read_independently() {
+    // Our downstream, started by a shell that waits for it (a tree of two
+    // processes, as a command's wrapper makes), answering REST calls.
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let (grpc, rest) = (free(), free());
+    let line = format!("\"$0\" __tier downstream --grpc-addr {grpc} --rest-addr {rest} --delay 1ms & wait");
+    let mut sh = std::process::Command::new("sh").args(["-c", &line, exe()]).spawn().unwrap();
+    let root = sh.id();
+    let ready = (0..200).any(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        std::net::TcpStream::connect(rest).is_ok()
+    });
+    let tick = 0.01;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let client = reqwest::Client::new();
+    let url = format!("http://{rest}/v1/fetch");
+    // Four callers, at most 3,000 calls or 10 s, while the tree is read.
+    let load = runtime.spawn(async move {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let calls = (0..4).map(|w| {
+            let (client, url) = (client.clone(), url.clone());
+            tokio::spawn(async move {
+                for i in 0..750 {
+                    let body = format!(r#"{{"requestId":"w{w}-{i}","items":50}}"#);
+                    let sent = client.post(&url).header("content-type", "application/json").body(body).send();
+                    let ok = tokio::time::timeout_at(deadline, sent).await.is_ok_and(|r| r.is_ok());
+                    if !ok || tokio::time::Instant::now() >= deadline {
+                        break;
+                    }
+                }
+            })
+        });
+        futures::future::join_all(calls).await;
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    // Ours, the independent reading, ours again: the kernel's figures were
+    // taken between our two, so they lie between them, to a tick and 1%.
+    let before = harness::measure::tree::read(root);
+    let members = harness::tiers::foreign::tree(root);
+    let (cpu, rss) = (schedstat_seconds(&members), smaps_rss_bytes(&members));
+    let after = harness::measure::tree::read(root);
+    load.abort();
+    for p in harness::tiers::foreign::tree(root) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p as i32), nix::sys::signal::Signal::SIGKILL);
+    }
+    let _ = sh.wait();
+    assert!(ready, "the downstream did not listen on {rest}");
+    let (before, after) = (before.unwrap(), after.unwrap());
+    assert_eq!((before.processes, members.len()), (2, 2), "the shell and the downstream: {before:?}");
+    assert!(before.cpu_seconds > 0.05, "the load made the downstream work: {before:?}");
+    println!(
+        "outside: {:.4} s then {:.4} s, {} then {} B; /proc independently: {cpu:.4} s, {rss} B",
+        before.cpu_seconds, after.cpu_seconds, before.rss_bytes, after.rss_bytes
+    );
+    let slack = members.len() as f64 * tick + 0.01 * cpu;
+    assert!(
+        before.cpu_seconds - slack <= cpu && cpu <= after.cpu_seconds + slack,
+        "CPU {:.4} s from outside, then {:.4} s; schedstat {cpu:.4} s",
+        before.cpu_seconds,
+        after.cpu_seconds
+    );
+    let (low, high) = (before.rss_bytes.min(after.rss_bytes) as f64, before.rss_bytes.max(after.rss_bytes) as f64);
+    let rss = rss as f64;
+    assert!(low * 0.99 <= rss && rss <= high * 1.01, "RSS {low}..{high} B from outside; smaps {rss} B");
+}

@@ -143,6 +143,9 @@ fn the_python_stack_conforms_and_runs_both_arms_verified() {
         }
         let relay = round.bytes.relay.as_ref().expect("the internal hop counted at the relay");
         assert!(relay.request_wire_bytes.is_some_and(|b| b > 0) && relay.response_wire_bytes.is_some_and(|b| b > 0));
+        // The relay forwards bytes and reads no message: not measured, not zero.
+        let internal = &round.bytes.internal;
+        assert_eq!((internal.request_message_bytes, relay.response_message_bytes), (None, None), "{internal:?}");
     }
     let _ = std::fs::remove_dir_all(&out);
 }

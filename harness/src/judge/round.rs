@@ -56,20 +56,20 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
         histograms: histograms(rec, input.config.streams.is_some()),
         resources,
         bytes: match own {
-            Some(o) => Hops {
-                front: hop_bytes("front", o.front.as_ref(), None),
-                internal: hop_bytes(listener, counted(o.internal.as_ref()).as_ref(), None),
-                relay: counted(o.relay.as_ref()).map(|r| hop_bytes("relay", Some(&r), None)),
-            },
-            None => Hops {
-                front: hop_bytes("front", input.deltas.front.as_ref(), input.deltas.front_calls.as_ref()),
-                internal: hop_bytes(
+            Some(o) => relayed(
+                hop_bytes("front", o.front.as_ref(), None),
+                hop_bytes(listener, counted(o.internal.as_ref()).as_ref(), None),
+                counted(o.relay.as_ref()),
+            ),
+            None => relayed(
+                hop_bytes("front", input.deltas.front.as_ref(), input.deltas.front_calls.as_ref()),
+                hop_bytes(
                     listener,
                     counted(input.deltas.internal.as_ref()).as_ref(),
                     input.deltas.internal_calls.as_ref(),
                 ),
-                relay: counted(input.deltas.relay.as_ref()).map(|r| hop_bytes("relay", Some(&r), None)),
-            },
+                counted(input.deltas.relay.as_ref()),
+            ),
         },
         per_request_basis: Some(if own.is_some() { PerRequestBasis::OwnCalls } else { PerRequestBasis::Window }),
         other_cores: mean(load_in_window(input).filter_map(|s| s.other_cores)),
@@ -78,6 +78,29 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
         pids: BTreeMap::new(),
         cpu_throttling: input.deltas.throttling.clone(),
         replicas: replica_set(own.map_or(&input.deltas.replicas, |o| &o.replicas)),
+    }
+}
+
+/// The round's hops; between two foreign tiers the internal hop is the
+/// relay's count.
+fn relayed(front: HopBytes, internal: HopBytes, relay: Option<CountersSnapshot>) -> Hops {
+    match relay {
+        Some(r) => {
+            Hops { front, internal: bytes_only(internal), relay: Some(bytes_only(hop_bytes("relay", Some(&r), None))) }
+        }
+        None => Hops { front, internal, relay: None },
+    }
+}
+
+/// A hop counted by the pass-through relay: it forwards bytes and reads no
+/// message, so the message figures were not measured (not zero).
+fn bytes_only(h: HopBytes) -> HopBytes {
+    HopBytes {
+        request_message_bytes: None,
+        response_message_bytes: None,
+        request_message_bytes_per_request: None,
+        response_message_bytes_per_request: None,
+        ..h
     }
 }
 
