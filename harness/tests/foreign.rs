@@ -86,6 +86,8 @@ fn between_two_foreign_tiers_a_relay_counts_the_hop_as_the_tiers_do() {
         for round in &run.rounds {
             assert_eq!(round.requests.ok, round.requests.sent, "{arm}");
             let (tier, relay) = (&round.bytes.internal, round.bytes.relay.as_ref().expect("the relay's count"));
+            // It forwards bytes and reads no message: not measured, not zero.
+            assert_eq!((relay.request_message_bytes, relay.response_message_bytes), (None, None), "{relay:?}");
             for (theirs, outside) in [
                 (tier.request_wire_bytes, relay.request_wire_bytes),
                 (tier.response_wire_bytes, relay.response_wire_bytes),
@@ -242,4 +244,28 @@ fn a_foreign_trees_cpu_and_rss_under_load_agree_with_proc_read_independently() {
     let (low, high) = (before.rss_bytes.min(after.rss_bytes) as f64, before.rss_bytes.max(after.rss_bytes) as f64);
     let rss = rss as f64;
     assert!(low * 0.99 <= rss && rss <= high * 1.01, "RSS {low}..{high} B from outside; smaps {rss} B");
+}
+
+#[test]
+fn the_relays_count_agrees_with_a_packet_capture_of_both_legs() {
+    // bench/relay-check.sh as the docs show it: tcpdump on loopback (root,
+    // as CI runs), both tiers ours given as commands, one round per arm.
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/relay-check.sh");
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .envs([("HARNESS", exe()), ("QPS", "50"), ("DURATION", "2s"), ("WARMUP", "1s"), ("DELAY", "20ms")])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    let rows: Vec<&str> =
+        text.lines().filter(|l| l.starts_with("| caller → relay") || l.starts_with("| relay →")).collect();
+    // Two arms × two legs × two directions, each capture beside the relay.
+    let counted: Vec<&&str> = rows.iter().filter(|l| l.ends_with("% |")).collect();
+    assert_eq!(counted.len(), 8, "{text}");
+    for row in counted {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (capture, relay): (f64, f64) = (cells[3].parse().unwrap(), cells[4].parse().unwrap());
+        assert!(capture > 0.0 && (relay - capture).abs() <= capture * 0.001, "{row}\n{text}");
+    }
 }

@@ -57,6 +57,8 @@ pub async fn start_counting(upstream: SocketAddr) -> Result<(Tier, serde_json::V
         "hop": "internal",
         "listen": tier.ready.listeners.get("link").map(ToString::to_string),
         "upstream": upstream.to_string(),
+        // Where the harness reads the relay's counters.
+        "stats": tier.ready.listeners.get("stats").map(ToString::to_string),
         "rtt_us": 0,
         "rate_bits_per_second": null,
     });
