@@ -500,3 +500,131 @@ fn streams_run_between_containers_item_by_item() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// A team's image for the test: built from `scratch` with the harness
+/// executable (our tiers as a foreign stack would ship them), labelled so
+/// the reaper knows it; removed when dropped.
+struct ForeignImage(String);
+
+impl ForeignImage {
+    fn build(name: &str) -> ForeignImage {
+        let tag = format!("grpc-vs-rest-foreign-{name}:{}", std::process::id());
+        let context = std::env::temp_dir().join(format!("grpc-vs-rest-foreign-{name}-{}", std::process::id()));
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let exe = std::path::Path::new(env!("CARGO_BIN_EXE_harness"));
+        runtime.block_on(harness::tiers::image::build_context(exe, &context)).unwrap();
+        let o = Command::new("docker")
+            .args(["build", "-q", "--label", "grpc-vs-rest=1", "-t", &tag])
+            .arg(&context)
+            .env("DOCKER_BUILDKIT", "0")
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&context);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        ForeignImage(tag)
+    }
+}
+
+impl Drop for ForeignImage {
+    fn drop(&mut self) {
+        let _ = Command::new("docker").args(["rmi", "-f", &self.0]).output();
+    }
+}
+
+#[test]
+fn foreign_images_run_in_limited_containers_measured_from_outside() {
+    if skipped() {
+        return;
+    }
+    let image = ForeignImage::build("tiers");
+    let out = out_dir("containers-foreign");
+    let downstream = "__tier downstream --grpc-addr {grpc_addr} --rest-addr {rest_addr} --delay {delay_ms}ms";
+    let caller = "__tier caller --listen {listen} --transport {transport} --downstream-grpc {downstream_grpc} \
+                  --downstream-rest {downstream_rest}";
+    let args = [
+        "--isolation",
+        "containers",
+        "--transport",
+        "both",
+        "--qps",
+        "40",
+        "--delay",
+        "5ms",
+        "--duration",
+        "2s",
+        "--warmup",
+        "1s",
+        "--tier-cpus",
+        "downstream=0.5",
+        "--downstream-image",
+        &image.0,
+        "--downstream-cmd",
+        downstream,
+        "--caller-image",
+        &image.0,
+        "--caller-cmd",
+        caller,
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ];
+    let child = harness_cmd(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let sweeper = Sweeper(child.id());
+    let o = child.wait_with_output().unwrap();
+    assert!(left_by(sweeper.0).is_empty(), "containers or networks left: {:?}", left_by(sweeper.0));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let folder = run_folder(&out);
+    for arm in ["grpc", "rest"] {
+        let run = load(&folder.join(arm));
+        for tier in [TierName::Downstream, TierName::Caller] {
+            let settings = &run.tiers[&tier].settings;
+            let command = settings["foreign"]["command"].as_str().unwrap_or_default();
+            assert!(command.starts_with(&image.0), "{arm} {tier:?}: {settings}");
+            assert_eq!(settings["container"]["image"].as_str(), Some(image.0.as_str()), "{settings}");
+        }
+        let limited = &run.tiers[&TierName::Downstream].settings["container"]["cpus"];
+        assert_eq!(limited.as_f64(), Some(0.5), "--tier-cpus reaches a foreign image: {limited}");
+        for round in &run.rounds {
+            assert_eq!((round.requests.ok, round.requests.error_total()), (round.requests.sent, 0), "{arm}");
+            for tier in [TierName::Downstream, TierName::Caller] {
+                let r = &round.resources[&tier];
+                assert!(r.cpu_seconds.is_some_and(|c| c > 0.0) && r.rss_mib_peak.is_some_and(|m| m > 1.0), "{r:?}");
+            }
+            // Between two foreign tiers the relay, on the network's gateway, counts the hop.
+            let relay = round.bytes.relay.as_ref().expect("the relay's count");
+            assert!(relay.request_wire_bytes.is_some_and(|b| b > 0), "{relay:?}");
+        }
+    }
+}
+
+#[test]
+fn a_foreign_image_that_never_listens_is_named_and_removed() {
+    if skipped() {
+        return;
+    }
+    let image = ForeignImage::build("never");
+    let out = out_dir("containers-foreign-never");
+    // The image's executable, given words it does not take: it exits at once.
+    let never = "__tier downstream --listen-on {grpc_addr} {rest_addr}";
+    let args = [
+        "--isolation",
+        "containers",
+        "--downstream-image",
+        &image.0,
+        "--downstream-cmd",
+        never,
+        "--foreign-ready-timeout",
+        "5s",
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ];
+    let child = harness_cmd(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let sweeper = Sweeper(child.id());
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(left_by(sweeper.0).is_empty(), "containers or networks left: {:?}", left_by(sweeper.0));
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("the downstream command `{image}", image = image.0)), "{err}");
+    assert!(err.contains("exited before it was ready") && err.contains("--listen-on"), "its own words: {err}");
+}

@@ -99,7 +99,9 @@ impl LinkSettings {
 pub enum RelayError {
     #[error("binding the link emulator's listener on {addr}: {source}")]
     Bind { addr: SocketAddr, source: std::io::Error },
-    #[error("the link emulator only listens on loopback, not on {0}")]
+    #[error(
+        "the link emulator only listens on loopback or a private address (a container network's gateway), not on {0}"
+    )]
     NotLoopback(SocketAddr),
     #[error("the link's rate must be above 0 bits per second")]
     ZeroRate,
@@ -164,9 +166,12 @@ impl RelayHandle {
 }
 
 impl Relay {
-    /// Binds `listen` (loopback only) for a link in front of `upstream`.
+    /// Binds `listen` for a link in front of `upstream`: loopback, or a
+    /// private IPv4 address such as the gateway of a container network the
+    /// harness made (never every address, never a public one).
     pub fn bind(listen: SocketAddr, upstream: SocketAddr, settings: LinkSettings) -> Result<Relay, RelayError> {
-        if !listen.ip().is_loopback() {
+        let private = matches!(listen.ip(), std::net::IpAddr::V4(ip) if ip.is_private());
+        if !listen.ip().is_loopback() && !private {
             return Err(RelayError::NotLoopback(listen));
         }
         if settings.rate_bits_per_second == Some(0) {
@@ -405,6 +410,11 @@ mod tests {
     fn refuses_a_listener_beyond_loopback() {
         let s = LinkSettings { rtt: Duration::ZERO, rate_bits_per_second: None };
         let up: SocketAddr = "127.0.0.1:9".parse().unwrap();
-        assert!(matches!(Relay::bind("0.0.0.0:0".parse().unwrap(), up, s), Err(RelayError::NotLoopback(_))));
+        for refused in ["0.0.0.0:0", "8.8.8.8:0", "[::]:0"] {
+            assert!(
+                matches!(Relay::bind(refused.parse().unwrap(), up, s), Err(RelayError::NotLoopback(_))),
+                "{refused}"
+            );
+        }
     }
 }

@@ -21,7 +21,7 @@ pub struct Lacks {
 const LOOPBACK: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 
 /// Every feature a launcher lacks.
-pub const LACKS: [Lacks; 8] = [
+pub const LACKS: [Lacks; 11] = [
     Lacks {
         launcher: Isolation::Processes,
         flag: "--tier-cpus",
@@ -74,9 +74,30 @@ pub const LACKS: [Lacks; 8] = [
     Lacks {
         launcher: Isolation::Containers,
         flag: "--downstream-cmd",
-        feature: "a tier started as a command",
-        why: "a foreign tier runs as a process on this machine (--isolation processes)",
-        asked: |c| !c.deploy.foreign.is_empty(),
+        feature: "a downstream started as a command on this machine",
+        why: "every tier runs in a container: give --downstream-image, the image the command's arguments run in",
+        asked: |c| !c.deploy.foreign.downstream_cmd.is_empty() && c.deploy.foreign.downstream_image.is_empty(),
+    },
+    Lacks {
+        launcher: Isolation::Containers,
+        flag: "--caller-cmd",
+        feature: "a caller started as a command on this machine",
+        why: "every tier runs in a container: give --caller-image, the image the command's arguments run in",
+        asked: |c| !c.deploy.foreign.caller_cmd.is_empty() && c.deploy.foreign.caller_image.is_empty(),
+    },
+    Lacks {
+        launcher: Isolation::Processes,
+        flag: "--downstream-image",
+        feature: "a downstream in a container of its image",
+        why: "it starts processes on this machine; give --isolation containers",
+        asked: |c| !c.deploy.foreign.downstream_image.is_empty(),
+    },
+    Lacks {
+        launcher: Isolation::Processes,
+        flag: "--caller-image",
+        feature: "a caller in a container of its image",
+        why: "it starts processes on this machine; give --isolation containers",
+        asked: |c| !c.deploy.foreign.caller_image.is_empty(),
     },
 ];
 

@@ -88,7 +88,9 @@ pub(super) async fn describe(arms: &mut [Arm], reader: &TierStatsReader, plan: &
                 continue;
             }
             let settings = match tier.name {
-                _ if arm.topology.outside(tier.name).is_some() => outside_settings(&arm.config, tier),
+                _ if arm.topology.outside(tier.name).is_some() => {
+                    outside_settings(&arm.config, tier.name, tier.pid(), tier.foreign.as_ref())
+                }
                 TierName::Proxy | TierName::Balancer | TierName::Link | TierName::LinkFront => {
                     arm.topology.relay_settings(tier.name).unwrap_or(serde_json::Value::Null)
                 }
@@ -102,10 +104,15 @@ pub(super) async fn describe(arms: &mut [Arm], reader: &TierStatsReader, plan: &
 /// What `run.json` says of a foreign tier measured from outside: its
 /// command, which figures came from outside and from where, which from our
 /// side of its hops, and what was not measured; its tree as it was when ready.
-fn outside_settings(cfg: &Config, tier: &crate::tiers::Tier) -> serde_json::Value {
-    let at_ready = crate::measure::tree::read(tier.pid());
+pub(super) fn outside_settings(
+    cfg: &Config,
+    name: TierName,
+    pid: u32,
+    foreign: Option<&crate::tiers::process::Foreign>,
+) -> serde_json::Value {
+    let at_ready = crate::measure::tree::read(pid);
     let relay = !cfg.deploy.foreign.caller_cmd.is_empty() && !cfg.deploy.foreign.downstream_cmd.is_empty();
-    let (bytes, not_measured): (&str, Vec<&str>) = match (tier.name, relay) {
+    let (bytes, not_measured): (&str, Vec<&str>) = match (name, relay) {
         (TierName::Downstream, true) => (
             "internal hop wire bytes: the pass-through relay on that hop (bytes.relay and bytes.internal), per OK call",
             vec!["internal hop message bytes", "requests by outcome as the tier counted them", "its settings"],
@@ -125,7 +132,7 @@ fn outside_settings(cfg: &Config, tier: &crate::tiers::Tier) -> serde_json::Valu
     };
     serde_json::json!({
         "foreign": {
-            "command": tier.foreign.as_ref().map(|f| f.command.clone()),
+            "command": foreign.map(|f| f.command.clone()),
             "measured_from_outside": [
                 "cpu_seconds and cpu %: its process tree from /proc (every descendant's CPU clock, plus the children it has waited for: cutime + cstime)",
                 "rss: its process tree's, summed (/proc/<pid>/status VmRSS)",
@@ -144,10 +151,21 @@ fn outside_settings(cfg: &Config, tier: &crate::tiers::Tier) -> serde_json::Valu
 
 /// Every process to sample: each arm's tiers, and the harness.
 pub(super) fn watched(arms: &[Arm]) -> Vec<Watched> {
-    let tiers = arms.iter().enumerate().flat_map(|(i, arm)| arm.topology.tiers().map(move |t| Watched::tier(i, t)));
+    let tiers = arms.iter().enumerate().flat_map(|(i, arm)| watched_of(i, &arm.topology));
     tiers
         .chain(std::iter::once(Watched { arm: None, tier: TierName::Harness, pid: std::process::id(), foreign: false }))
         .collect()
+}
+
+/// Arm `arm`'s processes on this host to sample: the tiers it started as
+/// processes, and the first process of each foreign image measured from
+/// outside (its container's, as this host sees it).
+pub(super) fn watched_of(arm: usize, topology: &crate::tiers::Topology) -> Vec<Watched> {
+    let images = topology
+        .remote()
+        .filter(|r| r.foreign.is_some() && r.admin_url.is_none())
+        .filter_map(|r| Some(Watched { arm: Some(arm), tier: r.name, pid: r.host_pid?, foreign: true }));
+    topology.tiers().map(|t| Watched::tier(arm, t)).chain(images).collect()
 }
 
 /// The first tier of any arm found dead, described for the report.

@@ -24,7 +24,12 @@ pub(super) async fn describe(arms: &mut [Arm], reader: &TierStatsReader, quiet: 
         }
         for remote in arm.topology.remote() {
             let stats = reader.stats_at(remote.admin_url.as_deref()).await;
-            let mut settings = stats.as_ref().map_or(serde_json::Value::Null, |s| s.settings.clone());
+            // A foreign image with no /stats: measured from outside, as its tree on this host.
+            let outside = arm.topology.outside(remote.name);
+            let mut settings = match outside {
+                Some(pid) => super::arms::outside_settings(&arm.config, remote.name, pid, remote.foreign.as_ref()),
+                None => stats.as_ref().map_or(serde_json::Value::Null, |s| s.settings.clone()),
+            };
             if let (Some(container), Some(map)) = (&remote.container, settings.as_object_mut()) {
                 map.insert("container".into(), container.clone());
             }
@@ -42,7 +47,9 @@ pub(super) async fn describe(arms: &mut [Arm], reader: &TierStatsReader, quiet: 
             if let Some(loaded) = arm.contract.as_deref() {
                 check_contract(loaded, remote, stats.as_ref(), transport)?;
             }
-            if !quiet {
+            if !quiet && let Some(pid) = outside {
+                eprintln!("{} ({}): measured from outside, host pid {pid}", remote.name, arm.config.transport);
+            } else if !quiet {
                 let at = remote.admin_url.as_deref().unwrap_or("no admin endpoint given");
                 let host = stats.as_ref().and_then(|s| s.hostname.as_deref()).unwrap_or("host unknown");
                 let state = if stats.is_some() { host } else { "not reachable: its figures are not measured" };
@@ -55,10 +62,12 @@ pub(super) async fn describe(arms: &mut [Arm], reader: &TierStatsReader, quiet: 
                 continue;
             }
             let info = TierInfo {
-                pid: stats.as_ref().map(|s| s.process.pid),
+                pid: outside.or(stats.as_ref().map(|s| s.process.pid)),
                 hostname: stats.as_ref().and_then(|s| s.hostname.clone()),
                 settings,
-                sampled_via: Some(SampledVia { admin_url: remote.admin_url.clone(), reachable: stats.is_some() }),
+                sampled_via: outside
+                    .is_none()
+                    .then(|| SampledVia { admin_url: remote.admin_url.clone(), reachable: stats.is_some() }),
             };
             arm.tiers.insert(remote.name, info);
         }

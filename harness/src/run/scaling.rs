@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use super::arms::{Stop, wait_until};
 use super::segments::Driver;
-use crate::measure::sampler::Watched;
 use crate::result::ScaleEvent;
 
 /// How often the replicas' calls are read while a new one is watched.
@@ -148,7 +147,7 @@ impl Driver<'_> {
             removed_indexes.push(i);
             tokio::spawn(arm.topology.stop_node(replica, self.interrupt.cut_token()));
         }
-        self.sampling.rewatch(arm.topology.tiers().map(|t| Watched::tier(a, t)).collect());
+        self.sampling.rewatch(super::arms::watched_of(a, &arm.topology));
         self.sampling.rewatch_remote(a, super::remote::watched_of(a, &arm.topology));
         Ok(ScaleEvent {
             at_seconds,

@@ -21,7 +21,6 @@ use super::sampling::Sampling;
 use crate::config::{Config, TlsFiles};
 use crate::load::{Alarms, Live, Schedule, Share, Target, closed_loop, dispatch};
 use crate::measure::record::{CompactRecord, collect};
-use crate::measure::sampler::Watched;
 use crate::measure::tier_stats::{Snapshot, TierStatsReader};
 use crate::result::{ScaleEvent, TierName};
 use crate::tiers::Topology;
@@ -224,7 +223,7 @@ impl Driver<'_> {
         arm.topology = topology;
         arm.target = Target::for_arm(&arm.config, &arm.topology.target_url, self.tls, arm.contract.clone())
             .map_err(|e| failed(e.to_string()))?;
-        self.sampling.rewatch(arm.topology.tiers().map(|t| Watched::tier(a, t)).collect());
+        self.sampling.rewatch(super::arms::watched_of(a, &arm.topology));
         self.sampling.rewatch_remote(a, super::remote::watched_of(a, &arm.topology));
         Ok(())
     }

@@ -3,6 +3,7 @@
 //! stopped, how it ended (watched with `docker wait`, so a tier killed by
 //! the OOM killer or `docker kill` is noticed as a dead child process is).
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -136,6 +137,48 @@ pub(crate) async fn wait_ready(name: &str) -> Result<ReadyLine, String> {
         }
         if Instant::now() > deadline {
             return Err(format!("container {name} printed no ready line within {READY_TIMEOUT:?}:\n{}", tail()));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The last 20 lines a container wrote, stdout and stderr.
+async fn logs_tail(name: &str) -> String {
+    let out = Command::new("docker").args(["logs", "--tail", "20", name]).output().await;
+    out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
+        .unwrap_or_default()
+}
+
+/// What to say of a container that stopped before it was ready.
+pub(crate) async fn exited(name: &str) -> String {
+    format!("exited before it was ready; its last output lines:\n{}", logs_tail(name).await)
+}
+
+/// Waits until every one of `addrs` accepts a TCP connection (a foreign
+/// image prints no ready line of ours), at most `timeout`; a container that
+/// stops first, or is not ready in time, is an error with its last lines.
+pub(crate) async fn wait_listening(name: &str, addrs: &[SocketAddr], timeout: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let mut ready = true;
+        for a in addrs {
+            let connect = tokio::time::timeout(Duration::from_millis(500), tokio::net::TcpStream::connect(a)).await;
+            ready &= matches!(connect, Ok(Ok(_)));
+        }
+        if ready {
+            return Ok(());
+        }
+        let running = docker(&["inspect".into(), "-f".into(), "{{.State.Running}}".into(), name.to_owned()]).await;
+        if running.as_deref().map(str::trim) != Ok("true") {
+            return Err(exited(name).await);
+        }
+        if Instant::now() > deadline {
+            let listed: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+            return Err(format!(
+                "was not ready within {timeout:?}: nothing accepted a connection on {}; its last output lines:\n{}",
+                listed.join(", "),
+                logs_tail(name).await
+            ));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

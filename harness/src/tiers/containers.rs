@@ -27,20 +27,24 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, TlsFiles};
 use crate::result::TierName;
 use crate::tiers::command::Upstreams;
-use crate::tiers::container_state::{cpu_stat_path, host_pid, wait_ready, watch};
+use crate::tiers::container_state::{cpu_stat_path, exited, host_pid, wait_listening, wait_ready, watch};
 use crate::tiers::docker::{NAME_PREFIX, docker, labels};
 use crate::tiers::launch::{
     Death, Launcher, Listen, Processes, RemoteTier, Running, Starting, Stopping, service_args, stop_process,
 };
 use crate::tiers::layout::Node;
-use crate::tiers::process::TierError;
-use crate::tiers::{image, reaper};
+use crate::tiers::process::{Foreign, TierError};
+use crate::tiers::{foreign, image, reaper};
 
 /// Fixed ports inside a container: its network is its own.
 pub const GRPC_PORT: u16 = 50051;
 pub const REST_PORT: u16 = 8080;
 pub const FRONT_PORT: u16 = 8000;
 pub const ADMIN_PORT: u16 = 9090;
+
+/// Each listener's fixed port, by the layout's name for it.
+const PORTS: [(&str, u16); 4] =
+    [("grpc", GRPC_PORT), ("rest", REST_PORT), ("front", FRONT_PORT), ("admin", ADMIN_PORT)];
 
 /// Numbers the networks of one harness process.
 static NEXT: AtomicU32 = AtomicU32::new(0);
@@ -158,8 +162,53 @@ impl Containers {
         for (name, ip) in hosts {
             args.extend(["--add-host".into(), format!("{name}:{ip}")]);
         }
-        args.extend([self.image.clone(), super::TIER_ROLE_ARG.to_owned(), tier.to_owned()]);
         args
+    }
+
+    /// After `docker run`'s flags: our image in `node`'s role with its flags, or
+    /// a foreign image and its command's words; the ports it opens, by name.
+    fn service_command(
+        &self,
+        cfg: &Config,
+        tls: Option<&TlsFiles>,
+        node: &Node,
+        upstreams: &Upstreams,
+        args: &mut Vec<String>,
+    ) -> BTreeMap<String, u16> {
+        if let Some((image, cmd)) = foreign::image_of(cfg, node) {
+            let (values, ports) = foreign::container_placement(cfg, cmd, upstreams, &PORTS);
+            // A local image: nothing is pulled from a registry.
+            args.extend(["--pull".into(), "never".into(), image.to_owned()]);
+            args.extend(foreign::fill(cmd, &values));
+            return ports;
+        }
+        args.extend([self.image.clone(), super::TIER_ROLE_ARG.to_owned(), node.name.as_str().to_owned()]);
+        args.extend(container_args(cfg, tls, upstreams));
+        PORTS.iter().map(|(l, p)| ((*l).to_owned(), *p)).collect()
+    }
+
+    /// The container's address on the arm's network; a foreign image's once its
+    /// listeners accept a connection (one that stopped at once has no address).
+    async fn address(
+        &self,
+        cfg: &Config,
+        node: &Node,
+        name: &str,
+        ports: &BTreeMap<String, u16>,
+    ) -> Result<IpAddr, TierError> {
+        let fail = |reason: String| TierError::Spawn { tier: node.name, reason };
+        let format = format!("{{{{(index .NetworkSettings.Networks \"{}\").IPAddress}}}}", self.network);
+        let ip_text = docker(&["inspect".into(), "-f".into(), format, name.to_owned()]).await.map_err(fail)?;
+        let ip = ip_text.trim().parse::<IpAddr>();
+        let Some((image, cmd)) = foreign::image_of(cfg, node) else {
+            return ip.map_err(|_| fail(format!("container {name} has no address ({ip_text:?})")));
+        };
+        let command = format!("{image} {cmd}");
+        let failed = |what| TierError::Foreign { tier: node.name, command, what, stderr: String::new() };
+        let Ok(ip) = ip else { return Err(failed(exited(name).await)) };
+        let addrs: Vec<SocketAddr> = ports.values().map(|p| SocketAddr::new(ip, *p)).collect();
+        wait_listening(name, &addrs, cfg.deploy.foreign.ready_timeout).await.map_err(failed)?;
+        Ok(ip)
     }
 
     /// Starts one service's container and waits for its ready line.
@@ -177,19 +226,20 @@ impl Containers {
             _ => &[],
         };
         let mut args = self.run_args(cfg, tls, node, &name, hosts);
-        args.extend(container_args(cfg, tls, upstreams));
+        let foreign = foreign::image_of(cfg, node);
+        let ports = self.service_command(cfg, tls, node, upstreams, &mut args);
         self.names.push(name.clone());
         docker(&args).await.map_err(fail)?;
         reaper::remember(reaper::Kind::Container, &name);
-        wait_ready(&name).await.map_err(fail)?;
-        let format = format!("{{{{(index .NetworkSettings.Networks \"{}\").IPAddress}}}}", self.network);
-        let ip_text = docker(&["inspect".into(), "-f".into(), format, name.clone()]).await.map_err(fail)?;
-        let ip: IpAddr =
-            ip_text.trim().parse().map_err(|_| fail(format!("container {name} has no address ({ip_text:?})")))?;
+        if foreign.is_none() {
+            wait_ready(&name).await.map_err(fail)?;
+        }
+        let ip = self.address(cfg, node, &name, &ports).await?;
         let cpus = cfg.deploy.tier_limits.cpus.get(node.name.as_str()).copied();
         let memory = cfg.deploy.tier_limits.memory_bytes.get(node.name.as_str()).copied();
+        let image = foreign.map_or(self.image.as_str(), |(i, _)| i);
         let description = serde_json::json!({
-            "name": name, "image": self.image, "network": self.network, "address": ip.to_string(),
+            "name": name, "image": image, "network": self.network, "address": ip.to_string(),
             "cpus": cpus, "memory_bytes": memory,
         });
         let died = Arc::new(OnceLock::new());
@@ -200,19 +250,21 @@ impl Containers {
             (Some(c), Some(pid)) => cpu_stat_path(pid).await.map(|p| (p, c)),
             _ => None,
         };
-        let ports = [("grpc", GRPC_PORT), ("rest", REST_PORT), ("front", FRONT_PORT), ("admin", ADMIN_PORT)];
         let listeners: BTreeMap<String, SocketAddr> = ports
-            .into_iter()
-            .filter(|(l, _)| node.listeners().contains(l))
-            .map(|(l, port)| (l.to_owned(), SocketAddr::new(ip, port)))
+            .iter()
+            .filter(|(l, _)| node.listeners().contains(&l.as_str()))
+            .map(|(l, port)| (l.clone(), SocketAddr::new(ip, *port)))
             .collect();
         let remote = RemoteTier {
             name: node.name,
             replica: node.replica,
-            admin_url: Some(format!("http://{}", SocketAddr::new(ip, ADMIN_PORT))),
+            // A foreign image serves /stats only where it was given `{admin_addr}`.
+            admin_url: ports.get("admin").map(|p| format!("http://{}", SocketAddr::new(ip, *p))),
             container: Some(description),
             cpu_stat,
             host_pid,
+            foreign: foreign
+                .map(|(image, cmd)| Foreign { command: format!("{image} {cmd}"), arm: cfg.transport.as_str() }),
         };
         Ok(Running {
             node: node.clone(),

@@ -61,6 +61,57 @@ pub fn command_of<'a>(cfg: &'a Config, node: &Node) -> Option<&'a str> {
     map.get(cfg.transport.as_str()).map(String::as_str)
 }
 
+/// The image and the command (its arguments) `cfg` gives `node`'s role in
+/// this arm, if it is a foreign tier in a container.
+pub fn image_of<'a>(cfg: &'a Config, node: &Node) -> Option<(&'a str, &'a str)> {
+    let f = &cfg.deploy.foreign;
+    let images = match node.kind {
+        crate::tiers::layout::Kind::Downstream => &f.downstream_image,
+        crate::tiers::layout::Kind::Caller => &f.caller_image,
+        _ => return None,
+    };
+    Some((images.get(cfg.transport.as_str())?.as_str(), command_of(cfg, node)?))
+}
+
+/// The placeholders' values inside a container of the arm's network: each
+/// listener on its fixed port of the container's own namespace (`ports`,
+/// by listener name), and the ports of those `cmd` names.
+pub fn container_placement(
+    cfg: &Config,
+    cmd: &str,
+    upstreams: &Upstreams,
+    ports: &[(&str, u16)],
+) -> (Values, BTreeMap<String, u16>) {
+    let mut values = BTreeMap::new();
+    let mut listeners = BTreeMap::new();
+    for (placeholder, listener) in LISTENERS {
+        let port = ports.iter().find(|(l, _)| *l == listener).map(|(_, p)| *p);
+        if let Some(port) = port.filter(|_| cmd.contains(&format!("{{{placeholder}}}"))) {
+            values.insert(placeholder, format!("0.0.0.0:{port}"));
+            listeners.insert(listener.to_owned(), port);
+        }
+    }
+    upstream_values(cfg, upstreams, &mut values);
+    (values, listeners)
+}
+
+/// Each listener's placeholder and the layout's name for it.
+const LISTENERS: [(&str, &str); 4] =
+    [("grpc_addr", "grpc"), ("rest_addr", "rest"), ("listen", "front"), ("admin_addr", "admin")];
+
+/// The values every command may name beside its listeners: its upstreams,
+/// the arm, the service time.
+fn upstream_values(cfg: &Config, upstreams: &Upstreams, values: &mut Values) {
+    if let Upstreams::Urls { grpc, rest, .. } = upstreams {
+        let own = if cfg.transport.listener() == "grpc" { grpc } else { rest };
+        values.insert("downstream_grpc", grpc.clone());
+        values.insert("downstream_rest", rest.clone());
+        values.insert("downstream", own.clone());
+    }
+    values.insert("transport", cfg.transport.as_str().to_owned());
+    values.insert("delay_ms", format!("{}", cfg.work.delay.as_secs_f64() * 1e3));
+}
+
 /// A free port on `ip`, found by binding port 0 and letting it go.
 pub fn free_addr(ip: IpAddr) -> Result<SocketAddr, String> {
     let l = std::net::TcpListener::bind(SocketAddr::new(ip, 0)).map_err(|e| format!("finding a free port: {e}"))?;
@@ -77,12 +128,8 @@ pub type Listeners = BTreeMap<String, SocketAddr>;
 fn placement(cfg: &Config, cmd: &str, upstreams: &Upstreams) -> Result<(Values, Listeners), String> {
     let mut values = BTreeMap::new();
     let mut listeners = BTreeMap::new();
-    for (placeholder, listener, ip) in [
-        ("grpc_addr", "grpc", cfg.deploy.bind),
-        ("rest_addr", "rest", cfg.deploy.bind),
-        ("listen", "front", cfg.deploy.bind),
-        ("admin_addr", "admin", cfg.deploy.admin_bind),
-    ] {
+    for (placeholder, listener) in LISTENERS {
+        let ip = if listener == "admin" { cfg.deploy.admin_bind } else { cfg.deploy.bind };
         if cmd.contains(&format!("{{{placeholder}}}")) {
             let addr = if listener == "front" && cfg.deploy.caller_port != 0 {
                 SocketAddr::new(ip, cfg.deploy.caller_port)
@@ -93,14 +140,7 @@ fn placement(cfg: &Config, cmd: &str, upstreams: &Upstreams) -> Result<(Values, 
             listeners.insert(listener.to_owned(), addr);
         }
     }
-    if let Upstreams::Urls { grpc, rest, .. } = upstreams {
-        let own = if cfg.transport.listener() == "grpc" { grpc } else { rest };
-        values.insert("downstream_grpc", grpc.clone());
-        values.insert("downstream_rest", rest.clone());
-        values.insert("downstream", own.clone());
-    }
-    values.insert("transport", cfg.transport.as_str().to_owned());
-    values.insert("delay_ms", format!("{}", cfg.work.delay.as_secs_f64() * 1e3));
+    upstream_values(cfg, upstreams, &mut values);
     Ok((values, listeners))
 }
 

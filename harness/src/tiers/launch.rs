@@ -39,6 +39,8 @@ pub struct RemoteTier {
     pub cpu_stat: Option<(PathBuf, f64)>,
     /// Its pid on this host, for a container the harness started.
     pub host_pid: Option<u32>,
+    /// What it was started as, when it is a foreign image (`--downstream-image`).
+    pub foreign: Option<crate::tiers::process::Foreign>,
 }
 
 /// How a node that is not a child process ended (a container).
@@ -174,7 +176,7 @@ impl Processes {
                 (tier, Some(info), None)
             }
             Kind::Link(_) if cfg.link.is_none() && !cfg.deploy.foreign.caller_cmd.is_empty() => {
-                let (tier, settings) = link::start_counting(first).await?;
+                let (tier, settings) = link::start_counting(self.bind, first).await?;
                 (tier, None, Some(settings))
             }
             Kind::Link(_) => {

@@ -3,7 +3,7 @@
 //! It is not a measured tier: the sampler records its CPU and memory under
 //! `link` / `link_front`, never mixed into a tier's figures.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use crate::config::Link;
 use crate::result::TierName;
@@ -48,9 +48,9 @@ pub async fn start(name: TierName, link: &Link, upstream: SocketAddr) -> Result<
 /// The pass-through relay between two foreign tiers: the emulator with no
 /// delay and no rate, counting the internal hop's bytes and serving them on
 /// its `stats` listener. Its CPU is its own (`link`), never a tier's.
-pub async fn start_counting(upstream: SocketAddr) -> Result<(Tier, serde_json::Value), TierError> {
-    let to = upstream.to_string();
-    let args = ["--listen", "127.0.0.1:0", "--upstream", to.as_str(), "--rtt-us", "0", "--stats"];
+pub async fn start_counting(bind: IpAddr, upstream: SocketAddr) -> Result<(Tier, serde_json::Value), TierError> {
+    let (to, listen) = (upstream.to_string(), SocketAddr::new(bind, 0).to_string());
+    let args = ["--listen", listen.as_str(), "--upstream", to.as_str(), "--rtt-us", "0", "--stats"];
     let tier = spawn(TierName::Link, args.iter().map(|a| (*a).to_owned()).collect()).await?;
     let settings = serde_json::json!({
         "emulator": "pass-through relay (crates/linkemu, no delay, no rate): counts the internal hop's bytes between two foreign tiers",

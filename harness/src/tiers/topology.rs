@@ -90,6 +90,7 @@ impl Topology {
             container: None,
             cpu_stat: None,
             host_pid: None,
+            foreign: None,
         };
         let downstream_admin = cfg.deploy.remote.downstream_admin.as_deref();
         if let Some(url) = &cfg.deploy.downstream_url {
@@ -207,6 +208,10 @@ impl Topology {
     /// `/stats`: measured from outside, as its process tree.
     pub fn outside(&self, name: TierName) -> Option<u32> {
         let r = self.running.iter().find(|r| r.node.name == name)?;
+        if let Some(c) = r.remote.as_ref().filter(|c| c.foreign.is_some()) {
+            // A foreign image's first process, as this host sees it.
+            return c.host_pid.filter(|_| c.admin_url.is_none());
+        }
         let t = r.process.as_ref().filter(|t| t.foreign.is_some())?;
         (!t.ready.listeners.contains_key("admin")).then(|| t.pid())
     }

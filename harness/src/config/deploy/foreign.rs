@@ -1,8 +1,10 @@
 //! `--downstream-cmd` and `--caller-cmd`: tiers in any language, started
 //! by the harness as a command (split with shell-words rules, run without a
 //! shell) with placeholders for the addresses it listens on and calls;
-//! `--downstream-image` and `--caller-image` are refused here, clearly.
-//! Parsing and checks only; starting the command is `tiers/foreign.rs`'s.
+//! `--downstream-image` and `--caller-image` run that tier in a container
+//! of the image (with `--isolation containers`), the command its arguments.
+//! Parsing and checks only; starting the command is `tiers/foreign.rs`'s,
+//! the container `tiers/containers.rs`'s.
 
 use std::collections::BTreeMap;
 
@@ -32,21 +34,23 @@ pub struct ForeignArgs {
     ///
     /// One command for every arm, or per arm: `grpc=CMD` (the flag repeated). Split with shell-words
     /// rules and run without a shell; measured from outside (its process tree's CPU and memory).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub downstream_cmd: Vec<String>,
     /// Start the caller as this command (placeholders `{listen}`, `{downstream_grpc}`,
     /// `{downstream_rest}`, `{downstream}`, `{transport}`), per arm like --downstream-cmd.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub caller_cmd: Vec<String>,
     /// How long a tier started as a command may take until every address it was given accepts a connection.
     #[arg(long, value_parser = crate::config::duration, default_value = "30s")]
     pub foreign_ready_timeout: std::time::Duration,
-    /// A foreign downstream as a container image: not supported yet (refused).
+    /// Run the downstream in a container of this image (local: nothing is pulled), with
+    /// --isolation containers; --downstream-cmd gives the arguments after the image, its
+    /// placeholders the container's addresses. One for every arm, or per arm: `grpc=IMAGE`.
     #[arg(long)]
-    pub downstream_image: Option<String>,
-    /// A foreign caller as a container image: not supported yet (refused).
+    pub downstream_image: Vec<String>,
+    /// Run the caller in a container of this image, its arguments --caller-cmd's.
     #[arg(long)]
-    pub caller_image: Option<String>,
+    pub caller_image: Vec<String>,
 }
 
 /// The foreign tiers' commands, by arm (transport name), as given.
@@ -59,6 +63,11 @@ pub struct Foreign {
     /// How long a command may take to be ready (`--foreign-ready-timeout`).
     #[serde(default = "default_ready_timeout", with = "crate::config::secs")]
     pub ready_timeout: std::time::Duration,
+    /// The images the commands run in, by arm (`--isolation containers`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub downstream_image: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub caller_image: BTreeMap<String, String>,
 }
 
 fn default_ready_timeout() -> std::time::Duration {
@@ -67,7 +76,13 @@ fn default_ready_timeout() -> std::time::Duration {
 
 impl Default for Foreign {
     fn default() -> Foreign {
-        Foreign { downstream_cmd: BTreeMap::new(), caller_cmd: BTreeMap::new(), ready_timeout: default_ready_timeout() }
+        Foreign {
+            downstream_cmd: BTreeMap::new(),
+            caller_cmd: BTreeMap::new(),
+            ready_timeout: default_ready_timeout(),
+            downstream_image: BTreeMap::new(),
+            caller_image: BTreeMap::new(),
+        }
     }
 }
 
@@ -83,6 +98,8 @@ impl Foreign {
         };
         let mut flags = each("--downstream-cmd", &self.downstream_cmd);
         flags.extend(each("--caller-cmd", &self.caller_cmd));
+        flags.extend(each("--downstream-image", &self.downstream_image));
+        flags.extend(each("--caller-image", &self.caller_image));
         if !self.is_empty() {
             flags.push(("--foreign-ready-timeout", crate::config::duration_text(self.ready_timeout)));
         }
@@ -151,19 +168,27 @@ fn per_arm(flag: &'static str, given: &[String], arms: &[Transport]) -> Result<B
 /// Checks the commands against the arms: each downstream command names the
 /// listener its arm reaches, each caller command its front door.
 pub fn foreign(a: &ForeignArgs, arms: &[Transport]) -> Result<Foreign, ConfigError> {
-    if a.downstream_image.is_some() || a.caller_image.is_some() {
-        let flag = if a.downstream_image.is_some() { "--downstream-image" } else { "--caller-image" };
-        return Err(bad(
-            flag,
-            "foreign tiers in containers are not supported yet: start the stack as a command with \
-             --downstream-cmd / --caller-cmd (docs/stacks.md), or run its container yourself and give --caller-url",
-        ));
-    }
     let f = Foreign {
         downstream_cmd: per_arm("--downstream-cmd", &a.downstream_cmd, arms)?,
         caller_cmd: per_arm("--caller-cmd", &a.caller_cmd, arms)?,
         ready_timeout: a.foreign_ready_timeout,
+        downstream_image: per_arm("--downstream-image", &a.downstream_image, arms)?,
+        caller_image: per_arm("--caller-image", &a.caller_image, arms)?,
     };
+    for (flag, images, cmd, cmds) in [
+        ("--downstream-image", &f.downstream_image, "--downstream-cmd", &f.downstream_cmd),
+        ("--caller-image", &f.caller_image, "--caller-cmd", &f.caller_cmd),
+    ] {
+        if let Some((arm, image)) = images.iter().find(|(_, i)| placeholders(i).is_ok_and(|p| !p.is_empty())) {
+            return Err(bad(flag, format!("the {arm} arm's image {image:?} holds a placeholder: they go in {cmd}")));
+        }
+        if !images.is_empty() && cmds.is_empty() {
+            return Err(bad(
+                flag,
+                format!("give {cmd} too: the arguments after the image, with the placeholders of where to listen"),
+            ));
+        }
+    }
     for t in arms {
         let need = |flag: &'static str, map: &BTreeMap<String, String>, names: &[&str]| {
             let Some(cmd) = map.get(t.as_str()) else { return Ok(()) };
@@ -214,8 +239,8 @@ mod tests {
             downstream_cmd: downstream.iter().map(|s| (*s).to_owned()).collect(),
             caller_cmd: caller.iter().map(|s| (*s).to_owned()).collect(),
             foreign_ready_timeout: std::time::Duration::from_secs(30),
-            downstream_image: None,
-            caller_image: None,
+            downstream_image: Vec::new(),
+            caller_image: Vec::new(),
         }
     }
 
@@ -246,8 +271,14 @@ mod tests {
         let e = err(&["grpc=a {grpc_addr}", "grpc=b {grpc_addr}", "rest=c {rest_addr}"], &[]);
         assert!(e.problem.contains("two commands"), "{e}");
         assert!(err(&[], &["c {listen}"]).problem.contains("{downstream_grpc}"));
-        let images = ForeignArgs { caller_image: Some("x".into()), ..args(&[], &[]) };
-        assert_eq!(foreign(&images, &both).unwrap_err().flag, "--caller-image");
+        // An image takes its arguments from the command, placeholders there.
+        let images = ForeignArgs { caller_image: vec!["x".into()], ..args(&[], &[]) };
+        assert!(foreign(&images, &both).unwrap_err().problem.contains("give --caller-cmd too"));
+        let images =
+            ForeignArgs { downstream_image: vec!["x:{grpc_addr}".into()], ..args(&["{grpc_addr} {rest_addr}"], &[]) };
+        assert!(foreign(&images, &both).unwrap_err().problem.contains("holds a placeholder"));
+        let images = ForeignArgs { downstream_image: vec!["grpc=x".into()], ..args(&["{grpc_addr} {rest_addr}"], &[]) };
+        assert!(foreign(&images, &both).unwrap_err().problem.contains("no command for the rest arm"));
         // JSON bodies and other braces are left alone.
         assert_eq!(placeholders("x '{\"a\":1}' {grpc_addr}").unwrap(), ["grpc_addr"]);
     }
