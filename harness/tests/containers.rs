@@ -531,6 +531,15 @@ impl Drop for ForeignImage {
     }
 }
 
+/// The harness with `args`, to its end, having left no container or network.
+fn to_its_end_leaving_nothing(args: &[&str]) -> std::process::Output {
+    let child = harness_cmd(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let sweeper = Sweeper(child.id());
+    let o = child.wait_with_output().unwrap();
+    assert!(left_by(sweeper.0).is_empty(), "containers or networks left: {:?}", left_by(sweeper.0));
+    o
+}
+
 #[test]
 fn foreign_images_run_in_limited_containers_measured_from_outside() {
     if skipped() {
@@ -568,10 +577,7 @@ fn foreign_images_run_in_limited_containers_measured_from_outside() {
         out.to_str().unwrap(),
         "--quiet",
     ];
-    let child = harness_cmd(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let sweeper = Sweeper(child.id());
-    let o = child.wait_with_output().unwrap();
-    assert!(left_by(sweeper.0).is_empty(), "containers or networks left: {:?}", left_by(sweeper.0));
+    let o = to_its_end_leaving_nothing(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let folder = run_folder(&out);
     for arm in ["grpc", "rest"] {
@@ -619,11 +625,8 @@ fn a_foreign_image_that_never_listens_is_named_and_removed() {
         out.to_str().unwrap(),
         "--quiet",
     ];
-    let child = harness_cmd(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let sweeper = Sweeper(child.id());
-    let o = child.wait_with_output().unwrap();
+    let o = to_its_end_leaving_nothing(&args);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(left_by(sweeper.0).is_empty(), "containers or networks left: {:?}", left_by(sweeper.0));
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains(&format!("the downstream command `{image}", image = image.0)), "{err}");
     assert!(err.contains("exited before it was ready") && err.contains("--listen-on"), "its own words: {err}");
