@@ -160,12 +160,7 @@ pub(crate) async fn exited(name: &str) -> String {
 pub(crate) async fn wait_listening(name: &str, addrs: &[SocketAddr], timeout: Duration) -> Result<(), String> {
     let deadline = Instant::now() + timeout;
     loop {
-        let mut ready = true;
-        for a in addrs {
-            let connect = tokio::time::timeout(Duration::from_millis(500), tokio::net::TcpStream::connect(a)).await;
-            ready &= matches!(connect, Ok(Ok(_)));
-        }
-        if ready {
+        if crate::tiers::foreign::ready(addrs).await {
             return Ok(());
         }
         let running = docker(&["inspect".into(), "-f".into(), "{{.State.Running}}".into(), name.to_owned()]).await;

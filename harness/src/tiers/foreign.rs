@@ -5,7 +5,9 @@
 //! ready once every address it was given accepts a TCP connection (before a
 //! deadline, or its output's last lines say why not). It is stopped as a
 //! whole process tree: SIGTERM to every process, SIGKILL to whatever is left
-//! after the grace; one that had to be killed is noted by name.
+//! after the grace; one that had to be killed is noted by name. In a
+//! container (`--downstream-image`), `containers.rs` starts it with the
+//! placeholders' values here (`container_placement`) and the same readiness.
 //!
 //! Starts and stops; measures nothing (`measure/tree.rs` does, from outside).
 
@@ -210,7 +212,7 @@ pub async fn start_filled(
             reaper::unwatch_group(pid);
             return Err(failed(format!("exited before it was ready ({status})"), tail_text(&tail)));
         }
-        if ready(listeners).await {
+        if ready(listeners.values()).await {
             break;
         }
         if Instant::now() >= deadline {
@@ -234,9 +236,10 @@ pub async fn start_filled(
     Ok(t)
 }
 
-/// Whether every listener accepts a connection now.
-async fn ready(listeners: &BTreeMap<String, SocketAddr>) -> bool {
-    for addr in listeners.values() {
+/// Whether every one of `addrs` accepts a TCP connection now (a foreign
+/// tier's readiness, as a process or in a container).
+pub(crate) async fn ready<'a>(addrs: impl IntoIterator<Item = &'a SocketAddr>) -> bool {
+    for addr in addrs {
         let connect = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr)).await;
         if !matches!(connect, Ok(Ok(_))) {
             return false;
