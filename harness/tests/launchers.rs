@@ -94,7 +94,11 @@ fn replicas_scale_in_containers_behind_l4_and_each_reports_its_share() {
     // endpoint, the added ones' too, and the shares add up to the calls.
     let shares = shares(&arms[0].1, 0);
     assert!((shares.iter().sum::<f64>() - 1.0).abs() < 1e-6, "{shares:?}");
-    assert!(shares[..3].iter().all(|s| *s > 0.0), "REST's pool reaches every first replica: {shares:?}");
+    // L4 places connections, not calls: REST's pool reaches as many of the
+    // first replicas as it holds connections, two at least with about two
+    // calls in flight (gRPC's one connection would reach one).
+    let reached = shares[..3].iter().filter(|s| **s > 0.0).count();
+    assert!(reached >= 2, "REST's pool reaches more than one first replica: {shares:?}");
 }
 
 #[test]
