@@ -466,14 +466,20 @@ impl<S> tower::Layer<S> for CountConnectsLayer {
     type Service = CountConnects<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        CountConnects { inner, counters: self.0.clone() }
+        CountConnects::new(inner, self.0.clone())
     }
 }
 
 #[derive(Debug, Clone)]
-struct CountConnects<S> {
+pub(crate) struct CountConnects<S> {
     inner: S,
     counters: Arc<Counters>,
+}
+
+impl<S> CountConnects<S> {
+    pub(crate) fn new(inner: S, counters: Arc<Counters>) -> Self {
+        CountConnects { inner, counters }
+    }
 }
 
 impl<S, R> tower::Service<R> for CountConnects<S>
