@@ -17,6 +17,9 @@
 # ARMS=rest, TIERS=downstream, KINDS=plain narrow it. DOWNSTREAM=path runs that
 # `downstream` binary (the same flags as `harness __tier downstream`, e.g. an
 # older build's) as the real downstream.
+# TOOL=stat runs every process natively and counts the window with `perf
+# stat` instead (task-clock, page faults, context switches, system calls:
+# what callgrind does not see); the table then gives CPU µs per request.
 # Output: bench/profiles/LABEL-twin-<tier>-<kind>-<arm>.txt, a table on stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +37,10 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
 for c in valgrind callgrind_control callgrind_annotate wrk python3; do
   command -v $c >/dev/null || { echo "needs $c (Debian packages valgrind, wrk, python3)" >&2; exit 2; }
 done
+TOOL="${TOOL:-callgrind}"
 CG="valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$TMP/cg.out"
+[ "$TOOL" = stat ] && CG=""
+STAT_EVENTS=task-clock,page-faults,context-switches,raw_syscalls:sys_enter
 printf 'wrk.method="POST"\nwrk.body=[[{"requestId":"p","items":10}]]\nwrk.headers["Content-Type"]="application/json"\n' > "$TMP/post.lua"
 
 # The flags the harness gives each tier, as bench/ratios.py reads them.
@@ -58,7 +64,8 @@ field() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(d$2)" "$
 flags() { python3 -c "import json,sys; print(' '.join(json.loads(sys.argv[1])['$2']))" "$1"; }
 wrk_count() { wrk -t1 -c"$CONNS" -d"$1s" -s "$TMP/post.lua" "$2/v1/call" | awk '/requests in/{print $1}'; }
 
-echo "| arm | tier | as the harness runs it (instructions/request) | plain twin | ratio |"
+unit="instructions/request"; [ "$TOOL" = stat ] && unit="CPU µs/request"
+echo "| arm | tier | as the harness runs it ($unit) | plain twin | ratio |"
 echo "|---|---|---:|---:|---:|"
 for arm in ${ARMS:-grpc rest}; do
   S="$(settings "$arm")"
@@ -78,21 +85,47 @@ for arm in ${ARMS:-grpc rest}; do
       else
         start ds "$cgd" "$BIN/plain-downstream" --delay "$DELAY"
       fi
-      dpid=$(field "$READY" "['pid']"); down="http://$(field "$READY" "['listeners']['$arm']")"
+      # Connect and gRPC-Web are served on the REST listener.
+      lis=rest; [ "$arm" = grpc ] && lis=grpc
+      dpid=$(field "$READY" "['pid']"); down="http://$(field "$READY" "['listeners']['$lis']")"
       if [ "$kind" = real ]; then
         # shellcheck disable=SC2046
-        start caller "$cgc" "$BIN/harness" __tier caller $(flags "$S" caller) --transport "$arm" "--downstream-$arm" "$down"
+        start caller "$cgc" "$BIN/harness" __tier caller $(flags "$S" caller) --transport "$arm" "--downstream-$lis" "$down"
       else
-        start caller "$cgc" "$BIN/plain-caller" --transport "$arm" "--downstream-$arm" "$down"
+        start caller "$cgc" "$BIN/plain-caller" --transport "$arm" "--downstream-$lis" "$down"
       fi
       cpid=$(field "$READY" "['pid']"); front="http://$(field "$READY" "['listeners']['front']")"
       pid=$dpid; [ "$tier" = caller ] && pid=$cpid
       wrk_count "$WARM" "$front" > /dev/null
+      f="$OUT/$LABEL-twin-$tier-$kind-$arm.txt"
+      if [ "$TOOL" = stat ]; then
+        perf stat -x, -e "$STAT_EVENTS" -p "$pid" -o "$TMP/stat.txt" -- sleep "$((SECS + 1))" &
+        spid=$!
+        n=$(wrk_count "$SECS" "$front")
+        wait $spid || true
+        kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true
+        per[$kind]=$(python3 - "$TMP/stat.txt" "$n" "$f" "$LABEL: $tier ($kind), $arm, wrk -c$CONNS for ${SECS}s, delay $DELAY" <<'PY'
+import sys
+path, n, out, title = sys.argv[1], max(int(sys.argv[2]), 1), sys.argv[3], sys.argv[4]
+rows = {}
+for line in open(path):
+    f = line.strip().split(",")
+    if len(f) > 2 and f[0] and f[0][0].isdigit():
+        rows[f[2]] = float(f[0])
+with open(out, "w") as o:
+    o.write(f"# {title}\n# requests in the window: {n} (perf stat's window is 1 s longer)\n")
+    for k, v in rows.items():
+        o.write(f"{k}: {v:.0f} total, {v / n:.3f} per request\n")
+print(int(rows.get("task-clock", 0) * 1000 / n))  # task-clock is in ms: ns per request
+PY
+)
+        echo "$f: $(sed -n 3,6p "$f" | tr '\n' ';')" >&2
+        continue
+      fi
       callgrind_control -i on "$pid" > /dev/null 2>&1
       n=$(wrk_count "$SECS" "$front")
       callgrind_control -i off "$pid" > /dev/null 2>&1
       kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true
-      f="$OUT/$LABEL-twin-$tier-$kind-$arm.txt"
       callgrind_annotate --threshold=100 "$TMP"/cg.out* > "$TMP/ann.txt" 2>/dev/null || true
       total=$(awk '/PROGRAM TOTALS/{gsub(",", "", $1); print $1; exit}' "$TMP/ann.txt")
       per[$kind]=$(( ${total:-0} / (n > 0 ? n : 1) ))
