@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Instructions per request of the generator (the harness's load loop), open
+# loop, with callgrind: repeatable on a shared machine. Not CI.
+#
+#   QPS=300 SECS=5 bash bench/generator-profile.sh [BIN_DIR] [LABEL]
+#
+# The harness runs under callgrind against the plain twins (`plain-caller`
+# in front of `plain-downstream`, 10 ms delay, gRPC), driving them as a
+# remote caller (`--caller-url`: under valgrind it cannot start its own
+# tiers). Instrumentation is on for SECS seconds after WARM seconds of load;
+# per request = the window's instructions ÷ (QPS × SECS). The rate is low
+# because the harness under callgrind runs about 50 times slower; what a
+# request costs in user space does not depend on the rate, except for the
+# wake-ups, which are one per due time here as at 1,000 req/s.
+# Output: bench/profiles/LABEL-generator.txt (the top functions, own cost).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN="$(realpath "${1:-target/release}")"
+LABEL="${2:-now}"
+QPS="${QPS:-300}"; SECS="${SECS:-5}"; WARM="${WARM:-4}"; TOP="${TOP:-40}"
+TMP="$(mktemp -d)"
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+for c in valgrind callgrind_control callgrind_annotate python3; do
+  command -v $c >/dev/null || { echo "needs $c (Debian packages valgrind, python3)" >&2; exit 2; }
+done
+addr() { # file listener → host:port, once the ready line is there
+  for _ in $(seq 100); do grep -q '{' "$1" 2>/dev/null && break; sleep 0.1; done
+  python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).readline())['listeners'][sys.argv[2]])" "$1" "$2"
+}
+"$BIN/plain-downstream" --delay 10ms > "$TMP/ds.out" 2> "$TMP/ds.err" &
+"$BIN/plain-caller" --transport grpc --downstream-grpc "http://$(addr "$TMP/ds.out" grpc)" > "$TMP/c.out" 2> "$TMP/c.err" &
+front="http://$(addr "$TMP/c.out" front)"
+valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$TMP/cg.out" \
+  "$BIN/harness" --caller-url "$front" --transport grpc --qps "$QPS" --delay 10ms \
+  --warmup "${WARM}s" --duration "$((SECS + 6))s" --quiet --json --out "$TMP/runs" > "$TMP/run.json" 2> "$TMP/run.err" &
+vg=$!
+sleep $((WARM + 3))
+callgrind_control -i on "$vg" > /dev/null 2>&1
+sleep "$SECS"
+callgrind_control -i off "$vg" > /dev/null 2>&1
+wait "$vg" || { echo "the harness failed: $(grep -v '^==' "$TMP/run.err" | tail -3)" >&2; exit 1; }
+callgrind_annotate --threshold=100 "$TMP"/cg.out* > "$TMP/ann.txt" 2>/dev/null
+total=$(awk '/PROGRAM TOTALS/{gsub(",", "", $1); print $1; exit}' "$TMP/ann.txt")
+n=$((QPS * SECS))
+mkdir -p bench/profiles
+f="bench/profiles/$LABEL-generator.txt"
+{
+  echo "# $LABEL: the generator, open loop at $QPS req/s through the plain twins (gRPC, 10 ms), ${SECS}s window"
+  echo "# requests in the window: $n; instructions: $total; per request: $((total / n))"
+  awk -v n=$((TOP + 2)) '/file:function/{on=1} on && n-- > 0' "$TMP/ann.txt"
+} > "$f"
+sed -n 2p "$f"
