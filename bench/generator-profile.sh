@@ -23,13 +23,11 @@ trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TM
 for c in valgrind callgrind_control callgrind_annotate python3; do
   command -v $c >/dev/null || { echo "needs $c (Debian packages valgrind, python3)" >&2; exit 2; }
 done
-addr() { # file listener → host:port, once the ready line is there
-  for _ in $(seq 100); do grep -q '{' "$1" 2>/dev/null && break; sleep 0.1; done
-  python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).readline())['listeners'][sys.argv[2]])" "$1" "$2"
-}
-"$BIN/plain-downstream" --delay 10ms > "$TMP/ds.out" 2> "$TMP/ds.err" &
-"$BIN/plain-caller" --transport grpc --downstream-grpc "http://$(addr "$TMP/ds.out" grpc)" > "$TMP/c.out" 2> "$TMP/c.err" &
-front="http://$(addr "$TMP/c.out" front)"
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+started ds "" "$BIN/plain-downstream" --delay 10ms
+started caller "" "$BIN/plain-caller" --transport grpc --downstream-grpc "http://$(field "$READY" "['listeners']['grpc']")"
+front="http://$(field "$READY" "['listeners']['front']")"
 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$TMP/cg.out" \
   "$BIN/harness" --caller-url "$front" --transport grpc --qps "$QPS" --delay 10ms \
   --warmup "${WARM}s" --duration "$((SECS + 6))s" --quiet --json --out "$TMP/runs" > "$TMP/run.json" 2> "$TMP/run.err" &

@@ -12,14 +12,21 @@ tier_pid() {
   echo "no $2 under $1" >&2; exit 1
 }
 
-# tier NAME PREFIX ROLE ARGS…: starts `$H __tier ROLE ARGS…` in the
-# background, under PREFIX if one is given (valgrind), its output in
-# $TMP/NAME.out; waits for its ready line (a JSON object) and sets READY to it.
+# started NAME PREFIX CMD…: starts CMD in the background, under PREFIX if
+# one is given (valgrind), its output in $TMP/NAME.out; waits (up to 60 s)
+# for its ready line (a JSON object) and sets READY to it; exits the script,
+# with CMD's last error lines, if none comes.
+started() {
+  local name="$1" prefix="$2"; shift 2
+  $prefix "$@" > "$TMP/$name.out" 2> "$TMP/$name.err" &
+  for _ in $(seq 600); do grep -q '{' "$TMP/$name.out" 2>/dev/null && break; sleep 0.1; done
+  READY="$(grep -m1 '{' "$TMP/$name.out")" || { echo "$name did not start: $(tail -3 "$TMP/$name.err")" >&2; exit 1; }
+}
+
+# tier NAME PREFIX ROLE ARGS…: `started NAME PREFIX $H __tier ROLE ARGS…`.
 tier() {
   local name="$1" prefix="$2"; shift 2
-  $prefix "$H" __tier "$@" > "$TMP/$name.out" 2> "$TMP/$name.err" &
-  for _ in $(seq 600); do grep -q '{' "$TMP/$name.out" 2>/dev/null && break; sleep 0.1; done
-  READY="$(grep -m1 '{' "$TMP/$name.out")"
+  started "$name" "$prefix" "$H" __tier "$@"
 }
 
 # field JSON PATH: the value at PATH (a Python subscript, e.g. "['pid']") of JSON.

@@ -54,13 +54,8 @@ finally:
     ratios.stop_all()"
 }
 
-start() { # name prefix cmd… → READY
-  local name="$1" prefix="$2"; shift 2
-  $prefix "$@" > "$TMP/$name.out" 2> "$TMP/$name.err" &
-  for _ in $(seq 600); do grep -q '{' "$TMP/$name.out" 2>/dev/null && break; sleep 0.1; done
-  READY="$(grep -m1 '{' "$TMP/$name.out")" || { echo "$name did not start: $(tail -3 "$TMP/$name.err")" >&2; exit 1; }
-}
-field() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(d$2)" "$1"; }
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 flags() { python3 -c "import json,sys; print(' '.join(json.loads(sys.argv[1])['$2']))" "$1"; }
 wrk_count() { wrk -t1 -c"$CONNS" -d"$1s" -s "$TMP/post.lua" "$2/v1/call" | awk '/requests in/{print $1}'; }
 
@@ -77,22 +72,22 @@ for arm in ${ARMS:-grpc rest}; do
       if [ "$kind" = real ]; then
         if [ -n "${DOWNSTREAM:-}" ]; then
           # shellcheck disable=SC2046
-          start ds "$cgd" "$DOWNSTREAM" $(flags "$S" downstream) --delay "$DELAY"
+          started ds "$cgd" "$DOWNSTREAM" $(flags "$S" downstream) --delay "$DELAY"
         else
           # shellcheck disable=SC2046
-          start ds "$cgd" "$BIN/harness" __tier downstream $(flags "$S" downstream) --delay "$DELAY"
+          started ds "$cgd" "$BIN/harness" __tier downstream $(flags "$S" downstream) --delay "$DELAY"
         fi
       else
-        start ds "$cgd" "$BIN/plain-downstream" --delay "$DELAY"
+        started ds "$cgd" "$BIN/plain-downstream" --delay "$DELAY"
       fi
       # Connect and gRPC-Web are served on the REST listener.
       lis=rest; [ "$arm" = grpc ] && lis=grpc
       dpid=$(field "$READY" "['pid']"); down="http://$(field "$READY" "['listeners']['$lis']")"
       if [ "$kind" = real ]; then
         # shellcheck disable=SC2046
-        start caller "$cgc" "$BIN/harness" __tier caller $(flags "$S" caller) --transport "$arm" "--downstream-$lis" "$down"
+        started caller "$cgc" "$BIN/harness" __tier caller $(flags "$S" caller) --transport "$arm" "--downstream-$lis" "$down"
       else
-        start caller "$cgc" "$BIN/plain-caller" --transport "$arm" "--downstream-$lis" "$down"
+        started caller "$cgc" "$BIN/plain-caller" --transport "$arm" "--downstream-$lis" "$down"
       fi
       cpid=$(field "$READY" "['pid']"); front="http://$(field "$READY" "['listeners']['front']")"
       pid=$dpid; [ "$tier" = caller ] && pid=$cpid

@@ -164,7 +164,7 @@ pub const CONNECT_PROTO_MEDIA_TYPE: &str = "application/proto";
 /// The reqwest client every HTTP/1.1 (or h2c) arm sends with: one
 /// connection per concurrent request, no retries, TLS trusting the run's CA,
 /// and `Accept-Encoding` offering `accept` only; each connection counted.
-pub(crate) fn http_client(
+fn http_client(
     http2: bool,
     hop: &HopOptions,
     accept: service::Compression,

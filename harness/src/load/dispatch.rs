@@ -70,10 +70,10 @@ pub async fn dispatch(
                 });
             } else {
                 live.in_flight.fetch_add(1, Relaxed);
-                // Boxed: the exchange's future is large (about 1.6 KB), and a
-                // task holding it by value was copied four times on its way
-                // into the task and once more on completion (callgrind: 3k
-                // instructions a request, bench/README.md, issue 56).
+                // Boxed: the exchange's future is large, and a task holding
+                // it by value was copied (memcpy) on its way into the task
+                // and again on completion (callgrind: about 3k instructions
+                // a request, bench/README.md, issue 56).
                 tokio::spawn(Box::pin(send_one(i, due, target.clone(), live.clone(), shots.clone())));
             }
             dispatched += 1;
