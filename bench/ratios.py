@@ -13,7 +13,9 @@ the row's measurements (/proc/stat's aggregate line, as run.json's
   1. the generator at the caller's front door, closed loop, one thread:
      requests per second, ours ÷ wrk and ours ÷ oha, 2 and 64 connections;
   2. the generator open loop at 1,000 and 5,000 req/s against the same front
-     door: its CPU per request ÷ oha's (`oha -q`, latency correction on);
+     door: its CPU per request ÷ oha's (`oha -q`, latency correction on),
+     as it runs by default (a wake-up at each due time) and with
+     `--send-precision 1ms` (oha's sends wait on tokio's 1 ms timer);
   3. each tier's CPU per request ÷ its plain twin's (`plain-caller`,
      `plain-downstream`), per arm, at 1,000 and 5,000 req/s (the harness
      driving, open loop, 500 ms delay) and at the busy end (wrk, closed loop,
@@ -309,11 +311,11 @@ def windowed(p, secs, pids, before=WARM + 1.0, after=1.0):
     return {k: b[k] - a[k] for k in pids}, window, out
 
 
-def harness_open(front, arm, qps, extra_pids):
+def harness_open(front, arm, qps, extra_pids, flags=()):
     """The harness open loop at qps: CPU seconds of it and extra_pids over a window, and the window."""
     p = subprocess.Popen(
         [BIN + "/harness", "--caller-url", front, "--transport", arm, "--qps", str(qps),
-         "--duration", "%ds" % DUR, "--warmup", "%ds" % WARM, "--quiet", "--json", "--out", OUT],
+         "--duration", "%ds" % DUR, "--warmup", "%ds" % WARM, "--quiet", "--json", "--out", OUT, *flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -400,14 +402,17 @@ def generator_rows(settings):
             setting = "front door, closed loop, 1 thread, %d conns" % conns
             row("generator ÷ wrk, requests/s", setting, "≥ 1.0", "req/s", vs_wrk, steals)
             row("generator ÷ oha, requests/s", setting, "≥ 1.2", "req/s", vs_oha, steals)
-        for qps in (1000, 5000):
+        # The harness as it runs by default (a wake-up at each due time),
+        # then at oha's own precision (its sends wait on tokio's 1 ms timer).
+        for qps, precision in ((1000, None), (5000, None), (1000, "1ms"), (5000, "1ms")):
             pairs, steals, short = [], [], []
+            flags = ("--send-precision", precision) if precision else ()
             for first, second in alternate("harness", "oha"):
                 per = {}
                 for tool in (first, second):
                     st = Steal()
                     if tool == "harness":
-                        cpu, window, achieved = harness_open(tiers.front, "grpc", qps, {})
+                        cpu, window, achieved = harness_open(tiers.front, "grpc", qps, {}, flags)
                         if achieved < 0.99:
                             short.append("harness reached %.3f of the rate" % achieved)
                     else:
@@ -421,7 +426,10 @@ def generator_rows(settings):
                     per[tool] = cpu["harness"] / (qps * window) * 1e6
                     steals.append(st.percent())
                 pairs.append((per["harness"], per["oha"]))
-            row("harness CPU/req ÷ oha's", "open loop, %d req/s" % qps, "≤ 1.0", "µs/req", pairs, steals,
+            setting = "open loop, %d req/s" % qps
+            if precision:
+                setting += ", --send-precision %s" % precision
+            row("harness CPU/req ÷ oha's", setting, "≤ 1.0", "µs/req", pairs, steals,
                 "; ".join(short))
     finally:
         tiers.close()

@@ -35,6 +35,7 @@ pub fn config(transport: Transport) -> Config {
             max_in_flight: 10_000,
             connections: 0,
             load_threads: None,
+            send_precision: Duration::ZERO,
             sample_interval: Duration::from_millis(250),
         },
         work: Work {

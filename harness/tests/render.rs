@@ -97,3 +97,27 @@ fn comparison_findings_from_a_fixed_run() {
     let arms = [Arm { name: "gRPC", run: &g }, Arm { name: "REST", run: &r }];
     check("comparison-findings.md", &render(&arms, false));
 }
+
+/// The method line states how close to its due time a request left: the
+/// precision asked for and the worst round's send lag p99, or that it was
+/// not measured; a closed loop has no due times to state.
+#[test]
+fn the_method_line_states_the_send_precision_and_the_worst_send_lag() {
+    let mut run = grpc();
+    let text = markdown::render(&run, false);
+    assert!(
+        text.contains("Requests leave at their due times, the generator woken at each one. Send lag: not measured.")
+    );
+    run.config.load.send_precision = std::time::Duration::from_millis(1);
+    for (round, p99_ms) in run.rounds.iter_mut().zip([0.25, 1.1]) {
+        let lag = round.latency.corrected.clone().map(|s| harness::result::Summary { p99_ms, ..s });
+        round.latency.send_lag = lag;
+    }
+    let text = markdown::render(&run, false);
+    assert!(
+        text.contains("Requests leave on wake-ups of the generator set at most 1ms after their due times, those due within it on one wake-up (`--send-precision`); the wake-up's own delay comes on top. Send lag p99: 1.100 ms in the worst round."),
+        "{text}"
+    );
+    run.config.load.closed_loop = true;
+    assert!(!markdown::render(&run, false).contains("Requests leave"));
+}

@@ -122,8 +122,9 @@ pub fn parts(run: &RunResult) -> Parts {
         env,
         "\nLatency is measured from each request's intended send time (coordinated-omission corrected); \
          service time from its actual send. Raw data: `run.json`; latency distribution: `latency.hgrm` \
-         (and `latency-round-<k>.hgrm` per round).{}",
-        service_time_note(run).unwrap_or_default()
+         (and `latency-round-<k>.hgrm` per round).{}{}",
+        service_time_note(run).unwrap_or_default(),
+        send_note(run).unwrap_or_default()
     );
     if let Some(note) = instrument_note(run) {
         let _ = writeln!(env, "\n{note}");
@@ -169,6 +170,31 @@ pub fn service_time_note(run: &RunResult) -> Option<String> {
          it (the downstream's `service_time_resolution_ms`).",
         tick = trimmed(tick_ms)
     ))
+}
+
+/// When the open loop's requests left against their due times: the
+/// precision asked for (`--send-precision`) and the worst round's send lag
+/// p99 as measured; nothing for a closed loop.
+pub fn send_note(run: &RunResult) -> Option<String> {
+    let load = &run.config.load;
+    if load.closed_loop {
+        return None;
+    }
+    let precision = load.send_precision;
+    let asked = if precision.is_zero() {
+        " Requests leave at their due times, the generator woken at each one.".to_owned()
+    } else {
+        format!(
+            " Requests leave on wake-ups of the generator set at most {} after their due times, those due within \
+             it on one wake-up (`--send-precision`); the wake-up's own delay comes on top.",
+            crate::config::hd(precision)
+        )
+    };
+    let worst = run.rounds.iter().filter_map(|r| r.latency.send_lag.as_ref().map(|s| s.p99_ms)).reduce(f64::max);
+    Some(match worst {
+        Some(p99) => format!("{asked} Send lag p99: {p99:.3} ms in the worst round."),
+        None => format!("{asked} Send lag: not measured."),
+    })
 }
 
 /// `1` for 1.0, `0.5` for 0.5: a setting as its owner wrote it.

@@ -160,6 +160,8 @@ pub fn shared_rows(c: &Config) -> Vec<Row> {
             (c.work.request_bytes > 0)
                 .then(|| ("request body bytes per downstream call", c.work.request_bytes.to_string())),
             c.load.load_threads.map(|n| ("harness runtime worker threads (--load-threads)", n.to_string())),
+            (!c.load.send_precision.is_zero())
+                .then(|| ("send precision (--send-precision)", hd(c.load.send_precision).to_string())),
             (c.replicas.downstream_replicas > 1 || c.replicas.balance != crate::config::Balance::None).then(|| {
                 (
                     "downstream replicas",

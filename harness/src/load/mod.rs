@@ -144,6 +144,10 @@ pub struct Schedule {
     pub ramp: Duration,
     /// The part of the schedule this generator sends (`--segment I/N`).
     pub share: Share,
+    /// How late a request may leave (`--send-precision`): the requests due
+    /// within it of a wake-up go out on that one wake-up. Zero: a wake-up
+    /// at each due time.
+    pub precision: Duration,
 }
 
 /// Every `count`-th request of a schedule, starting with the `index`-th
@@ -175,6 +179,15 @@ impl Share {
 }
 
 impl Schedule {
+    /// When a generator that last sent at `woke` next wakes for the
+    /// request due at `next` (after `woke`): at `next`, or, within the
+    /// precision of `woke`, at `woke + precision`, so that everything due
+    /// until then goes out together. Never more than the precision after
+    /// `next`, never before it.
+    pub fn wake_for(&self, next: Instant, woke: Option<Instant>) -> Instant {
+        woke.map_or(next, |w| next.max(w + self.precision))
+    }
+
     pub fn due(&self, i: u64) -> Instant {
         let (i, ramp) = (i as f64, self.ramp.as_secs_f64());
         let on_ramp = self.qps * ramp / 2.0;
@@ -198,6 +211,8 @@ pub struct Live {
     pub errors: AtomicU64,
     pub dropped: AtomicU64,
     pub in_flight: AtomicUsize,
+    /// Times the open loop's dispatcher woke and sent what was due.
+    pub wakeups: AtomicU64,
 }
 
 /// The longest reason kept, in bytes (a reason is cut at a character boundary).
@@ -270,7 +285,13 @@ mod tests {
 
     #[test]
     fn schedule_spaces_requests_evenly() {
-        let s = Schedule { t0: Instant::now(), qps: 4.0, ramp: Duration::ZERO, share: Share::default() };
+        let s = Schedule {
+            t0: Instant::now(),
+            qps: 4.0,
+            ramp: Duration::ZERO,
+            share: Share::default(),
+            precision: Duration::ZERO,
+        };
         assert_eq!(s.due(0), s.t0);
         assert_eq!(s.due(4) - s.t0, Duration::from_secs(1));
         assert_eq!(s.due(3) - s.due(2), Duration::from_millis(250));
@@ -281,7 +302,13 @@ mod tests {
     fn a_ramp_rises_linearly_to_the_rate_and_holds_it() {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         // 1,000 req/s reached after 2 s: 1,000 requests on the ramp.
-        let s = Schedule { t0: Instant::now(), qps: 1000.0, ramp: Duration::from_secs(2), share: Share::default() };
+        let s = Schedule {
+            t0: Instant::now(),
+            qps: 1000.0,
+            ramp: Duration::from_secs(2),
+            share: Share::default(),
+            precision: Duration::ZERO,
+        };
         assert_eq!(s.due(0), s.t0);
         // A quarter of the ramp's requests by half its time (t² law).
         assert!((ms(s.due(250) - s.t0) - 1000.0).abs() < 0.01, "{:?}", s.due(250) - s.t0);
@@ -305,7 +332,13 @@ mod tests {
         for count in [1u64, 2, 3, 7] {
             // Rates and lengths the count does not divide (and one it does).
             for (qps, seconds) in [(100.0, 1.0), (1000.0 / 3.0, 0.7), (999.0, 2.0), (7.0, 1.0)] {
-                let whole = Schedule { t0, qps, ramp: Duration::from_millis(300), share: Share::default() };
+                let whole = Schedule {
+                    t0,
+                    qps,
+                    ramp: Duration::from_millis(300),
+                    share: Share::default(),
+                    precision: Duration::ZERO,
+                };
                 let total = whole.requests_in(Duration::from_secs_f64(seconds));
                 let mut seen: Vec<(u64, Instant)> = Vec::new();
                 for index in 0..count {

@@ -267,7 +267,8 @@ impl Driver<'_> {
                 .generators
                 .segment
                 .map_or_else(Share::default, |s| Share { index: u64::from(s.index), count: u64::from(s.count) });
-            let schedule = Schedule { t0, qps: cfg.load.qps, ramp: ramp.min(length), share };
+            let precision = cfg.load.send_precision;
+            let schedule = Schedule { t0, qps: cfg.load.qps, ramp: ramp.min(length), share, precision };
             let n = schedule.requests_in(length);
             let max_in_flight = cfg.load.max_in_flight;
             let alarms = self.alarms.clone();
