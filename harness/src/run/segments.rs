@@ -249,7 +249,9 @@ impl Driver<'_> {
         let (tx, rx) = mpsc::unbounded_channel();
         let finish = CancellationToken::new();
         // A round's record is kept compact until the run ends: memory flat in rounds.
-        let records = collect(rx, self.status.p99_us.clone(), finish.clone(), self.interrupt.cut_at());
+        // The live p99 only for a display that shows it (not with --quiet).
+        let live_p99 = (!cfg.output.quiet).then(|| self.status.p99_us.clone());
+        let records = collect(rx, live_p99, finish.clone(), self.interrupt.cut_at());
         let collector = tokio::spawn(async move { records.await.compact() });
         let (live, stop, mut target) =
             (self.status.live.clone(), self.stop_load.child_token(), self.arms[a].target.clone());
