@@ -275,25 +275,34 @@ fn rfc3339_millis(out: &mut Vec<u8>, ms: i64) -> bool {
         return false;
     }
     // Written into its fixed form on the stack and appended at once, not a
-    // byte at a time (a capacity check each).
+    // byte at a time (a capacity check each); two digits at a time from a
+    // table, not a division per digit (callgrind: 300 instructions a
+    // timestamp before, ten timestamps an answer checked).
     let mut text = *b"0000-00-00T00:00:00.000Z";
-    for (at, width, mut v) in [
-        (0, 4, year),
-        (5, 2, month),
-        (8, 2, day),
-        (11, 2, second_of_day / 3600),
-        (14, 2, second_of_day / 60 % 60),
-        (17, 2, second_of_day % 60),
-        (20, 3, millis),
-    ] {
-        for digit in text[at..at + width].iter_mut().rev() {
-            *digit = b'0' + (v % 10) as u8;
-            v /= 10;
-        }
-    }
+    let pair = |text: &mut [u8; 24], at: usize, v: i64| {
+        let i = 2 * v as usize;
+        text[at..at + 2].copy_from_slice(&DIGIT_PAIRS[i..i + 2]);
+    };
+    pair(&mut text, 0, year / 100);
+    pair(&mut text, 2, year % 100);
+    pair(&mut text, 5, month);
+    pair(&mut text, 8, day);
+    pair(&mut text, 11, second_of_day / 3600);
+    pair(&mut text, 14, second_of_day / 60 % 60);
+    pair(&mut text, 17, second_of_day % 60);
+    text[20] = b'0' + (millis / 100) as u8;
+    pair(&mut text, 21, millis % 100);
     out.extend_from_slice(&text);
     true
 }
+
+/// "00" to "99", each number's two digits at twice its value.
+const DIGIT_PAIRS: &[u8; 200] = b"\
+    0001020304050607080910111213141516171819\
+    2021222324252627282930313233343536373839\
+    4041424344454647484950515253545556575859\
+    6061626364656667686970717273747576777879\
+    8081828384858687888990919293949596979899";
 
 #[cfg(test)]
 mod tests {
