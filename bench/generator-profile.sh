@@ -20,11 +20,9 @@ LABEL="${2:-now}"
 QPS="${QPS:-300}"; SECS="${SECS:-5}"; WARM="${WARM:-4}"; TOP="${TOP:-40}"
 TMP="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
-for c in valgrind callgrind_control callgrind_annotate python3; do
-  command -v $c >/dev/null || { echo "needs $c (Debian packages valgrind, python3)" >&2; exit 2; }
-done
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
+needs "valgrind, python3" valgrind callgrind_control callgrind_annotate python3
 started ds "" "$BIN/plain-downstream" --delay 10ms
 started caller "" "$BIN/plain-caller" --transport grpc --downstream-grpc "http://$(field "$READY" "['listeners']['grpc']")"
 front="http://$(field "$READY" "['listeners']['front']")"

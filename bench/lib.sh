@@ -1,5 +1,14 @@
 # Shell helpers the bench scripts source (not run on its own).
 
+# needs PACKAGES CMD…: exits 2 naming the first CMD not on PATH and the
+# Debian PACKAGES that bring them.
+needs() {
+  local pkgs="$1" c; shift
+  for c in "$@"; do
+    command -v "$c" >/dev/null || { echo "needs $c (Debian packages $pkgs)" >&2; exit 2; }
+  done
+}
+
 # tier_pid PARENT ROLE: the pid of `harness __tier ROLE` under the harness
 # process PARENT, once it has started (up to 10 s); exits the script if none.
 tier_pid() {

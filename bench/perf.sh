@@ -29,12 +29,10 @@ OUT="${PROFILES:-bench/profiles}"
 TMP="$(mktemp -d)"
 mkdir -p "$OUT"
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
-for c in perf python3; do
-  command -v $c >/dev/null || { echo "needs $c (Debian packages linux-perf, python3)" >&2; exit 2; }
-done
-
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
+needs "linux-perf, python3" perf python3
+
 
 for t in $TRANSPORTS; do
   # One round, long enough to hold the warm-up and the sampled window.

@@ -31,14 +31,12 @@ OUT=bench/profiles
 TMP="$(mktemp -d)"
 mkdir -p "$OUT"
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
-for c in valgrind callgrind_control wrk python3; do
-  command -v $c >/dev/null || { echo "needs $c (Debian packages valgrind, wrk, python3)" >&2; exit 2; }
-done
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+needs "valgrind, wrk, python3" valgrind callgrind_control wrk python3
 CG="valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$TMP/cg.out"
 
 # tier, field and served.
-# shellcheck source=bench/lib.sh
-. bench/lib.sh
 
 for t in ${TRANSPORTS:-grpc rest}; do
   for measured in $MEASURE; do

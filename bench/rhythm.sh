@@ -29,12 +29,10 @@ QPS="${QPS:-40}"
 WARM="${WARM:-8}"
 TMP="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
-for c in valgrind callgrind_control curl python3; do
-  command -v $c >/dev/null || { echo "needs $c (Debian packages valgrind, curl, python3)" >&2; exit 2; }
-done
-
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
+needs "valgrind, curl, python3" valgrind callgrind_control curl python3
+
 
 echo "| transport | rhythm | requests in the window | counted by | downstream's /stats count | instructions | instructions per request | epoll_wait per request |"
 echo "|---|---|---:|---|---:|---:|---:|---:|"

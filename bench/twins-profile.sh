@@ -34,9 +34,9 @@ OUT=bench/profiles
 TMP="$(mktemp -d)"
 mkdir -p "$OUT"
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
-for c in valgrind callgrind_control callgrind_annotate wrk python3; do
-  command -v $c >/dev/null || { echo "needs $c (Debian packages valgrind, wrk, python3)" >&2; exit 2; }
-done
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+needs "valgrind, wrk, python3" valgrind callgrind_control callgrind_annotate wrk python3
 TOOL="${TOOL:-callgrind}"
 CG="valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$TMP/cg.out"
 [ "$TOOL" = stat ] && CG=""
@@ -54,8 +54,6 @@ finally:
     ratios.stop_all()"
 }
 
-# shellcheck source=bench/lib.sh
-. bench/lib.sh
 flags() { python3 -c "import json,sys; print(' '.join(json.loads(sys.argv[1])['$2']))" "$1"; }
 wrk_count() { wrk -t1 -c"$CONNS" -d"$1s" -s "$TMP/post.lua" "$2/v1/call" | awk '/requests in/{print $1}'; }
 
