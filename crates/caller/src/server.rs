@@ -177,9 +177,14 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> io::Result<Ha
     let mut tasks = JoinSet::new();
     let front_app = crate::relay::router(front.clone()).merge(front::router(front));
     // The front door decodes no coding: a compressed body is a 415.
-    let front_app = service::Compression::None.rest_layers(front_app);
-    let front_app = service::json_errors(front_app, Some(front_counters.clone()), front::API);
-    let front_app = limit.apply(front_app, front_counters.clone(), service::api::overloaded);
+    let front_app = service::rest_edge(
+        front_app,
+        service::Compression::None,
+        &limit,
+        front_counters.clone(),
+        front::API,
+        service::api::overloaded,
+    );
     tasks.spawn(serve(front_listener, front_app, Some(front_counters), front_settings, shutdown.clone()));
     let admin_app = service::json_errors(admin_router(registry.clone()), Some(admin_counters), telemetry::ADMIN_API);
     tasks.spawn(serve(admin_listener, admin_app, None, ServerSettings::new(Protocols::Auto), shutdown.clone()));

@@ -131,9 +131,14 @@ pub async fn start(mut config: Config, shutdown: CancellationToken) -> io::Resul
     let custom = config.custom.take().map(|c| Custom::new(c, config.json_codec));
     let (grpc_app, rest_app) = routers(&config, custom, &counters).await?;
     let grpc_app = grpc::edge(grpc_app, &limit, counters.grpc.clone(), config.header_read_timeout);
-    let rest_app = config.compression.rest_layers(rest_app);
-    let rest_app = service::json_errors(rest_app, Some(counters.rest.clone()), rest::API);
-    let rest_app = limit.apply(rest_app, counters.rest.clone(), service::api::overloaded);
+    let rest_app = service::rest_edge(
+        rest_app,
+        config.compression,
+        &limit,
+        counters.rest.clone(),
+        rest::API,
+        service::api::overloaded,
+    );
 
     let handle_addrs = (grpc_listener.local_addr()?, rest_listener.local_addr()?, admin_listener.local_addr()?);
     let mut tasks = JoinSet::new();

@@ -23,7 +23,12 @@ use crate::around::{Around, Before, around};
 /// the reason of a 404 or 405. A JSON error answer is left alone: its
 /// handler counted it.
 pub fn json_errors(router: Router, counters: Option<Arc<Counters>>, api: &'static str) -> Router {
-    around(router, Explainer { counters, api })
+    around(router, explainer(counters, api))
+}
+
+/// What [`json_errors`] does, as a layer to fold with others (`edge.rs`).
+pub(crate) fn explainer(counters: Option<Arc<Counters>>, api: &'static str) -> impl Around {
+    Explainer { counters, api }
 }
 
 struct Explainer {

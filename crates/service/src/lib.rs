@@ -10,6 +10,8 @@
 //!   library's type;
 //! * [`api`]: the JSON error shape and body decoding of every HTTP API, and
 //!   [`json_errors`]: that shape on every error answer a listener sends;
+//!   [`rest_edge`]: that, the in-flight bound and the coding refusal as the
+//!   one layer a REST listener puts around its router;
 //! * [`InFlightLimit`]: the bound on requests a tier works on at once, and
 //!   [`WorkBudget`]: the bound on the records and uploads they hold;
 //! * the lifecycle: ready line, logging, signals, drain and exit code;
@@ -25,6 +27,7 @@ pub mod api;
 pub mod around;
 mod body;
 pub mod compression;
+mod edge;
 mod errors;
 pub mod h2;
 pub mod huge_pages;
@@ -37,6 +40,7 @@ mod work;
 
 pub use body::{hold_until_dropped, watch_frames};
 pub use compression::Compression;
+pub use edge::rest_edge;
 pub use errors::{MAX_HEADER_BYTES, json_errors};
 pub use lifecycle::{
     ReadyLine, Served, cancel_on_signal, exit_code, init_logging, parse_positive_duration, print_ready,

@@ -81,7 +81,12 @@ impl InFlightLimit {
     /// body has been sent or dropped. Refused ones get `shed(max)` and are
     /// counted on `counters` as [`SHED`].
     pub fn apply(&self, router: Router, counters: Arc<Counters>, shed: fn(usize) -> Response) -> Router {
-        around(router, Limited { limit: self.clone(), counters, shed })
+        around(router, self.admission(counters, shed))
+    }
+
+    /// What [`apply`](Self::apply) does, as a layer to fold with others (`edge.rs`).
+    pub(crate) fn admission(&self, counters: Arc<Counters>, shed: fn(usize) -> Response) -> impl Around {
+        Limited { limit: self.clone(), counters, shed }
     }
 }
 

@@ -1,0 +1,39 @@
+//! The edge of a REST listener (the caller's front door, the downstream's
+//! REST listener) as one layer: the in-flight bound outermost, then the
+//! JSON error shape, then the refusal of a coding the listener does not
+//! decode. The same three as [`InFlightLimit::apply`] over [`json_errors`]
+//! over [`Compression::rest_layers`], folded into one [`Around`] so that a
+//! request and its answer pass one layer, not three (callgrind, the paced
+//! REST downstream: bench/README.md, issue 56).
+//!
+//! [`json_errors`]: crate::json_errors
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::response::Response;
+use telemetry::Counters;
+
+use crate::around::around;
+use crate::compression::IdentityOnly;
+use crate::{Compression, InFlightLimit};
+
+/// `router` behind the REST edge: at most `limit` requests in flight (the
+/// rest answered `shed(max)`), every bare error answer given a JSON reason
+/// naming `api`, counted on `counters`; request bodies in `compression`'s
+/// coding decoded and answers coded in it (tower-http), or, without one, a
+/// coded body answered 415.
+pub fn rest_edge(
+    router: Router,
+    compression: Compression,
+    limit: &InFlightLimit,
+    counters: Arc<Counters>,
+    api: &'static str,
+    shed: fn(usize) -> Response,
+) -> Router {
+    let outer = (limit.admission(counters.clone(), shed), crate::errors::explainer(Some(counters), api));
+    match compression {
+        Compression::None => around(router, (outer, IdentityOnly)),
+        coded => around(coded.rest_layers(router), outer),
+    }
+}
