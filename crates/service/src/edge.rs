@@ -1,7 +1,7 @@
 //! The edge of a REST listener (the caller's front door, the downstream's
 //! REST listener) as one layer: the in-flight bound outermost, then the
 //! JSON error shape, then the refusal of a coding the listener does not
-//! decode. The same three as [`InFlightLimit::apply`] over [`json_errors`]
+//! decode. The same three as the in-flight bound's layer over [`json_errors`]
 //! over [`Compression::rest_layers`], folded into one [`Around`] so that a
 //! request and its answer pass one layer, not three (callgrind, the paced
 //! REST downstream: bench/README.md, issue 56).

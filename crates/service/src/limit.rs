@@ -8,14 +8,13 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::Request;
 use axum::response::Response;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use telemetry::Counters;
 
-use crate::around::{Around, Before, around};
+use crate::around::{Around, Before};
 use crate::body::hold_until_dropped;
 use crate::work::HeldUntilSent;
 
@@ -76,15 +75,10 @@ impl InFlightLimit {
         self.permits.clone().try_acquire_owned().ok()
     }
 
-    /// `router` with every request (fallbacks included) admitted only while
-    /// fewer than the limit are in flight; a request counts until its response
-    /// body has been sent or dropped. Refused ones get `shed(max)` and are
-    /// counted on `counters` as [`SHED`].
-    pub fn apply(&self, router: Router, counters: Arc<Counters>, shed: fn(usize) -> Response) -> Router {
-        around(router, self.admission(counters, shed))
-    }
-
-    /// What [`apply`](Self::apply) does, as a layer to fold with others (`edge.rs`).
+    /// Every request (fallbacks included) admitted only while fewer than the
+    /// limit are in flight; a request counts until its response body has
+    /// been sent or dropped. Refused ones get `shed(max)` and are counted on
+    /// `counters` as [`SHED`]. A layer to fold with others ([`crate::rest_edge`]).
     pub(crate) fn admission(&self, counters: Arc<Counters>, shed: fn(usize) -> Response) -> impl Around {
         Limited { limit: self.clone(), counters, shed }
     }

@@ -138,7 +138,7 @@ impl WorkBudget {
 
 /// Something a response keeps alive until its body has been sent or
 /// dropped, put in the response's extensions by a handler (a
-/// [`WorkPermit`]); the in-flight layer ([`crate::InFlightLimit::apply`])
+/// [`WorkPermit`]); the in-flight layer ([`crate::rest_edge`]'s)
 /// moves it into the body.
 #[derive(Clone)]
 pub struct HeldUntilSent(#[allow(dead_code)] Arc<dyn std::any::Any + Send + Sync>);
