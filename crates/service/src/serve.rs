@@ -17,6 +17,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -300,9 +301,6 @@ async fn drain(connections: TaskTracker, drain_timeout: Duration) {
     }
 }
 
-/// A timer that does not fire while anything runs (a year).
-const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
-
 /// How long the accept loop waits after a failed accept before trying again.
 const ACCEPT_RETRY: Duration = Duration::from_millis(20);
 
@@ -419,6 +417,17 @@ struct Control {
     counters: Option<Arc<Counters>>,
 }
 
+/// What [`Control`] acts on, besides the connection ending.
+enum Event {
+    /// The header-read timeout since the connection opened has passed.
+    FirstRequestDue,
+    Shutdown,
+    /// No request in flight for the idle timeout.
+    Idle,
+    /// The connection is as old as `--max-connection-age`.
+    Aged,
+}
+
 impl Control {
     async fn drive<C>(self, conn: C, graceful_shutdown: fn(Pin<&mut C>))
     where
@@ -428,17 +437,14 @@ impl Control {
         // A connection must deliver its first complete request head within the
         // header-read timeout (hyper enforces it for later HTTP/1.1 requests;
         // this covers HTTP/2 prefaces and frames that never complete too).
-        let first_request = tokio::time::sleep(self.settings.header_read_timeout);
-        tokio::pin!(first_request);
-        let idle = self.activity.idle_for(self.settings.idle_timeout);
-        tokio::pin!(idle);
-        // `None` never fires: the sleep is as long as any duration flag allows.
-        let aged = tokio::time::sleep(self.max_age.unwrap_or(NEVER));
-        tokio::pin!(aged);
+        let opened = tokio::time::Instant::now();
+        let first_request_due = opened + self.settings.header_read_timeout;
+        let aged_at = self.max_age.map(|age| opened + age);
         let (mut first_request_pending, mut closing) = (true, false);
         loop {
-            tokio::select! {
-                result = &mut conn => {
+            let watched = self.next_event(first_request_pending.then_some(first_request_due), closing, aged_at);
+            match conn_or_event(conn.as_mut(), watched).await {
+                Ok(result) => {
                     if let Err(e) = result {
                         tracing::debug!("connection ended with error: {e}");
                         if let (Some(c), Some(label)) = (&self.counters, refused_head(&*e)) {
@@ -447,7 +453,7 @@ impl Control {
                     }
                     return;
                 }
-                _ = &mut first_request, if first_request_pending => {
+                Err(Event::FirstRequestDue) => {
                     first_request_pending = false;
                     if !self.activity.seen_request() {
                         tracing::debug!(
@@ -459,13 +465,13 @@ impl Control {
                 }
                 // HTTP/2: GOAWAY, let open streams finish, close. HTTP/1.1:
                 // finish the request in flight, then close.
-                _ = self.shutdown.cancelled(), if !closing => {
+                Err(Event::Shutdown) => {
                     closing = true;
                     graceful_shutdown(conn.as_mut());
                 }
                 // Counted in requests, not frames: a client that only answers
                 // PINGs is idle (gRPC's MAX_CONNECTION_IDLE).
-                _ = &mut idle, if !closing => {
+                Err(Event::Idle) => {
                     closing = true;
                     tracing::debug!("no request for {:?}; closing the connection", self.settings.idle_timeout);
                     graceful_shutdown(conn.as_mut());
@@ -473,7 +479,7 @@ impl Control {
                 // Old enough: GOAWAY, let open streams finish, close; the
                 // client opens a new connection (and a balancer in front may
                 // send it to another replica).
-                _ = &mut aged, if !closing && self.max_age.is_some() => {
+                Err(Event::Aged) => {
                     closing = true;
                     if let Some(c) = &self.counters {
                         c.connection_aged();
@@ -482,6 +488,83 @@ impl Control {
                 }
             }
         }
+    }
+
+    /// The first of what is still watched: the first request's deadline
+    /// while it is pending and, until the connection is closing, shutdown,
+    /// idleness and age. Never ends when nothing is left to watch.
+    async fn next_event(
+        &self,
+        first_request_due: Option<tokio::time::Instant>,
+        closing: bool,
+        aged_at: Option<tokio::time::Instant>,
+    ) -> Event {
+        let first_request = async {
+            match first_request_due {
+                Some(due) => tokio::time::sleep_until(due).await,
+                None => std::future::pending().await,
+            }
+        };
+        let aged = async {
+            match aged_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = first_request => Event::FirstRequestDue,
+            _ = self.shutdown.cancelled(), if !closing => Event::Shutdown,
+            _ = self.activity.idle_for(self.settings.idle_timeout), if !closing => Event::Idle,
+            _ = aged, if !closing => Event::Aged,
+        }
+    }
+}
+
+/// Waits for the connection to end (`Ok`) or for `watched` (`Err`), polling
+/// `watched` only when one of its own wake-ups came. A `select!` of the two
+/// polled every branch on every wake-up of the connection's task, each a
+/// read or write of the connection (callgrind: the three timers and the
+/// shutdown token about 1k instructions a call, bench/README.md, issue 56).
+async fn conn_or_event<C, W>(mut conn: Pin<&mut C>, watched: W) -> Result<C::Output, W::Output>
+where
+    C: Future + ?Sized,
+    W: Future,
+{
+    let woke = Arc::new(WatchedWoke { woken: AtomicBool::new(true), task: futures::task::AtomicWaker::new() });
+    let waker = std::task::Waker::from(woke.clone());
+    let mut watched = std::pin::pin!(watched);
+    std::future::poll_fn(move |cx| {
+        if let Poll::Ready(ended) = conn.as_mut().poll(cx) {
+            return Poll::Ready(Ok(ended));
+        }
+        // Registered before the flag is read: a wake-up after the read
+        // finds this task's waker.
+        woke.task.register(cx.waker());
+        if woke.woken.swap(false, SeqCst)
+            && let Poll::Ready(event) = watched.as_mut().poll(&mut Context::from_waker(&waker))
+        {
+            return Poll::Ready(Err(event));
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// The waker of what [`conn_or_event`] watches: notes that it was woken and
+/// wakes the connection's task.
+struct WatchedWoke {
+    woken: AtomicBool,
+    task: futures::task::AtomicWaker,
+}
+
+impl std::task::Wake for WatchedWoke {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, SeqCst);
+        self.task.wake();
     }
 }
 
@@ -614,6 +697,38 @@ mod tests {
         assert_eq!(json["idle_timeout"], 30_000);
         assert_eq!(json["http2_keep_alive_interval"], 20_000);
         assert_eq!(json["http2_keep_alive_timeout"], 20_000);
+    }
+
+    /// The connection's many wake-ups do not poll what is watched beside
+    /// it (the timers and the shutdown token): it is polled once, to
+    /// register, and again only when its own wake-up comes, which ends the
+    /// wait.
+    #[tokio::test]
+    async fn what_is_watched_is_polled_only_when_it_is_woken() {
+        let (conn_polls, watched_polls) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let conn = std::future::poll_fn(|cx| {
+            if conn_polls.fetch_add(1, SeqCst) < 100 {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            Poll::Ready("ended")
+        });
+        let watched = std::future::poll_fn(|_| {
+            watched_polls.fetch_add(1, SeqCst);
+            Poll::<()>::Pending
+        });
+        assert_eq!(conn_or_event(std::pin::pin!(conn), watched).await, Ok("ended"));
+        assert_eq!((conn_polls.load(SeqCst), watched_polls.load(SeqCst)), (101, 1));
+
+        let watched_polls = AtomicUsize::new(0);
+        let mut timer = std::pin::pin!(tokio::time::sleep(Duration::from_millis(20)));
+        let watched = std::future::poll_fn(|cx| {
+            watched_polls.fetch_add(1, SeqCst);
+            timer.as_mut().poll(cx)
+        });
+        let never = std::future::pending::<()>();
+        assert_eq!(conn_or_event(std::pin::pin!(never), watched).await, Err(()));
+        assert_eq!(watched_polls.load(SeqCst), 2, "once to register, once when the timer woke it");
     }
 
     #[tokio::test]
