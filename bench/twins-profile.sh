@@ -14,12 +14,15 @@
 # Instrumentation is on for exactly one wrk run of SECS seconds after a WARM
 # one: instructions per request = the window's ÷ wrk's count (the runtime's
 # idle work between the toggles and the run included).
-# ARMS=rest, TIERS=downstream, KINDS=plain narrow it. DOWNSTREAM=path runs that
+# ARMS=rest, TIERS=downstream, KINDS=plain narrow it; KEEP=dir keeps each raw
+# callgrind profile there (LABEL-tier-kind-arm.cg). DOWNSTREAM=path runs that
 # `downstream` binary (the same flags as `harness __tier downstream`, e.g. an
 # older build's) as the real downstream.
 # TOOL=stat runs every process natively and counts the window with `perf
 # stat` instead (task-clock, page faults, context switches, system calls:
 # what callgrind does not see); the table then gives CPU µs per request.
+# TOOL=perf samples the window natively with `perf record -e cpu-clock` and
+# keeps `perf report --no-children` by own cost (dso, symbol), TOP rows.
 # Output: bench/profiles/LABEL-twin-<tier>-<kind>-<arm>.txt, a table on stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +42,7 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
 needs "valgrind, wrk, python3" valgrind callgrind_control callgrind_annotate wrk python3
 TOOL="${TOOL:-callgrind}"
 CG="valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$TMP/cg.out"
-[ "$TOOL" = stat ] && CG=""
+[ "$TOOL" != callgrind ] && CG=""
 STAT_EVENTS=task-clock,page-faults,context-switches,raw_syscalls:sys_enter
 printf 'wrk.method="POST"\nwrk.body=[[{"requestId":"p","items":10}]]\nwrk.headers["Content-Type"]="application/json"\n' > "$TMP/post.lua"
 
@@ -91,6 +94,20 @@ for arm in ${ARMS:-grpc rest}; do
       pid=$dpid; [ "$tier" = caller ] && pid=$cpid
       wrk_count "$WARM" "$front" > /dev/null
       f="$OUT/$LABEL-twin-$tier-$kind-$arm.txt"
+      if [ "$TOOL" = perf ]; then
+        perf record -q -e cpu-clock -F 2000 -p "$pid" -o "$TMP/perf.data" -- sleep "$((SECS + 1))" 2> /dev/null &
+        spid=$!
+        n=$(wrk_count "$SECS" "$front")
+        wait $spid || true
+        kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true
+        {
+          echo "# $LABEL: $tier ($kind), $arm, wrk -c$CONNS for ${SECS}s, delay $DELAY: perf cpu-clock samples, own cost"
+          echo "# requests in the window: $n (perf's window is 1 s longer)"
+          perf report -i "$TMP/perf.data" --no-children --sort dso,sym --stdio 2> /dev/null | grep -v '^#' | grep -v '^$' | head -"$TOP"
+        } > "$f"
+        echo "$f: $(sed -n 2p "$f")" >&2
+        continue
+      fi
       if [ "$TOOL" = stat ]; then
         perf stat -x, -e "$STAT_EVENTS" -p "$pid" -o "$TMP/stat.txt" -- sleep "$((SECS + 1))" &
         spid=$!
@@ -120,6 +137,8 @@ PY
       callgrind_control -i off "$pid" > /dev/null 2>&1
       kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true
       callgrind_annotate --threshold=100 "$TMP"/cg.out* > "$TMP/ann.txt" 2>/dev/null || true
+      # KEEP=dir keeps the raw profile, for callgrind_annotate --inclusive=yes or --tree=caller.
+      if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP"; cat "$TMP"/cg.out* > "$KEEP/$LABEL-$tier-$kind-$arm.cg"; fi
       total=$(awk '/PROGRAM TOTALS/{gsub(",", "", $1); print $1; exit}' "$TMP/ann.txt")
       per[$kind]=$(( ${total:-0} / (n > 0 ? n : 1) ))
       {
