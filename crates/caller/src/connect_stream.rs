@@ -20,20 +20,7 @@ use telemetry::Counters;
 use crate::items::{RestTarget, bad};
 use crate::outbound::{CallError, ItemStream, MAX_ANSWER_BYTES};
 
-/// Where Connect calls `bench.v1.Items/Stream`, and its media type.
-pub const STREAM_PATH: &str = "/bench.v1.Items/Stream";
-pub const MEDIA_TYPE: &str = "application/connect+proto";
-const COMPRESSED: u8 = 0x01;
-const END_STREAM: u8 = 0x02;
-
-/// One envelope: `flags`, the message's length (big-endian), the message.
-pub fn envelope(flags: u8, message: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(5 + message.len());
-    out.push(flags);
-    out.extend_from_slice(&(message.len() as u32).to_be_bytes());
-    out.extend_from_slice(message);
-    out
-}
+pub use proto::connect::{COMPRESSED, END_STREAM, MEDIA_TYPE, STREAM_PATH, envelope};
 
 /// What one whole envelope at the front of a buffer holds.
 #[derive(Debug, PartialEq, Eq)]

@@ -26,24 +26,14 @@ use telemetry::Counters;
 
 use crate::items::Producer;
 
-/// Where Connect calls `bench.v1.Items/Stream`.
-pub const STREAM_PATH: &str = "/bench.v1.Items/Stream";
-/// Connect's media type of a streaming call with protobuf messages.
-pub const MEDIA_TYPE: &str = "application/connect+proto";
-/// The envelope flags.
-pub const COMPRESSED: u8 = 0x01;
-pub const END_STREAM: u8 = 0x02;
+pub use proto::connect::{COMPRESSED, END_STREAM, MEDIA_TYPE, STREAM_PATH};
 /// The headers of Connect's per-message compression.
 pub const ACCEPT_ENCODING: &str = "connect-accept-encoding";
 pub const CONTENT_ENCODING: &str = "connect-content-encoding";
 
-/// One envelope: `flags`, the message's length (big-endian), the message.
+/// One envelope ([`proto::connect::envelope`]), as a body frame.
 pub fn envelope(flags: u8, message: &[u8]) -> Bytes {
-    let mut out = Vec::with_capacity(5 + message.len());
-    out.push(flags);
-    out.extend_from_slice(&(message.len() as u32).to_be_bytes());
-    out.extend_from_slice(message);
-    Bytes::from(out)
+    Bytes::from(proto::connect::envelope(flags, message))
 }
 
 /// The one message of a request's body: a single uncompressed envelope.

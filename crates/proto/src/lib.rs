@@ -18,6 +18,30 @@ pub use bench::v1::*;
 /// The encoded `FileDescriptorSet` of `proto/`, for gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("bench_descriptor");
 
+/// Connect's streaming call of `bench.v1.Items/Stream`: its path, media
+/// type and envelope, one definition for the caller that reads it and the
+/// downstream that writes it. An envelope is a flag byte, the message's
+/// length (4 bytes, big-endian) and the message.
+pub mod connect {
+    /// Where Connect calls `bench.v1.Items/Stream`.
+    pub const STREAM_PATH: &str = "/bench.v1.Items/Stream";
+    /// Connect's media type of a streaming call with protobuf messages.
+    pub const MEDIA_TYPE: &str = "application/connect+proto";
+    /// The envelope's flag of a compressed message.
+    pub const COMPRESSED: u8 = 0x01;
+    /// The envelope's flag of the end of the stream (its message JSON).
+    pub const END_STREAM: u8 = 0x02;
+
+    /// One envelope: `flags`, the message's length (big-endian), the message.
+    pub fn envelope(flags: u8, message: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(5 + message.len());
+        out.push(flags);
+        out.extend_from_slice(&(message.len() as u32).to_be_bytes());
+        out.extend_from_slice(message);
+        out
+    }
+}
+
 /// The `grpc-json` arm's part of the contract: `FetchJson`, a sibling of
 /// `Fetch` on the same gRPC listener whose messages are the REST API's JSON,
 /// and the pass-through codec its client (caller) and server (downstream)
