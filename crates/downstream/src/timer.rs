@@ -85,7 +85,7 @@ impl Alarm {
     /// The expiry is not read. Re-arming resets the timerfd's count, and the
     /// reactor's edge-triggered registration hears each expiry on its own,
     /// read or not, so a read per expiry (one system call per request sent
-    /// on its due time, `strace -c`, bench/README.md) told nothing the clock
+    /// on its due time, `bench/syscalls.sh`, bench/README.md) told nothing the clock
     /// does not: readiness left over from an expiry nobody waited for (a
     /// wait given up, the alarm kept for the next segment) ends a wait only
     /// once its deadline has passed, and is otherwise cleared and the rest

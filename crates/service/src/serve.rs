@@ -322,8 +322,8 @@ impl Conn {
     /// TLS when there is an `acceptor`. One task kind per stream kind: a
     /// task's future is as large as the largest it could become, and one
     /// future for all four held a plain connection at the size of a TLS
-    /// one (11.9 KB against 5.7 KB, most of what an idle connection held,
-    /// bench/README.md, issue 56).
+    /// one (an idle plain connection's RSS 12.3 KiB, now 6.3:
+    /// `bench/conn-memory.py`, bench/README.md, issue 56).
     fn spawn(
         self,
         connections: &TaskTracker,
@@ -538,8 +538,9 @@ impl Control {
 /// Waits for the connection to end (`Ok`) or for `watched` (`Err`), polling
 /// `watched` only when one of its own wake-ups came. A `select!` of the two
 /// polled every branch on every wake-up of the connection's task, each a
-/// read or write of the connection (callgrind: the three timers and the
-/// shutdown token about 1k instructions a call, bench/README.md, issue 56).
+/// read or write of the connection (callgrind, paced: the REST
+/// downstream's 92,399 instructions a call became 90,892, bench/README.md,
+/// issue 56).
 async fn conn_or_event<C, W>(mut conn: Pin<&mut C>, watched: W) -> Result<C::Output, W::Output>
 where
     C: Future + ?Sized,
