@@ -11,6 +11,7 @@ use downstream::timer::Alarm;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
+use super::deferred::Hearing;
 use super::{Answer, Live, Outcome, Schedule, Shot, Target};
 
 /// Sends this generator's share of requests `0..total` on `schedule` until
@@ -37,6 +38,11 @@ pub async fn dispatch(
         .map_err(|e| tracing::warn!("no timerfd ({e}): requests are sent on tokio's 1 ms timer ticks"))
         .ok();
     let target = Arc::new(target);
+    // Answers read when the dispatcher wakes to send (`deferred.rs`).
+    let mut answers = Hearing::new(match &target.endpoint {
+        super::Endpoint::Front(client) => client.deferred().cloned(),
+        super::Endpoint::Direct(_) => None,
+    });
     let mut mine = schedule.share.indices(total).peekable();
     let (mut dispatched, mut woke) = (0, None);
     while let Some(&i) = mine.peek()
@@ -45,6 +51,7 @@ pub async fn dispatch(
         let wake = schedule.wake_for(schedule.due(i), woke);
         let now = Instant::now();
         if wake > now {
+            answers.sleeping(wake - now);
             tokio::select! {
                 biased;
                 _ = stop.cancelled() => break,
@@ -80,6 +87,9 @@ pub async fn dispatch(
             }
             dispatched += 1;
         }
+        // The answers that came since the last wake-up, once this one's
+        // requests are out.
+        answers.sent();
     }
     if let Some(a) = alarm {
         alarms.put(a);
@@ -186,7 +196,7 @@ async fn send_one(index: u64, due: Instant, target: Arc<Target>, live: Arc<Live>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::Share;
+    use crate::load::{Endpoint, Share};
 
     /// Dispatches 100 requests due 1 ms apart with `precision`, to a port
     /// nobody listens on (each request fails at once: only when it left
@@ -221,6 +231,71 @@ mod tests {
         assert!(waited >= 50, "{waited} of 100 left 5 ms or more after their due time");
         let (precise, _) = dispatched_with(Duration::ZERO).await;
         assert!(precise > wakes, "{precise} wake-ups without a precision, {wakes} with 20 ms");
+    }
+
+    /// An HTTP/1.1 server answering each request on a connection at once,
+    /// for `answers` requests a connection at most; its URL.
+    async fn answering() -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1/call", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    // Each request comes in one read (small, TCP_NODELAY).
+                    while let Ok(n @ 1..) = tcp.read(&mut buf).await {
+                        assert!(buf[..n].starts_with(b"POST /v1/call HTTP/1.1"));
+                        let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}";
+                        if tcp.write_all(answer).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        url
+    }
+
+    /// 400 requests at 2,000 req/s to a server that answers at once, the
+    /// client's answers heard at sends (`deferred.rs`): each answer comes
+    /// before the next due time, so the dispatcher reads almost every one
+    /// when it wakes to send, and the watcher only those after the last
+    /// send. Every answer still arrives, stamped by the kernel.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn answers_are_read_when_the_dispatcher_wakes_to_send() {
+        let url = answering().await;
+        let client = Arc::new(crate::load::front::FrontClient::new(&url).unwrap().hearing_answers_at_sends().unwrap());
+        let mut target = Target::with(Endpoint::Front(client.clone()), 1, 1, Duration::from_secs(5), 0);
+        target.checks.front = |_, _, _| true;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let live = Arc::new(Live::default());
+        let schedule = Schedule {
+            t0: Instant::now(),
+            qps: 2000.0,
+            ramp: Duration::ZERO,
+            share: Share::default(),
+            precision: Duration::ZERO,
+        };
+        let n = dispatch(schedule, 400, 1000, target, live, tx, CancellationToken::new(), Alarms::ready()).await;
+        assert_eq!(n, 400);
+        let (mut ok, mut stamped) = (0, 0);
+        while let Some(shot) = rx.recv().await {
+            ok += u32::from(shot.outcome == Outcome::Ok);
+            stamped += u32::from(shot.kernel_stamped);
+            // Never before it was sent.
+            assert!(shot.done >= shot.sent.expect("sent"));
+        }
+        assert_eq!(ok, 400);
+        // The first packets after a machine's first stamping socket may
+        // carry none (`stamped.rs`).
+        assert!(stamped >= 390, "{stamped} of 400 answers stamped by the kernel");
+        let set = client.deferred().expect("a set");
+        let (at_send, by_watcher) = set.heard();
+        assert!(
+            at_send >= 4 * by_watcher && at_send >= 300,
+            "{at_send} events read at sends, {by_watcher} by the watcher"
+        );
     }
 
     #[tokio::test]

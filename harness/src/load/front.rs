@@ -33,6 +33,7 @@ use hyper::{Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use super::deferred::Deferred;
 use super::stamped::{RxStamp, StampedTcp};
 
 /// One HTTP/1.1 connection: the handle requests go through, and the
@@ -269,6 +270,17 @@ pub struct FrontClient {
     /// Whether reads are cut at line ends, each line stamped
     /// (`StampedTcp::lines`): a stream's items, one stamp each.
     line_stamps: bool,
+    /// The epoll set its sockets are on, read when the dispatcher sends
+    /// (`deferred.rs`); `None`: on the reactor, answers heard as they come.
+    deferred: Option<Arc<Deferred>>,
+}
+
+impl Drop for FrontClient {
+    fn drop(&mut self) {
+        if let Some(d) = &self.deferred {
+            d.close();
+        }
+    }
 }
 
 impl std::fmt::Debug for FrontClient {
@@ -305,14 +317,31 @@ impl FrontClient {
             path,
             idle: Mutex::new(Vec::new()),
             line_stamps: false,
+            deferred: None,
         })
     }
 
     /// This client, its connections stamping each line of an answer
     /// apart (a peek before every read): for NDJSON answers read item by
     /// item, so that each item has the stamp of the packet that completed it.
-    pub fn stamping_lines(self) -> Self {
-        FrontClient { line_stamps: true, ..self }
+    pub fn stamping_lines(mut self) -> Self {
+        self.line_stamps = true;
+        self
+    }
+
+    /// This client, its sockets on an epoll set of their own, whose answers
+    /// the open-loop dispatcher reads when it wakes to send
+    /// (`deferred.rs`): one wake-up a request rather than two. Not for a
+    /// client stamping lines (a thread of its own reads those).
+    pub fn hearing_answers_at_sends(mut self) -> anyhow::Result<Self> {
+        self.deferred = Some(Deferred::new()?);
+        Ok(self)
+    }
+
+    /// The set its sockets are on, if it was made
+    /// [`hearing_answers_at_sends`](Self::hearing_answers_at_sends).
+    pub fn deferred(&self) -> Option<&Arc<Deferred>> {
+        self.deferred.as_ref()
     }
 
     pub fn url(&self) -> &str {
@@ -460,7 +489,11 @@ impl FrontClient {
         let connect_error = |e| FrontError::Connect(self.authority.clone(), e);
         let tcp = TcpStream::connect(&self.authority).await.map_err(connect_error)?;
         tcp.set_nodelay(true).map_err(connect_error)?;
-        let stamped = if self.line_stamps { StampedTcp::lines(tcp) } else { StampedTcp::new(tcp) };
+        let stamped = match (&self.deferred, self.line_stamps) {
+            (_, true) => StampedTcp::lines(tcp),
+            (Some(set), false) => StampedTcp::deferred(tcp, set),
+            (None, false) => StampedTcp::new(tcp),
+        };
         let (tcp, rx) = stamped.map_err(connect_error)?;
         let (sender, conn) = http1::Builder::new().handshake(TokioIo::new(tcp)).await?;
         Ok(Conn { sender, conn, rx })

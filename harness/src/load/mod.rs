@@ -19,6 +19,7 @@
 //! `measure::record`) and judges nothing.
 
 pub mod answer;
+mod deferred;
 pub mod dispatch;
 pub mod front;
 mod pump;

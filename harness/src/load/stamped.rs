@@ -39,6 +39,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::deferred::{Deferred, Registered};
 use super::pump::{self, SCRATCH_BYTES, Shared};
 
 thread_local! {
@@ -49,7 +50,7 @@ thread_local! {
 /// A connected TCP stream whose reads record the kernel's receive time.
 #[derive(Debug)]
 pub struct StampedTcp {
-    tcp: AsyncFd<Arc<std::net::TcpStream>>,
+    tcp: Io,
     /// Receive time of the last packet read, ns since the Unix epoch
     /// (`CLOCK_REALTIME`, the kernel's clock for these stamps); 0 = none yet.
     last_rx_ns: Arc<AtomicU64>,
@@ -57,6 +58,67 @@ pub struct StampedTcp {
     stamping: bool,
     /// With every line stamped: what the reading thread has read.
     pumped: Option<Arc<Shared>>,
+}
+
+/// Where a socket's readiness comes from: the runtime's reactor, or an
+/// epoll set read when the dispatcher sends (`deferred.rs`).
+#[derive(Debug)]
+enum Io {
+    Reactor(AsyncFd<Arc<std::net::TcpStream>>),
+    Deferred(Registered),
+}
+
+impl Io {
+    fn tcp(&self) -> &std::net::TcpStream {
+        match self {
+            Io::Reactor(fd) => fd.get_ref(),
+            Io::Deferred(r) => &r.tcp,
+        }
+    }
+
+    /// `op` once the socket is ready to read (or write): its result, the
+    /// readiness cleared where `op` found the socket empty (or full), or
+    /// `short` says it did.
+    fn poll_io<T>(
+        &self,
+        cx: &mut Context<'_>,
+        write: bool,
+        mut op: impl FnMut(&std::net::TcpStream) -> io::Result<T>,
+        short: impl Fn(&T) -> bool,
+    ) -> Poll<io::Result<T>> {
+        match self {
+            Io::Reactor(fd) => loop {
+                let mut ready = ready!(if write { fd.poll_write_ready(cx) } else { fd.poll_read_ready(cx) })?;
+                match ready.try_io(|tcp| op(tcp.get_ref())) {
+                    Ok(Ok(v)) => {
+                        // tokio clears only the readiness this call answered;
+                        // what the reactor reports after it stays ready.
+                        if short(&v) {
+                            ready.clear_ready();
+                        }
+                        return Poll::Ready(Ok(v));
+                    }
+                    Ok(Err(e)) => return Poll::Ready(Err(e)),
+                    // EAGAIN: the readiness is cleared; wait for the reactor.
+                    Err(_would_block) => continue,
+                }
+            },
+            Io::Deferred(r) => loop {
+                let side = if write { &r.slot.write } else { &r.slot.read };
+                let seen = ready!(side.poll_ready(cx));
+                match op(&r.tcp) {
+                    Ok(v) => {
+                        if short(&v) {
+                            side.clear(seen);
+                        }
+                        return Poll::Ready(Ok(v));
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => side.clear(seen),
+                    Err(e) => return Poll::Ready(Err(e)),
+                }
+            },
+        }
+    }
 }
 
 /// The handle the client keeps to read a connection's receive times.
@@ -69,16 +131,22 @@ impl StampedTcp {
     /// refuses the stamps leaves a stream that reads normally and never has
     /// a stamp.
     pub fn new(tcp: TcpStream) -> io::Result<(Self, RxStamp)> {
-        Self::build(tcp, false)
+        Self::build(tcp, false, None)
+    }
+
+    /// [`new`](Self::new), its readiness on `set` rather than the reactor:
+    /// its answer read when the dispatcher next sends (`deferred.rs`).
+    pub fn deferred(tcp: TcpStream, set: &Arc<Deferred>) -> io::Result<(Self, RxStamp)> {
+        Self::build(tcp, false, Some(set))
     }
 
     /// [`new`](Self::new), reading so that every line end has its own
     /// stamp ([`RxStamp::take_line`]), at the cost of a peek per read.
     pub fn lines(tcp: TcpStream) -> io::Result<(Self, RxStamp)> {
-        Self::build(tcp, true)
+        Self::build(tcp, true, None)
     }
 
-    fn build(tcp: TcpStream, lines: bool) -> io::Result<(Self, RxStamp)> {
+    fn build(tcp: TcpStream, lines: bool, set: Option<&Arc<Deferred>>) -> io::Result<(Self, RxStamp)> {
         let stamping = setsockopt(&tcp.as_fd(), ReceiveTimestampns, &true).is_ok();
         let tcp = Arc::new(tcp.into_std()?);
         // A thread of its own reads a line-stamped socket (where it can
@@ -90,8 +158,11 @@ impl StampedTcp {
         // descriptor outlives its registration; here it does: the `AsyncFd`
         // owns a share of the stream and deregisters before dropping it (as
         // the reading thread's does; `register`, the replacement, is `unsafe`).
-        #[allow(deprecated)]
-        let tcp = AsyncFd::with_interest(tcp, interest)?;
+        let tcp = match set {
+            Some(set) if pumped.is_none() => Io::Deferred(set.register(tcp)?),
+            #[allow(deprecated)]
+            _ => Io::Reactor(AsyncFd::with_interest(tcp, interest)?),
+        };
         let last_rx_ns = Arc::new(AtomicU64::new(0));
         let stream = StampedTcp { tcp, last_rx_ns: last_rx_ns.clone(), stamping, pumped: pumped.clone() };
         Ok((stream, RxStamp(last_rx_ns, pumped)))
@@ -232,38 +303,29 @@ impl AsyncRead for StampedTcp {
         if let Some(shared) = &this.pumped {
             return this.poll_pumped(shared, cx, buf);
         }
-        loop {
-            let mut ready = ready!(this.tcp.poll_read_ready(cx))?;
-            // The read lands in this thread's scratch buffer and is copied into
-            // `buf`: `buf` is uninitialised memory (hyper's read buffer, up to
-            // hundreds of KiB), which safe code would have to zero on every
-            // read (bench/README.md has the profile).
-            let want = buf.remaining().min(SCRATCH_BYTES);
-            let read = SCRATCH.with_borrow_mut(|scratch| {
-                let read = ready.try_io(|tcp| StampedTcp::recv(tcp.get_ref(), &mut scratch[..want]));
-                if let Ok(Ok((n, _))) = read {
-                    buf.put_slice(&scratch[..n]);
-                }
-                read
-            });
-            match read {
-                Ok(Ok((n, stamp))) => {
-                    if let (true, true, Some(ns)) = (this.stamping, n > 0, stamp) {
-                        this.last_rx_ns.store(ns, Relaxed);
-                    }
-                    // Fewer bytes than there was room for: the socket is
-                    // empty. tokio clears only the readiness this read
-                    // answered; bytes the reactor reports after it stay ready.
-                    if n > 0 && n < want {
-                        ready.clear_ready();
-                    }
-                    return Poll::Ready(Ok(()));
-                }
-                Ok(Err(e)) => return Poll::Ready(Err(e)),
-                // EAGAIN: the readiness is cleared; wait for the reactor.
-                Err(_would_block) => continue,
+        // The read lands in this thread's scratch buffer and is copied into
+        // `buf`: `buf` is uninitialised memory (hyper's read buffer, up to
+        // hundreds of KiB), which safe code would have to zero on every
+        // read (bench/README.md has the profile).
+        let want = buf.remaining().min(SCRATCH_BYTES);
+        let read = SCRATCH.with_borrow_mut(|scratch| {
+            let read = ready!(this.tcp.poll_io(
+                cx,
+                false,
+                |tcp| StampedTcp::recv(tcp, &mut scratch[..want]),
+                // Fewer bytes than there was room for: the socket is empty.
+                |&(n, _)| n > 0 && n < want,
+            ));
+            if let Ok((n, _)) = read {
+                buf.put_slice(&scratch[..n]);
             }
+            Poll::Ready(read)
+        });
+        let (n, stamp) = ready!(read)?;
+        if let (true, true, Some(ns)) = (this.stamping, n > 0, stamp) {
+            this.last_rx_ns.store(ns, Relaxed);
         }
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -277,26 +339,14 @@ impl AsyncWrite for StampedTcp {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
         let len: usize = bufs.iter().map(|b| b.len()).sum();
-        loop {
-            let mut ready = ready!(this.tcp.poll_write_ready(cx))?;
-            match ready.try_io(|tcp| {
-                let mut tcp: &std::net::TcpStream = tcp.get_ref();
-                tcp.write_vectored(bufs)
-            }) {
-                Ok(Ok(n)) => {
-                    // A short write filled the send buffer, as tokio's stream
-                    // takes it.
-                    if n > 0 && n < len {
-                        ready.clear_ready();
-                    }
-                    return Poll::Ready(Ok(n));
-                }
-                Ok(Err(e)) => return Poll::Ready(Err(e)),
-                Err(_would_block) => continue,
-            }
-        }
+        self.tcp.poll_io(
+            cx,
+            true,
+            |mut tcp| tcp.write_vectored(bufs),
+            // A short write filled the send buffer.
+            |&n| n > 0 && n < len,
+        )
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -308,7 +358,7 @@ impl AsyncWrite for StampedTcp {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(self.tcp.get_ref().shutdown(Shutdown::Write))
+        Poll::Ready(self.tcp.tcp().shutdown(Shutdown::Write))
     }
 }
 
@@ -392,7 +442,13 @@ mod tests {
         server.write_all(b"hello").await.unwrap();
         let mut got = [0u8; 16];
         assert_eq!(stream.read(&mut got).await.unwrap(), 5);
-        let ready_now = std::future::poll_fn(|cx| Poll::Ready(stream.tcp.poll_read_ready(cx).is_ready())).await;
+        let ready_now = std::future::poll_fn(|cx| {
+            Poll::Ready(match &stream.tcp {
+                Io::Reactor(fd) => fd.poll_read_ready(cx).is_ready(),
+                Io::Deferred(_) => unreachable!("a stream made by new()"),
+            })
+        })
+        .await;
         assert!(!ready_now, "readiness left after a read that drained the socket");
         server.write_all(b"again").await.unwrap();
         let n =

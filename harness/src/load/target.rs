@@ -114,9 +114,15 @@ impl Target {
         if c.deploy.target == TargetTier::Caller {
             let front = Target::front(url.to_owned(), c.work.items, c.work.fanout, c.load.timeout, c.load.connections);
             let mut target = front.map(shaped).context("building the load client")?;
-            // A stream's items are stamped line by line (`stamped.rs`).
-            if let (Some(_), Endpoint::Front(client)) = (&c.streams, &mut target.endpoint) {
-                *client = Arc::new(FrontClient::new(client.url())?.stamping_lines());
+            // A stream's items are stamped line by line (`stamped.rs`);
+            // open loop, other answers are read when the dispatcher next
+            // sends (`deferred.rs`).
+            if let Endpoint::Front(client) = &mut target.endpoint {
+                if c.streams.is_some() {
+                    *client = Arc::new(FrontClient::new(client.url())?.stamping_lines());
+                } else if !c.load.closed_loop {
+                    *client = Arc::new(FrontClient::new(client.url())?.hearing_answers_at_sends()?);
+                }
             }
             return Ok(target);
         }
