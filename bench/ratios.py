@@ -22,7 +22,10 @@ the row's measurements (/proc/stat's aggregate line, as run.json's
      `plain-downstream`), per arm, at 1,000 and 5,000 req/s (the harness
      driving, open loop, 500 ms delay) and at the busy end (wrk, closed loop,
      64 connections, no delay);
-  4. the knee of the three tiers ÷ the knee of the plain twins, per arm, the
+  4. an A/A of row 3's instrument: the first arm's real tiers against
+     themselves at the first rate, run after run as row 3 runs a pair; its
+     range is what row 3 can show where there is no difference;
+  5. the knee of the three tiers ÷ the knee of the plain twins, per arm, the
      same sweep by the same generator.
 
 Rows 3 and 4 measure the REST arm once per JSON codec in CODECS (default
@@ -39,7 +42,7 @@ them (read from a short run's run.json), the twins with the same addresses
 and delay; the front door and its generator are the same for both.
 
 QUICK=1 shortens every measurement (a smoke test, not a result); ROWS
-("generator tiers knee"), ARMS ("grpc rest connect connect-pb grpc-web") and RATES ("1000 5000 busy")
+("generator tiers aa knee"), ARMS ("grpc rest connect connect-pb grpc-web") and RATES ("1000 5000 busy")
 pick parts; ALTS sets the alternations.
 """
 
@@ -451,6 +454,30 @@ def generator_rows(settings):
         tiers.close()
 
 
+def tiers_per_request(kind, arm, codec, rate, settings, short):
+    """One run of kind's tiers at rate ("busy": wrk, 64 connections, no
+    delay): each tier's CPU µs a request, and the machine's steal."""
+    st = Steal()
+    tiers = Tiers(kind, arm, "0ms" if rate == "busy" else "500ms", settings[(arm, codec)], codec)
+    try:
+        pids = {"caller": tiers.caller.pid, "downstream": tiers.ds.pid}
+        if rate == "busy":
+            # wrk counts its requests over the whole run: the window is the run.
+            wrk(tiers.front, 64, 2)  # warm-up
+            a = tiers.cpu()
+            n, _ = wrk(tiers.front, 64, DUR)
+            b = tiers.cpu()
+            per = {t: (b[t] - a[t]) / n * 1e6 for t in pids}
+        else:
+            cpu, window, achieved = harness_open(tiers.front, arm, rate, pids)
+            if achieved < 0.99:
+                short.append("%s reached %.3f of the rate" % (kind, achieved))
+            per = {t: cpu[t] / (rate * window) * 1e6 for t in pids}
+    finally:
+        tiers.close()
+    return per, st.percent()
+
+
 def tier_rows(settings):
     for arm, codec in [(a, c) for a in ARMS for c in codecs_of(a)]:
         for rate in RATES:
@@ -459,31 +486,36 @@ def tier_rows(settings):
             for first, second in alternate("real", "plain"):
                 per = {}
                 for kind in (first, second):
-                    st = Steal()
-                    tiers = Tiers(kind, arm, "0ms" if rate == "busy" else "500ms", settings[(arm, codec)], codec)
-                    try:
-                        pids = {"caller": tiers.caller.pid, "downstream": tiers.ds.pid}
-                        if rate == "busy":
-                            # wrk counts its requests over the whole run: the window is the run.
-                            wrk(tiers.front, 64, 2)  # warm-up
-                            a = tiers.cpu()
-                            n, _ = wrk(tiers.front, 64, DUR)
-                            b = tiers.cpu()
-                            per[kind] = {t: (b[t] - a[t]) / n * 1e6 for t in pids}
-                        else:
-                            cpu, window, achieved = harness_open(tiers.front, arm, rate, pids)
-                            if achieved < 0.99:
-                                short.append("%s reached %.3f of the rate" % (kind, achieved))
-                            per[kind] = {t: cpu[t] / (rate * window) * 1e6 for t in pids}
-                    finally:
-                        tiers.close()
-                    steals.append(st.percent())
+                    per[kind], steal = tiers_per_request(kind, arm, codec, rate, settings, short)
+                    steals.append(steal)
                 for t in pairs:
                     pairs[t].append((per["real"][t], per["plain"][t]))
             setting = "%s, %s" % (label(arm, codec), "busy (wrk, 64 conns, no delay)" if rate == "busy" else "%d req/s" % rate)
             for t in ("caller", "downstream"):
                 row("%s CPU/req ÷ plain twin's" % t, setting, "≤ 1.05", "µs/req", pairs[t], steals,
                     "; ".join(short))
+
+
+def aa_rows(settings):
+    """The tier rows' instrument against itself: the same real tiers run
+    twice, measured as a tier row measures a pair. Its range is what the
+    instrument shows where there is no difference to find."""
+    arm, rate = ARMS[0], int(next((r for r in RATES if r != "busy"), "1000"))
+    codec = codecs_of(arm)[0]
+    pairs = {"caller": [], "downstream": []}
+    steals, short = [], []
+    for _ in range(ALTS):
+        runs = []
+        for _ in range(2):
+            per, steal = tiers_per_request("real", arm, codec, rate, settings, short)
+            runs.append(per)
+            steals.append(steal)
+        for t in pairs:
+            pairs[t].append((runs[0][t], runs[1][t]))
+    note = "; ".join(["the same tiers twice: no difference to find, so the range is the instrument's own", *short])
+    for t in ("caller", "downstream"):
+        row("%s CPU/req ÷ the same tiers' (A/A)" % t, "%s, %d req/s, a run ÷ the next" % (label(arm, codec), rate),
+            "≤ 1.05", "µs/req", pairs[t], steals, note)
 
 
 def knee_rows(settings):
@@ -515,11 +547,13 @@ def main():
         settings = {(arm, c): tier_settings(arm, c) for arm in arms for c in codecs_of(arm)}
         said = {label(*k): v for k, v in settings.items()}
         print("tiers' settings from the harness: %s" % json.dumps(said), file=sys.stderr)
-        sections = os.environ.get("ROWS", "generator tiers knee").split()
+        sections = os.environ.get("ROWS", "generator tiers aa knee").split()
         if "generator" in sections:
             generator_rows(settings)
         if "tiers" in sections:
             tier_rows(settings)
+        if "aa" in sections:
+            aa_rows(settings)
         if "knee" in sections:
             knee_rows(settings)
     finally:
