@@ -233,8 +233,7 @@ mod tests {
         assert!(precise > wakes, "{precise} wake-ups without a precision, {wakes} with 20 ms");
     }
 
-    /// An HTTP/1.1 server answering each request on a connection at once,
-    /// for `answers` requests a connection at most; its URL.
+    /// An HTTP/1.1 server answering each request at once; its URL.
     async fn answering() -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
