@@ -17,15 +17,22 @@ the row's measurements (/proc/stat's aggregate line, as run.json's
   2. the generator open loop at 1,000 and 5,000 req/s against the same front
      door: its CPU per request ÷ oha's (`oha -q`, latency correction on),
      as it runs by default (a wake-up at each due time) and with
-     `--send-precision 1ms` (oha's sends wait on tokio's 1 ms timer);
+     `--send-precision 1ms` (oha's sends wait on tokio's 1 ms timer); the
+     default rows note the floor under them: the CPU a due time of a process
+     that does nothing but wake at each one on the harness's alarm
+     (`downstream`'s example `sleep_floor`, measured in each alternation);
   3. each tier's CPU per request ÷ its plain twin's (`plain-caller`,
      `plain-downstream`), per arm, at 1,000 and 5,000 req/s (the harness
      driving, open loop, 500 ms delay) and at the busy end (wrk, closed loop,
      64 connections, no delay);
-  4. an A/A of row 3's instrument: the first arm's real tiers against
+  4. each tier's instructions a call ÷ its plain twin's, per arm, paced
+     (100 ms delay, 10 connections) and busy (no delay, 64 connections),
+     counted by callgrind (bench/twins-profile.sh): repeatable where row 3's
+     CPU is not;
+  5. an A/A of row 3's instrument: the first arm's real tiers against
      themselves at the first rate, run after run as row 3 runs a pair; its
      range is what row 3 can show where there is no difference;
-  5. the knee of the three tiers ÷ the knee of the plain twins, per arm, the
+  6. the knee of the three tiers ÷ the knee of the plain twins, per arm, the
      same sweep by the same generator.
 
 Rows 3 and 4 measure the REST arm once per JSON codec in CODECS (default
@@ -42,7 +49,7 @@ them (read from a short run's run.json), the twins with the same addresses
 and delay; the front door and its generator are the same for both.
 
 QUICK=1 shortens every measurement (a smoke test, not a result); ROWS
-("generator tiers aa knee"), ARMS ("grpc rest connect connect-pb grpc-web") and RATES ("1000 5000 busy")
+("generator tiers instr aa knee"), ARMS ("grpc rest connect connect-pb grpc-web") and RATES ("1000 5000 busy")
 pick parts; ALTS sets the alternations.
 """
 
@@ -384,7 +391,7 @@ def generator_rows(settings):
     tiers = Tiers("real", "grpc", "0ms", settings[("grpc", "serde_json")])
     try:
         for conns in (2, 64):
-            vs_wrk, vs_oha, steals, tier_us = [], [], [], []
+            vs_wrk, vs_oha, steals, tier_us, service_ms = [], [], [], [], []
             for i in range(ALTS):
                 order = ["harness", "wrk", "oha"]
                 order = order[i % 3:] + order[:i % 3]
@@ -394,7 +401,12 @@ def generator_rows(settings):
                     if tool == "harness":
                         d = harness("--caller-url", tiers.front, "--transport", "grpc", "--connections", str(conns),
                                     "--load-threads", "1", "--duration", "%ds" % DUR, "--warmup", "1s")
-                        got[tool] = d["arms"][0]["rounds"][0]["throughput"]["ok_per_second"]
+                        r = d["arms"][0]["rounds"][0]
+                        got[tool] = r["throughput"]["ok_per_second"]
+                        # Its send to the answer's last byte (the kernel's stamp).
+                        service = (r["latency"].get("service") or {}).get("mean_ms")
+                        if service:
+                            service_ms.append(service)
                     elif tool == "wrk":
                         # The tiers' CPU a request under the cheapest peer:
                         # what no generator can take off them.
@@ -419,15 +431,27 @@ def generator_rows(settings):
             note = ("the tiers took %.1f µs of CPU a request under wrk: a generator costing nothing would reach "
                     "at most %s cores ÷ that = %s req/s, %.2f× oha's" % (us, os.cpu_count(), "{:,.0f}".format(ceiling),
                                                                        ceiling / oha_med))
+            if service_ms:
+                # A generator sending each connection's next request the
+                # moment its answer arrived would lose only the turn-around:
+                # at most conns ÷ the exchange's own time (an estimate: the
+                # exchange is measured beside the harness's own CPU use).
+                most = conns / (statistics.median(service_ms) / 1e3)
+                note += ("; the exchange itself (the harness's send to the answer's last byte) took %.1f µs on "
+                         "average: a generator with no turn-around would reach at most %s connections ÷ that = "
+                         "%s req/s, %.2f× oha's" % (statistics.median(service_ms) * 1e3, conns,
+                                                    "{:,.0f}".format(most), most / oha_med))
             row("generator ÷ wrk, requests/s", setting, "≥ 1.0", "req/s", vs_wrk, steals)
             row("generator ÷ oha, requests/s", setting, "≥ 1.2", "req/s", vs_oha, steals, note)
         # The harness as it runs by default (a wake-up at each due time),
         # then at oha's own precision (its sends wait on tokio's 1 ms timer).
         for qps, precision in ((1000, None), (5000, None), (1000, "1ms"), (5000, "1ms")):
-            pairs, steals, short = [], [], []
+            pairs, steals, short, floors = [], [], [], []
             flags = ("--send-precision", precision) if precision else ()
             for first, second in alternate("harness", "oha"):
                 per = {}
+                if not precision:
+                    floors.append(sleep_floor(qps))
                 for tool in (first, second):
                     st = Steal()
                     if tool == "harness":
@@ -448,10 +472,64 @@ def generator_rows(settings):
             setting = "open loop, %d req/s" % qps
             if precision:
                 setting += ", --send-precision %s" % precision
-            row("harness CPU/req ÷ oha's", setting, "≤ 1.0", "µs/req", pairs, steals,
-                "; ".join(short))
+            notes = list(short)
+            if floors and None not in floors:
+                floor = statistics.median(floors)
+                notes.append("a process doing nothing but wake at each due time (the harness's alarm, one worker: "
+                             "examples/sleep_floor) took %.1f µs of CPU a due time, %.2f× oha's whole request"
+                             % (floor, floor / statistics.median(b for _, b in pairs)))
+            elif floors:
+                notes.append("the floor was not measured: build `--example sleep_floor` (bench/run.sh does)")
+            row("harness CPU/req ÷ oha's", setting, "≤ 1.0", "µs/req", pairs, steals, "; ".join(notes))
     finally:
         tiers.close()
+
+
+def sleep_floor(qps):
+    """CPU µs a due time of a process that only wakes at each due time of qps
+    on the harness's alarm (`downstream`'s example `sleep_floor`), over a
+    window as the open-loop rows measure; None where it is not built."""
+    exe = BIN + "/examples/sleep_floor"
+    if not os.path.exists(exe):
+        return None
+    p = subprocess.Popen([exe, str(qps), str(WARM + DUR)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         text=True)
+    STARTED.append(p)
+    cpu, window, _ = windowed(p, WARM + DUR, {"floor": p.pid})
+    return cpu["floor"] / (qps * window) * 1e6
+
+
+# Paced (the service-time wait in every call) and busy, as bench/README.md's
+# callgrind tables: (name, delay, wrk connections, measured seconds).
+INSTR_SETTINGS = [("paced", "100ms", 10, 8), ("busy", "0ms", 64, 6)]
+
+
+def instr_rows():
+    """Each tier's instructions a call ÷ its plain twin's, per arm, paced and
+    busy, counted by callgrind (`bench/twins-profile.sh`): the same count
+    for the same binary and load whatever else the machine is doing, so a
+    difference of a few percent shows where the native CPU rows cannot."""
+    for name, delay, conns, secs in INSTR_SETTINGS:
+        st = Steal()
+        env = dict(os.environ, ARMS=" ".join(ARMS), DELAY=delay, CONNS=str(conns), SECS=str(3 if QUICK else secs),
+                   OUT=os.path.join(OUT, "instr"), TOOL="callgrind")
+        p = subprocess.Popen(["bash", os.path.join(os.path.dirname(os.path.abspath(__file__)), "twins-profile.sh"),
+                              BIN, "ratios-" + name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                             env=env)
+        STARTED.append(p)
+        out = p.communicate()[0]
+        steal = st.percent()
+        got = {}
+        for line in out.splitlines():
+            m = re.match(r"\| ([\w-]+) \| (caller|downstream) \| ([\d,]+) \| ([\d,]+) \|", line)
+            if m:
+                got[(m.group(1), m.group(2))] = (int(m.group(3).replace(",", "")), int(m.group(4).replace(",", "")))
+        for arm in ARMS:
+            for tier in ("caller", "downstream"):
+                pair = got.get((arm, tier))
+                setting = "%s, %s (wrk, %d conns, %s delay), callgrind" % (arm, name, conns, delay)
+                row("%s instructions/call ÷ plain twin's" % tier, setting, "≤ 1.05", "instr/call",
+                    [pair] if pair else [], [steal])
 
 
 def tiers_per_request(kind, arm, codec, rate, settings, short):
@@ -547,11 +625,13 @@ def main():
         settings = {(arm, c): tier_settings(arm, c) for arm in arms for c in codecs_of(arm)}
         said = {label(*k): v for k, v in settings.items()}
         print("tiers' settings from the harness: %s" % json.dumps(said), file=sys.stderr)
-        sections = os.environ.get("ROWS", "generator tiers aa knee").split()
+        sections = os.environ.get("ROWS", "generator tiers instr aa knee").split()
         if "generator" in sections:
             generator_rows(settings)
         if "tiers" in sections:
             tier_rows(settings)
+        if "instr" in sections:
+            instr_rows()
         if "aa" in sections:
             aa_rows(settings)
         if "knee" in sections:

@@ -36,7 +36,7 @@ fi
 PROFILE="${PROFILE:-release}"
 if [ "$PROFILE" = dev ]; then DIR=debug; else DIR=release; fi
 BIN="${CARGO_TARGET_DIR:-target}/$DIR"
-cargo build --profile "$PROFILE" -q -p harness -p downstream -p caller --bins --example reference_hello --example wakeup_cost
+cargo build --profile "$PROFILE" -q -p harness -p downstream -p caller --bins --example reference_hello --example wakeup_cost --example sleep_floor
 H="$BIN/harness"
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 REPORT="results/bench-$STAMP.md"

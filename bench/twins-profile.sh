@@ -33,7 +33,7 @@ WARM="${WARM:-3}"
 TOP="${TOP:-30}"
 CONNS="${CONNS:-2}"
 DELAY="${DELAY:-0ms}"
-OUT=bench/profiles
+OUT="${OUT:-bench/profiles}"
 TMP="$(mktemp -d)"
 mkdir -p "$OUT"
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
