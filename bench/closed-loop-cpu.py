@@ -10,7 +10,9 @@ with one thread (`--load-threads 1`, `wrk -t1`, oha with
 `TOKIO_WORKER_THREADS=1`) at 2 and 64 connections (CONNS), ALTS alternations
 in a rotated order. CPU is the generator's own CPU-time clock over a window
 inside its run (2 s after its start to 1 s before its end), requests the rate
-it reports times the window; the tiers' CPU a request is over the whole run.
+it reports times the window, split into user and system time by the kernel's
+ticks over the same window (/proc/PID/stat); the tiers' CPU a request is over
+the whole run.
 """
 
 import json
@@ -19,10 +21,12 @@ import re
 import statistics
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ratios as R  # noqa: E402  (BIN is read off this script's argv)
 
+TICKS = os.sysconf("SC_CLK_TCK")
 CONNS = [int(c) for c in os.environ.get("CONNS", "2 64").split()]
 SECS = R.DUR + 1
 
@@ -45,6 +49,26 @@ def rate(tool, out):
     return R.oha_rps(out)
 
 
+def user_system_ticks(pid):
+    """utime and stime of pid, in clock ticks (/proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]), int(fields[12])
+
+
+def windowed_split(p, secs, before, after):
+    """R.windowed for one process, with its user and system ticks over the
+    same window: (CPU seconds, window seconds, output, (user, system))."""
+    t0 = time.monotonic()
+    time.sleep(before)
+    a, ta, ua = R.cpu_seconds(p.pid), time.monotonic(), user_system_ticks(p.pid)
+    time.sleep(max(0.0, t0 + secs - after - ta))
+    b, ub = R.cpu_seconds(p.pid), user_system_ticks(p.pid)
+    window = time.monotonic() - ta
+    out = p.communicate()[0]
+    return b - a, window, out, (ub[0] - ua[0], ub[1] - ua[1])
+
+
 def main():
     settings = R.tier_settings("grpc")
     tiers = R.Tiers("real", "grpc", "0ms", settings)
@@ -59,24 +83,27 @@ def main():
                     a = tiers.cpu()
                     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
                     R.STARTED.append(p)
-                    cpu, window, out = R.windowed(p, SECS, {"g": p.pid}, before=2.0, after=1.0)
+                    cpu, window, out, ticks = windowed_split(p, SECS, before=2.0, after=1.0)
                     b = tiers.cpu()
                     rps = rate(tool, out)
-                    mine = cpu["g"] / (rps * window) * 1e6
+                    mine = cpu / (rps * window) * 1e6
+                    user, system = (t / TICKS / (rps * window) * 1e6 for t in ticks)
                     theirs = sum(b[k] - a[k] for k in b) / (rps * SECS) * 1e6
-                    got.setdefault((conns, tool), []).append((rps, mine, theirs, st.percent()))
-                    print("%d conns, %s: %.0f req/s, %.1f µs/req its own, tiers %.1f" % (conns, tool, rps, mine, theirs),
-                          file=sys.stderr, flush=True)
+                    got.setdefault((conns, tool), []).append((rps, mine, theirs, st.percent(), user, system))
+                    print("%d conns, %s: %.0f req/s, %.1f µs/req its own (user %.1f, system %.1f), tiers %.1f"
+                          % (conns, tool, rps, mine, user, system, theirs), file=sys.stderr, flush=True)
     finally:
         tiers.close()
         R.stop_all()
-    print("| generator | conns | req/s (median) | its CPU µs/req: median (range) | tiers' CPU µs/req | steal % (most) |")
-    print("|---|---:|---:|---|---:|---:|")
+    print("| generator | conns | req/s (median) | its CPU µs/req: median (range) | of it user / system | "
+          "tiers' CPU µs/req | steal % (most) |")
+    print("|---|---:|---:|---|---|---:|---:|")
     for (conns, tool), runs in sorted(got.items()):
         own = [r[1] for r in runs]
-        print("| %s | %d | %s | %.1f (%.1f–%.1f) | %.1f | %.1f |" % (
+        print("| %s | %d | %s | %.1f (%.1f–%.1f) | %.1f / %.1f | %.1f | %.1f |" % (
             tool, conns, "{:,.0f}".format(statistics.median(r[0] for r in runs)), statistics.median(own), min(own),
-            max(own), statistics.median(r[2] for r in runs), max(r[3] for r in runs)))
+            max(own), statistics.median(r[4] for r in runs), statistics.median(r[5] for r in runs),
+            statistics.median(r[2] for r in runs), max(r[3] for r in runs)))
 
 
 if __name__ == "__main__":

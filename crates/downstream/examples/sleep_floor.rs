@@ -7,7 +7,9 @@
 //! each due time of a steady RATE on the harness's own [`Alarm`] (a timerfd
 //! on the reactor, the dispatcher's wake-up) and does nothing when it comes.
 //! `MODE=tick` waits on tokio's own timer instead (`sleep_until`, 1 ms
-//! ticks: several due times a wake-up, as oha's sends wait).
+//! ticks: several due times a wake-up, as oha's sends wait); `MODE=thread`
+//! on no runtime at all, a plain thread in `clock_nanosleep` to each due
+//! time: the kernel's own price of a timed wake-up.
 //!
 //! ```sh
 //! cargo run --release -p downstream --example sleep_floor -- 5000 10   # RATE SECS
@@ -20,7 +22,8 @@
 use std::time::{Duration, Instant};
 
 use downstream::timer::Alarm;
-use nix::time::{ClockId, clock_gettime};
+use nix::sys::time::TimeSpec;
+use nix::time::{ClockId, ClockNanosleepFlags, clock_gettime, clock_nanosleep};
 
 const MAX_RATE: u64 = 1_000_000;
 const MAX_SECS: u64 = 3_600;
@@ -31,7 +34,12 @@ fn main() -> std::process::ExitCode {
         eprintln!("sleep_floor RATE SECS: RATE 1 to {MAX_RATE} due times a second, SECS 1 to {MAX_SECS}");
         return std::process::ExitCode::from(2);
     };
-    let tick = std::env::var("MODE").is_ok_and(|m| m == "tick");
+    let mode = std::env::var("MODE").unwrap_or_else(|_| "alarm".into());
+    if !["alarm", "tick", "thread"].contains(&mode.as_str()) {
+        eprintln!("sleep_floor: MODE is alarm (the default), tick or thread, not {mode:?}");
+        return std::process::ExitCode::from(2);
+    }
+    let tick = mode == "tick";
     let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -42,13 +50,17 @@ fn main() -> std::process::ExitCode {
     let start = Instant::now();
     // On a worker, as the harness's dispatcher runs (a future given to
     // `block_on` runs on this thread, the reactor on the worker's).
-    let waits = rt.block_on(rt.spawn(wake_at_due_times(rate, secs, tick))).unwrap_or_else(|e| Err(e.into()));
+    let waits = if mode == "thread" {
+        sleep_to_due_times(rate, secs)
+    } else {
+        rt.block_on(rt.spawn(wake_at_due_times(rate, secs, tick))).unwrap_or_else(|e| Err(e.into()))
+    };
     let cpu = clock_gettime(ClockId::CLOCK_PROCESS_CPUTIME_ID).map(Duration::from).map_err(std::io::Error::from);
     match (waits, cpu) {
         (Ok(waits), Ok(cpu)) => {
             println!(
                 "{{\"mode\":\"{}\",\"rate\":{rate},\"due_times\":{},\"waits\":{waits},\"seconds\":{:.6},\"cpu_seconds\":{:.6}}}",
-                if tick { "tick" } else { "alarm" },
+                mode,
                 rate * secs,
                 start.elapsed().as_secs_f64(),
                 cpu.as_secs_f64()
@@ -81,6 +93,23 @@ async fn wake_at_due_times(rate: u64, secs: u64, tick: bool) -> std::io::Result<
         } else {
             alarm.sleep(due - now).await?;
         }
+    }
+    Ok(waits)
+}
+
+/// [`wake_at_due_times`] on this thread, each wait a `clock_nanosleep` to
+/// the due time on the monotonic clock.
+fn sleep_to_due_times(rate: u64, secs: u64) -> std::io::Result<u64> {
+    let gap = Duration::from_nanos(1_000_000_000 / rate);
+    let start = Duration::from(clock_gettime(ClockId::CLOCK_MONOTONIC)?);
+    let mut waits = 0;
+    for i in 1..=rate * secs {
+        let due = start + gap * u32::try_from(i).unwrap_or(u32::MAX);
+        if due <= Duration::from(clock_gettime(ClockId::CLOCK_MONOTONIC)?) {
+            continue;
+        }
+        waits += 1;
+        clock_nanosleep(ClockId::CLOCK_MONOTONIC, ClockNanosleepFlags::TIMER_ABSTIME, &TimeSpec::from_duration(due))?;
     }
     Ok(waits)
 }
