@@ -59,7 +59,11 @@ pub(super) fn error_body_reason(body: &[u8]) -> String {
 pub(super) fn classify(e: &FrontError) -> Outcome {
     match e {
         FrontError::Connect(..) => Outcome::Connect,
-        FrontError::Http(_) | FrontError::Closed | FrontError::TooLarge => Outcome::BadResponse,
+        FrontError::Http(_)
+        | FrontError::Closed
+        | FrontError::TooLarge
+        | FrontError::Io(_)
+        | FrontError::Protocol(_) => Outcome::BadResponse,
         FrontError::Full { .. } => Outcome::AnswersFull,
     }
 }

@@ -1,5 +1,7 @@
-//! The front hop's HTTP/1.1 client: hyper's connection API, each exchange
-//! driven inside the request's own task.
+//! The front hop's HTTP/1.1 client, each exchange driven inside the
+//! request's own task: an answer read whole by the lean exchange
+//! (`lean.rs`: the request in one write, the answer parsed by `httparse`),
+//! a stream's items by hyper's connection API.
 //!
 //! A pooled client (reqwest, hyper-util's legacy client) runs every
 //! connection as a task of its own: a request is handed to that task over a
@@ -34,11 +36,19 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use super::deferred::Deferred;
+use super::lean::LeanConn;
 use super::stamped::{RxStamp, StampedTcp};
 
-/// One HTTP/1.1 connection: the handle requests go through, and the
+/// One HTTP/1.1 connection: the lean exchange's (`lean.rs`, answers read
+/// whole) or hyper's (a stream's items read as they come).
+enum Conn {
+    Lean(LeanConn),
+    Hyper(Box<HyperConn>),
+}
+
+/// One hyper HTTP/1.1 connection: the handle requests go through, and the
 /// connection itself, polled only while a request of ours waits on it.
-struct Conn {
+struct HyperConn {
     sender: http1::SendRequest<Full<Bytes>>,
     conn: http1::Connection<TokioIo<StampedTcp>, Full<Bytes>>,
     /// When the kernel received the last bytes read from this connection.
@@ -57,6 +67,12 @@ pub enum FrontError {
     Http(#[from] hyper::Error),
     #[error("the connection closed before the answer")]
     Closed,
+    /// Reading or writing the connection failed.
+    #[error("on the connection: {0}")]
+    Io(std::io::Error),
+    /// The answer was not the HTTP/1.1 the lean exchange reads (`lean.rs`).
+    #[error("the answer is not HTTP: {0}")]
+    Protocol(String),
     /// The answer's body declared or ran past [`MAX_ANSWER_BYTES`].
     #[error("the answer's body is over the {MAX_ANSWER_BYTES} bytes read")]
     TooLarge,
@@ -149,7 +165,7 @@ impl Drop for Held {
 
 /// How one exchange on a connection came to nothing.
 #[derive(Debug)]
-enum Attempt {
+pub(super) enum Attempt {
     /// The connection ended before the request was written.
     Unsent,
     Failed(FrontError),
@@ -228,18 +244,10 @@ async fn read_whole(
         held.resize(whole.len() + data.len()).map_err(Sent::Full)?;
         whole.extend_from_slice(&data);
     }
-    let body = whole.freeze();
     // A stamp from before this exchange began cannot be its answer's
     // (a stepped wall clock): the clock is taken instead.
     let stamp = rx.arrived().filter(|at| *at >= start);
-    Ok(FrontAnswer {
-        status: parts.status,
-        headers: parts.headers,
-        body,
-        arrived: stamp.unwrap_or_else(Instant::now),
-        kernel_stamped: stamp.is_some(),
-        _held: held,
-    })
+    Ok(FrontAnswer::new(parts.status, parts.headers, whole.freeze(), stamp, held))
 }
 
 /// The answer to one POST, its body whole.
@@ -257,6 +265,27 @@ pub struct FrontAnswer {
     _held: Held,
 }
 
+impl FrontAnswer {
+    /// An answer read whole, arrived at the kernel's `stamp` of its last
+    /// byte, or now where there is none.
+    pub(super) fn new(
+        status: StatusCode,
+        headers: hyper::HeaderMap,
+        body: Bytes,
+        stamp: Option<Instant>,
+        held: Held,
+    ) -> Self {
+        FrontAnswer {
+            status,
+            headers,
+            body,
+            arrived: stamp.unwrap_or_else(Instant::now),
+            kernel_stamped: stamp.is_some(),
+            _held: held,
+        }
+    }
+}
+
 /// POSTs JSON to one URL over kept-alive HTTP/1.1 connections.
 pub struct FrontClient {
     url: String,
@@ -266,6 +295,8 @@ pub struct FrontClient {
     authority: String,
     host: HeaderValue,
     path: Uri,
+    /// The lean exchange's request up to its content length's digits.
+    request_head: Vec<u8>,
     idle: Mutex<Vec<Conn>>,
     /// Whether reads are cut at line ends, each line stamped
     /// (`StampedTcp::lines`): a stream's items, one stamp each.
@@ -308,8 +339,12 @@ impl FrontClient {
         } else {
             format!("{host}:{port}")
         };
-        let path = uri.path_and_query().map_or("/", |p| p.as_str()).parse()?;
+        let path: Uri = uri.path_and_query().map_or("/", |p| p.as_str()).parse()?;
+        let request_head =
+            format!("POST {path} HTTP/1.1\r\nhost: {authority}\r\ncontent-type: application/json\r\ncontent-length: ")
+                .into_bytes();
         Ok(FrontClient {
+            request_head,
             url: url.to_owned(),
             budget,
             host: HeaderValue::from_str(&authority)?,
@@ -370,14 +405,36 @@ impl FrontClient {
     /// closed.
     ///
     /// A kept-alive connection the server closed (its idle or header-read
-    /// timeout) can end just after it was taken, before the request went out:
-    /// hyper then ends the connection cleanly with the request never sent, and
-    /// waiting for its answer held it until the timeout (seen at 10,000 req/s
-    /// after a warm-up left thousands of connections idle). The request goes
-    /// out again on a new connection, as a pooled client (hyper-util's) does
-    /// with a request that was never sent; the wait counts in its latency.
+    /// timeout) can end just after it was taken, before the request went out
+    /// (seen at 10,000 req/s after a warm-up left thousands of connections
+    /// idle): the exchange finds the close before it writes (`lean.rs`), or
+    /// its first write is refused. The request goes out again on a new
+    /// connection, as a pooled client (hyper-util's) does with a request that
+    /// was never sent; the wait counts in its latency. A client stamping
+    /// lines reads its answers with hyper's connection (`post_on_with`).
     pub async fn post_json(&self, body: String) -> Result<FrontAnswer, FrontError> {
-        self.post_reading(body, Whole).await
+        if self.line_stamps {
+            return self.post_reading(body, Whole).await;
+        }
+        let mut request = Vec::with_capacity(self.request_head.len() + 24 + body.len());
+        request.extend_from_slice(&self.request_head);
+        request.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
+        request.extend_from_slice(b"\r\n\r\n");
+        request.extend_from_slice(body.as_bytes());
+        let mut c = match self.take_idle() {
+            Some(Conn::Lean(c)) => c,
+            _ => self.connect_lean().await?,
+        };
+        let mut attempt = c.exchange(&request, Instant::now(), self.budget.hold()).await;
+        if matches!(attempt, Err(Attempt::Unsent)) {
+            c = self.connect_lean().await?;
+            attempt = c.exchange(&request, Instant::now(), self.budget.hold()).await;
+        }
+        let (answer, keep) = attempt.map_err(Attempt::into_error)?;
+        if keep {
+            self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(Conn::Lean(c));
+        }
+        Ok(answer)
     }
 
     /// [`post_json`](Self::post_json) with the answer read by `read` (the
@@ -387,21 +444,15 @@ impl FrontClient {
         R: ReadAnswer<Output = T>,
     {
         let c = match self.take_idle() {
-            Some(c) => c,
-            None => self.connect().await?,
+            Some(Conn::Hyper(c)) => *c,
+            _ => self.connect().await?,
         };
         self.post_on_with(c, body, &read).await
     }
 
-    /// [`post_json`](Self::post_json) on `c`.
-    #[cfg(test)]
-    async fn post_on(&self, c: Conn, body: String) -> Result<FrontAnswer, FrontError> {
-        self.post_on_with(c, body, &Whole).await
-    }
-
     /// The exchange on `c`, and once more on a new connection if `c` ended
     /// before the request went out.
-    async fn post_on_with<T, R>(&self, mut c: Conn, body: String, read: &R) -> Result<T, FrontError>
+    async fn post_on_with<T, R>(&self, mut c: HyperConn, body: String, read: &R) -> Result<T, FrontError>
     where
         R: ReadAnswer<Output = T>,
     {
@@ -413,20 +464,14 @@ impl FrontClient {
         }
         let (answer, keep) = attempt.map_err(Attempt::into_error)?;
         if keep {
-            self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(c);
+            self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(Conn::Hyper(Box::new(c)));
         }
         Ok(answer)
     }
 
-    /// One exchange on `c`, its answer read whole.
-    #[cfg(test)]
-    async fn exchange(&self, c: &mut Conn, body: Bytes) -> Result<(FrontAnswer, bool), Attempt> {
-        self.exchange_with(c, body, &Whole).await
-    }
-
     /// One exchange on `c`, its answer read by `read`: the answer and
     /// whether the connection can be kept, or why there is none.
-    async fn exchange_with<T, R>(&self, c: &mut Conn, body: Bytes, read: &R) -> Result<(T, bool), Attempt>
+    async fn exchange_with<T, R>(&self, c: &mut HyperConn, body: Bytes, read: &R) -> Result<(T, bool), Attempt>
     where
         R: ReadAnswer<Output = T>,
     {
@@ -435,7 +480,7 @@ impl FrontClient {
         req.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         c.rx.clear();
         let start = Instant::now();
-        let Conn { sender, conn, rx } = c;
+        let HyperConn { sender, conn, rx } = c;
         let exchange = async {
             // A connection that cannot take the request (closed) or hands it
             // back unsent has not sent it.
@@ -479,13 +524,18 @@ impl FrontClient {
     fn take_idle(&self) -> Option<Conn> {
         loop {
             let mut c = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
-            if (&mut c.conn).now_or_never().is_none() {
+            let open = match &mut c {
+                Conn::Hyper(h) => (&mut h.conn).now_or_never().is_none(),
+                Conn::Lean(l) => !l.is_closed(),
+            };
+            if open {
                 return Some(c);
             }
         }
     }
 
-    async fn connect(&self) -> Result<Conn, FrontError> {
+    /// A new connection's stamped socket.
+    async fn connect_tcp(&self) -> Result<(StampedTcp, RxStamp), FrontError> {
         let connect_error = |e| FrontError::Connect(self.authority.clone(), e);
         let tcp = TcpStream::connect(&self.authority).await.map_err(connect_error)?;
         tcp.set_nodelay(true).map_err(connect_error)?;
@@ -494,9 +544,18 @@ impl FrontClient {
             (Some(set), false) => StampedTcp::deferred(tcp, set),
             (None, false) => StampedTcp::new(tcp),
         };
-        let (tcp, rx) = stamped.map_err(connect_error)?;
+        stamped.map_err(connect_error)
+    }
+
+    async fn connect(&self) -> Result<HyperConn, FrontError> {
+        let (tcp, rx) = self.connect_tcp().await?;
         let (sender, conn) = http1::Builder::new().handshake(TokioIo::new(tcp)).await?;
-        Ok(Conn { sender, conn, rx })
+        Ok(HyperConn { sender, conn, rx })
+    }
+
+    async fn connect_lean(&self) -> Result<LeanConn, FrontError> {
+        let (tcp, rx) = self.connect_tcp().await?;
+        Ok(LeanConn::new(tcp, rx))
     }
 }
 
@@ -563,16 +622,20 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/v1/call", listener.local_addr().unwrap());
         let client = FrontClient::new(&url).unwrap();
-        let (stale, accepted) = tokio::join!(client.connect(), listener.accept());
+        let (stale, accepted) = tokio::join!(client.connect_lean(), listener.accept());
         let (mut stale, (first, _)) = (stale.unwrap(), accepted.unwrap());
         // Taken from the pool while still open (take_idle polls it once)...
-        assert!((&mut stale.conn).now_or_never().is_none());
+        assert!(!stale.is_closed());
         // ...then closed by the server (a FIN, as its idle timeout does).
         drop(first);
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         let attempt = tokio::time::timeout(
             std::time::Duration::from_secs(5),
-            client.exchange(&mut stale, Bytes::from_static(b"{}")),
+            stale.exchange(
+                b"POST /v1/call HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}",
+                Instant::now(),
+                client.budget.hold(),
+            ),
         )
         .await
         .expect("the exchange ends at once, not at the timeout");
@@ -582,12 +645,117 @@ mod tests {
         // before the close): the request goes again and is answered.
         let (url, accepted) = server(1).await;
         let client = FrontClient::new(&url).unwrap();
-        let answered = tokio::time::timeout(std::time::Duration::from_secs(5), client.post_on(stale, "{}".into()))
+        client.idle.lock().unwrap().push(Conn::Lean(stale));
+        let answered = tokio::time::timeout(std::time::Duration::from_secs(5), client.post_json("{}".into()))
             .await
             .expect("no wait for the timeout")
             .expect("answered on a new connection");
         assert_eq!(answered.status, StatusCode::OK);
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    /// Answers every request of every connection with `answer` (closing the
+    /// connection after each answer if `close`); the URL and a count of
+    /// connections accepted.
+    async fn serving(answer: &'static [u8], close: bool) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1/call", listener.local_addr().unwrap());
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    while matches!(tcp.read(&mut buf).await, Ok(n) if n > 0) {
+                        if tcp.write_all(answer).await.is_err() || close {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    /// The lean exchange reads each way an HTTP/1.1 answer can end, and
+    /// keeps the connection only where another exchange can follow.
+    #[tokio::test]
+    async fn answers_are_read_by_length_chunks_or_close_and_kept_only_when_they_can_be() {
+        // The case, the answer, whether the server closes after it, the
+        // body read, whether the connection is kept.
+        type Case = (&'static str, &'static [u8], bool, &'static [u8], bool);
+        let cases: [Case; 9] = [
+            ("length", b"HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\n{\"ok\":1}", false, b"{\"ok\":1}", true),
+            (
+                "chunked",
+                b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n4\r\n{\"ok\r\n4\r\n\":1}\r\n0\r\n\r\n",
+                false,
+                b"{\"ok\":1}",
+                true,
+            ),
+            (
+                "chunked, a trailer",
+                b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nx-t: 1\r\n\r\n",
+                false,
+                b"{}",
+                true,
+            ),
+            (
+                "100 continue first",
+                b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}",
+                false,
+                b"{}",
+                true,
+            ),
+            ("no content", b"HTTP/1.1 204 No Content\r\n\r\n", false, b"", true),
+            (
+                "connection: close",
+                b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\n{}",
+                true,
+                b"{}",
+                false,
+            ),
+            ("HTTP/1.0", b"HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\n{}", true, b"{}", false),
+            ("to the close", b"HTTP/1.1 200 OK\r\n\r\n{}", true, b"{}", false),
+            ("bytes after it", b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}junk", false, b"{}", false),
+        ];
+        for (name, answer, close, body, kept) in cases {
+            let (url, accepted) = serving(answer, close).await;
+            let client = FrontClient::new(&url).unwrap();
+            for i in 1..=2 {
+                let a = client.post_json("{}".into()).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_eq!(&a.body[..], body, "{name}");
+                assert_eq!(client.idle_connections(), usize::from(kept), "{name}");
+                let opened = accepted.load(std::sync::atomic::Ordering::SeqCst);
+                assert_eq!(opened, if kept { 1 } else { i }, "{name}: connections after {i} requests");
+            }
+        }
+    }
+
+    /// What is not an answer the lean exchange can read is refused, named,
+    /// and never held: a head past its bound, a chunk past the body's
+    /// bound, a chunk without its line end.
+    #[tokio::test]
+    async fn answers_past_their_bounds_or_malformed_are_refused() {
+        let long_head: &'static [u8] = Box::leak(
+            format!("HTTP/1.1 200 OK\r\nx-long: {}\r\n\r\n", "a".repeat(super::super::lean::MAX_HEAD_BYTES))
+                .into_bytes()
+                .into_boxed_slice(),
+        );
+        let huge_chunk: &'static [u8] = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nffffffff\r\n";
+        let bad_chunk: &'static [u8] = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}xx0\r\n\r\n";
+        for (answer, protocol) in [(long_head, true), (huge_chunk, false), (bad_chunk, true)] {
+            let (url, _) = serving(answer, false).await;
+            let client = FrontClient::new(&url).unwrap();
+            let got = tokio::time::timeout(std::time::Duration::from_secs(10), client.post_json("{}".into())).await;
+            let got = got.expect("refused at once, not waited on");
+            match protocol {
+                true => assert!(matches!(got, Err(FrontError::Protocol(_))), "{got:?}"),
+                false => assert!(matches!(got, Err(FrontError::TooLarge)), "{got:?}"),
+            }
+            assert_eq!(client.idle_connections(), 0);
+        }
     }
 
     /// Released connections are closed, not just forgotten: the server reads
@@ -735,7 +903,8 @@ mod tests {
     async fn an_answer_that_is_not_http_is_an_http_error() {
         let addr = answering(b"SSH-2.0-OpenSSH\r\n", std::time::Duration::ZERO).await;
         let client = FrontClient::new(&format!("http://{addr}/v1/call")).unwrap();
-        assert!(matches!(client.post_json("{}".into()).await, Err(FrontError::Http(_))));
+        let answer = client.post_json("{}".into()).await;
+        assert!(matches!(answer, Err(FrontError::Protocol(_))), "{answer:?}");
         assert_eq!(client.idle_connections(), 0);
     }
 

@@ -22,6 +22,7 @@ pub mod answer;
 mod deferred;
 pub mod dispatch;
 pub mod front;
+mod lean;
 mod pump;
 mod stamped;
 pub mod stream;
