@@ -568,29 +568,7 @@ mod tests {
     /// Answers `answers` requests per connection, then closes it; returns the
     /// URL and a count of connections accepted.
     async fn server(answers: usize) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let count = accepted.clone();
-        tokio::spawn(async move {
-            while let Ok((mut tcp, _)) = listener.accept().await {
-                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 4096];
-                    for _ in 0..answers {
-                        match tcp.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => assert!(String::from_utf8_lossy(&buf[..n]).starts_with("POST /v1/call HTTP/1.1")),
-                        }
-                        let body = "{\"ok\":1}";
-                        let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nx-n: 1\r\n\r\n", body.len());
-                        tcp.write_all(head.as_bytes()).await.unwrap();
-                        tcp.write_all(body.as_bytes()).await.unwrap();
-                    }
-                });
-            }
-        });
-        (format!("http://{addr}/v1/call"), accepted)
+        serving(b"HTTP/1.1 200 OK\r\ncontent-length: 8\r\nx-n: 1\r\n\r\n{\"ok\":1}", answers).await
     }
 
     #[tokio::test]
@@ -654,10 +632,13 @@ mod tests {
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
-    /// Answers every request of every connection with `answer` (closing the
-    /// connection after each answer if `close`); the URL and a count of
+    /// Answers each request (a POST to `/v1/call`) with `answer`, up to
+    /// `answers` on a connection, then closes it; the URL and a count of
     /// connections accepted.
-    async fn serving(answer: &'static [u8], close: bool) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    async fn serving(
+        answer: &'static [u8],
+        answers: usize,
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/v1/call", listener.local_addr().unwrap());
         let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -667,8 +648,12 @@ mod tests {
                 count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 tokio::spawn(async move {
                     let mut buf = vec![0u8; 4096];
-                    while matches!(tcp.read(&mut buf).await, Ok(n) if n > 0) {
-                        if tcp.write_all(answer).await.is_err() || close {
+                    for _ in 0..answers {
+                        match tcp.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => assert!(String::from_utf8_lossy(&buf[..n]).starts_with("POST /v1/call HTTP/1.1")),
+                        }
+                        if tcp.write_all(answer).await.is_err() {
                             return;
                         }
                     }
@@ -721,7 +706,7 @@ mod tests {
             ("bytes after it", b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}junk", false, b"{}", false),
         ];
         for (name, answer, close, body, kept) in cases {
-            let (url, accepted) = serving(answer, close).await;
+            let (url, accepted) = serving(answer, if close { 1 } else { usize::MAX }).await;
             let client = FrontClient::new(&url).unwrap();
             for i in 1..=2 {
                 let a = client.post_json("{}".into()).await.unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -746,7 +731,7 @@ mod tests {
         let huge_chunk: &'static [u8] = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nffffffff\r\n";
         let bad_chunk: &'static [u8] = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}xx0\r\n\r\n";
         for (answer, protocol) in [(long_head, true), (huge_chunk, false), (bad_chunk, true)] {
-            let (url, _) = serving(answer, false).await;
+            let (url, _) = serving(answer, usize::MAX).await;
             let client = FrontClient::new(&url).unwrap();
             let got = tokio::time::timeout(std::time::Duration::from_secs(10), client.post_json("{}".into())).await;
             let got = got.expect("refused at once, not waited on");
