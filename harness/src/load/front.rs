@@ -719,8 +719,9 @@ mod tests {
     }
 
     /// What is not an answer the lean exchange can read is refused, named,
-    /// and never held: a head past its bound, a chunk past the body's
-    /// bound, a chunk without its line end.
+    /// and never held: a head, a chunk's size line or its trailers past the
+    /// head's bound (the server holding the connection open, not closing
+    /// it), a chunk past the body's bound, a chunk without its line end.
     #[tokio::test]
     async fn answers_past_their_bounds_or_malformed_are_refused() {
         let long_head: &'static [u8] = Box::leak(
@@ -728,9 +729,17 @@ mod tests {
                 .into_bytes()
                 .into_boxed_slice(),
         );
+        let endless = |start: &str| -> &'static [u8] {
+            let filler = "a".repeat(super::super::lean::MAX_HEAD_BYTES + 10);
+            Box::leak(format!("{start}{filler}").into_bytes().into_boxed_slice())
+        };
+        let long_size = endless("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1;x=");
+        let long_trailer = endless("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\nx-t: ");
         let huge_chunk: &'static [u8] = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nffffffff\r\n";
         let bad_chunk: &'static [u8] = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}xx0\r\n\r\n";
-        for (answer, protocol) in [(long_head, true), (huge_chunk, false), (bad_chunk, true)] {
+        let cases =
+            [(long_head, true), (long_size, true), (long_trailer, true), (huge_chunk, false), (bad_chunk, true)];
+        for (answer, protocol) in cases {
             let (url, _) = serving(answer, usize::MAX).await;
             let client = FrontClient::new(&url).unwrap();
             let got = tokio::time::timeout(std::time::Duration::from_secs(10), client.post_json("{}".into())).await;

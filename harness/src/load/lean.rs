@@ -192,6 +192,9 @@ impl LeanConn {
         loop {
             let (at, size) = match httparse::parse_chunk_size(&self.buf) {
                 Ok(httparse::Status::Complete(found)) => found,
+                Ok(httparse::Status::Partial) if self.buf.len() >= MAX_HEAD_BYTES => {
+                    return Err(protocol(format!("a chunk's size line over {MAX_HEAD_BYTES} bytes")));
+                }
                 Ok(httparse::Status::Partial) => {
                     self.read_more(MAX_HEAD_BYTES).await?;
                     continue;
@@ -209,7 +212,10 @@ impl LeanConn {
                         self.buf.advance(at + end + 4);
                         return Ok(body);
                     }
-                    self.read_more(MAX_HEAD_BYTES).await?;
+                    if self.buf.len() - at >= MAX_HEAD_BYTES {
+                        return Err(protocol(format!("an answer's trailers over {MAX_HEAD_BYTES} bytes")));
+                    }
+                    self.read_more(at + MAX_HEAD_BYTES).await?;
                 }
             }
             if body.len() as u64 + size > MAX_ANSWER_BYTES as u64 {
