@@ -36,7 +36,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use super::deferred::Deferred;
-use super::lean::LeanConn;
+use super::lean::{self, LeanConn};
 use super::stamped::{RxStamp, StampedTcp};
 
 /// One HTTP/1.1 connection: the lean exchange's (`lean.rs`, answers read
@@ -85,10 +85,7 @@ pub enum FrontError {
     Full { held: usize, max: usize },
 }
 
-/// The largest answer body read from the caller's front door: the largest
-/// answer the contract allows (10,000 records of fan-out 10 as JSON) is tens
-/// of megabytes; a body declared or sent beyond this is refused, not held.
-pub const MAX_ANSWER_BYTES: usize = 256 << 20;
+pub use super::lean::MAX_ANSWER_BYTES;
 
 /// The most answer bytes the harness holds at once, every answer being
 /// read together: [`MAX_ANSWER_BYTES`] bounds one answer, and a caller
@@ -165,7 +162,7 @@ impl Drop for Held {
 
 /// How one exchange on a connection came to nothing.
 #[derive(Debug)]
-pub(super) enum Attempt {
+enum Attempt {
     /// The connection ended before the request was written.
     Unsent,
     Failed(FrontError),
@@ -425,16 +422,23 @@ impl FrontClient {
             Some(Conn::Lean(c)) => c,
             _ => self.connect_lean().await?,
         };
-        let mut attempt = c.exchange(&request, Instant::now(), self.budget.hold()).await;
-        if matches!(attempt, Err(Attempt::Unsent)) {
+        let mut held = self.budget.hold();
+        let mut attempt = c.exchange(&request, Instant::now(), &mut |n| held.resize(n)).await;
+        if matches!(attempt, Err(lean::Failure::Unsent)) {
             c = self.connect_lean().await?;
-            attempt = c.exchange(&request, Instant::now(), self.budget.hold()).await;
+            attempt = c.exchange(&request, Instant::now(), &mut |n| held.resize(n)).await;
         }
-        let (answer, keep) = attempt.map_err(Attempt::into_error)?;
-        if keep {
+        let a = attempt.map_err(|f| match f {
+            lean::Failure::Unsent | lean::Failure::Closed => FrontError::Closed,
+            lean::Failure::Io(e) => FrontError::Io(e),
+            lean::Failure::Protocol(what) => FrontError::Protocol(what),
+            lean::Failure::TooLarge => FrontError::TooLarge,
+            lean::Failure::Hold(e) => e,
+        })?;
+        if a.keep {
             self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(Conn::Lean(c));
         }
-        Ok(answer)
+        Ok(FrontAnswer::new(a.status, a.headers, a.body, a.stamp, held))
     }
 
     /// [`post_json`](Self::post_json) with the answer read by `read` (the
@@ -609,15 +613,13 @@ mod tests {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         let attempt = tokio::time::timeout(
             std::time::Duration::from_secs(5),
-            stale.exchange(
-                b"POST /v1/call HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}",
-                Instant::now(),
-                client.budget.hold(),
-            ),
+            stale.exchange(b"POST /v1/call HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}", Instant::now(), &mut |_| {
+                Ok::<(), FrontError>(())
+            }),
         )
         .await
         .expect("the exchange ends at once, not at the timeout");
-        assert!(matches!(attempt, Err(Attempt::Unsent)), "{:?}", attempt.map(|(a, _)| a.status));
+        assert!(matches!(attempt, Err(lean::Failure::Unsent)), "{:?}", attempt.map(|a| a.status));
 
         // post_json with that connection first in the pool (as if taken just
         // before the close): the request goes again and is answered.

@@ -15,20 +15,27 @@
 //! ([`LeanConn::is_closed`], then [`Attempt::Unsent`]: it goes again on a
 //! new connection); an answer that says `connection: close`, is HTTP/1.0,
 //! is read to its end, or leaves bytes after it, is not kept; every bound
-//! stays (the head's, the body's [`MAX_ANSWER_BYTES`], the process's
-//! [`AnswerBudget`](super::front::AnswerBudget)).
+//! stays (the head's, the body's [`MAX_ANSWER_BYTES`], and a hold on the
+//! process's answer budget, which the caller gives as `hold`).
+//!
+//! It knows nothing of the client that uses it (`front.rs`): it answers
+//! with an [`Answer`] or a [`Failure`], which the client turns into its own.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{HeaderMap, StatusCode};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 
-use super::front::{Attempt, FrontAnswer, FrontError, Held, MAX_ANSWER_BYTES};
 use super::stamped::{RxStamp, StampedTcp};
+
+/// The largest answer body read from the caller's front door: the largest
+/// answer the contract allows (10,000 records of fan-out 10 as JSON) is tens
+/// of megabytes; a body declared or sent beyond this is refused, not held.
+pub const MAX_ANSWER_BYTES: usize = 256 << 20;
 
 /// The most bytes an answer's head (status line and headers) may take.
 pub const MAX_HEAD_BYTES: usize = 64 << 10;
@@ -44,6 +51,37 @@ pub(super) struct LeanConn {
     pub(super) rx: RxStamp,
     /// What has been read of the answer and not yet used.
     buf: BytesMut,
+}
+
+/// An answer read whole.
+#[derive(Debug)]
+pub(super) struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    /// The kernel's receive stamp of its last byte, if it had one and it
+    /// is not before the exchange began (a stepped wall clock).
+    pub stamp: Option<Instant>,
+    /// Whether the connection may carry another exchange.
+    pub keep: bool,
+}
+
+/// Why an exchange has no answer; `E` is what the hold on the budget
+/// refuses with.
+#[derive(Debug)]
+pub(super) enum Failure<E> {
+    /// The request never reached the server: the connection was closed
+    /// before it, or refused its first write.
+    Unsent,
+    /// The server closed the connection before the answer ended.
+    Closed,
+    Io(std::io::Error),
+    /// Not an HTTP/1.1 answer this reads, or past the head's bound.
+    Protocol(String),
+    /// A body over [`MAX_ANSWER_BYTES`].
+    TooLarge,
+    /// The hold on the budget refused more.
+    Hold(E),
 }
 
 /// How an answer's body ends.
@@ -80,25 +118,23 @@ impl LeanConn {
         !matches!(Pin::new(&mut self.io).poll_read(&mut cx, &mut read), Poll::Pending)
     }
 
-    /// Writes `request` and reads its answer whole: the answer and whether
-    /// the connection can be kept, or why there is none. `Unsent` where the
-    /// request never reached the server (closed before it, or refused at the
-    /// first write).
-    pub(super) async fn exchange(
+    /// Writes `request` and reads its answer whole, each piece of its body
+    /// held first by `hold` (the bytes held in all); or why there is none.
+    pub(super) async fn exchange<E>(
         &mut self,
         request: &[u8],
         start: Instant,
-        mut held: Held,
-    ) -> Result<(FrontAnswer, bool), Attempt> {
+        hold: &mut impl FnMut(usize) -> Result<(), E>,
+    ) -> Result<Answer, Failure<E>> {
         if self.is_closed() {
-            return Err(Attempt::Unsent);
+            return Err(Failure::Unsent);
         }
         self.rx.clear();
-        let written = self.io.write(request).await.map_err(|_| Attempt::Unsent)?;
+        let written = self.io.write(request).await.map_err(|_| Failure::Unsent)?;
         if written == 0 {
-            return Err(Attempt::Unsent);
+            return Err(Failure::Unsent);
         }
-        self.io.write_all(&request[written..]).await.map_err(failed)?;
+        self.io.write_all(&request[written..]).await.map_err(Failure::Io)?;
         self.buf.clear();
         let head = loop {
             if let Some(head) = self.head()? {
@@ -107,17 +143,20 @@ impl LeanConn {
             self.read_more(MAX_HEAD_BYTES).await?;
         };
         self.buf.advance(head.len);
-        let (body, ended) = self.body(head.body, &mut held).await?;
-        // Bytes past the answer (none asked for them) leave the connection unusable.
-        let keep = head.keep && !ended && self.buf.is_empty();
-        let stamp = self.rx.arrived().filter(|at| *at >= start);
-        let answer = FrontAnswer::new(head.status, head.headers, body.freeze(), stamp, held);
-        Ok((answer, keep))
+        let (body, ended) = self.body(head.body, hold).await?;
+        Ok(Answer {
+            status: head.status,
+            headers: head.headers,
+            body: body.freeze(),
+            stamp: self.rx.arrived().filter(|at| *at >= start),
+            // Bytes past the answer (none asked for them) leave the connection unusable.
+            keep: head.keep && !ended && self.buf.is_empty(),
+        })
     }
 
     /// The answer's head, once the buffer holds it whole; an informational
     /// answer (1xx) before it is passed over.
-    fn head(&mut self) -> Result<Option<Head>, Attempt> {
+    fn head<E>(&mut self) -> Result<Option<Head>, Failure<E>> {
         loop {
             let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
             let mut resp = httparse::Response::new(&mut headers);
@@ -144,7 +183,7 @@ impl LeanConn {
                     let n = std::str::from_utf8(h.value).ok().and_then(|v| v.trim().parse::<u64>().ok());
                     let n = n.ok_or_else(|| protocol("an unreadable content-length".into()))?;
                     if n > MAX_ANSWER_BYTES as u64 {
-                        return Err(Attempt::Failed(FrontError::TooLarge));
+                        return Err(Failure::TooLarge);
                     }
                     body = Body::Length(n as usize);
                 } else if name == hyper::header::TRANSFER_ENCODING {
@@ -162,32 +201,36 @@ impl LeanConn {
     }
 
     /// The body, and whether the server ended the connection to end it.
-    async fn body(&mut self, kind: Body, held: &mut Held) -> Result<(BytesMut, bool), Attempt> {
+    async fn body<E>(
+        &mut self,
+        kind: Body,
+        hold: &mut impl FnMut(usize) -> Result<(), E>,
+    ) -> Result<(BytesMut, bool), Failure<E>> {
         match kind {
             Body::Empty => Ok((BytesMut::new(), false)),
             Body::Length(n) => {
                 while self.buf.len() < n {
-                    held.resize(self.buf.len()).map_err(Attempt::Failed)?;
+                    hold(self.buf.len()).map_err(Failure::Hold)?;
                     self.read_more(n).await?;
                 }
-                held.resize(n).map_err(Attempt::Failed)?;
+                hold(n).map_err(Failure::Hold)?;
                 Ok((self.buf.split_to(n), false))
             }
             Body::ToEnd => loop {
-                held.resize(self.buf.len()).map_err(Attempt::Failed)?;
+                hold(self.buf.len()).map_err(Failure::Hold)?;
                 if self.buf.len() > MAX_ANSWER_BYTES {
-                    return Err(Attempt::Failed(FrontError::TooLarge));
+                    return Err(Failure::TooLarge);
                 }
                 if self.read(MAX_ANSWER_BYTES + 1).await? == 0 {
                     return Ok((self.buf.split(), true));
                 }
             },
-            Body::Chunked => self.chunks(held).await.map(|b| (b, false)),
+            Body::Chunked => self.chunks(hold).await.map(|b| (b, false)),
         }
     }
 
     /// A chunked body, decoded as its chunks arrive.
-    async fn chunks(&mut self, held: &mut Held) -> Result<BytesMut, Attempt> {
+    async fn chunks<E>(&mut self, hold: &mut impl FnMut(usize) -> Result<(), E>) -> Result<BytesMut, Failure<E>> {
         let mut body = BytesMut::new();
         loop {
             let (at, size) = match httparse::parse_chunk_size(&self.buf) {
@@ -219,10 +262,10 @@ impl LeanConn {
                 }
             }
             if body.len() as u64 + size > MAX_ANSWER_BYTES as u64 {
-                return Err(Attempt::Failed(FrontError::TooLarge));
+                return Err(Failure::TooLarge);
             }
             let size = size as usize;
-            held.resize(body.len() + size).map_err(Attempt::Failed)?;
+            hold(body.len() + size).map_err(Failure::Hold)?;
             while self.buf.len() < at + size + 2 {
                 self.read_more(at + size + 2).await?;
             }
@@ -236,26 +279,22 @@ impl LeanConn {
 
     /// One read into the buffer, more than `want` bytes never asked for;
     /// the count (0: the server closed).
-    async fn read(&mut self, want: usize) -> Result<usize, Attempt> {
+    async fn read<E>(&mut self, want: usize) -> Result<usize, Failure<E>> {
         let room = want.saturating_sub(self.buf.len()).clamp(1, READ_BYTES);
         self.buf.reserve(room);
         let mut limited = (&mut self.io).take(room as u64);
-        limited.read_buf(&mut self.buf).await.map_err(failed)
+        limited.read_buf(&mut self.buf).await.map_err(Failure::Io)
     }
 
     /// [`read`](Self::read), the server's close before the answer ends an error.
-    async fn read_more(&mut self, want: usize) -> Result<(), Attempt> {
+    async fn read_more<E>(&mut self, want: usize) -> Result<(), Failure<E>> {
         match self.read(want).await? {
-            0 => Err(Attempt::Failed(FrontError::Closed)),
+            0 => Err(Failure::Closed),
             _ => Ok(()),
         }
     }
 }
 
-fn failed(e: std::io::Error) -> Attempt {
-    Attempt::Failed(FrontError::Io(e))
-}
-
-fn protocol(what: String) -> Attempt {
-    Attempt::Failed(FrontError::Protocol(what))
+fn protocol<E>(what: String) -> Failure<E> {
+    Failure::Protocol(what)
 }
