@@ -32,7 +32,7 @@ use tonic::server::UnaryService;
 use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};
 
 use crate::core::{Core, FetchError};
-use crate::grpc::{ShedMark, fetch_status};
+use crate::grpc::fetch_status;
 use crate::rest::{Encoding, fetch_error};
 use payload::JsonCodec;
 
@@ -148,7 +148,6 @@ impl UnaryService<Received> for ProtobufMethod {
     fn call(&mut self, request: GrpcRequest<Received>) -> Self::Future {
         let shared = self.0.clone();
         Box::pin(async move {
-            let shed = request.extensions().get::<ShedMark>().cloned();
             let n = contract::call_number(request.metadata().get(CALL_HEADER).map(|v| v.as_bytes()));
             let request_bytes = request.get_ref().bytes;
             drop(request);
@@ -156,7 +155,7 @@ impl UnaryService<Received> for ProtobufMethod {
             shared.counters.add_message_bytes(request_bytes, 0);
             let answer_bytes = if answered.is_ok() { shared.custom.answer_bytes(n) } else { 0 };
             count_call(&shared.counters, n, request_bytes, answer_bytes);
-            let (answer, permit) = answered.map_err(|e| fetch_status(&e, shed.as_ref()))?;
+            let (answer, permit) = answered.map_err(|e| fetch_status(&e))?;
             let mut resp = GrpcResponse::new(answer);
             resp.extensions_mut().insert(HeldUntilSent::new(permit));
             Ok(resp)
@@ -174,16 +173,13 @@ impl UnaryService<Bytes> for JsonMethod {
     fn call(&mut self, request: GrpcRequest<Bytes>) -> Self::Future {
         let shared = self.0.clone();
         Box::pin(async move {
-            let shed = request.extensions().get::<ShedMark>().cloned();
             let n = contract::call_number(request.metadata().get(CALL_HEADER).map(|v| v.as_bytes()));
             let body = request.into_inner();
             let request_bytes = body.len() as u64;
             let (input, codec) = (shared.custom.loaded.contract.input(), shared.custom.codec);
             let answered = match contract::from_json_with(codec, input, &body) {
                 Err(e) => Err(Status::invalid_argument(format!("malformed JSON request: {e}"))),
-                Ok(_decoded) => {
-                    shared.custom.answer(&shared.core, n).await.map_err(|e| fetch_status(&e, shed.as_ref()))
-                }
+                Ok(_decoded) => shared.custom.answer(&shared.core, n).await.map_err(|e| fetch_status(&e)),
             };
             match answered {
                 Ok((answer, permit)) => {

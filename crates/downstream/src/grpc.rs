@@ -33,7 +33,7 @@ use tonic_prost::{ProstDecoder, ProstEncoder};
 use crate::core::{Core, FetchError};
 use payload::{JsonCodec, PayloadError};
 use service::around::{Around, Before, around};
-use service::{HeldUntilSent, InFlightLimit, Refused};
+use service::{HeldUntilSent, InFlightLimit, Refused, WorkPermit};
 use tokio::sync::OwnedSemaphorePermit;
 
 /// Outcome labels counted on the gRPC listener: one per gRPC status code,
@@ -131,54 +131,67 @@ pub fn status_of(e: &PayloadError) -> Status {
 
 /// A request's status: [`status_of`] its payload error, or
 /// RESOURCE_EXHAUSTED for work over the budget; work that did not fit now
-/// is marked shed, so the listener counts it with the requests the
-/// in-flight limit shed.
-pub(crate) fn fetch_status(e: &FetchError, shed: Option<&ShedMark>) -> Status {
+/// carries [`SHED_MARK`], so the listener's edge counts it with the requests
+/// the in-flight limit shed.
+pub(crate) fn fetch_status(e: &FetchError) -> Status {
     match e {
         FetchError::Payload(e) => status_of(e),
         FetchError::Refused(r) => {
-            if let (Refused::Busy { .. }, Some(mark)) = (r, shed) {
-                mark.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            let mut status = Status::resource_exhausted(r.to_string());
+            if let Refused::Busy { .. } = r {
+                status.metadata_mut().insert(SHED_MARK, tonic::metadata::MetadataValue::from_static("1"));
             }
-            Status::resource_exhausted(r.to_string())
+            status
         }
     }
 }
 
-/// Set by a handler that shed its request, read where the status is counted.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ShedMark(Arc<std::sync::atomic::AtomicBool>);
+/// The header a handler's shed answer carries to the listener's edge
+/// ([`edge`], [`counted`]), which takes it off before the answer is sent.
+/// Only an error carries it, in a trailers-only answer: a served request
+/// pays nothing for the mark (a shared flag in every request's extensions
+/// cost an allocated map and two boxes a call).
+const SHED_MARK: &str = "x-shed-by-handler";
 
-#[tonic::async_trait]
-impl Downstream for GrpcService {
-    async fn fetch(
-        &self,
-        request: GrpcRequest<proto::FetchRequest>,
-    ) -> Result<GrpcResponse<proto::FetchResponse>, Status> {
+impl GrpcService {
+    /// `Fetch`'s answer and the work permit its encoder holds until the
+    /// answer's body is sent or dropped ([`ResponseEncoder`]).
+    async fn serve_fetch(&self, request: GrpcRequest<proto::FetchRequest>) -> Result<GrpcResponse<Held>, Status> {
         // Outcomes are counted where the status is sent (`count_outcomes`),
         // so the ones tonic answers without calling this count too.
-        let shed = request.extensions().get::<ShedMark>().cloned();
         let req = request.into_inner();
         let request_bytes = req.encoded_len() as u64;
         let fetched = match payload::FetchRequest::try_from(req) {
             Ok(req) => self.core.fetch(req).await,
             Err(e) => Err(e.into()),
         };
+        // The answer's bytes are counted as it is encoded
+        // ([`ResponseEncoder`]), not measured twice.
+        self.counters.add_message_bytes(request_bytes, 0);
         match fetched {
-            Ok((resp, permit)) => {
-                // The answer's bytes are counted as it is encoded
-                // ([`ResponseEncoder`]), not measured twice.
-                let resp = proto::FetchResponse::from(resp);
-                self.counters.add_message_bytes(request_bytes, 0);
-                let mut answer = GrpcResponse::new(resp);
-                answer.extensions_mut().insert(HeldUntilSent::new(permit));
-                Ok(answer)
-            }
-            Err(e) => {
-                self.counters.add_message_bytes(request_bytes, 0);
-                Err(fetch_status(&e, shed.as_ref()))
-            }
+            Ok((resp, permit)) => Ok(GrpcResponse::new(Held(proto::FetchResponse::from(resp), permit))),
+            Err(e) => Err(fetch_status(&e)),
         }
+    }
+}
+
+/// `Fetch`'s answer with the work permit it holds until sent.
+#[derive(Debug)]
+pub struct Held(proto::FetchResponse, WorkPermit);
+
+/// The generated server's `Fetch`, for completeness: [`FetchServer`] routes
+/// `Fetch` to [`FetchMethod`], so only a caller of the generated server
+/// directly gets here; the permit is then held in the answer's extensions.
+#[tonic::async_trait]
+impl Downstream for GrpcService {
+    async fn fetch(
+        &self,
+        request: GrpcRequest<proto::FetchRequest>,
+    ) -> Result<GrpcResponse<proto::FetchResponse>, Status> {
+        let Held(resp, permit) = self.serve_fetch(request).await?.into_inner();
+        let mut answer = GrpcResponse::new(resp);
+        answer.extensions_mut().insert(HeldUntilSent::new(permit));
+        Ok(answer)
     }
 }
 
@@ -241,12 +254,12 @@ where
 struct FetchMethod(Arc<GrpcService>);
 
 impl UnaryService<proto::FetchRequest> for FetchMethod {
-    type Response = proto::FetchResponse;
-    type Future = tonic::codegen::BoxFuture<GrpcResponse<proto::FetchResponse>, Status>;
+    type Response = Held;
+    type Future = tonic::codegen::BoxFuture<GrpcResponse<Held>, Status>;
 
     fn call(&mut self, request: GrpcRequest<proto::FetchRequest>) -> Self::Future {
         let service = self.0.clone();
-        Box::pin(async move { service.fetch(request).await })
+        Box::pin(async move { service.serve_fetch(request).await })
     }
 }
 
@@ -259,12 +272,11 @@ impl UnaryService<Bytes> for FetchJsonMethod {
     fn call(&mut self, request: GrpcRequest<Bytes>) -> Self::Future {
         let service = self.0.clone();
         Box::pin(async move {
-            let shed = request.extensions().get::<ShedMark>().cloned();
             let body = request.into_inner();
             let request_bytes = body.len() as u64;
             let codec = service.json_codec;
             let fetched = match crate::rest::decode_json::<payload::FetchRequest>(codec, &body) {
-                Ok(req) => service.core.fetch(req).await.map_err(|e| fetch_status(&e, shed.as_ref())),
+                Ok(req) => service.core.fetch(req).await.map_err(|e| fetch_status(&e)),
                 Err(e) => Err(Status::invalid_argument(e.reason)),
             };
             let encoded = fetched.and_then(|(resp, permit)| {
@@ -288,21 +300,24 @@ impl UnaryService<Bytes> for FetchJsonMethod {
 }
 
 /// Prost encoding, with a request that does not decode answered
-/// INVALID_ARGUMENT: the client sent it wrong, the server did not fail; and
-/// each answer's message bytes counted as they are written.
+/// INVALID_ARGUMENT: the client sent it wrong, the server did not fail; each
+/// answer's message bytes counted as they are written; and its work permit
+/// held by the encoder, which lives in the answer's body until the body is
+/// sent or dropped (no extension to carry it: an allocated map and a boxed
+/// value saved per call).
 #[derive(Debug, Clone)]
 pub struct FetchCodec {
     counters: Arc<Counters>,
 }
 
 impl Codec for FetchCodec {
-    type Encode = proto::FetchResponse;
+    type Encode = Held;
     type Decode = proto::FetchRequest;
     type Encoder = ResponseEncoder;
     type Decoder = RequestDecoder;
 
     fn encoder(&mut self) -> Self::Encoder {
-        ResponseEncoder(ProstEncoder::default(), self.counters.clone())
+        ResponseEncoder { prost: ProstEncoder::default(), counters: self.counters.clone(), _held: None }
     }
 
     fn decoder(&mut self) -> Self::Decoder {
@@ -315,21 +330,27 @@ impl Codec for FetchCodec {
 /// again (4% of the downstream's instructions per request, 10 records;
 /// bench/README.md, "Ratios: the tool against its peers, in one run").
 #[derive(Debug)]
-pub struct ResponseEncoder(ProstEncoder<proto::FetchResponse>, Arc<Counters>);
+pub struct ResponseEncoder {
+    prost: ProstEncoder<proto::FetchResponse>,
+    counters: Arc<Counters>,
+    /// The permit of the answer encoded: dropped with the body.
+    _held: Option<WorkPermit>,
+}
 
 impl Encoder for ResponseEncoder {
-    type Item = proto::FetchResponse;
+    type Item = Held;
     type Error = Status;
 
-    fn encode(&mut self, item: Self::Item, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
+    fn encode(&mut self, Held(item, permit): Self::Item, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
         let before = buf.remaining_mut();
-        self.0.encode(item, buf)?;
-        self.1.add_message_bytes(0, (before - buf.remaining_mut()) as u64);
+        self.prost.encode(item, buf)?;
+        self.counters.add_message_bytes(0, (before - buf.remaining_mut()) as u64);
+        self._held = Some(permit);
         Ok(())
     }
 
     fn buffer_settings(&self) -> BufferSettings {
-        self.0.buffer_settings()
+        self.prost.buffer_settings()
     }
 }
 
@@ -409,7 +430,7 @@ struct Edge {
 impl Around for Edge {
     type Carry = (PendingOutcome, Option<OwnedSemaphorePermit>);
 
-    fn before(&self, mut req: Request) -> Before<Self::Carry> {
+    fn before(&self, req: Request) -> Before<Self::Carry> {
         if let Some(refused) = headers_too_large(req.headers()) {
             self.counters.record(outcome(Code::ResourceExhausted));
             return Before::Answer(refused);
@@ -424,9 +445,7 @@ impl Around for Edge {
                 }
             },
         };
-        let shed = ShedMark::default();
-        req.extensions_mut().insert(shed.clone());
-        let pending = PendingOutcome(Some(self.counters.clone()), shed);
+        let pending = PendingOutcome(Some(self.counters.clone()));
         let timeout = self.body_timeout;
         Before::Pass(req.map(|body| Body::new(DeadlineBody::new(body, timeout))), (pending, permit))
     }
@@ -434,7 +453,8 @@ impl Around for Edge {
     fn after(&self, mut resp: Response, (mut pending, permit): Self::Carry) -> Response {
         let watching = match status_in(resp.headers()) {
             Some(code) => {
-                pending.record(outcome(code));
+                let shed = code == Code::ResourceExhausted && resp.headers_mut().remove(SHED_MARK).is_some();
+                pending.record(if shed { service::SHED } else { outcome(code) });
                 None
             }
             None => Some(pending),
@@ -481,15 +501,13 @@ fn status_in(headers: &http::HeaderMap) -> Option<Code> {
     headers.get(Status::GRPC_STATUS).map(|v| Code::from_bytes(v.as_bytes()))
 }
 
-/// A request whose outcome is not yet counted; counted `cancelled` if dropped,
-/// `shed` if its handler shed it.
-struct PendingOutcome(Option<Arc<Counters>>, ShedMark);
+/// A request whose outcome is not yet counted; counted `cancelled` if dropped.
+struct PendingOutcome(Option<Arc<Counters>>);
 
 impl PendingOutcome {
     fn record(&mut self, label: &str) {
         if let Some(counters) = self.0.take() {
-            let shed = self.1.0.load(std::sync::atomic::Ordering::Relaxed);
-            counters.record(if shed { service::SHED } else { label });
+            counters.record(label);
         }
     }
 }

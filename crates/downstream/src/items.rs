@@ -231,11 +231,10 @@ impl proto::items_server::Items for ItemsGrpc {
         &self,
         request: tonic::Request<proto::StreamRequest>,
     ) -> Result<tonic::Response<ItemStream>, tonic::Status> {
-        let shed = request.extensions().get::<crate::grpc::ShedMark>().cloned();
         let pb = request.into_inner();
         self.counters.add_message_bytes(pb.encoded_len() as u64, 0);
         let req = StreamRequest::from(pb);
-        let permit = self.producer.admit_stream(&req).map_err(|e| crate::grpc::fetch_status(&e, shed.as_ref()))?;
+        let permit = self.producer.admit_stream(&req).map_err(|e| crate::grpc::fetch_status(&e))?;
         let counters = self.counters.clone();
         let items = self.producer.stream(req, self.counters.clone()).map(move |item| {
             let pb = proto::StreamItem::from(item);
@@ -251,11 +250,10 @@ impl proto::items_server::Items for ItemsGrpc {
         &self,
         request: tonic::Request<proto::PageRequest>,
     ) -> Result<tonic::Response<proto::PageResponse>, tonic::Status> {
-        let shed = request.extensions().get::<crate::grpc::ShedMark>().cloned();
         let pb = request.into_inner();
         self.counters.add_message_bytes(pb.encoded_len() as u64, 0);
         let req = PageRequest::try_from(pb).map_err(|e| crate::grpc::status_of(&e))?;
-        let status = |e: FetchError| crate::grpc::fetch_status(&e, shed.as_ref());
+        let status = |e: FetchError| crate::grpc::fetch_status(&e);
         let (page, permit) = self.producer.page(req, &self.counters).await.map_err(status)?;
         let pb = proto::PageResponse::from(page);
         self.counters.add_message_bytes(0, pb.encoded_len() as u64);
