@@ -146,18 +146,19 @@ fn grpc_web(
 }
 
 async fn serve(State(st): State<Arc<Shared>>, req: Request) -> Response {
-    let media = media_type(req.headers()).unwrap_or_default();
-    if media.starts_with("application/grpc-web") {
+    // Connect's encoding, or None for gRPC-Web.
+    let connect = match media_type(req.headers()).as_deref() {
+        Some(JSON_MEDIA_TYPE) => Some(Encoding::Json),
+        Some(PROTO_MEDIA_TYPE) => Some(Encoding::Protobuf),
+        Some(media) if media.starts_with("application/grpc-web") => None,
+        _ => return unsupported(&st.counters),
+    };
+    let Some(encoding) = connect else {
         // Infallible: tonic-web answers every request itself.
         return match st.grpc_web.clone().oneshot(req).await {
             Ok(resp) => resp.map(Body::new),
             Err(never) => match never {},
         };
-    }
-    let encoding = match media.as_str() {
-        JSON_MEDIA_TYPE => Encoding::Json,
-        PROTO_MEDIA_TYPE => Encoding::Protobuf,
-        _ => return unsupported(&st.counters),
     };
     let (parts, body) = req.into_parts();
     let n = crate::custom::call_number(&parts.headers);

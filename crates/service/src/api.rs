@@ -129,12 +129,14 @@ pub fn decode_object_with<T>(bytes: &[u8], decode: impl FnOnce(&[u8]) -> Result<
 }
 
 /// The media type of a request's Content-Type, without parameters, lower case.
-pub fn media_type(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .map(|m| m.trim().to_ascii_lowercase())
+pub fn media_type(headers: &HeaderMap) -> Option<std::borrow::Cow<'_, str>> {
+    let media = headers.get(header::CONTENT_TYPE)?.to_str().ok()?.split(';').next()?.trim();
+    // Lowercased only when it has capitals: a copy per request otherwise.
+    Some(if media.bytes().any(|b| b.is_ascii_uppercase()) {
+        std::borrow::Cow::Owned(media.to_ascii_lowercase())
+    } else {
+        std::borrow::Cow::Borrowed(media)
+    })
 }
 
 /// Checks the declared length (413) and reads the body within the policy's
@@ -179,4 +181,22 @@ fn is_length_limit(e: &axum::Error) -> bool {
 /// A `200 application/json` response from already-encoded bytes.
 pub fn json_response(json: Vec<u8>) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], json).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_media_type_is_lower_case_without_parameters_and_copied_only_when_it_must_be() {
+        let of = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::CONTENT_TYPE, value.parse().unwrap());
+            media_type(&headers).map(|m| (m.to_string(), matches!(m, std::borrow::Cow::Borrowed(_))))
+        };
+        assert_eq!(of("application/json"), Some(("application/json".into(), true)));
+        assert_eq!(of(" application/proto ; charset=utf-8"), Some(("application/proto".into(), true)));
+        assert_eq!(of("Application/JSON; charset=utf-8"), Some(("application/json".into(), false)));
+        assert_eq!(media_type(&HeaderMap::new()), None);
+    }
 }
