@@ -166,6 +166,28 @@ async fn a_connection_holding_its_headers_open_is_closed() {
     still_serves(&s).await;
 }
 
+/// The bound holds for every head on a kept-alive HTTP/1.1 connection, not
+/// only its first: after an answer, a next head that never completes is
+/// closed like a first one (the idle timeout, 30 s, is far past `WITHIN`),
+/// and gets no answer of its own.
+#[tokio::test]
+async fn a_later_head_held_open_is_closed() {
+    let s = services().await;
+    for addr in [s.ds.rest_addr, s.caller.front_addr, s.ds.admin_addr] {
+        let started = Instant::now();
+        let reply = send_and_wait_for_close(
+            addr,
+            b"GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\nPOST /v1/fetch HTTP/1.1\r\nHost: x\r\nContent-Type: app",
+        )
+        .await;
+        assert!(started.elapsed() >= HEADER_TIMEOUT / 2, "{addr}");
+        let reply = String::from_utf8_lossy(&reply);
+        assert!(reply.starts_with("HTTP/1.1 404"), "{addr}: {reply}");
+        assert_eq!(reply.matches("HTTP/1.1 ").count(), 1, "{addr}: {reply}");
+    }
+    still_serves(&s).await;
+}
+
 #[tokio::test]
 async fn memory_stays_bounded_under_many_garbage_connections() {
     let s = services().await;

@@ -31,8 +31,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, post};
 use prost::Message;
 use prost_reflect::DynamicMessage;
+use service::WorkPermit;
 use service::api::{ApiError, BodyPolicy, media_type, read_body};
-use service::{HeldUntilSent, WorkPermit};
 use telemetry::Counters;
 use tower::{Layer, ServiceExt};
 
@@ -45,7 +45,7 @@ pub const PROTO_MEDIA_TYPE: &str = "application/proto";
 /// Connect's media type of JSON bodies (`connect`).
 pub const JSON_MEDIA_TYPE: &str = "application/json";
 /// The header a Connect client sends with the value `1`.
-pub const PROTOCOL_VERSION_HEADER: &str = "connect-protocol-version";
+pub const PROTOCOL_VERSION_HEADER: http::HeaderName = http::HeaderName::from_static("connect-protocol-version");
 /// The built-in method's gRPC path, where Connect and gRPC-Web call it.
 pub const FETCH_PATH: &str = "/bench.v1.Downstream/Fetch";
 
@@ -161,7 +161,11 @@ async fn serve(State(st): State<Arc<Shared>>, req: Request) -> Response {
         };
     };
     let (parts, body) = req.into_parts();
-    let n = crate::custom::call_number(&parts.headers);
+    // The call number picks a team's answer; the built-in one reads none.
+    let n = match st.answers {
+        Answers::Custom(_) => crate::custom::call_number(&parts.headers),
+        Answers::BuiltIn => 0,
+    };
     let (result, request_bytes) = answer(&st, &parts.headers, body, encoding, n).await;
     let counted = |response_bytes: usize| {
         st.counters.add_message_bytes(request_bytes as u64, response_bytes as u64);
@@ -174,9 +178,7 @@ async fn serve(State(st): State<Arc<Shared>>, req: Request) -> Response {
             counted(encoded.len());
             st.counters.record("ok");
             let media = if encoding == Encoding::Json { JSON_MEDIA_TYPE } else { PROTO_MEDIA_TYPE };
-            let mut resp = ([(header::CONTENT_TYPE, media)], encoded).into_response();
-            resp.extensions_mut().insert(HeldUntilSent::new(permit));
-            resp
+            ([(header::CONTENT_TYPE, media)], service::bytes_holding(encoded, permit)).into_response()
         }
         Err(e) => {
             counted(0);
@@ -208,7 +210,7 @@ async fn answer(
     n: u64,
 ) -> (Result<(Vec<u8>, WorkPermit), ApiError>, usize) {
     let bad = |reason: String| ApiError::new(StatusCode::BAD_REQUEST, reason);
-    if let Some(v) = headers.get(PROTOCOL_VERSION_HEADER)
+    if let Some(v) = headers.get(&PROTOCOL_VERSION_HEADER)
         && v.as_bytes() != b"1"
     {
         return (Err(bad(format!("{PROTOCOL_VERSION_HEADER} must be 1, not {v:?}"))), 0);

@@ -20,8 +20,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use futures::StreamExt;
 use prost::Message;
+use service::Compression;
 use service::api::{ApiError, BodyPolicy, media_type, read_body};
-use service::{Compression, HeldUntilSent};
 use telemetry::Counters;
 
 use crate::items::Producer;
@@ -139,7 +139,8 @@ async fn serve(State(s): State<Shared>, headers: HeaderMap, body: Body) -> Respo
         (if coding.is_some() { s.compression } else { Compression::None }, s.counters.clone());
     let mut outcome = crate::items::Outcome::new(s.counters.clone(), req.items);
     let items = s.producer.stream(req, s.counters.clone()).map(move |item| {
-        let outcome = &mut outcome;
+        // The guard and the work permit are dropped with the body.
+        let (outcome, _held) = (&mut outcome, &permit);
         outcome.made = item.index + 1;
         let pb = proto::StreamItem::from(item).encode_to_vec();
         counters.add_message_bytes(0, pb.len() as u64);
@@ -149,9 +150,7 @@ async fn serve(State(s): State<Shared>, headers: HeaderMap, body: Body) -> Respo
         }
     });
     let ended = futures::stream::once(async { Ok::<_, std::io::Error>(end_stream(None)) });
-    let mut resp = streaming(Body::from_stream(items.chain(ended)), coding);
-    resp.extensions_mut().insert(HeldUntilSent::new(permit));
-    resp
+    streaming(Body::from_stream(items.chain(ended)), coding)
 }
 
 #[cfg(test)]

@@ -73,7 +73,8 @@ pub(crate) fn count_call(counters: &Counters, n: u64, request_bytes: u64, respon
 }
 
 pub(crate) fn call_number(headers: &http::HeaderMap) -> u64 {
-    contract::call_number(headers.get(CALL_HEADER).map(|v| v.as_bytes()))
+    const CALL: http::HeaderName = http::HeaderName::from_static(CALL_HEADER);
+    contract::call_number(headers.get(&CALL).map(|v| v.as_bytes()))
 }
 
 /// The method on the gRPC listener, at [`contract::Contract::grpc_path`].
@@ -285,9 +286,7 @@ fn rest_answered(
             st.counters.add_message_bytes(request_bytes as u64, encoded.len() as u64);
             count_call(&st.counters, n, request_bytes as u64, encoded.len() as u64);
             st.counters.record("ok");
-            let mut resp = encoding.response(encoded);
-            resp.extensions_mut().insert(HeldUntilSent::new(permit));
-            resp
+            encoding.response(encoded, permit)
         }
         Err(e) => {
             st.counters.add_message_bytes(request_bytes as u64, 0);

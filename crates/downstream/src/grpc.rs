@@ -32,7 +32,7 @@ use tonic_prost::{ProstDecoder, ProstEncoder};
 
 use crate::core::{Core, FetchError};
 use payload::{JsonCodec, PayloadError};
-use service::around::{Around, Before, around};
+use service::around::{Around, Before, around, wrap};
 use service::{HeldUntilSent, InFlightLimit, Refused, WorkPermit};
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -394,8 +394,13 @@ pub fn overloaded(max_in_flight: usize) -> Response {
 ///   `body_timeout` of its headers fails with DEADLINE_EXCEEDED, which ends
 ///   the stream, frees what the decoder reserved for the message, and
 ///   answers the client (REST's 408).
-pub fn edge(router: Router, limit: &InFlightLimit, counters: Arc<Counters>, body_timeout: Duration) -> Router {
-    around(router, Edge { limit: Some(limit.clone()), counters, body_timeout })
+pub fn edge(
+    router: Router,
+    limit: &InFlightLimit,
+    counters: Arc<Counters>,
+    body_timeout: Duration,
+) -> impl service::App {
+    wrap(router, Edge { limit: Some(limit.clone()), counters, body_timeout })
 }
 
 /// [`edge`] without the in-flight limit: for gRPC services served on a
@@ -430,7 +435,7 @@ struct Edge {
 impl Around for Edge {
     type Carry = (PendingOutcome, Option<OwnedSemaphorePermit>);
 
-    fn before(&self, req: Request) -> Before<Self::Carry> {
+    fn before(&self, req: &mut Request) -> Before<Self::Carry> {
         if let Some(refused) = headers_too_large(req.headers()) {
             self.counters.record(outcome(Code::ResourceExhausted));
             return Before::Answer(refused);
@@ -447,7 +452,9 @@ impl Around for Edge {
         };
         let pending = PendingOutcome(Some(self.counters.clone()));
         let timeout = self.body_timeout;
-        Before::Pass(req.map(|body| Body::new(DeadlineBody::new(body, timeout))), (pending, permit))
+        let body = std::mem::take(req.body_mut());
+        *req.body_mut() = Body::new(DeadlineBody::new(body, timeout));
+        Before::Pass((pending, permit))
     }
 
     fn after(&self, mut resp: Response, (mut pending, permit): Self::Carry) -> Response {

@@ -30,13 +30,13 @@ use axum::Router;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use payload::{JsonCodec, PageRequest, PageResponse, PageToken, PayloadError, StreamItem, StreamRequest};
 use prost::Message;
-use service::api::{ApiError, json_response};
+use service::api::ApiError;
 use service::{HeldUntilSent, WorkPermit};
 use telemetry::Counters;
 
@@ -314,9 +314,7 @@ async fn page(State(s): State<RestItems>, q: Result<Query<ItemsQuery>, QueryReje
     s.counters.record("ok");
     let body = crate::rest::encode_json(s.codec, &page)?;
     s.counters.add_message_bytes(0, body.len() as u64);
-    let mut resp = json_response(body);
-    resp.extensions_mut().insert(HeldUntilSent::new(permit));
-    Ok(resp)
+    Ok(([(header::CONTENT_TYPE, "application/json")], service::bytes_holding(body, permit)).into_response())
 }
 
 /// True when `Accept` asks for server-sent events.
@@ -362,8 +360,9 @@ async fn stream(
     let (counters, events, codec) = (s.counters.clone(), wants_events(&headers), s.codec);
     let mut outcome = Outcome::new(s.counters.clone(), req.items);
     let framed = s.producer.stream(req, s.counters.clone()).map(move |item| {
-        // The whole guard moves into the closure, to be dropped with the body.
-        let outcome = &mut outcome;
+        // The whole guard, and the work permit, move into the closure, to
+        // be dropped with the body.
+        let (outcome, _held) = (&mut outcome, &permit);
         outcome.made = item.index + 1;
         // An item always encodes (plain strings and numbers); compact JSON
         // escapes any newline, so a line or an event's data is one line.
@@ -392,9 +391,7 @@ async fn stream(
         }
         _ => axum::body::Body::from_stream(framed.map(Ok::<_, std::io::Error>)),
     };
-    let mut resp = resp.body(body).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    resp.extensions_mut().insert(HeldUntilSent::new(permit));
-    Ok(resp)
+    resp.body(body).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
 /// `pieces`, each compressed and flushed by `encoder`, then the coding's end.

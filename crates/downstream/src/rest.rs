@@ -19,8 +19,8 @@ use payload::{FetchRequest, FetchResponse, JsonCodec, PayloadError};
 use prost::Message;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use service::api::{ApiError, BodyPolicy, json_response, media_type, read_body};
-use service::{HeldUntilSent, Refused, WorkPermit};
+use service::api::{ApiError, BodyPolicy, media_type, read_body};
+use service::{Refused, WorkPermit};
 use telemetry::Counters;
 
 use crate::core::{Core, FetchError};
@@ -90,11 +90,13 @@ impl Encoding {
         }
     }
 
-    pub(crate) fn response(self, body: Vec<u8>) -> Response {
-        match self {
-            Encoding::Json => json_response(body),
-            Encoding::Protobuf => ([(header::CONTENT_TYPE, PROTOBUF_MEDIA_TYPE)], body).into_response(),
-        }
+    /// The answer `encoded`, holding `permit` until it is sent or dropped.
+    pub(crate) fn response(self, encoded: Vec<u8>, permit: WorkPermit) -> Response {
+        let media = match self {
+            Encoding::Json => "application/json",
+            Encoding::Protobuf => PROTOBUF_MEDIA_TYPE,
+        };
+        ([(header::CONTENT_TYPE, media)], service::bytes_holding(encoded, permit)).into_response()
     }
 }
 
@@ -188,9 +190,7 @@ async fn fetch(State(st): State<Arc<RestState>>, headers: HeaderMap, body: Body)
         (Ok((encoding, encoded, permit)), request_bytes) => {
             st.counters.add_message_bytes(request_bytes as u64, encoded.len() as u64);
             st.counters.record("ok");
-            let mut resp = encoding.response(encoded);
-            resp.extensions_mut().insert(HeldUntilSent::new(permit));
-            resp
+            encoding.response(encoded, permit)
         }
         (Err(e), request_bytes) => {
             st.counters.add_message_bytes(request_bytes as u64, 0);

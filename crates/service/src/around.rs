@@ -21,9 +21,11 @@ pub trait Around: Send + Sync + 'static {
     /// What `before` hands to `after`.
     type Carry: Send + 'static;
 
-    /// The request to pass on and what to carry to `after`, or the answer
-    /// to give instead (the inner service is not called, `after` is not).
-    fn before(&self, req: Request) -> Before<Self::Carry>;
+    /// What to carry to `after`, the request passed on as `req` is left, or
+    /// the answer to give instead (the inner service is not called, `after`
+    /// is not). The request is changed in place, not moved: a request is
+    /// some two hundred bytes, and a pair of layers moved it through each.
+    fn before(&self, req: &mut Request) -> Before<Self::Carry>;
 
     /// The answer to give for the inner service's `resp`.
     fn after(&self, resp: Response, carry: Self::Carry) -> Response;
@@ -31,8 +33,8 @@ pub trait Around: Send + Sync + 'static {
 
 /// What [`Around::before`] decided.
 pub enum Before<C> {
-    /// Call the inner service with this request; carry `C` to `after`.
-    Pass(Request, C),
+    /// Call the inner service with the request; carry `C` to `after`.
+    Pass(C),
     /// Answer this, without calling the inner service.
     Answer(Response),
 }
@@ -46,11 +48,11 @@ pub enum Before<C> {
 impl<A: Around, B: Around> Around for (A, B) {
     type Carry = (A::Carry, B::Carry);
 
-    fn before(&self, req: Request) -> Before<Self::Carry> {
+    fn before(&self, req: &mut Request) -> Before<Self::Carry> {
         match self.0.before(req) {
             Before::Answer(resp) => Before::Answer(resp),
-            Before::Pass(req, outer) => match self.1.before(req) {
-                Before::Pass(req, inner) => Before::Pass(req, (outer, inner)),
+            Before::Pass(outer) => match self.1.before(req) {
+                Before::Pass(inner) => Before::Pass((outer, inner)),
                 Before::Answer(resp) => Before::Answer(self.0.after(resp, outer)),
             },
         }
@@ -61,9 +63,42 @@ impl<A: Around, B: Around> Around for (A, B) {
     }
 }
 
-/// `router` with `around` done around every call (fallbacks included).
+/// A layer that may be left out: `None` passes every call as it came.
+impl<A: Around> Around for Option<A> {
+    type Carry = Option<A::Carry>;
+
+    fn before(&self, req: &mut Request) -> Before<Self::Carry> {
+        match self {
+            None => Before::Pass(None),
+            Some(a) => match a.before(req) {
+                Before::Pass(carry) => Before::Pass(Some(carry)),
+                Before::Answer(resp) => Before::Answer(resp),
+            },
+        }
+    }
+
+    fn after(&self, resp: Response, carry: Self::Carry) -> Response {
+        match (self, carry) {
+            (Some(a), Some(carry)) => a.after(resp, carry),
+            _ => resp,
+        }
+    }
+}
+
+/// `router` with `around` done around every call (fallbacks included), as
+/// a layer axum puts over each route: for a router that is merged or nested
+/// into another. A listener's own edge is [`wrap`]ped around its router.
 pub fn around<A: Around>(router: Router, around: A) -> Router {
     router.layer(AroundLayer(Arc::new(around)))
+}
+
+/// `inner` with `around` done around every call, as the one service a
+/// listener serves ([`crate::serve`]). axum's `Router::layer` boxes the layer
+/// over each route, so a call through it clones a boxed service and boxes
+/// a future once more than a call through this (callgrind, the paced REST
+/// listener serving Connect: bench/README.md, issue 56).
+pub fn wrap<S, A: Around>(inner: S, around: A) -> Wrapped<S, A> {
+    Wrapped { inner, around: Arc::new(around) }
 }
 
 struct AroundLayer<A>(Arc<A>);
@@ -82,7 +117,8 @@ impl<S, A> Layer<S> for AroundLayer<A> {
     }
 }
 
-struct Wrapped<S, A> {
+/// A service with an [`Around`] done around each call ([`wrap`]).
+pub struct Wrapped<S, A> {
     inner: S,
     around: Arc<A>,
 }
@@ -107,9 +143,9 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: Request) -> Self::Future {
-        match self.around.before(req) {
-            Before::Pass(req, carry) => {
+    fn call(&mut self, mut req: Request) -> Self::Future {
+        match self.around.before(&mut req) {
+            Before::Pass(carry) => {
                 Answer::Inner { answer: self.inner.call(req), carry: Some(carry), around: self.around.clone() }
             }
             Before::Answer(resp) => Answer::Ready(Some(resp)),
@@ -117,7 +153,8 @@ where
     }
 }
 
-enum Answer<F, A: Around> {
+/// The answer of a [`Wrapped`] service.
+pub enum Answer<F, A: Around> {
     Inner { answer: F, carry: Option<A::Carry>, around: Arc<A> },
     Ready(Option<Response>),
 }
@@ -159,11 +196,11 @@ mod tests {
     impl Around for Gate {
         type Carry = &'static str;
 
-        fn before(&self, req: Request) -> Before<&'static str> {
+        fn before(&self, req: &mut Request) -> Before<&'static str> {
             if req.uri().path() == "/no" {
                 return Before::Answer(Response::builder().status(403).body(Body::empty()).unwrap());
             }
-            Before::Pass(req, "through")
+            Before::Pass("through")
         }
 
         fn after(&self, mut resp: Response, carry: &'static str) -> Response {
@@ -195,11 +232,11 @@ mod tests {
     impl Around for Mark {
         type Carry = &'static str;
 
-        fn before(&self, req: Request) -> Before<&'static str> {
+        fn before(&self, req: &mut Request) -> Before<&'static str> {
             if req.uri().path().trim_start_matches('/') == self.0 {
                 return Before::Answer(Response::builder().status(403).body(Body::empty()).unwrap());
             }
-            Before::Pass(req, self.0)
+            Before::Pass(self.0)
         }
 
         fn after(&self, mut resp: Response, carry: &'static str) -> Response {

@@ -28,6 +28,39 @@ pub fn hold_until_dropped<T: Send + Unpin + 'static>(body: Body, value: T) -> Bo
     })
 }
 
+/// A whole answer already in memory, as a body that keeps `value` alive
+/// until it is dropped (sent, or the peer went away): what
+/// [`hold_until_dropped`] does, in one body instead of one around another,
+/// and with no extension map to carry `value` to it (callgrind, the paced
+/// REST listener serving Connect: bench/README.md, issue 56). Its size is
+/// exact, so the answer keeps its `Content-Length`.
+pub fn bytes_holding<T: Send + Unpin + 'static>(bytes: impl Into<Bytes>, value: T) -> Body {
+    let bytes: Bytes = bytes.into();
+    Body::new(Holding { bytes: (!bytes.is_empty()).then_some(bytes), _value: value })
+}
+
+struct Holding<T> {
+    bytes: Option<Bytes>,
+    _value: T,
+}
+
+impl<T: Send + Unpin + 'static> http_body::Body for Holding<T> {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Poll::Ready(self.get_mut().bytes.take().map(|b| Ok(Frame::data(b))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.bytes.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.bytes.as_ref().map_or(0, |b| b.len() as u64))
+    }
+}
+
 struct Watched<F> {
     inner: Body,
     seen: F,
@@ -133,6 +166,22 @@ mod tests {
     use super::*;
     use http_body::Body as _;
     use http_body_util::BodyExt;
+
+    #[tokio::test]
+    async fn bytes_holding_gives_its_bytes_at_their_exact_size_and_holds_until_dropped() {
+        let held = Arc::new(());
+        let mut body = bytes_holding(b"answer".to_vec(), held.clone());
+        assert_eq!(body.size_hint().exact(), Some(6));
+        let frame = body.frame().await.unwrap().unwrap();
+        assert_eq!(frame.into_data().unwrap(), "answer");
+        assert!(body.is_end_stream() && body.frame().await.is_none());
+        assert_eq!(Arc::strong_count(&held), 2, "sent, not yet dropped: still held");
+        drop(body);
+        assert_eq!(Arc::strong_count(&held), 1);
+        let empty = bytes_holding(Vec::new(), held.clone());
+        assert!(empty.is_end_stream());
+        assert_eq!(empty.size_hint().exact(), Some(0));
+    }
 
     #[tokio::test]
     async fn frames_are_seen_and_the_size_is_kept() {

@@ -149,7 +149,7 @@ pub struct IdentityOnly;
 impl crate::around::Around for IdentityOnly {
     type Carry = ();
 
-    fn before(&self, req: axum::extract::Request) -> crate::around::Before<()> {
+    fn before(&self, req: &mut axum::extract::Request) -> crate::around::Before<()> {
         let coded = req.headers().get_all(http::header::CONTENT_ENCODING).iter().any(|v| {
             v.to_str().map_or(true, |v| {
                 v.split(',').any(|c| !c.trim().is_empty() && !c.trim().eq_ignore_ascii_case("identity"))
@@ -159,7 +159,7 @@ impl crate::around::Around for IdentityOnly {
             let refused = axum::response::IntoResponse::into_response(http::StatusCode::UNSUPPORTED_MEDIA_TYPE);
             return crate::around::Before::Answer(refused);
         }
-        crate::around::Before::Pass(req, ())
+        crate::around::Before::Pass(())
     }
 
     fn after(&self, resp: axum::response::Response, (): ()) -> axum::response::Response {

@@ -1,5 +1,5 @@
 //! The edge of a REST listener (the caller's front door, the downstream's
-//! REST listener) as one layer: the in-flight bound outermost, then the
+//! REST listener) as one layer around the whole router: the in-flight bound outermost, then the
 //! JSON error shape, then the refusal of a coding the listener does not
 //! decode. The same three as the in-flight bound's layer over [`json_errors`]
 //! over [`Compression::rest_layers`], folded into one [`Around`] so that a
@@ -14,15 +14,16 @@ use axum::Router;
 use axum::response::Response;
 use telemetry::Counters;
 
-use crate::around::around;
+use crate::around::wrap;
 use crate::compression::IdentityOnly;
+use crate::serve::App;
 use crate::{Compression, InFlightLimit};
 
 /// `router` behind the REST edge: at most `limit` requests in flight (the
 /// rest answered `shed(max)`), every bare error answer given a JSON reason
 /// naming `api`, counted on `counters`; request bodies in `compression`'s
 /// coding decoded and answers coded in it (tower-http), or, without one, a
-/// coded body answered 415.
+/// coded body answered 415. What a listener serves ([`crate::serve`]).
 pub fn rest_edge(
     router: Router,
     compression: Compression,
@@ -30,10 +31,10 @@ pub fn rest_edge(
     counters: Arc<Counters>,
     api: &'static str,
     shed: fn(usize) -> Response,
-) -> Router {
+) -> impl App {
     let outer = (limit.admission(counters.clone(), shed), crate::errors::explainer(Some(counters), api));
     match compression {
-        Compression::None => around(router, (outer, IdentityOnly)),
-        coded => around(coded.rest_layers(router), outer),
+        Compression::None => wrap(router, (outer, Some(IdentityOnly))),
+        coded => wrap(coded.rest_layers(router), (outer, None)),
     }
 }

@@ -39,13 +39,13 @@ struct Explainer {
 impl Around for Explainer {
     type Carry = Asked;
 
-    fn before(&self, req: Request) -> Before<Asked> {
-        let asked = Asked::of(&req);
+    fn before(&self, req: &mut Request) -> Before<Asked> {
+        let asked = Asked::of(req);
         let head_bytes: usize = req.headers().iter().map(|(n, v)| n.as_str().len() + v.len() + 4).sum();
         if head_bytes > MAX_HEADER_BYTES {
             return Before::Answer(self.after(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE.into_response(), asked));
         }
-        Before::Pass(req, asked)
+        Before::Pass(asked)
     }
 
     /// `resp`, or the [`ApiError`] that explains it if it is a bare refusal.

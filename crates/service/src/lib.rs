@@ -38,7 +38,7 @@ mod serve;
 pub mod tls;
 mod work;
 
-pub use body::{hold_until_dropped, watch_frames};
+pub use body::{bytes_holding, hold_until_dropped, watch_frames};
 pub use compression::Compression;
 pub use edge::rest_edge;
 pub use errors::{MAX_HEADER_BYTES, json_errors};
@@ -47,7 +47,7 @@ pub use lifecycle::{
 };
 pub use limit::{InFlightLimit, MIN_DEFAULT_MAX_IN_FLIGHT, SHED};
 pub use runtime::{WORKERS_ENV, runtime_settings};
-pub use serve::{Protocols, ServerSettings, bind, serve, serve_tls};
+pub use serve::{App, Protocols, ServerSettings, bind, serve, serve_tls};
 pub use work::{
     DEFAULT_MAX_WORK_BYTES, FILLER_COPIES, HeldUntilSent, Refused, WORK_BYTES_PER_RECORD, WorkBudget, WorkPermit,
 };

@@ -16,7 +16,6 @@ use telemetry::Counters;
 
 use crate::around::{Around, Before};
 use crate::body::hold_until_dropped;
-use crate::work::HeldUntilSent;
 
 /// The outcome label a shed request is counted under.
 pub const SHED: &str = "shed";
@@ -93,9 +92,9 @@ struct Limited {
 impl Around for Limited {
     type Carry = OwnedSemaphorePermit;
 
-    fn before(&self, req: Request) -> Before<OwnedSemaphorePermit> {
+    fn before(&self, _: &mut Request) -> Before<OwnedSemaphorePermit> {
         match self.limit.try_admit() {
-            Some(permit) => Before::Pass(req, permit),
+            Some(permit) => Before::Pass(permit),
             None => {
                 self.counters.record(SHED);
                 Before::Answer((self.shed)(self.limit.max))
@@ -103,12 +102,10 @@ impl Around for Limited {
         }
     }
 
+    /// A handler's own answer holds its work permit in its body
+    /// ([`crate::bytes_holding`]); this holds the in-flight one there too.
     fn after(&self, resp: Response, permit: OwnedSemaphorePermit) -> Response {
-        // What the handler holds until its answer is sent (its work permit)
-        // is held by the body too.
-        let (mut parts, body) = resp.into_parts();
-        let held = parts.extensions.remove::<HeldUntilSent>();
-        Response::from_parts(parts, hold_until_dropped(body, (permit, held)))
+        resp.map(|body| hold_until_dropped(body, permit))
     }
 }
 

@@ -6,9 +6,10 @@
 //! not from how they were served.
 //!
 //! Besides serving, the loop closes what a client leaves behind: a connection
-//! without a complete first request within the header-read timeout, one with
-//! no request in flight for the idle timeout (HTTP/2 gets a GOAWAY), and one
-//! whose peer stops answering HTTP/2 PINGs.
+//! without a complete first request within the header-read timeout, an
+//! HTTP/1.1 one without its next request head within it, one with no request
+//! in flight for the idle timeout (HTTP/2 gets a GOAWAY), and one whose peer
+//! stops answering HTTP/2 PINGs.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -20,7 +21,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::Response;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -29,7 +32,7 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tower::ServiceExt;
+use tower::{Service, ServiceExt};
 
 use crate::body::{ConnectionBodies, hold_until_dropped};
 use telemetry::{Counters, CountingStream};
@@ -56,8 +59,12 @@ pub struct ServerSettings {
     /// so the limit must sit above what a stall produces.
     pub http2_max_pending_accept_reset_streams: usize,
     /// A client must finish sending a request head within this time (the first
-    /// one on a connection, HTTP/1.1 or HTTP/2, and every later HTTP/1.1 one);
-    /// otherwise the connection is closed.
+    /// one on a connection, HTTP/1.1 or HTTP/2, and every later HTTP/1.1 one,
+    /// timed from the end of the answer before it); otherwise the connection
+    /// is closed. Kept by the connection's own control, not by a timer per
+    /// head: an HTTP/1.1 connection with no request in flight for this long
+    /// is closed, the bound hyper's per-head timer keeps (which starts as
+    /// soon as the answer before is sent).
     #[serde(with = "millis")]
     pub header_read_timeout: Duration,
     /// A connection with no request in flight (HTTP/2: no open stream) for
@@ -181,12 +188,29 @@ pub async fn bind(what: &str, addr: SocketAddr) -> io::Result<TcpListener> {
     socket.listen(LISTEN_BACKLOG).map_err(named)
 }
 
+/// What a listener serves: an `axum::Router`, or a router with its edge
+/// around it whole ([`crate::around::wrap`]), so that a request passes the
+/// edge once, not as a layer axum boxes over each of its routes.
+pub trait App:
+    Service<Request, Response = Response, Error = Infallible, Future: Send + 'static> + Clone + Send + Sync + 'static
+{
+}
+
+impl<T> App for T where
+    T: Service<Request, Response = Response, Error = Infallible, Future: Send + 'static>
+        + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// Serves `app` on `listener` until `shutdown` is cancelled, then stops
 /// accepting, lets in-flight requests finish for up to `drain_timeout`, and
 /// returns. With `counters`, every accepted connection is counted on them.
 pub async fn serve(
     listener: TcpListener,
-    app: Router,
+    app: impl App,
     counters: Option<Arc<Counters>>,
     settings: ServerSettings,
     shutdown: CancellationToken,
@@ -199,9 +223,9 @@ pub async fn serve(
 /// handshake; each handshake (and what it negotiated) is counted on
 /// `counters`, and one that does not finish within the header-read timeout
 /// closes the connection.
-pub async fn serve_tls(
+pub async fn serve_tls<A: App>(
     listener: TcpListener,
-    app: Router,
+    app: A,
     counters: Option<Arc<Counters>>,
     settings: ServerSettings,
     tls: Option<Arc<rustls::ServerConfig>>,
@@ -247,12 +271,11 @@ pub async fn serve_tls(
 /// The HTTP/1.1 and HTTP/2 connection builder for `settings`.
 fn http_builder(settings: &ServerSettings) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(settings.header_read_timeout)
-        .keep_alive(true)
-        .half_close(settings.http1_half_close);
+    // No timer per HTTP/1.1 head: [`Control`] bounds every head from the
+    // connection's activity. hyper's timer was a boxed sleep armed and
+    // dropped for every request, 1,543 instructions a call (callgrind, the
+    // paced REST listener serving Connect, bench/README.md, issue 56).
+    builder.http1().header_read_timeout(None).keep_alive(true).half_close(settings.http1_half_close);
     builder
         .http2()
         .timer(TokioTimer::new())
@@ -305,9 +328,9 @@ async fn drain(connections: TaskTracker, drain_timeout: Duration) {
 const ACCEPT_RETRY: Duration = Duration::from_millis(20);
 
 /// One accepted connection and what it is served with.
-struct Conn {
+struct Conn<A> {
     builder: auto::Builder<TokioExecutor>,
-    app: Router,
+    app: A,
     settings: ServerSettings,
     /// This connection's age limit: [`ServerSettings::max_connection_age`], jittered.
     max_age: Option<Duration>,
@@ -316,7 +339,7 @@ struct Conn {
     counters: Option<Arc<Counters>>,
 }
 
-impl Conn {
+impl<A: App> Conn<A> {
     /// Serves an accepted socket on a task of `connections`: counted on
     /// `counters` (under TLS, so wire bytes include its records), through
     /// TLS when there is an `acceptor`. One task kind per stream kind: a
@@ -384,13 +407,13 @@ impl Conn {
         let (app, tracked, started) = (self.app, activity.clone(), self.counters);
         let bodies = ConnectionBodies::new(self.settings.max_connection_body_bytes);
         let service = TowerToHyperService::new(tower::service_fn(move |req: http::Request<Incoming>| {
-            let req = req.map(|body| bodies.count(body));
+            let req = req.map(|body| Body::new(bodies.count(body)));
             if let Some(c) = &started {
                 c.request_started();
             }
             // The guard lives until the response body is dropped (sent or
             // abandoned), so a stream counts as open while it is answered.
-            let open = tracked.request_started();
+            let open = tracked.request_started(req.version() < http::Version::HTTP_2);
             let answer = app.clone().oneshot(req);
             async move {
                 let resp = answer.await?;
@@ -485,10 +508,14 @@ impl Control {
                     graceful_shutdown(conn.as_mut());
                 }
                 // Counted in requests, not frames: a client that only answers
-                // PINGs is idle (gRPC's MAX_CONNECTION_IDLE).
+                // PINGs is idle (gRPC's MAX_CONNECTION_IDLE). On HTTP/1.1 this
+                // is also a next head not read in time.
                 Err(Event::Idle) => {
                     closing = true;
-                    tracing::debug!("no request for {:?}; closing the connection", self.settings.idle_timeout);
+                    tracing::debug!(
+                        "no request for {:?}; closing the connection",
+                        self.activity.timeout(&self.settings)
+                    );
                     graceful_shutdown(conn.as_mut());
                 }
                 // Old enough: GOAWAY, let open streams finish, close; the
@@ -529,7 +556,7 @@ impl Control {
         tokio::select! {
             _ = first_request => Event::FirstRequestDue,
             _ = self.shutdown.cancelled(), if !closing => Event::Shutdown,
-            _ = self.activity.idle_for(self.settings.idle_timeout), if !closing => Event::Idle,
+            _ = self.activity.idle_for(&self.settings), if !closing => Event::Idle,
             _ = aged, if !closing => Event::Aged,
         }
     }
@@ -604,6 +631,9 @@ fn refused_head(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
 struct Activity {
     open: AtomicUsize,
     seen: AtomicBool,
+    /// The connection speaks HTTP/1.1: between requests it is reading the
+    /// next head, bounded by the header-read timeout.
+    http1: AtomicBool,
     idle_since: Mutex<Instant>,
 }
 
@@ -613,11 +643,19 @@ struct OpenRequest(Arc<Activity>);
 
 impl Activity {
     fn new() -> Self {
-        Activity { open: AtomicUsize::new(0), seen: AtomicBool::new(false), idle_since: Mutex::new(Instant::now()) }
+        Activity {
+            open: AtomicUsize::new(0),
+            seen: AtomicBool::new(false),
+            http1: AtomicBool::new(false),
+            idle_since: Mutex::new(Instant::now()),
+        }
     }
 
-    fn request_started(self: &Arc<Self>) -> OpenRequest {
+    fn request_started(self: &Arc<Self>, http1: bool) -> OpenRequest {
         self.seen.store(true, Relaxed);
+        if http1 {
+            self.http1.store(true, Relaxed);
+        }
         self.open.fetch_add(1, SeqCst);
         OpenRequest(self.clone())
     }
@@ -631,9 +669,23 @@ impl Activity {
         *self.idle_since.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Resolves once no request has been open for `timeout`.
-    async fn idle_for(&self, timeout: Duration) {
+    /// How long the connection may go without a request in flight: the idle
+    /// timeout, and on HTTP/1.1 no longer than the header-read timeout, as
+    /// the next head is being read all that time.
+    fn timeout(&self, settings: &ServerSettings) -> Duration {
+        match self.http1.load(Relaxed) {
+            true => settings.idle_timeout.min(settings.header_read_timeout),
+            false => settings.idle_timeout,
+        }
+    }
+
+    /// Resolves once no request has been open for [`Activity::timeout`].
+    /// Until the first request the protocol is not known; the first request's
+    /// own deadline in [`Control`] bounds that time, and rebuilds this wait
+    /// when it passes.
+    async fn idle_for(&self, settings: &ServerSettings) {
         loop {
+            let timeout = self.timeout(settings);
             if self.open.load(SeqCst) > 0 {
                 tokio::time::sleep(timeout).await;
                 continue;
@@ -687,6 +739,7 @@ impl LogLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::Router;
 
     #[test]
     fn a_repeated_warning_is_written_at_most_once_per_interval_with_a_count() {

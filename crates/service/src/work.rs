@@ -7,7 +7,7 @@
 //!
 //! A request is weighed once its size is known (decoded), admitted if its
 //! weight fits, and holds its weight until its answer has been sent or
-//! dropped ([`HeldUntilSent`]). One that does not fit is shed at once, as an
+//! dropped (by the answer's body: [`crate::bytes_holding`], [`HeldUntilSent`]). One that does not fit is shed at once, as an
 //! over-limit request is (503 / RESOURCE_EXHAUSTED, counted `shed`). The last
 //! eighth of the budget is kept for small requests (at most 1/1024 of it
 //! each), so requests of the usual size are still served while large ones
@@ -137,9 +137,10 @@ impl WorkBudget {
 }
 
 /// Something a response keeps alive until its body has been sent or
-/// dropped, put in the response's extensions by a handler (a
-/// [`WorkPermit`]); the in-flight layer ([`crate::rest_edge`]'s)
-/// moves it into the body.
+/// dropped (a [`WorkPermit`]), put in the response's extensions by a gRPC
+/// handler, whose body tonic makes; the gRPC listener's edge moves it into
+/// the body. A handler that makes its own body holds it there
+/// ([`crate::bytes_holding`], or in the stream the body is made from).
 #[derive(Clone)]
 pub struct HeldUntilSent(#[allow(dead_code)] Arc<dyn std::any::Any + Send + Sync>);
 
