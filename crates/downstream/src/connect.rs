@@ -84,7 +84,7 @@ struct Shared {
     core: Core,
     counters: Arc<Counters>,
     body: BodyPolicy,
-    grpc_web: tonic_web::GrpcWebService<Router>,
+    grpc_web: tonic_web::GrpcWebService<crate::grpc::Counted>,
     json_codec: payload::JsonCodec,
 }
 
@@ -134,7 +134,7 @@ fn grpc_web(
     counters: &Arc<Counters>,
     settings: &Settings,
     custom: Option<&Arc<Custom>>,
-) -> tonic_web::GrpcWebService<Router> {
+) -> tonic_web::GrpcWebService<crate::grpc::Counted> {
     let fetch = crate::grpc::GrpcService::new(core.clone(), counters.clone()).with_compression(settings.compression);
     let mut router = tonic::service::Routes::new(fetch.into_server()).prepare().into_axum_router();
     if let Some(c) = custom {

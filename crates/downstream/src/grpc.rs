@@ -32,7 +32,7 @@ use tonic_prost::{ProstDecoder, ProstEncoder};
 
 use crate::core::{Core, FetchError};
 use payload::{JsonCodec, PayloadError};
-use service::around::{Around, Before, around, wrap};
+use service::around::{Around, Before, wrap};
 use service::{HeldUntilSent, InFlightLimit, Refused, WorkPermit};
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -405,10 +405,14 @@ pub fn edge(
 
 /// [`edge`] without the in-flight limit: for gRPC services served on a
 /// listener whose own edge already admits each request (the gRPC-Web arm
-/// on the REST listener), so a request is admitted once.
-pub fn counted(router: Router, counters: Arc<Counters>, body_timeout: Duration) -> Router {
-    around(router, Edge { limit: None, counters, body_timeout })
+/// on the REST listener), so a request is admitted once. Wrapped around
+/// the whole router, as [`edge`] is, not layered over each route.
+pub(crate) fn counted(router: Router, counters: Arc<Counters>, body_timeout: Duration) -> Counted {
+    wrap(router, Edge { limit: None, counters, body_timeout })
 }
+
+/// What [`counted`] makes.
+pub(crate) type Counted = service::around::Wrapped<Router, Edge>;
 
 /// The answer to a request whose header block is over
 /// [`service::MAX_HEADER_BYTES`] (REST's 431), as a gRPC client reads it:
@@ -426,7 +430,7 @@ fn headers_too_large(headers: &http::HeaderMap) -> Option<Response> {
     })
 }
 
-struct Edge {
+pub(crate) struct Edge {
     limit: Option<InFlightLimit>,
     counters: Arc<Counters>,
     body_timeout: Duration,
@@ -509,7 +513,7 @@ fn status_in(headers: &http::HeaderMap) -> Option<Code> {
 }
 
 /// A request whose outcome is not yet counted; counted `cancelled` if dropped.
-struct PendingOutcome(Option<Arc<Counters>>);
+pub(crate) struct PendingOutcome(Option<Arc<Counters>>);
 
 impl PendingOutcome {
     fn record(&mut self, label: &str) {

@@ -129,11 +129,15 @@ impl<S: Clone, A> Clone for Wrapped<S, A> {
     }
 }
 
-impl<S, A> Service<Request> for Wrapped<S, A>
+/// Any request body, as an axum `Router` takes (tonic-web's service hands
+/// on tonic's): an axum `Body` is passed as it is, another is boxed into one.
+impl<S, A, B> Service<http::Request<B>> for Wrapped<S, A>
 where
     S: Service<Request, Response = Response, Error = Infallible>,
     S::Future: Unpin,
     A: Around,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
 {
     type Response = Response;
     type Error = Infallible;
@@ -143,7 +147,8 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut req: Request) -> Self::Future {
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let mut req = req.map(axum::body::Body::new);
         match self.around.before(&mut req) {
             Before::Pass(carry) => {
                 Answer::Inner { answer: self.inner.call(req), carry: Some(carry), around: self.around.clone() }
