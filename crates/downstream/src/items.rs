@@ -30,7 +30,7 @@ use axum::Router;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
@@ -314,7 +314,7 @@ async fn page(State(s): State<RestItems>, q: Result<Query<ItemsQuery>, QueryReje
     s.counters.record("ok");
     let body = crate::rest::encode_json(s.codec, &page)?;
     s.counters.add_message_bytes(0, body.len() as u64);
-    Ok(([(header::CONTENT_TYPE, "application/json")], service::bytes_holding(body, permit)).into_response())
+    Ok(crate::rest::Encoding::Json.response(body, permit))
 }
 
 /// True when `Accept` asks for server-sent events.

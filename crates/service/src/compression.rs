@@ -68,12 +68,13 @@ impl Compression {
 
     /// `router` with request bodies in this coding decompressed (a body in
     /// another coding is answered 415) and responses compressed in it for a
-    /// client that accepts it (tower-http); without compression, a body in
-    /// any coding but `identity` is answered 415 ([`IdentityOnly`]), as
-    /// tower-http answers a coding it was not given.
+    /// client that accepts it (tower-http); without compression, `router`
+    /// as it is: the listener's edge then answers a coded body 415
+    /// ([`IdentityOnly`], [`crate::rest_edge`]), as tower-http answers a
+    /// coding it was not given.
     pub fn rest_layers(self, router: Router) -> Router {
         if self == Compression::None {
-            return crate::around::around(router, IdentityOnly);
+            return router;
         }
         let (gzip, zstd) = (self == Compression::Gzip, self == Compression::Zstd);
         router

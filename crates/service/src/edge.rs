@@ -1,7 +1,7 @@
 //! The edge of a REST listener (the caller's front door, the downstream's
-//! REST listener) as one layer around the whole router: the in-flight bound outermost, then the
-//! JSON error shape, then the refusal of a coding the listener does not
-//! decode. The same three as the in-flight bound's layer over [`json_errors`]
+//! REST listener) as one layer around the whole router: the in-flight bound
+//! outermost, then the JSON error shape, then the refusal of a coding the
+//! listener does not decode. The same three as the in-flight bound's layer over [`json_errors`]
 //! over [`Compression::rest_layers`], folded into one [`Around`] so that a
 //! request and its answer pass one layer, not three (callgrind, the paced
 //! REST downstream: bench/README.md, issue 56).
@@ -33,8 +33,6 @@ pub fn rest_edge(
     shed: fn(usize) -> Response,
 ) -> impl App {
     let outer = (limit.admission(counters.clone(), shed), crate::errors::explainer(Some(counters), api));
-    match compression {
-        Compression::None => wrap(router, (outer, Some(IdentityOnly))),
-        coded => wrap(coded.rest_layers(router), (outer, None)),
-    }
+    let identity_only = (compression == Compression::None).then_some(IdentityOnly);
+    wrap(compression.rest_layers(router), (outer, identity_only))
 }

@@ -7,7 +7,8 @@
 //!
 //! A request is weighed once its size is known (decoded), admitted if its
 //! weight fits, and holds its weight until its answer has been sent or
-//! dropped (by the answer's body: [`crate::bytes_holding`], [`HeldUntilSent`]). One that does not fit is shed at once, as an
+//! dropped (by the answer's body: [`crate::bytes_holding`],
+//! [`HeldUntilSent`]). One that does not fit is shed at once, as an
 //! over-limit request is (503 / RESOURCE_EXHAUSTED, counted `shed`). The last
 //! eighth of the budget is kept for small requests (at most 1/1024 of it
 //! each), so requests of the usual size are still served while large ones
