@@ -14,11 +14,13 @@
 //! * **gRPC-Web** (`application/grpc-web*`, the `grpc-web` arm): the gRPC
 //!   listener's own tonic services behind tonic-web's layer: gRPC's 5-byte
 //!   length-prefixed frames in an HTTP/1.1 body, the status in a last frame
-//!   flagged `0x80`.
+//!   flagged `0x80`. Sent there before the REST routes ([`WebFirst`]), so at
+//!   a path no method has it is answered UNIMPLEMENTED, as gRPC would.
 //!
 //! Both count on the REST listener's counters, where their bytes arrive.
-//! Body limits, compression (`Content-Encoding`) and the in-flight limit are
-//! the REST listener's own layers.
+//! The in-flight limit is the REST listener's edge; Connect's body limits
+//! and compression (`Content-Encoding`) are its routes' layers, gRPC-Web's
+//! (`grpc-encoding`) tonic's own.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +36,7 @@ use prost_reflect::DynamicMessage;
 use service::WorkPermit;
 use service::api::{ApiError, BodyPolicy, media_type, read_body};
 use telemetry::Counters;
-use tower::{Layer, ServiceExt};
+use tower::Layer;
 
 use crate::core::Core;
 use crate::custom::Custom;
@@ -84,7 +86,6 @@ struct Shared {
     core: Core,
     counters: Arc<Counters>,
     body: BodyPolicy,
-    grpc_web: tonic_web::GrpcWebService<crate::grpc::Counted>,
     json_codec: payload::JsonCodec,
 }
 
@@ -98,20 +99,14 @@ pub struct Settings {
 }
 
 /// The REST listener's routes at the gRPC paths: the built-in method, and a
-/// team's own when there is one, each answering Connect and gRPC-Web.
+/// team's own when there is one, each answering Connect ([`WebFirst`] sends
+/// gRPC-Web past them).
 pub fn routes(core: &Core, counters: &Arc<Counters>, settings: &Settings, custom: Option<&Arc<Custom>>) -> Router {
-    let grpc_web = grpc_web(core, counters, settings, custom);
     let body =
         BodyPolicy { limit_bytes: core.limits.max_encoded_request_bytes(), read_timeout: settings.body_read_timeout };
     let route = |answers: Answers| -> MethodRouter {
-        let shared = Shared {
-            answers,
-            core: core.clone(),
-            counters: counters.clone(),
-            body,
-            grpc_web: grpc_web.clone(),
-            json_codec: settings.json_codec,
-        };
+        let shared =
+            Shared { answers, core: core.clone(), counters: counters.clone(), body, json_codec: settings.json_codec };
         post(serve).with_state(Arc::new(shared))
     };
     match custom {
@@ -123,6 +118,79 @@ pub fn routes(core: &Core, counters: &Arc<Counters>, settings: &Settings, custom
         Some(c) => Router::new()
             .route(FETCH_PATH, route(Answers::BuiltIn))
             .route(&c.loaded.contract.grpc_path(), route(Answers::Custom(c.clone()))),
+    }
+}
+
+/// The REST listener's app: a gRPC-Web request (`application/grpc-web*`)
+/// straight to tonic-web, at whatever path, as a Connect server tells its
+/// protocols apart by Content-Type before its routes; every other request to
+/// the REST routes. So a gRPC-Web call passes one router (tonic's), not the
+/// REST routes' as well (callgrind, the paced gRPC-Web downstream:
+/// bench/README.md, issue 56).
+#[derive(Clone)]
+pub(crate) struct WebFirst {
+    web: tonic_web::GrpcWebService<crate::grpc::Counted>,
+    rest: Router,
+}
+
+impl WebFirst {
+    /// `rest` (with its coding layers) behind gRPC-Web's services: the
+    /// built-in `Fetch` and a team's method, counted on `counters`.
+    pub fn new(
+        rest: Router,
+        core: &Core,
+        counters: &Arc<Counters>,
+        settings: &Settings,
+        custom: Option<&Arc<Custom>>,
+    ) -> Self {
+        WebFirst { web: grpc_web(core, counters, settings, custom), rest }
+    }
+}
+
+/// Whether a request's Content-Type is gRPC-Web's (any case, any suffix).
+fn is_grpc_web(headers: &HeaderMap) -> bool {
+    const WEB: &[u8] = b"application/grpc-web";
+    headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().get(..WEB.len()).is_some_and(|p| p.eq_ignore_ascii_case(WEB)))
+}
+
+impl tower::Service<Request> for WebFirst {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = WebOrRest;
+
+    fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        // Both are always ready: an axum Router and tonic-web over one.
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request) -> WebOrRest {
+        if is_grpc_web(req.headers()) {
+            WebOrRest::Web(Box::new(self.web.call(req)))
+        } else {
+            WebOrRest::Rest(self.rest.call(req))
+        }
+    }
+}
+
+/// The answer of [`WebFirst`]: tonic-web's, its body boxed as axum's, or the
+/// REST routes'. tonic-web's future is boxed: held inline, its size made
+/// every REST answer's future larger to move (+600 to +970 instructions a
+/// call on the REST listener, callgrind: bench/README.md, issue 56).
+pub(crate) enum WebOrRest {
+    Web(Box<<tonic_web::GrpcWebService<crate::grpc::Counted> as tower::Service<Request>>::Future>),
+    Rest(<Router as tower::Service<Request>>::Future),
+}
+
+impl std::future::Future for WebOrRest {
+    type Output = Result<Response, std::convert::Infallible>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        match self.get_mut() {
+            WebOrRest::Web(f) => std::pin::Pin::new(f).poll(cx).map(|r| r.map(|resp| resp.map(Body::new))),
+            WebOrRest::Rest(f) => std::pin::Pin::new(f).poll(cx),
+        }
     }
 }
 
@@ -146,19 +214,10 @@ fn grpc_web(
 }
 
 async fn serve(State(st): State<Arc<Shared>>, req: Request) -> Response {
-    // Connect's encoding, or None for gRPC-Web.
-    let connect = match media_type(req.headers()).as_deref() {
-        Some(JSON_MEDIA_TYPE) => Some(Encoding::Json),
-        Some(PROTO_MEDIA_TYPE) => Some(Encoding::Protobuf),
-        Some(media) if media.starts_with("application/grpc-web") => None,
+    let encoding = match media_type(req.headers()).as_deref() {
+        Some(JSON_MEDIA_TYPE) => Encoding::Json,
+        Some(PROTO_MEDIA_TYPE) => Encoding::Protobuf,
         _ => return unsupported(&st.counters),
-    };
-    let Some(encoding) = connect else {
-        // Infallible: tonic-web answers every request itself.
-        return match st.grpc_web.clone().oneshot(req).await {
-            Ok(resp) => resp.map(Body::new),
-            Err(never) => match never {},
-        };
     };
     let (parts, body) = req.into_parts();
     // The call number picks a team's answer; the built-in one reads none.

@@ -15,6 +15,7 @@ use telemetry::{Counters, Registry, admin_router};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::connect::WebFirst;
 use crate::core::Core;
 use crate::custom::Custom;
 use crate::{grpc, hop, rest};
@@ -131,7 +132,7 @@ pub async fn start(mut config: Config, shutdown: CancellationToken) -> io::Resul
     let custom = config.custom.take().map(|c| Custom::new(c, config.json_codec));
     let (grpc_app, rest_app) = routers(&config, custom, &counters).await?;
     let grpc_app = grpc::edge(grpc_app, &limit, counters.grpc.clone(), config.header_read_timeout);
-    let rest_app = service::rest_edge(
+    let rest_app = service::rest_edge_over(
         rest_app,
         config.compression,
         &limit,
@@ -232,8 +233,9 @@ fn registry(config: &Config, limit: &InFlightLimit, settings: &Settings) -> (Reg
 
 /// The gRPC and REST routers around one core: the built-in method, the
 /// streamed and paged `Items`, and a team's own method if there is one;
-/// gRPC also serves health and reflection. Nothing is layered on them yet.
-async fn routers(config: &Config, custom: Option<Arc<Custom>>, counters: &Counted) -> io::Result<(Router, Router)> {
+/// gRPC also serves health and reflection. REST has its coding layers, and
+/// gRPC-Web is sent past its routes ([`WebFirst`]); neither has its edge yet.
+async fn routers(config: &Config, custom: Option<Arc<Custom>>, counters: &Counted) -> io::Result<(Router, WebFirst)> {
     let core = Core {
         delay: config.delay,
         jitter: config.jitter,
@@ -260,10 +262,12 @@ async fn routers(config: &Config, custom: Option<Arc<Custom>>, counters: &Counte
         .merge(crate::items::rest_routes(producer, counters.rest.clone(), config.compression, config.json_codec))
         .merge(crate::connect::routes(&core, &counters.rest, &rpc, custom.as_ref()))
         .merge(stream);
-    match &custom {
-        None => Ok((grpc_app, rest_app)),
-        Some(c) => with_custom(c, core, counters, config, grpc_app, rest_app),
-    }
+    let (grpc_app, rest_app) = match &custom {
+        None => (grpc_app, rest_app),
+        Some(c) => with_custom(c, core.clone(), counters, config, grpc_app, rest_app)?,
+    };
+    let rest_app = config.compression.rest_layers(rest_app);
+    Ok((grpc_app, WebFirst::new(rest_app, &core, &counters.rest, &rpc, custom.as_ref())))
 }
 
 /// The gRPC routes: the built-in service, `Items`, health, and reflection of

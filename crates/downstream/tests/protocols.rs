@@ -194,6 +194,44 @@ async fn a_grpc_web_call_framed_by_hand_gets_its_answer_and_trailers() {
     ds.stop().await;
 }
 
+/// gRPC-Web is told apart by its Content-Type before the REST routes, as a
+/// Connect server tells its protocols apart: a call to a method not served
+/// is answered in gRPC-Web (UNIMPLEMENTED, trailers-only), not with
+/// the REST listener's 404, and a Connect call at the built-in method's path
+/// still reaches Connect.
+#[tokio::test]
+async fn grpc_web_is_told_apart_before_the_rest_routes() {
+    let ds = start_with(Limits::default()).await;
+    let before = stats(ds.admin_addr).await.listeners["rest"].clone();
+    let message = proto::FetchRequest::from(req("web-2", 1)).encode_to_vec();
+    let resp = reqwest::Client::builder()
+        .http1_only()
+        .build()
+        .unwrap()
+        .post(format!("http://{}/bench.v1.Downstream/NotServed", ds.rest_addr))
+        .header("content-type", "application/grpc-web+proto")
+        .body(frame(0x00, &message))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("application/grpc-web"));
+    // A trailers-only answer: the status in the headers, no frame.
+    assert_eq!(resp.headers().get("grpc-status").map(|v| v.to_str().unwrap().to_owned()).as_deref(), Some("12"));
+    assert!(resp.bytes().await.unwrap().is_empty());
+
+    let r = req("connect-2", 3);
+    let resp =
+        connect_post(ds.rest_addr, "application/proto", proto::FetchRequest::from(r.clone()).encode_to_vec()).await;
+    assert_eq!(resp.status(), 200);
+    let answer = proto::FetchResponse::decode(resp.bytes().await.unwrap()).unwrap();
+    assert_eq!(payload::verify(&r, &FetchResponse::try_from(answer).unwrap()), Ok(()));
+
+    let d = stats(ds.admin_addr).await.listeners["rest"].since(&before);
+    assert_eq!((d.requests["other"], d.requests["ok"], d.requests["not_found"]), (1, 1, 0), "{:?}", d.requests);
+    ds.stop().await;
+}
+
 /// Connect server streaming as the protocol document has it, framed by
 /// hand: the request one envelope (flag 0, big-endian length) of the
 /// protobuf `StreamRequest`; the answer 200, one envelope per item, and an

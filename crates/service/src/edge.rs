@@ -32,7 +32,25 @@ pub fn rest_edge(
     api: &'static str,
     shed: fn(usize) -> Response,
 ) -> impl App {
+    rest_edge_over(compression.rest_layers(router), compression, limit, counters, api, shed)
+}
+
+/// The same edge around an app whose routes have their coding layers
+/// already (`compression.rest_layers`), or that sends some requests past
+/// them (the downstream's gRPC-Web, which codes its own frames).
+pub fn rest_edge_over<S>(
+    app: S,
+    compression: Compression,
+    limit: &InFlightLimit,
+    counters: Arc<Counters>,
+    api: &'static str,
+    shed: fn(usize) -> Response,
+) -> impl App
+where
+    S: App,
+    S::Future: Unpin,
+{
     let outer = (limit.admission(counters.clone(), shed), crate::errors::explainer(Some(counters), api));
     let identity_only = (compression == Compression::None).then_some(IdentityOnly);
-    wrap(compression.rest_layers(router), (outer, identity_only))
+    wrap(app, (outer, identity_only))
 }

@@ -40,7 +40,7 @@ mod work;
 
 pub use body::{bytes_holding, hold_until_dropped, watch_frames};
 pub use compression::Compression;
-pub use edge::rest_edge;
+pub use edge::{rest_edge, rest_edge_over};
 pub use errors::{MAX_HEADER_BYTES, json_errors};
 pub use lifecycle::{
     ReadyLine, Served, cancel_on_signal, exit_code, init_logging, parse_positive_duration, print_ready,
