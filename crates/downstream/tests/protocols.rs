@@ -157,23 +157,28 @@ fn frames(mut body: &[u8]) -> Vec<(u8, Vec<u8>)> {
     out
 }
 
+/// A gRPC-Web call over HTTP/1.1, as a browser's gRPC-Web client makes it.
+async fn grpc_web_post(addr: SocketAddr, path: &str, body: Vec<u8>) -> reqwest::Response {
+    reqwest::Client::builder()
+        .http1_only()
+        .build()
+        .unwrap()
+        .post(format!("http://{addr}{path}"))
+        .header("content-type", "application/grpc-web+proto")
+        .header("x-grpc-web", "1")
+        .body(body)
+        .send()
+        .await
+        .expect("gRPC-Web request")
+}
+
 #[tokio::test]
 async fn a_grpc_web_call_framed_by_hand_gets_its_answer_and_trailers() {
     let ds = start_with(Limits::default()).await;
     let before = stats(ds.admin_addr).await.listeners["rest"].clone();
     let r = req("web-1", 6);
     let message = proto::FetchRequest::from(r.clone()).encode_to_vec();
-    let resp = reqwest::Client::builder()
-        .http1_only()
-        .build()
-        .unwrap()
-        .post(format!("http://{}/bench.v1.Downstream/Fetch", ds.rest_addr))
-        .header("content-type", "application/grpc-web+proto")
-        .header("x-grpc-web", "1")
-        .body(frame(0x00, &message))
-        .send()
-        .await
-        .unwrap();
+    let resp = grpc_web_post(ds.rest_addr, "/bench.v1.Downstream/Fetch", frame(0x00, &message)).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.version(), reqwest::Version::HTTP_11);
     assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("application/grpc-web"));
@@ -204,16 +209,7 @@ async fn grpc_web_is_told_apart_before_the_rest_routes() {
     let ds = start_with(Limits::default()).await;
     let before = stats(ds.admin_addr).await.listeners["rest"].clone();
     let message = proto::FetchRequest::from(req("web-2", 1)).encode_to_vec();
-    let resp = reqwest::Client::builder()
-        .http1_only()
-        .build()
-        .unwrap()
-        .post(format!("http://{}/bench.v1.Downstream/NotServed", ds.rest_addr))
-        .header("content-type", "application/grpc-web+proto")
-        .body(frame(0x00, &message))
-        .send()
-        .await
-        .unwrap();
+    let resp = grpc_web_post(ds.rest_addr, "/bench.v1.Downstream/NotServed", frame(0x00, &message)).await;
     assert_eq!(resp.status(), 200);
     assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("application/grpc-web"));
     // A trailers-only answer: the status in the headers, no frame.
