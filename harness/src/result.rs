@@ -316,8 +316,9 @@ pub struct RoundResult {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub pids: BTreeMap<TierName, u32>,
     /// By tier with a CPU limit (`--tier-cpus`, containers): how its quota
-    /// acted in the round, from its cgroup's `cpu.stat`. Absent without a
-    /// limit, where it could not be read, and in older runs.
+    /// acted in the round, from its cgroup's `cpu.stat`, over the span of
+    /// `per_request_basis` (as `replicas`). Absent without a limit, where it
+    /// could not be read, and in older runs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cpu_throttling: BTreeMap<TierName, CpuThrottling>,
     /// The downstream's replicas (`--downstream-replicas`, `--balance`),

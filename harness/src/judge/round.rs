@@ -76,7 +76,9 @@ pub fn assemble(input: &RoundInput<'_>) -> RoundResult {
         steal_percent: input.deltas.steal_percent,
         // Which processes these were is known to the run, not to the figures.
         pids: BTreeMap::new(),
-        cpu_throttling: input.deltas.throttling.clone(),
+        // Over the span the replicas' rows cover, so the tier's periods are
+        // their sum: the window's end read comes before the last calls end.
+        cpu_throttling: own.map_or(&input.deltas.throttling, |o| &o.throttling).clone(),
         replicas: replica_set(own.map_or(&input.deltas.replicas, |o| &o.replicas)),
     }
 }
@@ -397,7 +399,7 @@ mod tests {
 
     use super::*;
     use crate::load::{Outcome, Shot};
-    use crate::result::LoadSample;
+    use crate::result::{CpuThrottling, LoadSample};
 
     #[test]
     fn replica_shares_and_the_imbalance_come_from_each_replicas_calls() {
@@ -695,6 +697,7 @@ mod tests {
             harness_cpu_seconds: Some(0.002),
             front: Some(counters(4, Some(400), Some(4000))),
             internal: Some(counters(4, Some(600), Some(9000))),
+            throttling: BTreeMap::from([(TierName::Downstream, throttled(0.6, 19))]),
             ..Deltas::default()
         };
         // Bounded to its own calls: per-request CPU and every hop's bytes
@@ -705,6 +708,19 @@ mod tests {
             harness_cpu_seconds: Some(0.004),
             front: Some(counters(4, Some(440), Some(4400))),
             internal: Some(counters(4, Some(640), Some(9600))),
+            throttling: BTreeMap::from([(TierName::Downstream, throttled(0.6, 20))]),
+            replicas: [20, 0, 0]
+                .into_iter()
+                .enumerate()
+                .map(|(i, n)| ReplicaDelta {
+                    index: i as u32,
+                    pid: None,
+                    cpu_seconds: None,
+                    rss_bytes: None,
+                    internal: None,
+                    throttling: Some(throttled(0.2, n)),
+                })
+                .collect(),
             ..Deltas::default()
         };
         let bounded = Deltas { own: Some(Box::new(own)), ..window };
@@ -730,5 +746,14 @@ mod tests {
         assert_eq!(r.bytes.internal.request_wire_bytes_per_request, Some(160.0));
         assert_eq!(r.bytes.front.response_wire_bytes_per_request, Some(1100.0));
         assert_eq!(r.bytes.front.requests, 4);
+        // The CPU limit's periods are over the same span as the replicas'
+        // rows: the tier's throttled periods are theirs summed.
+        let each = r.replicas.as_ref().unwrap().each.iter();
+        let summed: u64 = each.map(|r| r.throttling.as_ref().unwrap().throttled_periods).sum();
+        assert_eq!((r.cpu_throttling[&TierName::Downstream].throttled_periods, summed), (20, 20));
+    }
+
+    fn throttled(cpus: f64, throttled_periods: u64) -> CpuThrottling {
+        CpuThrottling { cpus, periods: 21, throttled_periods, throttled_seconds: 0.1 }
     }
 }
