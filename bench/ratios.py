@@ -24,7 +24,11 @@ the row's measurements (/proc/stat's aggregate line, as run.json's
   3. each tier's CPU per request ÷ its plain twin's (`plain-caller`,
      `plain-downstream`), per arm, at 1,000 and 5,000 req/s (the harness
      driving, open loop, 500 ms delay) and at the busy end (wrk, closed loop,
-     64 connections, no delay);
+     64 connections, no delay). Each twin runs twice per alternation, as a
+     plain service runs (the machine's transparent-huge-page mode) and with
+     huge pages off as every tier runs them (`service::huge_pages`), so a
+     row ÷ the first twin is what a team's service would save, and ÷ the
+     second what the tiers' code costs beside the setting;
   4. each tier's instructions a call ÷ its plain twin's, per arm, paced
      (100 ms delay, 10 connections) and busy (no delay, 64 connections),
      counted by callgrind (bench/twins-profile.sh): repeatable where row 3's
@@ -48,7 +52,8 @@ real tiers are started by this script with the settings the harness gives
 them (read from a short run's run.json), the twins with the same addresses
 and delay; the front door and its generator are the same for both.
 
-QUICK=1 shortens every measurement (a smoke test, not a result); ROWS
+QUICK=1 shortens every measurement (a smoke test, not a result); TWINS
+("machine off") picks the twins' huge-page settings for row 3; ROWS
 ("generator tiers instr aa knee"), ARMS ("grpc rest connect connect-pb grpc-web") and RATES ("1000 5000 busy")
 pick parts; ALTS sets the alternations.
 """
@@ -91,6 +96,7 @@ def listener_of(arm):
 def label(arm, codec):
     return arm if codec == "serde_json" else "%s (%s)" % (arm, codec)
 RATES = [r if r == "busy" else int(r) for r in os.environ.get("RATES", "1000 5000 busy").split()]
+TWINS = os.environ.get("TWINS", "machine off").split()
 OUT = tempfile.mkdtemp(prefix="ratios-")
 STARTED = []  # every process this script started, stopped on any exit
 
@@ -138,7 +144,21 @@ class Steal:
 # -------------------------------------------------------------- processes
 
 
-def start(cmd, ready=True, env=None):
+def huge_pages_off():
+    """In a child before it runs its program: transparent huge pages off,
+    as every tier turns them off for itself (PR_SET_THP_DISABLE)."""
+    if LIBC.prctl(41, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_THP_DISABLE)")
+
+
+def huge_pages_disabled(pid):
+    """The kernel's word on a process's huge pages: True if off for it."""
+    with open("/proc/%d/status" % pid) as f:
+        line = next((l for l in f if l.startswith("THP_enabled:")), None)
+    return None if line is None else line.split()[1] == "0"
+
+
+def start(cmd, ready=True, env=None, preexec=None):
     """Starts cmd; with ready, waits for its JSON ready line and returns it too."""
     p = subprocess.Popen(
         cmd,
@@ -146,6 +166,7 @@ def start(cmd, ready=True, env=None):
         stderr=subprocess.DEVNULL,
         text=True,
         env=env,
+        preexec_fn=preexec,
     )
     STARTED.append(p)
     if not ready:
@@ -240,18 +261,27 @@ def tier_settings(arm, codec="serde_json"):
 class Tiers:
     """A downstream and a caller for arm: the real tiers (kind 'real'), run
     as the harness runs them (`harness __tier ROLE` with its flags), or the
-    plain twins."""
+    plain twins: 'plain' in the machine's huge-page mode, 'plain-off' with
+    huge pages off, as the tiers turn them off for themselves."""
 
     def __init__(self, kind, arm, delay, settings, codec="serde_json"):
         real = kind == "real"
+        preexec = huge_pages_off if kind == "plain-off" else None
         # The real tiers' codec is in their settings (the harness's flags); the twins are told.
         twin = [] if codec == "serde_json" else ["--json-codec", codec]
         ds = [BIN + "/harness", "__tier", "downstream", *settings["downstream"]] if real else [BIN + "/plain-downstream", *twin]
-        self.ds, ready = start([*ds, "--delay", delay])
+        self.ds, ready = start([*ds, "--delay", delay], preexec=preexec)
         down = "http://" + ready["listeners"][listener_of(arm)]
         caller = [BIN + "/harness", "__tier", "caller", *settings["caller"]] if real else [BIN + "/plain-caller", *twin]
-        self.caller, ready = start([*caller, "--transport", arm, "--downstream-" + listener_of(arm), down])
+        self.caller, ready = start([*caller, "--transport", arm, "--downstream-" + listener_of(arm), down], preexec=preexec)
         self.front = "http://" + ready["listeners"]["front"]
+        # What each process got, as its kernel says: the tiers off, a twin
+        # as asked; a run where that does not hold measures nothing.
+        want = None if kind == "plain" else True
+        for p in (self.ds, self.caller):
+            got = huge_pages_disabled(p.pid)
+            if want is not None and got is not want:
+                raise RuntimeError("%s (%s): huge pages %s, not off" % (kind, p.args[0], got))
 
     def cpu(self):
         return {"caller": cpu_seconds(self.caller.pid), "downstream": cpu_seconds(self.ds.pid)}
@@ -560,22 +590,29 @@ def tiers_per_request(kind, arm, codec, rate, settings, short):
     return per, st.percent()
 
 
+TWIN_KINDS = {"machine": ("plain", "plain twin's"), "off": ("plain-off", "plain twin's, huge pages off as the tiers")}
+
+
 def tier_rows(settings):
+    twins = [TWIN_KINDS[t] for t in TWINS]
+    kinds = ["real", *(k for k, _ in twins)]
     for arm, codec in [(a, c) for a in ARMS for c in codecs_of(a)]:
         for rate in RATES:
-            pairs = {"caller": [], "downstream": []}
+            pairs = {(t, k): [] for t in ("caller", "downstream") for k, _ in twins}
             steals, short = [], []
-            for first, second in alternate("real", "plain"):
+            for i in range(ALTS):
                 per = {}
-                for kind in (first, second):
+                # Each kind first in turn: a drift of the machine falls on all.
+                for kind in kinds[i % len(kinds):] + kinds[:i % len(kinds)]:
                     per[kind], steal = tiers_per_request(kind, arm, codec, rate, settings, short)
                     steals.append(steal)
-                for t in pairs:
-                    pairs[t].append((per["real"][t], per["plain"][t]))
+                for t, k in pairs:
+                    pairs[(t, k)].append((per["real"][t], per[k][t]))
             setting = "%s, %s" % (label(arm, codec), "busy (wrk, 64 conns, no delay)" if rate == "busy" else "%d req/s" % rate)
             for t in ("caller", "downstream"):
-                row("%s CPU/req ÷ plain twin's" % t, setting, "≤ 1.05", "µs/req", pairs[t], steals,
-                    "; ".join(short))
+                for k, name in twins:
+                    row("%s CPU/req ÷ %s" % (t, name), setting, "≤ 1.05", "µs/req", pairs[(t, k)], steals,
+                        "; ".join(short))
 
 
 def aa_rows(settings):

@@ -58,7 +58,7 @@ finally:
 }
 
 flags() { python3 -c "import json,sys; print(' '.join(json.loads(sys.argv[1])['$2']))" "$1"; }
-wrk_count() { wrk -t1 -c"$CONNS" -d"$1s" -s "$TMP/post.lua" "$2/v1/call" | awk '/requests in/{print $1}'; }
+wrk_count() { wrk -t1 -c"$CONNS" -d"$1s" --timeout 30s -s "$TMP/post.lua" "$2/v1/call" | awk '/requests in/{print $1}'; }
 
 unit="instructions/request"; [ "$TOOL" = stat ] && unit="CPU µs/request"
 echo "| arm | tier | as the harness runs it ($unit) | plain twin | ratio |"
