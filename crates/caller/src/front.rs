@@ -14,9 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use payload::{CallRequest, FetchRequest, FetchResponse, Limits};
@@ -274,16 +273,25 @@ pub fn router(front: Arc<Front>) -> Router {
         .with_state(front)
 }
 
-async fn call(State(front): State<Arc<Front>>, headers: HeaderMap, body: Body) -> Response {
-    let (result, request_bytes) = match read_json::<CallRequest>(&headers, body, &front.body).await {
+/// The whole request, not a `HeaderMap` (which axum extracts by cloning
+/// the headers): its head is read and dropped before the body is awaited
+/// ([`read_json`]).
+async fn call(State(front): State<Arc<Front>>, req: Request) -> Response {
+    let (head, body) = req.into_parts();
+    let read = read_json::<CallRequest>(&head.headers, body, &front.body);
+    drop(head);
+    let (result, request_bytes) = match read.await {
         Ok((call, n)) => (front.handle(call).await, n as u64),
         Err(e) => (Err(e), 0),
     };
     answered(&front, result, request_bytes)
 }
 
-async fn call_custom(State(front): State<Arc<Front>>, headers: HeaderMap, body: Body) -> Response {
-    let (result, request_bytes, number) = match read_json::<CustomCall>(&headers, body, &front.body).await {
+async fn call_custom(State(front): State<Arc<Front>>, req: Request) -> Response {
+    let (head, body) = req.into_parts();
+    let read = read_json::<CustomCall>(&head.headers, body, &front.body);
+    drop(head);
+    let (result, request_bytes, number) = match read.await {
         Ok((call, n)) => {
             let number = call.request_id.parse::<u64>().ok();
             (front.handle_custom(call).await, n as u64, number)

@@ -44,7 +44,8 @@ pub const MAX_DECODING_MESSAGE_BYTES: usize = crate::outbound::MAX_ANSWER_BYTES;
 /// Spreads calls round-robin over `connections` HTTP/2 connections.
 #[derive(Debug)]
 pub struct GrpcClient {
-    target: String,
+    /// Shared by every call, for its errors: a `String` was copied for each.
+    target: Arc<str>,
     clients: Vec<tonic::client::Grpc<Channel>>,
     next: AtomicUsize,
     counters: Arc<Counters>,
@@ -85,7 +86,7 @@ impl GrpcClient {
                 }
             })
             .collect();
-        Ok(GrpcClient { target: target.to_owned(), clients, next: AtomicUsize::new(0), counters, hop: hop.clone() })
+        Ok(GrpcClient { target: target.into(), clients, next: AtomicUsize::new(0), counters, hop: hop.clone() })
     }
 }
 
@@ -161,7 +162,7 @@ impl Outbound for GrpcClient {
         page_size: u32,
     ) -> crate::outbound::ItemStream {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
-        let (client, target, counters) = (self.clients[i].clone(), self.target.clone(), self.counters.clone());
+        let (client, target, counters) = (self.clients[i].clone(), self.target.to_string(), self.counters.clone());
         items(client, target, counters, req, delivery, page_size)
     }
 
@@ -202,14 +203,14 @@ impl<T> UnaryChannel for T where
 pub(crate) async fn unary_fetch<T>(
     mut client: tonic::client::Grpc<T>,
     path: &'static str,
-    target: String,
+    target: Arc<str>,
     counters: Arc<Counters>,
     req: FetchRequest,
 ) -> Result<FetchResponse, CallError>
 where
     T: UnaryChannel,
 {
-    let unreachable = |e: T::Error| CallError::Connect { target: target.clone(), reason: e.into().to_string() };
+    let unreachable = |e: T::Error| CallError::Connect { target: target.to_string(), reason: e.into().to_string() };
     client.ready().await.map_err(unreachable)?;
     let mut req = tonic::Request::new(proto::FetchRequest::from(req));
     req.extensions_mut().insert(tonic::GrpcMethod::new(proto::downstream_server::SERVICE_NAME, "Fetch"));
@@ -218,13 +219,14 @@ where
         .await
         .map_err(|s| classify(&target, s))?
         .into_inner();
-    FetchResponse::try_from(resp).map_err(|e| CallError::BadResponse { target, reason: e.to_string() })
+    FetchResponse::try_from(resp)
+        .map_err(|e| CallError::BadResponse { target: target.to_string(), reason: e.to_string() })
 }
 
 /// A team's own method on any tonic client, its number in the call header.
 pub(crate) async fn unary_call<T>(
     mut client: tonic::client::Grpc<T>,
-    target: String,
+    target: Arc<str>,
     path: PathAndQuery,
     n: u64,
     message: DynamicMessage,
@@ -233,7 +235,7 @@ pub(crate) async fn unary_call<T>(
 where
     T: UnaryChannel,
 {
-    let unreachable = |e: T::Error| CallError::Connect { target: target.clone(), reason: e.into().to_string() };
+    let unreachable = |e: T::Error| CallError::Connect { target: target.to_string(), reason: e.into().to_string() };
     client.ready().await.map_err(unreachable)?;
     let mut req = tonic::Request::new(message);
     req.metadata_mut().insert(CALL_HEADER, tonic::metadata::MetadataValue::from(n));

@@ -63,7 +63,7 @@ fn http_client(
 /// The `grpc-web` arm's client.
 #[derive(Debug)]
 pub struct GrpcWebClient {
-    target: String,
+    target: Arc<str>,
     client: tonic::client::Grpc<WebChannel>,
     counters: Arc<Counters>,
     hop: HopOptions,
@@ -82,7 +82,7 @@ impl GrpcWebClient {
             Some(e) => client.send_compressed(e).accept_compressed(e),
             None => client,
         };
-        Ok(GrpcWebClient { target: target.to_owned(), client, counters, hop: hop.clone() })
+        Ok(GrpcWebClient { target: target.into(), client, counters, hop: hop.clone() })
     }
 }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use payload::StreamRequest;
@@ -101,8 +101,11 @@ pub fn router(front: Arc<Front>) -> axum::Router {
 }
 
 /// `POST /v1/stream`: the items of the stream asked for, as NDJSON.
-async fn stream(State(front): State<Arc<Front>>, headers: HeaderMap, body: Body) -> Response {
-    let (result, request_bytes) = match read_json::<StreamRequest>(&headers, body, &front.body).await {
+async fn stream(State(front): State<Arc<Front>>, req: axum::extract::Request) -> Response {
+    let (head, body) = req.into_parts();
+    let read = read_json::<StreamRequest>(&head.headers, body, &front.body);
+    drop(head);
+    let (result, request_bytes) = match read.await {
         Ok((req, n)) => (open(&front, req), n as u64),
         Err(e) => (Err(e), 0),
     };

@@ -10,8 +10,7 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -162,20 +161,22 @@ pub fn router(core: Core, counters: Arc<Counters>, body_read_timeout: std::time:
 
 /// Reads, decodes and answers one request; the request's message bytes are
 /// known once its body is read, whatever happens after.
-async fn answer(
-    st: &RestState,
-    headers: &HeaderMap,
-    body: Body,
-) -> (Result<(Encoding, Vec<u8>, WorkPermit), ApiError>, usize) {
-    let encoding = match Encoding::of_request(headers) {
+///
+/// The whole request, not a `HeaderMap` (which axum extracts by cloning the
+/// headers): its head is read and dropped before the body is awaited.
+async fn answer(st: &RestState, req: Request) -> (Result<(Encoding, Vec<u8>, WorkPermit), ApiError>, usize) {
+    let (head, body) = req.into_parts();
+    let encoding = match Encoding::of_request(&head.headers) {
         Ok(e) => e,
         Err(e) => return (Err(e), 0),
     };
-    let bytes = match read_body(headers, body, &st.body).await {
+    let out = Encoding::of_answer(&head.headers, encoding);
+    let read = read_body(&head.headers, body, &st.body);
+    drop(head);
+    let bytes = match read.await {
         Ok(b) => b,
         Err(e) => return (Err(e), 0),
     };
-    let out = Encoding::of_answer(headers, encoding);
     let result = async {
         let req = encoding.decode(st.codec, &bytes)?;
         let (resp, permit) = st.core.fetch(req).await.map_err(fetch_error)?;
@@ -185,8 +186,8 @@ async fn answer(
     (result, bytes.len())
 }
 
-async fn fetch(State(st): State<Arc<RestState>>, headers: HeaderMap, body: Body) -> Response {
-    match answer(&st, &headers, body).await {
+async fn fetch(State(st): State<Arc<RestState>>, req: Request) -> Response {
+    match answer(&st, req).await {
         (Ok((encoding, encoded, permit)), request_bytes) => {
             st.counters.add_message_bytes(request_bytes as u64, encoded.len() as u64);
             st.counters.record("ok");

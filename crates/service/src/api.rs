@@ -97,17 +97,27 @@ pub struct BodyPolicy {
 /// Checks the content type (415) and the declared length (413), reads the
 /// body within the policy's limit and time (413, 408), and decodes the JSON
 /// (400 with serde's reason). Returns the value and the body's size.
-pub async fn read_json<T: DeserializeOwned>(
+///
+/// The headers are read before the returned future is: it borrows nothing,
+/// so a handler can drop the request's head before it waits on the body.
+/// A handler takes the whole `Request` for this, not a `HeaderMap`, which
+/// axum extracts by cloning the request's headers (bench/README.md, issue
+/// 56, twelfth pass).
+pub fn read_json<T: DeserializeOwned>(
     headers: &HeaderMap,
     body: Body,
     policy: &BodyPolicy,
-) -> Result<(T, usize), ApiError> {
-    if !is_json(headers) {
-        return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json"));
+) -> impl Future<Output = Result<(T, usize), ApiError>> + use<T> {
+    let read = if is_json(headers) {
+        Ok(read_body(headers, body, policy))
+    } else {
+        Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json"))
+    };
+    async move {
+        let bytes = read?.await?;
+        let value = decode_object(&bytes)?;
+        Ok((value, bytes.len()))
     }
-    let bytes = read_body(headers, body, policy).await?;
-    let value = decode_object(&bytes)?;
-    Ok((value, bytes.len()))
 }
 
 /// Decodes a request body that must be a JSON object (400 otherwise, with
@@ -140,9 +150,15 @@ pub fn media_type(headers: &HeaderMap) -> Option<std::borrow::Cow<'_, str>> {
 }
 
 /// Checks the declared length (413) and reads the body within the policy's
-/// limit and time (413, 408), whatever its content type.
-pub async fn read_body(headers: &HeaderMap, body: Body, policy: &BodyPolicy) -> Result<bytes::Bytes, ApiError> {
-    let too_large = || {
+/// limit and time (413, 408), whatever its content type. The headers are
+/// read before the returned future is, as in [`read_json`].
+pub fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    policy: &BodyPolicy,
+) -> impl Future<Output = Result<bytes::Bytes, ApiError>> + use<> {
+    let policy = *policy;
+    let too_large = move || {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("request body is larger than the {} bytes this service accepts", policy.limit_bytes),
@@ -150,21 +166,21 @@ pub async fn read_body(headers: &HeaderMap, body: Body, policy: &BodyPolicy) -> 
     };
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > policy.limit_bytes as u64) {
-        return Err(too_large());
-    }
-    let bytes = match tokio::time::timeout(policy.read_timeout, axum::body::to_bytes(body, policy.limit_bytes)).await {
-        Err(_) => {
-            return Err(ApiError::new(
+    let refused = declared.is_some_and(|n| n > policy.limit_bytes as u64);
+    async move {
+        if refused {
+            return Err(too_large());
+        }
+        match tokio::time::timeout(policy.read_timeout, axum::body::to_bytes(body, policy.limit_bytes)).await {
+            Err(_) => Err(ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,
                 format!("the request body did not arrive within {:?}", policy.read_timeout),
-            ));
+            )),
+            Ok(Err(e)) if is_length_limit(&e) => Err(too_large()),
+            Ok(Err(e)) => Err(ApiError::new(StatusCode::BAD_REQUEST, format!("reading the request body: {e}"))),
+            Ok(Ok(b)) => Ok(b),
         }
-        Ok(Err(e)) if is_length_limit(&e) => return Err(too_large()),
-        Ok(Err(e)) => return Err(ApiError::new(StatusCode::BAD_REQUEST, format!("reading the request body: {e}"))),
-        Ok(Ok(b)) => b,
-    };
-    Ok(bytes)
+    }
 }
 
 fn is_length_limit(e: &axum::Error) -> bool {

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::extract::Request;
 use axum::response::Response;
+use futures::FutureExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -354,19 +355,24 @@ impl<A: App> Conn<A> {
         counters: Option<Arc<Counters>>,
         acceptor: Option<tokio_rustls::TlsAcceptor>,
     ) {
+        // Each connection's future boxed once: it is some 9 to 12 KB (both
+        // protocols' state, the timers, TLS), which `spawn` otherwise copied
+        // whole three times on its way into the task (callgrind with its
+        // cache simulation, bench/README.md, issue 56, twelfth pass).
         match (counters, acceptor) {
             (Some(c), Some(tls)) => {
-                connections
-                    .spawn(async move { self.run_tls(CountingStream::new(tcp, c.clone()), &tls, Some(&c)).await });
+                connections.spawn(Box::pin(async move {
+                    self.run_tls(CountingStream::new(tcp, c.clone()), &tls, Some(&c)).await
+                }));
             }
             (None, Some(tls)) => {
-                connections.spawn(async move { self.run_tls(tcp, &tls, None).await });
+                connections.spawn(Box::pin(async move { self.run_tls(tcp, &tls, None).await }));
             }
             (Some(c), None) => {
-                connections.spawn(self.run(TokioIo::new(CountingStream::new(tcp, c))));
+                connections.spawn(Box::pin(self.run(TokioIo::new(CountingStream::new(tcp, c)))));
             }
             (None, None) => {
-                connections.spawn(self.run(TokioIo::new(tcp)));
+                connections.spawn(Box::pin(self.run(TokioIo::new(tcp))));
             }
         }
     }
@@ -414,11 +420,14 @@ impl<A: App> Conn<A> {
             // The guard lives until the response body is dropped (sent or
             // abandoned), so a stream counts as open while it is answered.
             let open = tracked.request_started(req.version() < http::Version::HTTP_2);
-            let answer = app.clone().oneshot(req);
-            async move {
-                let resp = answer.await?;
-                Ok::<_, Infallible>(resp.map(|body| hold_until_dropped(body, open)))
-            }
+            // A combinator, not `async move { answer.await }`: that future
+            // held the answer twice (the captured one and the one awaited),
+            // 1,032 bytes hyper moves into its slot for each request where
+            // this is 512 (`-Zprint-type-sizes`; bench/README.md, issue 56,
+            // twelfth pass).
+            app.clone()
+                .oneshot(req)
+                .map(move |answer| answer.map(|resp| resp.map(|body| hold_until_dropped(body, open))))
         }));
         let control = Control {
             activity,
