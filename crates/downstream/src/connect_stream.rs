@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -104,8 +104,11 @@ fn offered(headers: &HeaderMap, coding: &str) -> bool {
         .any(|c| c.trim().eq_ignore_ascii_case(coding))
 }
 
-async fn serve(State(s): State<Shared>, headers: HeaderMap, body: Body) -> Response {
-    if media_type(&headers).as_deref() != Some(MEDIA_TYPE) {
+/// The whole request, not a `HeaderMap` (which axum extracts by cloning the
+/// headers): its head is read and dropped before the body is awaited.
+async fn serve(State(s): State<Shared>, req: Request) -> Response {
+    let (head, body) = req.into_parts();
+    if media_type(&head.headers).as_deref() != Some(MEDIA_TYPE) {
         s.counters.record("unsupported_media_type");
         let reason = format!("Content-Type must be {MEDIA_TYPE}");
         let mut resp = (StatusCode::UNSUPPORTED_MEDIA_TYPE, reason).into_response();
@@ -116,7 +119,10 @@ async fn serve(State(s): State<Shared>, headers: HeaderMap, body: Body) -> Respo
         s.counters.record(e.outcome());
         streaming(Body::from(end_stream(Some(&e))), None)
     };
-    let bytes = match read_body(&headers, body, &s.body).await {
+    let coding = s.compression.content_coding().filter(|c| offered(&head.headers, c));
+    let read = read_body(&head.headers, body, &s.body);
+    drop(head);
+    let bytes = match read.await {
         Ok(b) => b,
         Err(e) => return refused(e),
     };
@@ -134,7 +140,6 @@ async fn serve(State(s): State<Shared>, headers: HeaderMap, body: Body) -> Respo
         Ok(p) => p,
         Err(e) => return refused(crate::rest::fetch_error(e)),
     };
-    let coding = s.compression.content_coding().filter(|c| offered(&headers, c));
     let (compression, counters) =
         (if coding.is_some() { s.compression } else { Compression::None }, s.counters.clone());
     let mut outcome = crate::items::Outcome::new(s.counters.clone(), req.items);

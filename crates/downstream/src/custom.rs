@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, post};
@@ -222,14 +222,18 @@ pub fn rest_method(
     post(rest_call).with_state(Arc::new(RestShared { custom, core, counters, body }))
 }
 
-async fn rest_call(State(st): State<Arc<RestShared>>, headers: HeaderMap, body: Body) -> Response {
-    let (result, request_bytes) = match Encoding::of_request(&headers) {
+/// The whole request, not a `HeaderMap` (which axum extracts by cloning the
+/// headers).
+async fn rest_call(State(st): State<Arc<RestShared>>, req: Request) -> Response {
+    let (head, body) = req.into_parts();
+    let headers = &head.headers;
+    let (result, request_bytes) = match Encoding::of_request(headers) {
         Err(e) => (Err(e), 0),
         Ok(encoding) => {
             let (input, codec) = (st.custom.loaded.contract.input(), st.custom.codec);
             rest_answer(
                 &st,
-                &headers,
+                headers,
                 body,
                 |bytes| match encoding {
                     Encoding::Json => contract::from_json_with(codec, input, bytes)
@@ -243,7 +247,7 @@ async fn rest_call(State(st): State<Arc<RestShared>>, headers: HeaderMap, body: 
             .await
         }
     };
-    rest_answered(&st, result, request_bytes, call_number(&headers))
+    rest_answered(&st, result, request_bytes, call_number(headers))
 }
 
 /// The method at its `google.api.http` route: the message read from the
@@ -260,7 +264,7 @@ pub fn rest_annotated(
     let st = Arc::new(RestShared { custom, core, counters, body });
     Some(axum::routing::on(
         filter,
-        move |Path(vars): Path<Vec<(String, String)>>, RawQuery(query): RawQuery, headers: HeaderMap, body: Body| {
+        move |Path(vars): Path<Vec<(String, String)>>, RawQuery(query): RawQuery, req: Request| {
             let st = st.clone();
             let rule = rule.clone();
             async move {
@@ -268,8 +272,9 @@ pub fn rest_annotated(
                 let codec = st.custom.codec;
                 let decode =
                     |bytes: &[u8]| rule.message_with(codec, &input, &vars, query.as_deref(), bytes).map(|_| ());
-                let (result, request_bytes) = rest_answer(&st, &headers, body, decode, Encoding::Json).await;
-                rest_answered(&st, result, request_bytes, call_number(&headers))
+                let (head, body) = req.into_parts();
+                let (result, request_bytes) = rest_answer(&st, &head.headers, body, decode, Encoding::Json).await;
+                rest_answered(&st, result, request_bytes, call_number(&head.headers))
             }
         },
     ))

@@ -108,16 +108,17 @@ pub fn read_json<T: DeserializeOwned>(
     body: Body,
     policy: &BodyPolicy,
 ) -> impl Future<Output = Result<(T, usize), ApiError>> + use<T> {
-    let read = if is_json(headers) {
-        Ok(read_body(headers, body, policy))
-    } else {
-        Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json"))
-    };
-    async move {
-        let bytes = read?.await?;
-        let value = decode_object(&bytes)?;
-        Ok((value, bytes.len()))
+    use futures::future::{Either, FutureExt, ready};
+    if !is_json(headers) {
+        let refused = ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json");
+        return Either::Left(ready(Err(refused)));
     }
+    // A combinator: an `async` block would hold the read twice, the future
+    // it was given and the one it awaits.
+    Either::Right(read_body(headers, body, policy).map(|read| {
+        let bytes = read?;
+        Ok((decode_object(&bytes)?, bytes.len()))
+    }))
 }
 
 /// Decodes a request body that must be a JSON object (400 otherwise, with
