@@ -57,15 +57,12 @@ for t in ${TRANSPORTS:-grpc rest}; do
     kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true
     python3 - "$t" "$rhythm" "$((n1 - n0))" "$TMP" <<'PY'
 import glob, re, sys
+sys.path.insert(0, "bench")
+from cg_misses import expand
 t, rhythm, stats, tmp = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 names, calls, total = {}, {}, 0
 def name(s):
-    m = re.match(r"\((\d+)\)(?: (.*))?", s)
-    if not m:
-        return s
-    if m.group(2):
-        names[m.group(1)] = m.group(2)
-    return names.get(m.group(1), s)
+    return expand(names, s)
 for path in glob.glob(tmp + "/cg.out*"):
     names.clear()
     callee = None

@@ -15,7 +15,7 @@
 # one: instructions per request = the window's ÷ wrk's count (the runtime's
 # idle work between the toggles and the run included).
 # ARMS=rest, TIERS=downstream, KINDS=plain narrow it; KEEP=dir keeps each raw
-# callgrind profile there (LABEL-tier-kind-arm.cg). DOWNSTREAM=path runs that
+# callgrind profile there (LABEL-tier-kind-arm.cg); CACHE=1 simulates caches. DOWNSTREAM=path runs that
 # `downstream` binary (the same flags as `harness __tier downstream`, e.g. an
 # older build's) as the real downstream.
 # TOOL=stat runs every process natively and counts the window with `perf
@@ -42,6 +42,10 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
 needs "valgrind, wrk, python3" valgrind callgrind_control callgrind_annotate wrk python3
 TOOL="${TOOL:-callgrind}"
 CG="valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$TMP/cg.out"
+# CACHE=1 adds callgrind's cache simulation (its own caches, not this
+# machine's): with KEEP=dir, `python3 bench/cg_misses.py` reads the misses
+# per answer by function, the tier against its twin.
+[ -n "${CACHE:-}" ] && CG="${CG/--tool=callgrind/--tool=callgrind --cache-sim=yes}"
 [ "$TOOL" != callgrind ] && CG=""
 STAT_EVENTS=task-clock,page-faults,context-switches,raw_syscalls:sys_enter
 printf 'wrk.method="POST"\nwrk.body=[[{"requestId":"p","items":10}]]\nwrk.headers["Content-Type"]="application/json"\n' > "$TMP/post.lua"
