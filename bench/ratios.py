@@ -16,10 +16,11 @@ the row's measurements (/proc/stat's aggregate line, as run.json's
      generator costing nothing could reach on this machine's cores;
   2. the generator open loop at 1,000 and 5,000 req/s against the same front
      door: its CPU per request ÷ oha's (`oha -q`, latency correction on),
-     as it runs by default (a wake-up at each due time) and with
-     `--send-precision 1ms` (oha's sends wait on tokio's 1 ms timer); the
-     default rows note the floor under them: the CPU a due time of a process
-     that does nothing but wake at each one on the harness's alarm
+     as it runs by default (sends within 1 ms of their due times, as oha's
+     wait on tokio's 1 ms timer) and with `--send-precision 0s` (a wake-up
+     at each due time); every row notes the harness's send lag p99, and the
+     `0s` rows the floor under them: the CPU a due time of a process that
+     does nothing but wake at each one on the harness's alarm
      (`downstream`'s example `sleep_floor`, measured in each alternation);
   3. each tier's CPU per request ÷ its plain twin's (`plain-caller`,
      `plain-downstream`), per arm, at 1,000 and 5,000 req/s (the harness
@@ -367,7 +368,7 @@ def harness_open(front, arm, qps, extra_pids, flags=()):
     pids = dict(extra_pids, harness=p.pid)
     cpu, window, out = windowed(p, WARM + DUR, pids)
     r = json.loads(out)["arms"][0]["rounds"][0]
-    return cpu, window, r["throughput"]["achieved_ratio"] or 0.0
+    return cpu, window, r["throughput"]["achieved_ratio"] or 0.0, (r["latency"].get("send_lag") or {}).get("p99_ms")
 
 
 # ------------------------------------------------------------------ table
@@ -478,21 +479,24 @@ def generator_rows(settings):
                                                     "{:,.0f}".format(most), most / oha_med))
             row("generator ÷ wrk, requests/s", setting, "≥ 1.0", "req/s", vs_wrk, steals)
             row("generator ÷ oha, requests/s", setting, "≥ 1.2", "req/s", vs_oha, steals, note)
-        # The harness as it runs by default (a wake-up at each due time),
-        # then at oha's own precision (its sends wait on tokio's 1 ms timer).
-        for qps, precision in ((1000, None), (5000, None), (1000, "1ms"), (5000, "1ms")):
-            pairs, steals, short, floors = [], [], [], []
+        # The harness as it runs by default (sends within 1 ms of their due
+        # times, as oha's wait on tokio's 1 ms timer), then woken at each due
+        # time (`--send-precision 0s`).
+        for qps, precision in ((1000, None), (5000, None), (1000, "0s"), (5000, "0s")):
+            pairs, steals, short, floors, lags = [], [], [], [], []
             flags = ("--send-precision", precision) if precision else ()
             for first, second in alternate("harness", "oha"):
                 per = {}
-                if not precision:
+                if precision == "0s":
                     floors.append(sleep_floor(qps))
                 for tool in (first, second):
                     st = Steal()
                     if tool == "harness":
-                        cpu, window, achieved = harness_open(tiers.front, "grpc", qps, {}, flags)
+                        cpu, window, achieved, lag = harness_open(tiers.front, "grpc", qps, {}, flags)
                         if achieved < 0.99:
                             short.append("harness reached %.3f of the rate" % achieved)
+                        if lag is not None:
+                            lags.append(lag)
                     else:
                         p = subprocess.Popen(oha_cmd(tiers.front, WARM + DUR, 64, qps), stdout=subprocess.PIPE,
                                              stderr=subprocess.DEVNULL, text=True, env=ONE_THREAD)
@@ -505,9 +509,11 @@ def generator_rows(settings):
                     steals.append(st.percent())
                 pairs.append((per["harness"], per["oha"]))
             setting = "open loop, %d req/s" % qps
-            if precision:
-                setting += ", --send-precision %s" % precision
+            setting += ", --send-precision %s" % precision if precision else " (sends within 1ms, the default)"
             notes = list(short)
+            if lags:
+                notes.append("the harness's send lag p99: %.3f ms (median; most %.3f)"
+                             % (statistics.median(lags), max(lags)))
             if floors and None not in floors:
                 floor = statistics.median(floors)
                 notes.append("a process doing nothing but wake at each due time (the harness's alarm, one worker: "
@@ -582,7 +588,7 @@ def tiers_per_request(kind, arm, codec, rate, settings, short):
             b = tiers.cpu()
             per = {t: (b[t] - a[t]) / n * 1e6 for t in pids}
         else:
-            cpu, window, achieved = harness_open(tiers.front, arm, rate, pids)
+            cpu, window, achieved, _ = harness_open(tiers.front, arm, rate, pids)
             if achieved < 0.99:
                 short.append("%s reached %.3f of the rate" % (kind, achieved))
             per = {t: cpu[t] / (rate * window) * 1e6 for t in pids}

@@ -99,8 +99,9 @@ fn comparison_findings_from_a_fixed_run() {
 }
 
 /// The method line states how close to its due time a request left: the
-/// precision asked for and the worst round's send lag p99, or that it was
-/// not measured; a closed loop has no due times to state.
+/// precision asked for, the window its wake-ups are set within, and the
+/// worst round's send lag p99, within the precision or over it, or that it
+/// was not measured; a closed loop has no due times to state.
 #[test]
 fn the_method_line_states_the_send_precision_and_the_worst_send_lag() {
     let mut run = grpc();
@@ -115,9 +116,18 @@ fn the_method_line_states_the_send_precision_and_the_worst_send_lag() {
     }
     let text = markdown::render(&run, false);
     assert!(
-        text.contains("Requests leave on wake-ups of the generator set at most 1ms after their due times, those due within it on one wake-up (`--send-precision`); the wake-up's own delay comes on top. Send lag p99: 1.100 ms in the worst round."),
+        text.contains(
+            "Requests leave within 1ms of their due times (`--send-precision`): the generator's wake-ups are set at \
+             most 750us after a due time, the rest left for the wake-up's own delay, and send what is due by then. \
+             Send lag p99: 1.100 ms in the worst round, over the precision."
+        ),
         "{text}"
     );
+    for round in run.rounds.iter_mut() {
+        round.latency.send_lag.as_mut().unwrap().p99_ms = 0.8;
+    }
+    let text = markdown::render(&run, false);
+    assert!(text.contains("Send lag p99: 0.800 ms in the worst round, within the precision."), "{text}");
     run.config.load.closed_loop = true;
     assert!(!markdown::render(&run, false).contains("Requests leave"));
 }

@@ -271,6 +271,7 @@ fn defaults_are_the_documented_ones() {
     assert_eq!(c.load.rounds, 1);
     assert_eq!(c.load.requests_per_round(), 6000);
     assert_eq!(c.load.load_threads, Some(DEFAULT_LOAD_THREADS));
+    assert_eq!(c.load.send_precision, Duration::from_millis(1), "oha's and wrk2's precision");
 }
 
 #[test]

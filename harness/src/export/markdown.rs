@@ -173,25 +173,34 @@ pub fn service_time_note(run: &RunResult) -> Option<String> {
 }
 
 /// When the open loop's requests left against their due times: the
-/// precision asked for (`--send-precision`) and the worst round's send lag
-/// p99 as measured; nothing for a closed loop.
+/// precision asked for (`--send-precision`), the window its wake-ups are set
+/// within, and the worst round's send lag p99 as measured, within the
+/// precision or over it; nothing for a closed loop.
 pub fn send_note(run: &RunResult) -> Option<String> {
     let load = &run.config.load;
     if load.closed_loop {
         return None;
     }
     let precision = load.send_precision;
+    let window = crate::load::Schedule::window_of(precision);
     let asked = if precision.is_zero() {
         " Requests leave at their due times, the generator woken at each one.".to_owned()
     } else {
         format!(
-            " Requests leave on wake-ups of the generator set at most {} after their due times, those due within \
-             it on one wake-up (`--send-precision`); the wake-up's own delay comes on top.",
-            crate::config::hd(precision)
+            " Requests leave within {} of their due times (`--send-precision`): the generator's wake-ups are set \
+             at most {} after a due time, the rest left for the wake-up's own delay, and send what is due by \
+             then.",
+            crate::config::hd(precision),
+            crate::config::hd(window)
         )
     };
     let worst = run.rounds.iter().filter_map(|r| r.latency.send_lag.as_ref().map(|s| s.p99_ms)).reduce(f64::max);
     Some(match worst {
+        Some(p99) if !precision.is_zero() => {
+            let within =
+                if p99 <= precision.as_secs_f64() * 1e3 { "within the precision" } else { "over the precision" };
+            format!("{asked} Send lag p99: {p99:.3} ms in the worst round, {within}.")
+        }
         Some(p99) => format!("{asked} Send lag p99: {p99:.3} ms in the worst round."),
         None => format!("{asked} Send lag: not measured."),
     })
