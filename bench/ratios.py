@@ -25,11 +25,12 @@ the row's measurements (/proc/stat's aggregate line, as run.json's
   3. each tier's CPU per request ÷ its plain twin's (`plain-caller`,
      `plain-downstream`), per arm, at 1,000 and 5,000 req/s (the harness
      driving, open loop, 500 ms delay) and at the busy end (wrk, closed loop,
-     64 connections, no delay). Each twin runs twice per alternation, as a
-     plain service runs (the machine's transparent-huge-page mode) and with
-     huge pages off as every tier runs them (`service::huge_pages`): the
-     row ÷ the first twin compares the tiers with a plain service as it
-     would run, ÷ the second the tiers' code alone, the setting alike;
+     64 connections, no delay). Each side runs twice per alternation, with
+     the same transparent-huge-page setting on both: off, as the tiers run
+     by default (`service::huge_pages`), and in the machine's mode, as a
+     plain service runs (the tiers at `--huge-pages machine`); so each row
+     is the tiers' code against the twin's, the setting alike (TWINS=mixed
+     adds the tiers' default against a plain service as it runs);
   4. each tier's instructions a call ÷ its plain twin's, per arm, paced
      (100 ms delay, 10 connections) and busy (no delay, 64 connections),
      counted by callgrind (bench/twins-profile.sh): repeatable where row 3's
@@ -54,7 +55,7 @@ them (read from a short run's run.json), the twins with the same addresses
 and delay; the front door and its generator are the same for both.
 
 QUICK=1 shortens every measurement (a smoke test, not a result); TWINS
-("machine off") picks the twins' huge-page settings for row 3; ROWS
+("off machine", or "mixed") picks row 3's huge-page settings; ROWS
 ("generator tiers instr aa knee"), ARMS ("grpc rest connect connect-pb grpc-web") and RATES ("1000 5000 busy")
 pick parts; ALTS sets the alternations.
 """
@@ -97,7 +98,7 @@ def listener_of(arm):
 def label(arm, codec):
     return arm if codec == "serde_json" else "%s (%s)" % (arm, codec)
 RATES = [r if r == "busy" else int(r) for r in os.environ.get("RATES", "1000 5000 busy").split()]
-TWINS = os.environ.get("TWINS", "machine off").split()
+TWINS = os.environ.get("TWINS", "off machine").split()
 OUT = tempfile.mkdtemp(prefix="ratios-")
 STARTED = []  # every process this script started, stopped on any exit
 
@@ -263,27 +264,32 @@ class Tiers:
     """A downstream and a caller for arm: the real tiers (kind 'real'), run
     as the harness runs them (`harness __tier ROLE` with its flags), or the
     plain twins: 'plain' in the machine's huge-page mode, 'plain-off' with
-    huge pages off, as the tiers turn them off for themselves."""
+    huge pages off, as the tiers turn them off for themselves; 'real-huge'
+    is the real tiers at `--huge-pages machine`."""
 
     def __init__(self, kind, arm, delay, settings, codec="serde_json"):
-        real = kind == "real"
+        real = kind in ("real", "real-huge")
+        # The tiers inherit this script's setting and set their own
+        # (`--huge-pages`); a twin is set from outside.
         preexec = huge_pages_off if kind == "plain-off" else None
+        huge = ["--huge-pages", "machine"] if kind == "real-huge" else []
         # The real tiers' codec is in their settings (the harness's flags); the twins are told.
         twin = [] if codec == "serde_json" else ["--json-codec", codec]
-        ds = [BIN + "/harness", "__tier", "downstream", *settings["downstream"]] if real else [BIN + "/plain-downstream", *twin]
+        ds = [BIN + "/harness", "__tier", "downstream", *settings["downstream"], *huge] if real else [BIN + "/plain-downstream", *twin]
         self.ds, ready = start([*ds, "--delay", delay], preexec=preexec)
         down = "http://" + ready["listeners"][listener_of(arm)]
-        caller = [BIN + "/harness", "__tier", "caller", *settings["caller"]] if real else [BIN + "/plain-caller", *twin]
+        caller = [BIN + "/harness", "__tier", "caller", *settings["caller"], *huge] if real else [BIN + "/plain-caller", *twin]
         self.caller, ready = start([*caller, "--transport", arm, "--downstream-" + listener_of(arm), down], preexec=preexec)
         self.front = "http://" + ready["listeners"]["front"]
-        # What each process got, as its kernel says: the tiers off, a twin
-        # as asked; a run where that does not hold measures nothing. A
-        # kernel without the line (before Linux 5.0) cannot be asked.
-        want = None if kind == "plain" else True
+        # What each process got, as its kernel says: the tiers off unless
+        # told otherwise, a twin as asked; a run where that does not hold
+        # measures nothing. A kernel without the line (before Linux 5.0)
+        # cannot be asked.
+        want = {"real": True, "plain-off": True, "real-huge": False, "plain": False}[kind]
         for p in (self.ds, self.caller):
             got = huge_pages_disabled(p.pid)
-            if want is not None and got is not None and got is not want:
-                raise RuntimeError("%s (%s): huge pages %s, not off" % (kind, p.args[0], got))
+            if got is not None and got is not want:
+                raise RuntimeError("%s (%s): huge pages %s" % (kind, p.args[0], "off" if got else "on"))
 
     def cpu(self):
         return {"caller": cpu_seconds(self.caller.pid), "downstream": cpu_seconds(self.ds.pid)}
@@ -597,15 +603,23 @@ def tiers_per_request(kind, arm, codec, rate, settings, short):
     return per, st.percent()
 
 
-TWIN_KINDS = {"machine": ("plain", "plain twin's"), "off": ("plain-off", "plain twin's, huge pages off as the tiers")}
+# TWINS' pairs: (the real tiers' kind, the twins' kind, the row's name).
+# Each pair runs both sides with the same huge-page setting; "mixed" sets
+# the tiers' default (off) against a plain service in the machine's mode,
+# the setting's cost and the code's together.
+TWIN_KINDS = {
+    "off": ("real", "plain-off", "plain twin's, huge pages off in both (the tiers' default)"),
+    "machine": ("real-huge", "plain", "plain twin's, the machine's huge pages in both (--huge-pages machine)"),
+    "mixed": ("real", "plain", "plain twin's in the machine's huge-page mode, the tiers' off"),
+}
 
 
 def tier_rows(settings):
     twins = [TWIN_KINDS[t] for t in TWINS]
-    kinds = ["real", *(k for k, _ in twins)]
+    kinds = list(dict.fromkeys(k for real, twin, _ in twins for k in (real, twin)))
     for arm, codec in [(a, c) for a in ARMS for c in codecs_of(a)]:
         for rate in RATES:
-            pairs = {(t, k): [] for t in ("caller", "downstream") for k, _ in twins}
+            pairs = {(t, n): [] for t in ("caller", "downstream") for _, _, n in twins}
             steals, short = [], []
             for i in range(ALTS):
                 per = {}
@@ -613,12 +627,13 @@ def tier_rows(settings):
                 for kind in kinds[i % len(kinds):] + kinds[:i % len(kinds)]:
                     per[kind], steal = tiers_per_request(kind, arm, codec, rate, settings, short)
                     steals.append(steal)
-                for t, k in pairs:
-                    pairs[(t, k)].append((per["real"][t], per[k][t]))
+                for real, twin, n in twins:
+                    for t in ("caller", "downstream"):
+                        pairs[(t, n)].append((per[real][t], per[twin][t]))
             setting = "%s, %s" % (label(arm, codec), "busy (wrk, 64 conns, no delay)" if rate == "busy" else "%d req/s" % rate)
             for t in ("caller", "downstream"):
-                for k, name in twins:
-                    row("%s CPU/req ÷ %s" % (t, name), setting, "≤ 1.05", "µs/req", pairs[(t, k)], steals,
+                for _, _, n in twins:
+                    row("%s CPU/req ÷ %s" % (t, n), setting, "≤ 1.05", "µs/req", pairs[(t, n)], steals,
                         "; ".join(short))
 
 

@@ -58,6 +58,7 @@ pub fn config(transport: Transport) -> Config {
             admin_bind: loopback,
             caller_port: 0,
             foreign: Default::default(),
+            huge_pages: Default::default(),
         },
         link: None,
         hop: Hop {

@@ -90,6 +90,13 @@ fn short_run_holds(folder: &std::path::Path, transport: &str) {
     assert!(!report.contains("WARNING"), "{report}");
     assert!(report.contains("| build profile | debug (opt-level 2) |"), "{report}");
     assert!(report.contains("Instrument: every latency is recorded to 4 significant digits"), "{report}");
+    // Requests leave within the default precision of their due times, and
+    // the report states it, the window, and the send lag measured.
+    assert_eq!(run.config.load.send_precision, Duration::from_millis(1));
+    assert!(report.contains("| send precision (--send-precision) | 1ms |"), "{report}");
+    assert!(report.contains("Requests leave within 1ms of their due times (`--send-precision`)"), "{report}");
+    let lag = r.latency.send_lag.as_ref().expect("send lag measured");
+    assert!(report.contains(&format!("Send lag p99: {:.3} ms in the worst round", lag.p99_ms)), "{report}");
     // Every answer's arrival is the kernel's receive stamp, and the report says so.
     assert_eq!(r.latency.kernel_stamped, Some(r.requests.ok));
     let stamped = format!(
@@ -148,6 +155,26 @@ fn a_worker_count_set_in_the_environment_is_recorded_in_each_tier_settings() {
     }
     let report = std::fs::read_to_string(folder.join("report.md")).unwrap();
     assert!(report.contains("TOKIO_WORKER_THREADS=1 in the environment"), "{report}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn huge_pages_machine_runs_the_tiers_as_the_machine_is_set_and_says_so() {
+    // The harness turns huge pages off for itself and so for the tiers it
+    // starts; `--huge-pages machine` has each tier undo that, as its kernel
+    // then reports, and the run and the report record the setting.
+    let out = out_dir("huge-pages");
+    let output = short_run(&out).flags("--transport grpc --qps 50 --delay 10ms --huge-pages machine").output();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let folder = run_folder(&out);
+    let run = load(&folder);
+    assert_eq!(run.config.deploy.huge_pages, harness::config::HugePages::Machine);
+    for tier in [TierName::Caller, TierName::Downstream] {
+        let s = &run.tiers[&tier].settings;
+        assert_eq!(s["transparent_huge_pages"], "the machine's mode", "{tier}: {s}");
+    }
+    let report = std::fs::read_to_string(folder.join("report.md")).unwrap();
+    assert!(report.contains("| transparent huge pages in the tiers (--huge-pages) | the machine's mode"), "{report}");
     let _ = std::fs::remove_dir_all(&out);
 }
 

@@ -9,10 +9,6 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     service::init_logging();
-    // As early as main can, before any request's buffers: see
-    // service::huge_pages (the tier's settings state what it got).
-    if let Err(e) = service::huge_pages::disable() {
-        tracing::warn!("transparent huge pages stay as the machine sets them: {e}");
-    }
+    // Huge pages are set as `--huge-pages` says first thing in `cli::run`.
     service::exit_code("caller", caller::cli::run(caller::cli::Args::parse()).await)
 }

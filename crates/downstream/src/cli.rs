@@ -92,6 +92,11 @@ pub struct Args {
     /// A team's own method, served beside the built-in one.
     #[command(flatten)]
     pub contract: contract::ContractArgs,
+    /// Transparent huge pages: off (the default: memory counted in 4 KiB
+    /// pages, not the allocator's 2 MiB rounding) or machine (as a plain
+    /// service on this machine runs; see service::huge_pages).
+    #[arg(long, value_enum, default_value_t = service::huge_pages::HugePages::Off)]
+    pub huge_pages: service::huge_pages::HugePages,
 }
 
 impl Args {
@@ -134,6 +139,11 @@ impl Args {
 /// Starts the downstream, prints the ready line, serves until SIGINT/SIGTERM,
 /// drains and returns.
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    // Before any request's buffers; whatever the process inherited (the
+    // settings state what the kernel then reports).
+    if let Err(e) = service::huge_pages::set(args.huge_pages) {
+        tracing::warn!("transparent huge pages stay as they were: {e}");
+    }
     let shutdown = CancellationToken::new();
     service::cancel_on_signal(shutdown.clone());
     let handle = start(args.into_config()?, shutdown).await.context("starting the downstream")?;

@@ -1,18 +1,60 @@
-//! Transparent huge pages: off in every process of this tool, and said so.
+//! Transparent huge pages: off in every process of this tool unless a tier
+//! is told otherwise (`--huge-pages machine`), and said so.
 //!
 //! mimalloc 3 (the binaries' default allocator) asks the kernel for huge pages
 //! on its arena (`MADV_HUGEPAGE`), which a machine whose mode is `madvise`
 //! (Debian's and Ubuntu's default) then grants 2 MiB at a time. A tier's
 //! resident set is then counted in whole huge pages, however little of each
 //! it uses: at 5,000 req/s through three tiers the caller held 328 MiB on
-//! REST and 142 MiB on gRPC with them, 171 and 101 MiB without, for the same
-//! CPU per request within the runs' noise (bench/README.md). The memory a
-//! report states is meant to be what the transport holds, not the rounding
-//! of an allocator's arena, so each process turns huge pages off for itself
-//! as it starts (`prctl(PR_SET_THP_DISABLE)`, which also covers the system
-//! allocator on a machine whose mode is `always`, and is inherited by the
-//! processes it starts). Every tier states the result in its settings, read
-//! back from the kernel, and the run records the machine's mode.
+//! REST and 142 MiB on gRPC with them, 171 and 101 MiB without
+//! (bench/README.md). The memory a report states is meant to be what the
+//! transport holds, not the rounding of an allocator's arena, so each
+//! process turns huge pages off for itself as it starts
+//! (`prctl(PR_SET_THP_DISABLE)`, which also covers the system allocator on a
+//! machine whose mode is `always`, and is inherited by the processes it
+//! starts). That has a price in CPU: on 4 KiB pages the same memory takes
+//! more TLB refills, and at 1,000 req/s a plain caller spent 13–14% more
+//! CPU a request with huge pages off on one VM, 1–3% on another
+//! (bench/README.md, "Issue 56, eleventh pass" and "thirteenth pass"). A team whose services run with the machine's huge pages measures
+//! them so with `--huge-pages machine`. Every tier states the result in its
+//! settings, read back from the kernel, and the run records the machine's
+//! mode.
+
+/// What a tier does with transparent huge pages (`--huge-pages`): `off`
+/// (the default, for memory figures free of the allocator's 2 MiB rounding)
+/// or `machine` (as a plain service on this machine runs: the machine's
+/// mode, which mimalloc's arena asks for; its CPU without the extra TLB
+/// refills of 4 KiB pages, its resident set in whole huge pages).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HugePages {
+    #[default]
+    Off,
+    Machine,
+}
+
+impl HugePages {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HugePages::Off => "off",
+            HugePages::Machine => "machine",
+        }
+    }
+}
+
+/// Sets this process's huge pages as `mode` asks, whatever it inherited (the
+/// harness turns them off for itself before it starts a tier). Call it
+/// first thing in a tier's run; a failure leaves the process as it was, and
+/// [`settings`] says what the kernel then reports.
+pub fn set(mode: HugePages) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    return nix::sys::prctl::set_thp_disable(mode == HugePages::Off).map_err(std::io::Error::from);
+    #[cfg(not(target_os = "linux"))]
+    return match mode {
+        HugePages::Off => Err(std::io::ErrorKind::Unsupported.into()),
+        HugePages::Machine => Ok(()),
+    };
+}
 
 /// Where the kernel states the machine's transparent-huge-page mode.
 const MODE_FILE: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
@@ -23,10 +65,7 @@ const MODE_FILE: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 /// older than 3.15); the process then runs as the machine is set, and
 /// [`settings`] says so.
 pub fn disable() -> std::io::Result<()> {
-    #[cfg(target_os = "linux")]
-    return nix::sys::prctl::set_thp_disable(true).map_err(std::io::Error::from);
-    #[cfg(not(target_os = "linux"))]
-    return Err(std::io::ErrorKind::Unsupported.into());
+    set(HugePages::Off)
 }
 
 /// Whether huge pages are off for this process, as the kernel says now
@@ -86,7 +125,9 @@ mod tests {
     }
 
     /// The switch is the kernel's, read back from the kernel: after it, the
-    /// prctl and this process's status both say huge pages are not allowed.
+    /// prctl and this process's status both say huge pages are not allowed;
+    /// `machine` then undoes it (as a tier the harness started with huge
+    /// pages off does). One test: the switch is the whole process's.
     #[cfg(target_os = "linux")]
     #[test]
     fn disabling_is_what_the_kernel_then_reports() {
@@ -98,5 +139,9 @@ mod tests {
             assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
         }
         assert_eq!(settings()["transparent_huge_pages"], "off (PR_SET_THP_DISABLE)");
+        set(HugePages::Machine).expect("prctl(PR_SET_THP_DISABLE, 0)");
+        assert_eq!(disabled(), Some(false));
+        assert_eq!(settings()["transparent_huge_pages"], "the machine's mode");
+        disable().unwrap();
     }
 }

@@ -60,7 +60,8 @@ pub use args::{RunArgs, command_line};
 pub use arms::TransportArg;
 pub use contract::Contract;
 pub use deploy::{
-    Deploy, Foreign, Isolation, PLACEHOLDERS, ProxyHop, ProxyKind, Remote, TargetTier, TierLimits, command_words,
+    Deploy, Foreign, HugePages, Isolation, PLACEHOLDERS, ProxyHop, ProxyKind, Remote, TargetTier, TierLimits,
+    command_words,
 };
 pub use generators::{Generators, MAX_SEGMENTS, Segment};
 pub use hop::{Hop, TlsFiles, TlsMode};
@@ -229,6 +230,9 @@ impl Config {
         self.load.tier_flags(role, &mut flags);
         self.hop.tier_flags(role, tls, &mut flags);
         self.replicas.tier_flags(role, &mut flags);
+        if self.deploy.huge_pages != Default::default() {
+            flags.flag("--huge-pages", self.deploy.huge_pages.as_str());
+        }
         if let Some(c) = &self.contract {
             c.tier_flags(role, &mut flags);
         }

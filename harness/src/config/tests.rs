@@ -164,6 +164,7 @@ fn the_command_line_of_a_config_gives_it_back() {
         &["--transport", "rest-pb,grpc-json", "--baseline", "grpc-json", "--compression", "gzip"],
         &["--connections", "8", "--load-threads", "3"],
         &["--qps", "5000", "--send-precision", "1ms"],
+        &["--huge-pages", "machine", "--isolation", "containers"],
         &["--caller-url", "http://a:1", "--caller-admin", "http://a:2", "--segment", "1/3", "--start-at", "+1m"],
         &["--caller-url", "http://a:1", "--segment", "2/3", "--sample-tiers", "--start-at", "2026-12-03T10:00:00Z"],
         &["--transport", "both", "--downstream-replicas", "3", "--balance", "l4", "--grpc-max-connection-age", "5s"],

@@ -162,6 +162,12 @@ pub fn shared_rows(c: &Config) -> Vec<Row> {
             c.load.load_threads.map(|n| ("harness runtime worker threads (--load-threads)", n.to_string())),
             (!c.load.send_precision.is_zero())
                 .then(|| ("send precision (--send-precision)", hd(c.load.send_precision).to_string())),
+            (c.deploy.huge_pages != Default::default()).then(|| {
+                (
+                    "transparent huge pages in the tiers (--huge-pages)",
+                    "the machine's mode: resident sets in whole 2 MiB pages where the kernel grants them".to_owned(),
+                )
+            }),
             (c.replicas.downstream_replicas > 1 || c.replicas.balance != crate::config::Balance::None).then(|| {
                 (
                     "downstream replicas",

@@ -109,6 +109,7 @@ mod tests {
         cfg.hop.compression = Compression::Gzip;
         cfg.hop.grpc_connections = 3;
         cfg.hop.rest_http2 = true;
+        cfg.deploy.huge_pages = crate::config::HugePages::Machine;
         cfg
     }
 
@@ -135,6 +136,7 @@ mod tests {
             // a section that stops handing its flag on, fails here.
             for args in [&container_downstream, &container_caller] {
                 assert_eq!(value_of(args, "--compression"), Some("gzip"), "{args:?}");
+                assert_eq!(value_of(args, "--huge-pages"), Some("machine"), "{args:?}");
             }
             assert_eq!(value_of(&container_downstream, "--delay"), Some("40ms"), "{container_downstream:?}");
             assert_eq!(value_of(&container_caller, "--fanout"), Some("2"), "{container_caller:?}");

@@ -1,11 +1,26 @@
 //! `--tier-cpus` and `--tier-memory`: per-tier limits of the containers the
-//! harness starts (`docker run --cpus` / `--memory`). Parsing only.
+//! harness starts (`docker run --cpus` / `--memory`); `--huge-pages`, what
+//! the tiers it starts do with transparent huge pages. Parsing only.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::{DeployArgs, HugePages};
 use crate::config::{ConfigError, bad};
+
+/// `--huge-pages`: set in the tiers the harness starts, so refused where it
+/// starts none.
+pub fn huge_pages(a: &DeployArgs) -> Result<HugePages, ConfigError> {
+    if a.huge_pages != HugePages::Off && !a.restartable() {
+        return Err(bad(
+            "--huge-pages",
+            "sets the tiers the harness starts, and with --caller-url or --downstream-url it starts none; set huge \
+             pages where those tiers run",
+        ));
+    }
+    Ok(a.huge_pages)
+}
 
 /// Per-tier container limits: CPUs (`docker run --cpus`) and memory in bytes
 /// (`--memory`). A tier without an entry runs unlimited.
