@@ -154,6 +154,34 @@ fn a_command_that_ignores_sigterm_is_killed_and_named() {
     assert!(stops.as_array().is_some_and(|s| s.len() == 1), "{stops}");
 }
 
+#[test]
+fn a_foreign_tier_gets_huge_pages_as_the_flag_says_not_as_the_harness_has_them() {
+    // The harness turns huge pages off for itself; a command it starts gets
+    // them as --huge-pages says: read by the command itself before our
+    // downstream runs in its place, and by the harness from outside once
+    // it is ready (run.json).
+    for (mode, enabled, said) in [("off", "0", "off (PR_SET_THP_DISABLE)"), ("machine", "1", "the machine's mode")] {
+        let dir = out_dir(&format!("foreign-huge-{mode}"));
+        let seen = dir.with_extension("thp");
+        let _ = std::fs::remove_file(&seen);
+        let cmd = format!(
+            "sh -c 'grep THP_enabled /proc/self/status > {f}; exec \"$0\" __tier downstream --grpc-addr $1 \
+             --rest-addr $2 --delay 5ms --huge-pages {mode}' {exe} {{grpc_addr}} {{rest_addr}}",
+            f = seen.display(),
+            exe = exe()
+        );
+        let run = short_run(&dir).args(&["--downstream-cmd", &cmd, "--huge-pages", mode]);
+        let out = run_marked(&run, &format!("huge-{mode}"));
+        assert!(out.status.success(), "{}", text(&out));
+        let line = std::fs::read_to_string(&seen).unwrap();
+        let _ = std::fs::remove_file(&seen);
+        assert_eq!(line.split_whitespace().nth(1), Some(enabled), "{mode}: {line:?}");
+        let run = load(&run_folder(&dir));
+        assert_eq!(run.tiers[&TierName::Downstream].settings["foreign"]["transparent_huge_pages"], said, "{mode}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 /// Each thread's run time from its schedstat (nanoseconds), summed over
 /// the live threads of `pids`: the scheduler's own count, another file and
 /// another clock than the one `measure::tree` reads.

@@ -15,10 +15,11 @@
 //! starts). That has a price in CPU: on 4 KiB pages the same memory takes
 //! more TLB refills, and at 1,000 req/s a plain caller spent 13–14% more
 //! CPU a request with huge pages off on one VM, 1–3% on another
-//! (bench/README.md, "Issue 56, eleventh pass" and "thirteenth pass"). A team whose services run with the machine's huge pages measures
-//! them so with `--huge-pages machine`. Every tier states the result in its
-//! settings, read back from the kernel, and the run records the machine's
-//! mode.
+//! (bench/README.md, "Issue 56, eleventh pass" and "thirteenth pass"). A
+//! team whose services run with the machine's huge pages measures them so
+//! with `--huge-pages machine`, which the harness also applies to a foreign
+//! tier it starts. Every tier states the result in its settings, read back
+//! from the kernel, and the run records the machine's mode.
 
 /// What a tier does with transparent huge pages (`--huge-pages`): `off`
 /// (the default, for memory figures free of the allocator's 2 MiB rounding)
@@ -75,6 +76,20 @@ pub fn disabled() -> Option<bool> {
     return nix::sys::prctl::get_thp_disable().ok();
     #[cfg(not(target_os = "linux"))]
     return None;
+}
+
+/// Whether huge pages are off for process `pid`, read from outside it (its
+/// `/proc/<pid>/status` line `THP_enabled`, Linux 5.0 and later; `None`
+/// without one): how a foreign tier started by the harness is checked.
+pub fn disabled_for(pid: u32) -> Option<bool> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("THP_enabled:"))?;
+    line.split_whitespace().nth(1).map(|v| v == "0")
+}
+
+/// [`settings`] of process `pid`, read from outside it.
+pub fn settings_of(pid: u32) -> serde_json::Value {
+    settings_with(disabled_for(pid), machine_mode())
 }
 
 /// The machine's mode (`always`, `madvise` or `never`: the bracketed word of
@@ -142,6 +157,10 @@ mod tests {
         set(HugePages::Machine).expect("prctl(PR_SET_THP_DISABLE, 0)");
         assert_eq!(disabled(), Some(false));
         assert_eq!(settings()["transparent_huge_pages"], "the machine's mode");
+        // From outside, as a foreign tier is read: the same answer.
+        if status.contains("THP_enabled:") {
+            assert_eq!(disabled_for(std::process::id()), Some(false));
+        }
         disable().unwrap();
     }
 }

@@ -18,7 +18,8 @@
 //! * [`runtime_settings`]: the runtime a tier serves on (flavor, workers and
 //!   where their count came from);
 //! * [`huge_pages`]: transparent huge pages set for the process (off unless
-//!   `--huge-pages machine`), and its settings saying so; [`h2`]: the HTTP/2 windows every side sets.
+//!   `--huge-pages machine`), and its settings saying so; [`h2`]: the
+//!   HTTP/2 windows every side sets.
 //!
 //! What is counted lives in `telemetry`; this crate depends on it, never the
 //! reverse. It does not know about the contract or the transports' messages.

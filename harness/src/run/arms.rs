@@ -139,6 +139,9 @@ pub(super) fn outside_settings(
             ],
             "from_our_side": bytes,
             "not_measured": not_measured,
+            // As its kernel reported it once ready (`--huge-pages`, set
+            // before the command ran).
+            "transparent_huge_pages": service::huge_pages::settings_of(pid)["transparent_huge_pages"],
             "at_ready": at_ready.map(|r| serde_json::json!({
                 "processes": r.processes,
                 "rss_bytes": r.rss_bytes,

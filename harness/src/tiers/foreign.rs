@@ -160,7 +160,7 @@ pub async fn start(cfg: &Config, node: &Node, cmd: &str, upstreams: &Upstreams) 
     let (values, listeners) = placement(cfg, cmd, upstreams).map_err(failed)?;
     let ready_timeout = cfg.deploy.foreign.ready_timeout;
     start_filled(
-        Command { tier: node.name, template: cmd, arm: cfg.transport.as_str() },
+        Command { tier: node.name, template: cmd, arm: cfg.transport.as_str(), huge_pages: cfg.deploy.huge_pages },
         &values,
         &listeners,
         ready_timeout,
@@ -174,6 +174,10 @@ pub struct Command<'a> {
     pub tier: TierName,
     pub template: &'a str,
     pub arm: &'static str,
+    /// Transparent huge pages as `--huge-pages` sets them, whatever the
+    /// command would inherit from the harness (which turns them off for
+    /// itself).
+    pub huge_pages: crate::config::HugePages,
 }
 
 /// Starts `cmd` with its placeholders filled from `values` and waits, at
@@ -187,7 +191,7 @@ pub async fn start_filled(
     listeners: &Listeners,
     ready_timeout: Duration,
 ) -> Result<Tier, TierError> {
-    let Command { tier, template, arm } = cmd;
+    let Command { tier, template, arm, huge_pages } = cmd;
     let failed = |what: String, stderr: String| TierError::Foreign { tier, command: template.to_owned(), what, stderr };
     let words = fill(template, values);
     let Some((program, args)) = words.split_first() else {
@@ -195,6 +199,7 @@ pub async fn start_filled(
     };
     let mut command = tokio::process::Command::new(program);
     command.args(args);
+    crate::tiers::process::with_huge_pages(&mut command, huge_pages);
     // Whatever the harness ends by, its reaper kills the group (below); the
     // parent-death signal stops the command's first process at once.
     reaper::start_reaper().map_err(|e| failed(e, String::new()))?;

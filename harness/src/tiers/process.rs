@@ -242,3 +242,20 @@ pub(crate) fn die_with_parent(cmd: &mut Command, signal: Signal) {
 
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn die_with_parent(_cmd: &mut Command, _signal: Signal) {}
+
+/// Starts a command that is not ours with transparent huge pages as `mode`
+/// says (`--huge-pages`), not as the harness, which turns them off for
+/// itself, would hand them on.
+#[cfg(target_os = "linux")]
+pub(crate) fn with_huge_pages(cmd: &mut Command, mode: crate::config::HugePages) {
+    let off = mode == crate::config::HugePages::Off;
+    // SAFETY: the closure runs in the forked child before exec and only
+    // calls prctl(2), which is async-signal-safe.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || nix::sys::prctl::set_thp_disable(off).map_err(std::io::Error::from));
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn with_huge_pages(_cmd: &mut Command, _mode: crate::config::HugePages) {}

@@ -173,7 +173,12 @@ async fn commanded(
     let (grpc, rest) = (free_addr(loopback)?, free_addr(loopback)?);
     let values: Values = [("grpc_addr", grpc.to_string()), ("rest_addr", rest.to_string())].into();
     let listeners: Listeners = [("grpc".to_owned(), grpc), ("rest".to_owned(), rest)].into();
-    let command = Command { tier: crate::result::TierName::Downstream, template: cmd, arm: "conform" };
+    let command = Command {
+        tier: crate::result::TierName::Downstream,
+        template: cmd,
+        arm: "conform",
+        huge_pages: Default::default(),
+    };
     let tier = start_filled(command, &values, &listeners, ready_timeout).await.map_err(|e| e.to_string())?;
     targets.grpc = Some(format!("http://{grpc}"));
     targets.rest = Some(format!("http://{rest}"));

@@ -91,7 +91,7 @@ pub struct DeployArgs {
     /// Port of the caller's front listener (0: any free port).
     #[arg(long, default_value_t = 0)]
     pub caller_port: u16,
-    /// Transparent huge pages in the tiers the harness starts: off or machine.
+    /// Transparent huge pages in the tiers the harness starts (a foreign command's too): off or machine.
     ///
     /// off (default): memory counted in 4 KiB pages, free of the allocator's 2 MiB rounding, at a price in CPU
     /// (more TLB refills: 13-14% more CPU a request for a plain caller at 1,000 req/s on one VM, 1-3%
