@@ -248,12 +248,11 @@ pub(crate) fn die_with_parent(_cmd: &mut Command, _signal: Signal) {}
 /// itself, would hand them on.
 #[cfg(target_os = "linux")]
 pub(crate) fn with_huge_pages(cmd: &mut Command, mode: crate::config::HugePages) {
-    let off = mode == crate::config::HugePages::Off;
     // SAFETY: the closure runs in the forked child before exec and only
-    // calls prctl(2), which is async-signal-safe.
+    // calls prctl(2) (`service::huge_pages::set`), which is async-signal-safe.
     #[allow(unsafe_code)]
     unsafe {
-        cmd.pre_exec(move || nix::sys::prctl::set_thp_disable(off).map_err(std::io::Error::from));
+        cmd.pre_exec(move || service::huge_pages::set(mode));
     }
 }
 
