@@ -142,6 +142,12 @@ async fn sleep(alarm: Option<&Alarm>, d: Duration) {
 /// send back to back until `until` or `stop`. Each request is "due" when it is
 /// sent, so latency here is not corrected for coordinated omission. Returns
 /// how many requests were sent.
+///
+/// A worker writes its next request before it checks and records the answer
+/// it has: the end-to-end check is the generator's own work, and made after
+/// the next send it is not in the turn-around between an answer and the next
+/// request, which is all a connection waits on beside the exchange itself.
+/// Every answer is still checked, and its stamps were taken as it arrived.
 pub async fn closed_loop(
     connections: usize,
     until: Instant,
@@ -158,11 +164,23 @@ pub async fn closed_loop(
             let (target, live, shots, stop, next) =
                 (target.clone(), live.clone(), shots.clone(), stop.clone(), next.clone());
             tokio::spawn(async move {
+                let mut unchecked = None;
                 while Instant::now() < until && !stop.is_cancelled() {
                     let index = next.fetch_add(1, Relaxed);
                     live.in_flight.fetch_add(1, Relaxed);
-                    send_one(index, Instant::now(), target.clone(), live.clone(), shots.clone()).await;
+                    let _permit = permit(&target).await;
+                    let sent = Instant::now();
+                    live.sent.fetch_add(1, Relaxed);
+                    let exchanged = {
+                        let mut check_last = || check(unchecked.take(), &target, &live, &shots);
+                        target.exchange(index, &mut check_last).await
+                    };
+                    live.in_flight.fetch_sub(1, Relaxed);
+                    // An exchange that ended before its request went out checked nothing.
+                    check(unchecked.take(), &target, &live, &shots);
+                    unchecked = Some((index, sent, exchanged));
                 }
+                check(unchecked, &target, &live, &shots);
             })
         })
         .collect();
@@ -172,18 +190,48 @@ pub async fn closed_loop(
     next.load(Relaxed) - first_index
 }
 
-async fn send_one(index: u64, due: Instant, target: Arc<Target>, live: Arc<Live>, shots: UnboundedSender<Shot>) {
-    // With a connection bound, the request is sent only once a connection is
-    // free; the wait before that is in the corrected latency, not the service time.
-    let _permit = match &target.connections {
+/// Checks a closed loop's answer to request `index`, sent at `sent`, and
+/// records it (its due time is its send).
+fn check(
+    unchecked: Option<(u64, Instant, super::Exchanged)>,
+    target: &Target,
+    live: &Live,
+    shots: &UnboundedSender<Shot>,
+) {
+    if let Some((index, sent, exchanged)) = unchecked {
+        record(index, sent, sent, target.judge(exchanged), target, live, shots);
+    }
+}
+
+/// With a connection bound, the request is sent only once a connection is
+/// free; the wait before that is in the corrected latency, not the service time.
+async fn permit(target: &Target) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    match &target.connections {
         Some(s) => s.clone().acquire_owned().await.ok(),
         None => None,
-    };
+    }
+}
+
+async fn send_one(index: u64, due: Instant, target: Arc<Target>, live: Arc<Live>, shots: UnboundedSender<Shot>) {
+    let _permit = permit(&target).await;
     let sent = Instant::now();
     live.sent.fetch_add(1, Relaxed);
     let answer = target.send(index).await;
-    let Answer { outcome, done, downstream_us, kernel_stamped, reason, stream } = answer;
     live.in_flight.fetch_sub(1, Relaxed);
+    record(index, due, sent, answer, &target, &live, &shots);
+}
+
+/// Counts how request `index` ended and hands its one [`Shot`] on.
+fn record(
+    index: u64,
+    due: Instant,
+    sent: Instant,
+    answer: Answer,
+    target: &Target,
+    live: &Live,
+    shots: &UnboundedSender<Shot>,
+) {
+    let Answer { outcome, done, downstream_us, kernel_stamped, reason, stream } = answer;
     if outcome == Outcome::Ok {
         live.ok.fetch_add(1, Relaxed);
     } else {
@@ -296,6 +344,78 @@ mod tests {
             at_send >= 4 * by_watcher && at_send >= 300,
             "{at_send} events read at sends, {by_watcher} by the watcher"
         );
+    }
+
+    /// Requests the closed-loop test's server has read, answers its
+    /// generator has checked, and answers the server sent without the one
+    /// before checked.
+    static RECEIVED: AtomicU64 = AtomicU64::new(0);
+    static CHECKED: AtomicU64 = AtomicU64::new(0);
+    static UNCHECKED_BEFORE: AtomicU64 = AtomicU64::new(0);
+
+    /// Waits at most 1 s for `ready`; whether it came.
+    fn within_a_second(ready: impl Fn() -> bool) -> bool {
+        let until = Instant::now() + Duration::from_secs(1);
+        while !ready() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        ready()
+    }
+
+    /// The closed-loop test's check: passes an answer only once the server
+    /// has read the next request.
+    fn next_request_read(call: &payload::CallRequest, _: u32, _: &[u8]) -> bool {
+        let n: u64 = call.request_id.parse().expect("a number");
+        let read = within_a_second(|| RECEIVED.load(Relaxed) >= n + 2);
+        CHECKED.store(n + 1, Relaxed);
+        read
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_closed_loop_checks_an_answer_while_its_next_request_is_out() {
+        use std::io::{Read, Write};
+        // A server on a thread of its own, so that it reads while the
+        // generator's one worker is inside a check; it answers request k
+        // once answer k - 1 is checked (waiting at most 1 s).
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1/call", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let (mut tcp, _) = listener.accept().unwrap();
+            let mut buf = vec![0u8; 4096];
+            while let Ok(n @ 1..) = tcp.read(&mut buf) {
+                assert!(buf[..n].starts_with(b"POST /v1/call HTTP/1.1"));
+                let k = RECEIVED.fetch_add(1, Relaxed);
+                if !within_a_second(|| CHECKED.load(Relaxed) >= k) {
+                    UNCHECKED_BEFORE.fetch_add(1, Relaxed);
+                }
+                if tcp.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}").is_err() {
+                    return;
+                }
+            }
+        });
+        let mut target = Target::front(url, 1, 1, Duration::from_secs(5), 1).unwrap();
+        target.checks.front = next_request_read;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let (live, stop) = (Arc::new(Live::default()), CancellationToken::new());
+        let until = Instant::now() + Duration::from_secs(20);
+        let run = tokio::spawn(closed_loop(1, until, target, live, tx, stop.clone(), 0));
+        let mut shots = Vec::new();
+        while let Some(shot) = rx.recv().await {
+            shots.push(shot);
+            if shots.len() == 5 {
+                stop.cancel();
+            }
+        }
+        let sent = run.await.unwrap();
+        assert_eq!(shots.len() as u64, sent);
+        // Every answer was checked after its next request was read and
+        // before that request's answer was sent; the last had none after it.
+        assert_eq!(UNCHECKED_BEFORE.load(Relaxed), 0);
+        let last = shots.iter().map(|s| s.index).max().unwrap();
+        for shot in &shots {
+            assert_eq!(shot.outcome == Outcome::Ok, shot.index != last, "request {}: {:?}", shot.index, shot.outcome);
+            assert!(shot.done >= shot.sent.expect("sent"));
+        }
     }
 
     #[tokio::test]

@@ -410,6 +410,18 @@ impl FrontClient {
     /// was never sent; the wait counts in its latency. A client stamping
     /// lines reads its answers with hyper's connection (`post_on_with`).
     pub async fn post_json(&self, body: String) -> Result<FrontAnswer, FrontError> {
+        self.post_json_then(body, &mut || {}).await
+    }
+
+    /// [`post_json`](Self::post_json), running `sent` once the request is
+    /// written and before its answer is waited on (a closed loop checks its
+    /// last answer there: `dispatch.rs`); where no request went out, or a
+    /// client stamping lines reads the answer, not at all.
+    pub async fn post_json_then(
+        &self,
+        body: String,
+        sent: &mut (dyn FnMut() + Send),
+    ) -> Result<FrontAnswer, FrontError> {
         if self.line_stamps {
             return self.post_reading(body, Whole).await;
         }
@@ -423,10 +435,10 @@ impl FrontClient {
             _ => self.connect_lean().await?,
         };
         let mut held = self.budget.hold();
-        let mut attempt = c.exchange(&request, Instant::now(), &mut |n| held.resize(n)).await;
+        let mut attempt = c.exchange(&request, Instant::now(), &mut |n| held.resize(n), sent).await;
         if matches!(attempt, Err(lean::Failure::Unsent)) {
             c = self.connect_lean().await?;
-            attempt = c.exchange(&request, Instant::now(), &mut |n| held.resize(n)).await;
+            attempt = c.exchange(&request, Instant::now(), &mut |n| held.resize(n), sent).await;
         }
         let a = attempt.map_err(|f| match f {
             lean::Failure::Unsent | lean::Failure::Closed => FrontError::Closed,
@@ -613,9 +625,12 @@ mod tests {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         let attempt = tokio::time::timeout(
             std::time::Duration::from_secs(5),
-            stale.exchange(b"POST /v1/call HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}", Instant::now(), &mut |_| {
-                Ok::<(), FrontError>(())
-            }),
+            stale.exchange(
+                b"POST /v1/call HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}",
+                Instant::now(),
+                &mut |_| Ok::<(), FrontError>(()),
+                &mut || panic!("nothing was sent"),
+            ),
         )
         .await
         .expect("the exchange ends at once, not at the timeout");

@@ -120,11 +120,14 @@ impl LeanConn {
 
     /// Writes `request` and reads its answer whole, each piece of its body
     /// held first by `hold` (the bytes held in all); or why there is none.
+    /// `sent` runs once the request is written, before the answer is
+    /// waited on.
     pub(super) async fn exchange<E>(
         &mut self,
         request: &[u8],
         start: Instant,
         hold: &mut impl FnMut(usize) -> Result<(), E>,
+        sent: &mut (dyn FnMut() + Send),
     ) -> Result<Answer, Failure<E>> {
         if self.is_closed() {
             return Err(Failure::Unsent);
@@ -135,6 +138,7 @@ impl LeanConn {
             return Err(Failure::Unsent);
         }
         self.io.write_all(&request[written..]).await.map_err(Failure::Io)?;
+        sent();
         self.buf.clear();
         let head = loop {
             if let Some(head) = self.head()? {

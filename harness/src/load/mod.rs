@@ -40,7 +40,7 @@ use crate::result::ErrorReason;
 pub use answer::Answer;
 pub use dispatch::{Alarms, closed_loop, dispatch};
 pub use pump::reader_priority;
-pub use target::{Checks, Endpoint, Target};
+pub use target::{Checks, Endpoint, Exchanged, Target};
 
 /// How one request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -183,14 +183,45 @@ impl Target {
     /// Sends request `index`, stamps the arrival of its answer's last byte,
     /// then checks and classifies the answer.
     pub async fn send(&self, index: u64) -> Answer {
-        match &self.endpoint {
+        let exchanged = self.exchange(index, &mut || {}).await;
+        self.judge(exchanged)
+    }
+
+    /// Sends request `index` and stamps the arrival of its answer's last
+    /// byte; a whole front answer's end-to-end check is left to
+    /// [`judge`](Self::judge). `sent` runs once a front request is written,
+    /// before its answer is waited on (see
+    /// [`FrontClient::post_json_then`]): a closed loop checks its last
+    /// answer there (`dispatch.rs`).
+    pub async fn exchange(&self, index: u64, sent: &mut (dyn FnMut() + Send)) -> Exchanged {
+        Exchanged(match &self.endpoint {
             Endpoint::Front(client) => match &self.streams {
-                Some(streams) => super::stream::stream_request(index, self.timeout, client, streams).await,
-                None => front_request(index, self, client).await,
+                Some(streams) => {
+                    Held::Judged(super::stream::stream_request(index, self.timeout, client, streams).await)
+                }
+                None => front_exchange(index, self, client, sent).await,
             },
-            Endpoint::Direct(client) => direct_request(index, self, client.as_ref()).await,
+            Endpoint::Direct(client) => Held::Judged(direct_request(index, self, client.as_ref()).await),
+        })
+    }
+
+    /// Checks and classifies an exchanged answer.
+    pub fn judge(&self, exchanged: Exchanged) -> Answer {
+        match exchanged.0 {
+            Held::Judged(answer) => answer,
+            Held::Front { number, call, resp } => judge_front(self, number, &call, resp),
         }
     }
+}
+
+/// An answer as it arrived, its check not yet made ([`Target::judge`]).
+pub struct Exchanged(Held);
+
+enum Held {
+    /// A failure, a stream or a direct call: checked as it was read.
+    Judged(Answer),
+    /// A front answer read whole: call `number`'s.
+    Front { number: u64, call: CallRequest, resp: super::front::FrontAnswer },
 }
 
 async fn direct_request(index: u64, target: &Target, client: &dyn Outbound) -> Answer {
@@ -234,7 +265,7 @@ fn custom_answer_ok(loaded: &contract::Loaded, n: u64, fanout: u32, body: &[u8])
         })
 }
 
-async fn front_request(index: u64, target: &Target, client: &FrontClient) -> Answer {
+async fn front_exchange(index: u64, target: &Target, client: &FrontClient, sent: &mut (dyn FnMut() + Send)) -> Held {
     // The built-in call's id stays the plain index: its messages carry it,
     // and their sizes must not change with the segment.
     let number = if target.custom.is_some() { target.call_number(index) } else { index };
@@ -264,13 +295,16 @@ async fn front_request(index: u64, target: &Target, client: &FrontClient) -> Ans
         body.push_str(&call.request_bytes.to_string());
     }
     body.push('}');
-    let answer = tokio::time::timeout(target.timeout, client.post_json(body)).await;
+    let answer = tokio::time::timeout(target.timeout, client.post_json_then(body, sent)).await;
     // A whole answer says when its last byte arrived; a failure is stamped now.
-    let resp = match answer {
-        Err(_) => return Answer::clocked(Outcome::Timeout, no_answer_within(target.timeout)),
-        Ok(Err(e)) => return Answer::clocked(classify(&e), e.to_string()),
-        Ok(Ok(r)) => r,
-    };
+    match answer {
+        Err(_) => Held::Judged(Answer::clocked(Outcome::Timeout, no_answer_within(target.timeout))),
+        Ok(Err(e)) => Held::Judged(Answer::clocked(classify(&e), e.to_string())),
+        Ok(Ok(resp)) => Held::Front { number, call, resp },
+    }
+}
+
+fn judge_front(target: &Target, number: u64, call: &CallRequest, resp: super::front::FrontAnswer) -> Answer {
     let (done, kernel_stamped) = (resp.arrived, resp.kernel_stamped);
     let downstream_us =
         resp.headers.get("server-timing").and_then(|v| v.to_str().ok()).and_then(parse_server_timing_us);
@@ -278,7 +312,7 @@ async fn front_request(index: u64, target: &Target, client: &FrontClient) -> Ans
         (Outcome::Status(resp.status.as_u16()), Some(error_body_reason(&resp.body)))
     } else if match &target.custom {
         Some(loaded) => custom_answer_ok(loaded, number, target.fanout, &resp.body),
-        None => (target.checks.front)(&call, target.fanout, &resp.body),
+        None => (target.checks.front)(call, target.fanout, &resp.body),
     } {
         (Outcome::Ok, None)
     } else {
