@@ -179,6 +179,9 @@ pub async fn closed_loop(
                     // An exchange that ended before its request went out checked nothing.
                     check(unchecked.take(), &target, &live, &shots);
                     unchecked = Some((index, sent, exchanged));
+                    if unchecked.as_ref().is_some_and(|(_, _, e)| e.held_bytes() > DEFER_CHECK_BYTES) {
+                        check(unchecked.take(), &target, &live, &shots);
+                    }
                 }
                 check(unchecked, &target, &live, &shots);
             })
@@ -189,6 +192,12 @@ pub async fn closed_loop(
     }
     next.load(Relaxed) - first_index
 }
+
+/// The largest answer a closed loop checks after its next send. A larger
+/// one is checked at once: its check costs more than any turn-around, and
+/// held beside the next answer it would count twice against the answer
+/// budget ([`super::front::AnswerBudget`]).
+const DEFER_CHECK_BYTES: usize = 64 << 10;
 
 /// Checks a closed loop's answer to request `index`, sent at `sent`, and
 /// records it (its due time is its send).
@@ -416,6 +425,52 @@ mod tests {
             assert_eq!(shot.outcome == Outcome::Ok, shot.index != last, "request {}: {:?}", shot.index, shot.outcome);
             assert!(shot.done >= shot.sent.expect("sent"));
         }
+    }
+
+    static BIG_RECEIVED: AtomicU64 = AtomicU64::new(0);
+
+    /// The large-answer test's check: passes an answer only if the server
+    /// reads no next request in the 100 ms it waits (none is out yet).
+    fn no_next_request_yet(call: &payload::CallRequest, _: u32, body: &[u8]) -> bool {
+        let n: u64 = call.request_id.parse().expect("a number");
+        let until = Instant::now() + Duration::from_millis(100);
+        while BIG_RECEIVED.load(Relaxed) == n + 1 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        body.len() > DEFER_CHECK_BYTES && BIG_RECEIVED.load(Relaxed) == n + 1
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_closed_loop_checks_a_large_answer_before_its_next_request() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1/call", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let (mut tcp, _) = listener.accept().unwrap();
+            let (mut buf, body) = (vec![0u8; 4096], vec![b' '; DEFER_CHECK_BYTES + 1]);
+            while let Ok(1..) = tcp.read(&mut buf) {
+                BIG_RECEIVED.fetch_add(1, Relaxed);
+                let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
+                if tcp.write_all(head.as_bytes()).and_then(|_| tcp.write_all(&body)).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut target = Target::front(url, 1, 1, Duration::from_secs(5), 1).unwrap();
+        target.checks.front = no_next_request_yet;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let (live, stop) = (Arc::new(Live::default()), CancellationToken::new());
+        let until = Instant::now() + Duration::from_secs(20);
+        let run = tokio::spawn(closed_loop(1, until, target, live, tx, stop.clone(), 0));
+        let mut ok = 0;
+        while let Some(shot) = rx.recv().await {
+            ok += u32::from(shot.outcome == Outcome::Ok);
+            if ok == 5 {
+                stop.cancel();
+            }
+        }
+        // Each one checked before the next request went out, the last too.
+        assert_eq!(u64::from(ok), run.await.unwrap());
     }
 
     #[tokio::test]

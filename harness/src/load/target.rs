@@ -217,6 +217,16 @@ impl Target {
 /// An answer as it arrived, its check not yet made ([`Target::judge`]).
 pub struct Exchanged(Held);
 
+impl Exchanged {
+    /// The bytes of body it holds until it is judged.
+    pub fn held_bytes(&self) -> usize {
+        match &self.0 {
+            Held::Judged(_) => 0,
+            Held::Front { resp, .. } => resp.body.len(),
+        }
+    }
+}
+
 enum Held {
     /// A failure, a stream or a direct call: checked as it was read.
     Judged(Answer),
