@@ -178,9 +178,10 @@ pub async fn closed_loop(
                     live.in_flight.fetch_sub(1, Relaxed);
                     // An exchange that ended before its request went out checked nothing.
                     check(unchecked.take(), &target, &live, &shots);
-                    unchecked = Some((index, sent, exchanged));
-                    if unchecked.as_ref().is_some_and(|(_, _, e)| e.held_bytes() > DEFER_CHECK_BYTES) {
-                        check(unchecked.take(), &target, &live, &shots);
+                    if exchanged.held_bytes() > DEFER_CHECK_BYTES {
+                        check(Some((index, sent, exchanged)), &target, &live, &shots);
+                    } else {
+                        unchecked = Some((index, sent, exchanged));
                     }
                 }
                 check(unchecked, &target, &live, &shots);
@@ -380,30 +381,37 @@ mod tests {
         read
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-    async fn a_closed_loop_checks_an_answer_while_its_next_request_is_out() {
+    /// A one-connection server on a thread of its own, so that it reads
+    /// while the generator's one worker is inside a check: it hands each
+    /// request it reads to `on_request`, then answers `body`. Its URL.
+    fn answering_server(body: Vec<u8>, mut on_request: impl FnMut(&[u8]) + Send + 'static) -> String {
         use std::io::{Read, Write};
-        // A server on a thread of its own, so that it reads while the
-        // generator's one worker is inside a check; it answers request k
-        // once answer k - 1 is checked (waiting at most 1 s).
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/v1/call", listener.local_addr().unwrap());
         std::thread::spawn(move || {
             let (mut tcp, _) = listener.accept().unwrap();
+            let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
             let mut buf = vec![0u8; 4096];
             while let Ok(n @ 1..) = tcp.read(&mut buf) {
-                assert!(buf[..n].starts_with(b"POST /v1/call HTTP/1.1"));
-                let k = RECEIVED.fetch_add(1, Relaxed);
-                if !within_a_second(|| CHECKED.load(Relaxed) >= k) {
-                    UNCHECKED_BEFORE.fetch_add(1, Relaxed);
-                }
-                if tcp.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}").is_err() {
+                on_request(&buf[..n]);
+                if tcp.write_all(head.as_bytes()).and_then(|_| tcp.write_all(&body)).is_err() {
                     return;
                 }
             }
         });
+        url
+    }
+
+    /// A one-connection closed loop against `url`, with `check` as its
+    /// answer check, stopped once `enough` holds of the shots so far: the
+    /// shots and the count it sent.
+    async fn closed_loop_until(
+        url: String,
+        check: fn(&payload::CallRequest, u32, &[u8]) -> bool,
+        enough: impl Fn(&[Shot]) -> bool,
+    ) -> (Vec<Shot>, u64) {
         let mut target = Target::front(url, 1, 1, Duration::from_secs(5), 1).unwrap();
-        target.checks.front = next_request_read;
+        target.checks.front = check;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let (live, stop) = (Arc::new(Live::default()), CancellationToken::new());
         let until = Instant::now() + Duration::from_secs(20);
@@ -411,11 +419,25 @@ mod tests {
         let mut shots = Vec::new();
         while let Some(shot) = rx.recv().await {
             shots.push(shot);
-            if shots.len() == 5 {
+            if enough(&shots) {
                 stop.cancel();
             }
         }
-        let sent = run.await.unwrap();
+        (shots, run.await.unwrap())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_closed_loop_checks_an_answer_while_its_next_request_is_out() {
+        // The server answers request k once answer k - 1 is checked
+        // (waiting at most 1 s).
+        let url = answering_server(b"{}".to_vec(), |request| {
+            assert!(request.starts_with(b"POST /v1/call HTTP/1.1"));
+            let k = RECEIVED.fetch_add(1, Relaxed);
+            if !within_a_second(|| CHECKED.load(Relaxed) >= k) {
+                UNCHECKED_BEFORE.fetch_add(1, Relaxed);
+            }
+        });
+        let (shots, sent) = closed_loop_until(url, next_request_read, |shots| shots.len() >= 5).await;
         assert_eq!(shots.len() as u64, sent);
         // Every answer was checked after its next request was read and
         // before that request's answer was sent; the last had none after it.
@@ -442,35 +464,13 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn a_closed_loop_checks_a_large_answer_before_its_next_request() {
-        use std::io::{Read, Write};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/v1/call", listener.local_addr().unwrap());
-        std::thread::spawn(move || {
-            let (mut tcp, _) = listener.accept().unwrap();
-            let (mut buf, body) = (vec![0u8; 4096], vec![b' '; DEFER_CHECK_BYTES + 1]);
-            while let Ok(1..) = tcp.read(&mut buf) {
-                BIG_RECEIVED.fetch_add(1, Relaxed);
-                let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
-                if tcp.write_all(head.as_bytes()).and_then(|_| tcp.write_all(&body)).is_err() {
-                    return;
-                }
-            }
+        let url = answering_server(vec![b' '; DEFER_CHECK_BYTES + 1], |_| {
+            BIG_RECEIVED.fetch_add(1, Relaxed);
         });
-        let mut target = Target::front(url, 1, 1, Duration::from_secs(5), 1).unwrap();
-        target.checks.front = no_next_request_yet;
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let (live, stop) = (Arc::new(Live::default()), CancellationToken::new());
-        let until = Instant::now() + Duration::from_secs(20);
-        let run = tokio::spawn(closed_loop(1, until, target, live, tx, stop.clone(), 0));
-        let mut ok = 0;
-        while let Some(shot) = rx.recv().await {
-            ok += u32::from(shot.outcome == Outcome::Ok);
-            if ok == 5 {
-                stop.cancel();
-            }
-        }
+        let ok = |shots: &[Shot]| shots.iter().filter(|s| s.outcome == Outcome::Ok).count() as u64;
+        let (shots, sent) = closed_loop_until(url, no_next_request_yet, |shots| ok(shots) >= 5).await;
         // Each one checked before the next request went out, the last too.
-        assert_eq!(u64::from(ok), run.await.unwrap());
+        assert_eq!(ok(&shots), sent);
     }
 
     #[tokio::test]
