@@ -383,13 +383,15 @@ ROWS = []
 
 
 def row(label, setting, target, unit, pairs, steals, note=""):
-    """One row: pairs holds (ours, theirs) of each alternation, in unit."""
+    """One row: pairs holds (ours, theirs) of each alternation, in unit.
+    Its table line goes to stderr at once, so a run cut short keeps it."""
     pairs = [(a, b) for a, b in pairs if b]
     ROWS.append((label, setting, target, unit, pairs, steals, note))
     ratios = [a / b for a, b in pairs]
     med = statistics.median(ratios) if ratios else float("nan")
     print("  %s, %s: %s (median %.3f)%s" % (label, setting, " ".join("%.3f" % r for r in ratios), med,
-                                            " — " + note if note else ""), file=sys.stderr, flush=True)
+                                            " — " + note if note else ""), file=sys.stderr)
+    print("  " + table_line(ROWS[-1]), file=sys.stderr, flush=True)
 
 
 def met(target, value):
@@ -397,24 +399,28 @@ def met(target, value):
     return value >= float(bound) if op == "≥" else value <= float(bound)
 
 
+def table_line(r):
+    label, setting, target, unit, pairs, steals, note = r
+    if not pairs:
+        return "| %s | %s | not measured | | | | %s | | |" % (label, setting, target)
+    ratios = [a / b for a, b in pairs]
+    med = statistics.median(ratios)
+    fmt = "%.1f " + unit if unit.startswith("µs") else "{:,.0f} " + unit
+    show = lambda v: (fmt % v) if "%" in fmt else fmt.format(v)
+    s = [x for x in steals if x == x]
+    st = "%.1f, %.1f" % (statistics.median(s), max(s)) if s else "not read"
+    return "| %s | %s | %s | %s | %.3f | %.3f–%.3f | %s | %s%s | %s |" % (
+        label, setting, show(statistics.median(a for a, _ in pairs)),
+        show(statistics.median(b for _, b in pairs)), med, min(ratios), max(ratios), target,
+        "yes" if met(target, med) else "**no**", " (" + note + ")" if note else "", st)
+
+
 def print_table():
     print("| ratio | setting | ours (median) | theirs (median) | ratio: median | range | target | met "
           "| steal % (median, most) |")
     print("|---|---|---:|---:|---:|---|---|---|---|")
-    for label, setting, target, unit, pairs, steals, note in ROWS:
-        if not pairs:
-            print("| %s | %s | not measured | | | | %s | | |" % (label, setting, target))
-            continue
-        ratios = [a / b for a, b in pairs]
-        med = statistics.median(ratios)
-        fmt = "%.1f " + unit if unit.startswith("µs") else "{:,.0f} " + unit
-        show = lambda v: (fmt % v) if "%" in fmt else fmt.format(v)
-        s = [x for x in steals if x == x]
-        st = "%.1f, %.1f" % (statistics.median(s), max(s)) if s else "not read"
-        print("| %s | %s | %s | %s | %.3f | %.3f–%.3f | %s | %s%s | %s |" % (
-            label, setting, show(statistics.median(a for a, _ in pairs)),
-            show(statistics.median(b for _, b in pairs)), med, min(ratios), max(ratios), target,
-            "yes" if met(target, med) else "**no**", " (" + note + ")" if note else "", st))
+    for r in ROWS:
+        print(table_line(r))
 
 
 def alternate(a, b):
@@ -701,7 +707,10 @@ def main():
             knee_rows(settings)
     finally:
         stop_all()
-    print_table()
+        # However the run ends (done, SIGTERM, Ctrl-C, a row that failed),
+        # the rows measured so far are printed: they were after the
+        # `finally` once, and a SIGTERM lost an hour and a half of rows.
+        print_table()
 
 
 if __name__ == "__main__":
