@@ -23,6 +23,7 @@
 # what callgrind does not see); the table then gives CPU µs per request.
 # TOOL=perf samples the window natively with `perf record -e cpu-clock` and
 # keeps `perf report --no-children` by own cost (dso, symbol), TOP rows.
+# TOOL=trace counts each system call by name a request (`perf trace -s`).
 # Output: bench/profiles/LABEL-twin-<tier>-<kind>-<arm>.txt, a table on stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -110,6 +111,23 @@ for arm in ${ARMS:-grpc rest}; do
           perf report -i "$TMP/perf.data" --no-children --sort dso,sym --stdio 2> /dev/null | grep -v '^#' | grep -v '^$' | head -"$TOP"
         } > "$f"
         echo "$f: $(sed -n 2p "$f")" >&2
+        continue
+      fi
+      if [ "$TOOL" = trace ]; then
+        # System calls by name a request (`perf trace -s`), TOP of them.
+        perf trace -s -p "$pid" -o "$TMP/trace.txt" -- sleep "$((SECS + 1))" > /dev/null 2>&1 &
+        spid=$!
+        n=$(wrk_count "$SECS" "$front")
+        wait $spid || true
+        kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true
+        f="$OUT/$LABEL-trace-$tier-$kind-$arm.txt"
+        {
+          echo "# $LABEL: $tier ($kind), $arm, wrk -c$CONNS for ${SECS}s, delay $DELAY: system calls a request (perf trace -s)"
+          echo "# requests in the window: $n (perf trace's window is 1 s longer)"
+          grep -E '^ +[a-z_0-9]+ +[0-9]+' "$TMP/trace.txt" \
+            | awk -v n="$n" '{c[$1] += $2} END {for (k in c) printf "%s %.3f\n", k, c[k] / n}' | sort -k2 -nr | head -"$TOP"
+        } > "$f"
+        echo "$f" >&2
         continue
       fi
       if [ "$TOOL" = stat ]; then
