@@ -59,7 +59,7 @@ echo
 
 echo "## Ratios: ours against a peer, in the same run"
 echo
-echo "Each row: the median of ${ALTS:-3} interleaved alternations, their range, and the machine's steal during them (bench/ratios.py says how each is measured)."
+echo "Each row: the median of ${ALTS:-3} interleaved alternations, their range, the sign test's interval for the median (met only when the whole interval meets the target), and the machine's steal during them (bench/ratios.py says how each is measured)."
 echo
 python3 bench/ratios.py "$BIN"
 echo
