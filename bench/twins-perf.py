@@ -7,7 +7,8 @@ in one run"). Not CI; needs root and Debian's linux-perf.
 
     python3 bench/twins-perf.py [BIN_DIR]     # ARMS="grpc rest" RATE=1000 SECS=5
 
-For each arm and kind: perf record -e cpu-clock -F 999 -g of the caller and
+For each arm, the real tiers and the twins (huge pages off in both, as the
+tiers run): perf record -e cpu-clock -F 999 -g of the caller and
 the downstream for SECS seconds, 4 s into a 12 s run; then, per tier, the
 samples of kernel and user space, and the symbols (own cost) where the real
 tier spends more samples than its twin. Files: bench/profiles/paced-*.txt.
@@ -77,9 +78,10 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     for arm in ARMS:
         settings = ratios.tier_settings(arm)
-        runs = {kind: profile(arm, kind, settings) for kind in ("real", "plain")}
+        # The twin with huge pages off, as the tiers run (ratios.py's "plain-off").
+        runs = {kind: profile(arm, kind, settings) for kind in ("real", "plain-off")}
         for tier in ("caller", "downstream"):
-            (rs, rk, ru), (ps, pk, pu) = symbols(runs["real"][tier]), symbols(runs["plain"][tier])
+            (rs, rk, ru), (ps, pk, pu) = symbols(runs["real"][tier]), symbols(runs["plain-off"][tier])
             lines = ["# %s %s at %d req/s, 500 ms delay, perf -F 999 for %d s: real kernel %d user %d; "
                      "twin kernel %d user %d" % (arm, tier, RATE, SECS, rk, ru, pk, pu),
                      "# real  twin  more  symbol (own samples)"]
