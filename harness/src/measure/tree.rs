@@ -61,6 +61,13 @@ fn status_kib(pid: u32, file: &str, key: &str) -> Option<u64> {
     line[key.len()..].split_whitespace().next()?.parse().ok()
 }
 
+/// One member's PSS in KiB: 0 for a member that holds no memory (one that
+/// exited since the tree was listed, or a zombie not yet waited for, as RSS
+/// counts them), `None` where a live member's `smaps_rollup` cannot be read.
+fn member_pss_kib(pid: u32) -> Option<u64> {
+    status_kib(pid, "smaps_rollup", "Pss:").or_else(|| status_kib(pid, "status", "VmRSS:").is_none().then_some(0))
+}
+
 /// Inodes of the established TCP sockets of this machine (IPv4 and IPv6).
 fn established_inodes() -> BTreeSet<u64> {
     let mut inodes = BTreeSet::new();
@@ -115,8 +122,7 @@ pub fn read(root: u32) -> Option<TreeReading> {
         return None;
     }
     let (cpu_seconds, rss_bytes) = cpu_and_rss(&members);
-    let pss_bytes =
-        members.iter().map(|p| status_kib(*p, "smaps_rollup", "Pss:")).sum::<Option<u64>>().map(|k| k * 1024);
+    let pss_bytes = members.iter().map(|p| member_pss_kib(*p)).sum::<Option<u64>>().map(|k| k * 1024);
     let held: Option<BTreeSet<u64>> = members
         .iter()
         .map(|p| socket_inodes(*p))
@@ -172,6 +178,32 @@ mod tests {
         assert!(r.pss_bytes.is_some_and(|p| p <= r.rss_bytes), "{r:?}");
         assert!(r.connections.is_some(), "{r:?}");
         assert!(read(u32::MAX - 9).is_none());
+    }
+
+    #[test]
+    fn a_zombie_member_holds_no_memory_and_leaves_pss_measured() {
+        // The subshell exits and `sleep`, exec'd in its parent's place, never
+        // waits for it: a zombie in the tree, with no memory to read.
+        let mut sh = std::process::Command::new("sh").args(["-c", "(exit 0) & exec sleep 5"]).spawn().unwrap();
+        let root = sh.id();
+        let zombie = |p: &u32| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .is_ok_and(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+        };
+        let mut seen = None;
+        for _ in 0..100 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let members = tree(root);
+            if members.len() >= 2 && members.iter().any(zombie) {
+                seen = read(root);
+                break;
+            }
+        }
+        let _ = sh.kill();
+        let _ = sh.wait();
+        let r = seen.expect("a tree holding a zombie within 2 s");
+        assert!(r.processes >= 2, "{r:?}");
+        assert!(r.pss_bytes.is_some_and(|p| p > 0 && p <= r.rss_bytes), "{r:?}");
     }
 
     #[test]
