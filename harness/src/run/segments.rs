@@ -67,16 +67,31 @@ impl PendingRound {
     pub async fn settle(mut self, cut: &CancellationToken) -> (CompactRecord, u64) {
         self.finish.cancel();
         let record = self.collector.await.unwrap_or_default();
-        let scheduled = tokio::select! {
+        let due = tokio::select! {
             biased;
-            // What was left out was due but is not counted as sent.
-            n = &mut self.scheduled => n.unwrap_or(0).saturating_sub(record.left_out),
+            n = &mut self.scheduled => Some(n.unwrap_or(0)),
             _ = cut.cancelled() => {
                 self.scheduled.abort();
-                record.sent + record.errors.get("dropped").copied().unwrap_or(0)
+                None
             }
         };
+        let scheduled = counted_due(due, &record, cut.is_cancelled());
         (record, scheduled)
+    }
+}
+
+/// The requests a round's rates count as due, of `due` the schedule issued
+/// (`None`: its count was not waited for). What was left out was due but is
+/// not counted as sent. Once the run is cut, a request whose answer had not
+/// reached the collector when it stopped (a stream still being torn down,
+/// say) was in flight at the cut and is left out the same way: the count is
+/// then at most the requests reported, sent or dropped.
+fn counted_due(due: Option<u64>, record: &CompactRecord, cut: bool) -> u64 {
+    let reported = record.sent + record.errors.get("dropped").copied().unwrap_or(0);
+    match due {
+        Some(n) if !cut => n.saturating_sub(record.left_out),
+        Some(n) => n.saturating_sub(record.left_out).min(reported),
+        None => reported,
     }
 }
 
@@ -450,5 +465,21 @@ mod tests {
         assert_eq!(boundary_lead(&c), MAX_BOUNDARY_LEAD);
         c.load.closed_loop = true;
         assert_eq!(boundary_lead(&c), Duration::ZERO);
+    }
+
+    #[test]
+    fn after_a_cut_a_request_never_reported_is_not_counted_as_due() {
+        // 12 due: 2 left out after the cut, 1 dropped, 6 reported sent, and
+        // 3 streams whose answers had not come in when the collector stopped.
+        let mut r = CompactRecord::default();
+        (r.sent, r.left_out) = (6, 2);
+        r.errors.insert("dropped".into(), 1);
+        assert_eq!(counted_due(Some(12), &r, true), 7);
+        // Without a cut, an answer still missing is a request that did not end.
+        assert_eq!(counted_due(Some(12), &r, false), 10);
+        // The schedule's count not waited for: what was reported.
+        assert_eq!(counted_due(None, &r, true), 7);
+        // Nothing lost: the schedule's count less what was left out.
+        assert_eq!(counted_due(Some(9), &r, true), 7);
     }
 }
