@@ -110,7 +110,12 @@ pub async fn run(
     // watcher takes a moment to say how) ends the run as one that died measured.
     let stopped = match stopped {
         None if interrupt.is_stopped() => Some(Stop::Interrupted),
-        None => dead_tier(&mut arms, origin),
+        None => {
+            for arm in &arms {
+                arm.topology.confirm_dead().await;
+            }
+            dead_tier(&mut arms, origin)
+        }
         other => other,
     };
     progress.finish().await;

@@ -21,7 +21,6 @@ const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// does, then its state says how (a `docker wait` that failed, or a container
 /// found running after all, is waited for again after a pause).
 pub(crate) async fn watch(name: String, memory_bytes: Option<u64>, died: Arc<OnceLock<Death>>) {
-    const STATE: &str = "{{.State.Running}} {{.State.OOMKilled}} {{.State.ExitCode}} {{.State.Error}}";
     loop {
         let _ = Command::new("docker")
             .args(["wait", &name])
@@ -30,26 +29,66 @@ pub(crate) async fn watch(name: String, memory_bytes: Option<u64>, died: Arc<Onc
             .kill_on_drop(true)
             .status()
             .await;
-        let at = Instant::now();
-        // Both at once: each `docker` call takes a while on a busy machine.
-        let inspect: [String; 4] = ["inspect".into(), "-f".into(), STATE.into(), name.clone()];
-        let mut logs = Command::new("docker");
-        logs.args(["logs", "--tail", "20", &name]);
-        let (state, logs) = tokio::join!(docker(&inspect), logs.output());
-        let why = match state {
-            Ok(state) => match ended(&state, memory_bytes) {
-                Some(why) => why,
-                None => {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    continue;
-                }
-            },
-            Err(e) => format!("its container is gone ({e})"),
-        };
-        let stderr = logs.map(|o| String::from_utf8_lossy(&o.stderr).trim_end().to_owned()).unwrap_or_default();
-        let _ = died.set(Death { at, why, stderr: if stderr.is_empty() { "(nothing)".into() } else { stderr } });
-        return;
+        if check(&name, memory_bytes, &died).await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Asks Docker once whether the container has stopped and, if it has,
+/// records how in `died` (unless that is already known); whether it has.
+/// The watcher calls it after each `docker wait`; a run calls it for every
+/// container before it is judged, so a tier that died in the load's last
+/// moments is named even when the watcher has not yet heard.
+pub(crate) async fn check(name: &str, memory_bytes: Option<u64>, died: &OnceLock<Death>) -> bool {
+    const STATE: &str = "{{.State.Running}} {{.State.OOMKilled}} {{.State.ExitCode}} {{.State.Error}}";
+    if died.get().is_some() {
+        return true;
+    }
+    let at = Instant::now();
+    // Both at once: each `docker` call takes a while on a busy machine.
+    let inspect: [String; 4] = ["inspect".into(), "-f".into(), STATE.into(), name.to_owned()];
+    let mut logs = Command::new("docker");
+    logs.args(["logs", "--tail", "20", name]);
+    let (state, logs) = tokio::join!(docker(&inspect), logs.output());
+    let why = match state {
+        Ok(state) => match ended(&state, memory_bytes) {
+            Some(why) => why,
+            None => return false,
+        },
+        Err(e) => format!("its container is gone ({e})"),
+    };
+    let stderr = logs.map(|o| String::from_utf8_lossy(&o.stderr).trim_end().to_owned()).unwrap_or_default();
+    let _ = died.set(Death { at, why, stderr: if stderr.is_empty() { "(nothing)".into() } else { stderr } });
+    true
+}
+
+/// How long [`confirm`] waits for Docker to catch up with a process the
+/// host has already seen end.
+const CONFIRM_LIMIT: Duration = Duration::from_secs(10);
+
+/// Learns whether the container has stopped, as [`check`] does; when Docker
+/// still calls it running but its first process (`host_pid`) is gone from
+/// the host, asks again until Docker has caught up (at most
+/// [`CONFIRM_LIMIT`]): the kernel's kill is seen on the host before Docker
+/// has recorded it.
+pub(crate) async fn confirm(name: &str, memory_bytes: Option<u64>, host_pid: Option<u32>, died: &OnceLock<Death>) {
+    let deadline = Instant::now() + CONFIRM_LIMIT;
+    while !check(name, memory_bytes, died).await {
+        if host_pid.is_none_or(process_alive) || Instant::now() > deadline {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Whether `pid` is a process on this host that has not ended (a zombie has).
+fn process_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next().map(|st| st != "Z")))
+        .unwrap_or(false)
 }
 
 /// How a container ended, from `Running OOMKilled ExitCode Error`; `None`
@@ -182,6 +221,22 @@ pub(crate) async fn wait_listening(name: &str, addrs: &[SocketAddr], timeout: Du
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_is_alive_until_it_ends_and_a_zombie_has_ended() {
+        assert!(process_alive(std::process::id()));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Not waited for: a zombie once it has exited.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while process_alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(std::fs::metadata(format!("/proc/{pid}")).is_ok(), "still there, as a zombie");
+        assert!(!process_alive(pid));
+        child.wait().unwrap();
+        assert!(!process_alive(pid));
+    }
 
     #[test]
     fn a_cgroup_v1_cpu_controller_comes_before_the_unified_group() {

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, TlsFiles};
 use crate::result::TierName;
 use crate::tiers::command::Upstreams;
-use crate::tiers::container_state::{cpu_stat_path, exited, host_pid, wait_listening, wait_ready, watch};
+use crate::tiers::container_state::{confirm, cpu_stat_path, exited, host_pid, wait_listening, wait_ready, watch};
 use crate::tiers::docker::{NAME_PREFIX, docker, labels};
 use crate::tiers::launch::{
     Death, Launcher, Listen, Processes, RemoteTier, Running, Starting, Stopping, service_args, stop_process,
@@ -55,6 +55,10 @@ struct Watched {
     tier: TierName,
     name: String,
     watcher: JoinHandle<()>,
+    /// Its memory limit, which an OOM kill names.
+    memory: Option<u64>,
+    /// Its first process's pid on the host, if Docker told it.
+    host_pid: Option<u32>,
     /// Set by the watcher once the container has stopped.
     died: Arc<OnceLock<Death>>,
 }
@@ -244,8 +248,8 @@ impl Containers {
         });
         let died = Arc::new(OnceLock::new());
         let watcher = tokio::spawn(watch(name.clone(), memory, died.clone()));
-        self.watched.push(Watched { tier: node.name, name: name.clone(), watcher, died });
         let host_pid = host_pid(&name).await;
+        self.watched.push(Watched { tier: node.name, name: name.clone(), watcher, memory, host_pid, died });
         let cpu_stat = match (cpus, host_pid) {
             (Some(c), Some(pid)) => cpu_stat_path(pid).await.map(|p| (p, c)),
             _ => None,
@@ -332,6 +336,15 @@ impl Launcher for Containers {
 
     fn dead(&self) -> Option<(TierName, String, &Death)> {
         self.watched.iter().find_map(|w| w.died.get().map(|d| (w.tier, w.name.clone(), d)))
+    }
+
+    fn confirm_dead(&self) -> Stopping {
+        let each: Vec<_> =
+            self.watched.iter().map(|w| (w.name.clone(), w.memory, w.host_pid, w.died.clone())).collect();
+        Box::pin(async move {
+            futures::future::join_all(each.iter().map(|(name, memory, pid, died)| confirm(name, *memory, *pid, died)))
+                .await;
+        })
     }
 }
 

@@ -146,6 +146,13 @@ pub trait Launcher: Send + Sync + std::fmt::Debug {
     fn dead(&self) -> Option<(TierName, String, &Death)> {
         None
     }
+
+    /// Asks once, and waits for the answer, whether any node that is not a
+    /// child process has stopped, so that [`Launcher::dead`] knows of a stop
+    /// its watcher has not yet heard of.
+    fn confirm_dead(&self) -> Stopping {
+        Box::pin(async {})
+    }
 }
 
 /// Every node a child process on this machine: the services' listeners on

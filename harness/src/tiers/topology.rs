@@ -192,6 +192,14 @@ impl Topology {
         self.launcher.as_ref()?.dead()
     }
 
+    /// Learns, waiting for the answer, whether a node that is not a child
+    /// process has stopped ([`Topology::dead`] then says so).
+    pub async fn confirm_dead(&self) {
+        if let Some(l) = self.launcher.as_ref() {
+            l.confirm_dead().await;
+        }
+    }
+
     /// Tiers that are not child processes of the harness (given by URL, or
     /// in containers): measured only through their admin endpoints.
     pub fn remote(&self) -> impl Iterator<Item = &RemoteTier> {
