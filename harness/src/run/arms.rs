@@ -171,6 +171,16 @@ pub(super) fn watched_of(arm: usize, topology: &crate::tiers::Topology) -> Vec<W
     topology.tiers().map(|t| Watched::tier(arm, t)).chain(images).collect()
 }
 
+/// [`dead_tier`] once every arm's nodes that are not child processes have
+/// been asked how they are, waiting for the answer: a container that died
+/// in the load's last moments, before its watcher heard, is found.
+pub(super) async fn confirmed_dead_tier(arms: &mut [Arm], origin: Instant) -> Option<Stop> {
+    for arm in arms.iter() {
+        arm.topology.confirm_dead().await;
+    }
+    dead_tier(arms, origin)
+}
+
 /// The first tier of any arm found dead, described for the report.
 pub(super) fn dead_tier(arms: &mut [Arm], origin: Instant) -> Option<Stop> {
     for arm in arms.iter_mut() {

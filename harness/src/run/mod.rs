@@ -34,7 +34,7 @@ use crate::result::{
     Environment, ErrorReason, Generator, Instrument, LinkReport, LoadSample, RoundResult, RunResult, RunStatus, SCHEMA,
     TierInfo, TierName,
 };
-use arms::{Stop, dead_tier, describe, start_arms, watched};
+use arms::{Stop, confirmed_dead_tier, describe, start_arms, watched};
 use interrupt::Interrupt;
 use progress::{Progress, Status};
 use sampling::{SampleSink, Sampling};
@@ -110,12 +110,7 @@ pub async fn run(
     // watcher takes a moment to say how) ends the run as one that died measured.
     let stopped = match stopped {
         None if interrupt.is_stopped() => Some(Stop::Interrupted),
-        None => {
-            for arm in &arms {
-                arm.topology.confirm_dead().await;
-            }
-            dead_tier(&mut arms, origin)
-        }
+        None => confirmed_dead_tier(&mut arms, origin).await,
         other => other,
     };
     progress.finish().await;

@@ -10,12 +10,46 @@ use std::time::{Duration, Instant};
 
 use service::ReadyLine;
 use tokio::process::Command;
+use tokio::task::JoinHandle;
 
+use crate::result::TierName;
 use crate::tiers::docker::docker;
 use crate::tiers::launch::Death;
 
 /// How long a container may take to print its ready line.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One started container, watched until it stops.
+#[derive(Debug)]
+pub(crate) struct Watched {
+    pub tier: TierName,
+    pub name: String,
+    pub watcher: JoinHandle<()>,
+    /// Its memory limit, which an OOM kill names.
+    memory: Option<u64>,
+    /// Its first process's pid on the host, if Docker told it.
+    host_pid: Option<u32>,
+    /// Set by the watcher once the container has stopped.
+    pub died: Arc<OnceLock<Death>>,
+}
+
+impl Watched {
+    /// Starts watching the container `name`, the node of `tier`.
+    pub fn start(tier: TierName, name: &str, memory: Option<u64>, host_pid: Option<u32>) -> Watched {
+        let died = Arc::new(OnceLock::new());
+        let watcher = tokio::spawn(watch(name.to_owned(), memory, died.clone()));
+        Watched { tier, name: name.to_owned(), watcher, memory, host_pid, died }
+    }
+}
+
+/// [`confirm`] for every container of `watched`, at once.
+pub(crate) fn confirm_all(watched: &[Watched]) -> crate::tiers::launch::Stopping {
+    let each: Vec<_> = watched.iter().map(|w| (w.name.clone(), w.memory, w.host_pid, w.died.clone())).collect();
+    Box::pin(async move {
+        futures::future::join_all(each.iter().map(|(name, memory, pid, died)| confirm(name, *memory, *pid, died)))
+            .await;
+    })
+}
 
 /// Watches one container until it stops: `docker wait` returns when it
 /// does, then its state says how (a `docker wait` that failed, or a container

@@ -18,16 +18,16 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, TlsFiles};
 use crate::result::TierName;
 use crate::tiers::command::Upstreams;
-use crate::tiers::container_state::{confirm, cpu_stat_path, exited, host_pid, wait_listening, wait_ready, watch};
+use crate::tiers::container_state::{
+    Watched, confirm_all, cpu_stat_path, exited, host_pid, wait_listening, wait_ready,
+};
 use crate::tiers::docker::{NAME_PREFIX, docker, labels};
 use crate::tiers::launch::{
     Death, Launcher, Listen, Processes, RemoteTier, Running, Starting, Stopping, service_args, stop_process,
@@ -48,20 +48,6 @@ const PORTS: [(&str, u16); 4] =
 
 /// Numbers the networks of one harness process.
 static NEXT: AtomicU32 = AtomicU32::new(0);
-
-/// One started container, watched until it stops.
-#[derive(Debug)]
-struct Watched {
-    tier: TierName,
-    name: String,
-    watcher: JoinHandle<()>,
-    /// Its memory limit, which an OOM kill names.
-    memory: Option<u64>,
-    /// Its first process's pid on the host, if Docker told it.
-    host_pid: Option<u32>,
-    /// Set by the watcher once the container has stopped.
-    died: Arc<OnceLock<Death>>,
-}
 
 /// One arm's network and containers.
 #[derive(Debug)]
@@ -246,10 +232,8 @@ impl Containers {
             "name": name, "image": image, "network": self.network, "address": ip.to_string(),
             "cpus": cpus, "memory_bytes": memory,
         });
-        let died = Arc::new(OnceLock::new());
-        let watcher = tokio::spawn(watch(name.clone(), memory, died.clone()));
         let host_pid = host_pid(&name).await;
-        self.watched.push(Watched { tier: node.name, name: name.clone(), watcher, memory, host_pid, died });
+        self.watched.push(Watched::start(node.name, &name, memory, host_pid));
         let cpu_stat = match (cpus, host_pid) {
             (Some(c), Some(pid)) => cpu_stat_path(pid).await.map(|p| (p, c)),
             _ => None,
@@ -339,12 +323,7 @@ impl Launcher for Containers {
     }
 
     fn confirm_dead(&self) -> Stopping {
-        let each: Vec<_> =
-            self.watched.iter().map(|w| (w.name.clone(), w.memory, w.host_pid, w.died.clone())).collect();
-        Box::pin(async move {
-            futures::future::join_all(each.iter().map(|(name, memory, pid, died)| confirm(name, *memory, *pid, died)))
-                .await;
-        })
+        confirm_all(&self.watched)
     }
 }
 
