@@ -316,8 +316,7 @@ async fn front_exchange(index: u64, target: &Target, client: &FrontClient, sent:
 
 fn judge_front(target: &Target, number: u64, call: &CallRequest, resp: super::front::FrontAnswer) -> Answer {
     let (done, kernel_stamped) = (resp.arrived, resp.kernel_stamped);
-    let downstream_us =
-        resp.headers.get("server-timing").and_then(|v| v.to_str().ok()).and_then(parse_server_timing_us);
+    let downstream_us = resp.server_timing.as_ref().and_then(|v| v.to_str().ok()).and_then(parse_server_timing_us);
     let (outcome, reason) = if resp.status != hyper::StatusCode::OK {
         (Outcome::Status(resp.status.as_u16()), Some(error_body_reason(&resp.body)))
     } else if match &target.custom {
