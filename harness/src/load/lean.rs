@@ -181,8 +181,9 @@ impl LeanConn {
             let status = StatusCode::from_u16(code).map_err(|e| protocol(e.to_string()))?;
             // httparse has checked every name and value; only the headers
             // that frame the body or the connection, and the one the harness
-            // reads, are looked at (a map of them all cost about 2% of the
-            // generator's instructions: bench/README.md, issue 56).
+            // reads, are looked at (a map of them all cost 5-7% of the
+            // generator's instructions a request under callgrind:
+            // bench/README.md, issue 56, seventeenth pass).
             let (mut body, mut keep, mut server_timing) = (Body::ToEnd, resp.version == Some(1), None);
             for h in resp.headers.iter() {
                 let is = |name: &str| h.name.eq_ignore_ascii_case(name);
