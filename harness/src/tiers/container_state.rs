@@ -76,26 +76,34 @@ pub(crate) async fn watch(name: String, memory_bytes: Option<u64>, died: Arc<Onc
 /// container before it is judged, so a tier that died in the load's last
 /// moments is named even when the watcher has not yet heard.
 pub(crate) async fn check(name: &str, memory_bytes: Option<u64>, died: &OnceLock<Death>) -> bool {
-    const STATE: &str = "{{.State.Running}} {{.State.OOMKilled}} {{.State.ExitCode}} {{.State.Error}}";
+    const STATE: &str =
+        "{{.State.Running}} {{.State.OOMKilled}} {{.State.ExitCode}} {{.State.FinishedAt}} {{.State.Error}}";
     if died.get().is_some() {
         return true;
     }
-    let at = Instant::now();
-    // Both at once: each `docker` call takes a while on a busy machine.
+    let asked = Instant::now();
     let inspect: [String; 4] = ["inspect".into(), "-f".into(), STATE.into(), name.to_owned()];
-    let mut logs = Command::new("docker");
-    logs.args(["logs", "--tail", "20", name]);
-    let (state, logs) = tokio::join!(docker(&inspect), logs.output());
-    let why = match state {
+    let (why, at) = match docker(&inspect).await {
         Ok(state) => match ended(&state, memory_bytes) {
-            Some(why) => why,
+            Some(why) => (why, finished_at(&state, asked)),
             None => return false,
         },
-        Err(e) => format!("its container is gone ({e})"),
+        Err(e) => (format!("its container is gone ({e})"), asked),
     };
+    // Its last lines only once it has stopped: a running one's are not needed.
+    let logs = Command::new("docker").args(["logs", "--tail", "20", name]).output().await;
     let stderr = logs.map(|o| String::from_utf8_lossy(&o.stderr).trim_end().to_owned()).unwrap_or_default();
     let _ = died.set(Death { at, why, stderr: if stderr.is_empty() { "(nothing)".into() } else { stderr } });
     true
+}
+
+/// When the container stopped, on this process's clock, from Docker's
+/// `FinishedAt` (the fourth field of `state`); `asked`, the moment Docker was
+/// asked, when that is missing or unreadable, and never later than it.
+fn finished_at(state: &str, asked: Instant) -> Instant {
+    let finished = state.split(' ').nth(3).and_then(|t| humantime::parse_rfc3339(t.trim()).ok());
+    let ago = finished.and_then(|f| std::time::SystemTime::now().duration_since(f).ok());
+    ago.and_then(|ago| Instant::now().checked_sub(ago)).map_or(asked, |at| at.min(asked))
 }
 
 /// How long [`confirm`] waits for Docker to catch up with a process the
@@ -125,11 +133,11 @@ fn process_alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-/// How a container ended, from `Running OOMKilled ExitCode Error`; `None`
-/// while it runs. `memory_bytes`: its limit.
+/// How a container ended, from `Running OOMKilled ExitCode FinishedAt
+/// Error`; `None` while it runs. `memory_bytes`: its limit.
 fn ended(state: &str, memory_bytes: Option<u64>) -> Option<String> {
-    let mut parts = state.trim().splitn(4, ' ');
-    let (running, oom, code) = (parts.next()?, parts.next()?, parts.next()?);
+    let mut parts = state.trim().splitn(5, ' ');
+    let (running, oom, code, _finished) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
     if running == "true" {
         return None;
     }
@@ -285,13 +293,32 @@ mod tests {
 
     #[test]
     fn a_stopped_container_says_how_it_ended() {
-        assert_eq!(ended("true false 0 ", None), None);
+        assert_eq!(ended("true false 0 0001-01-01T00:00:00Z ", None), None);
         assert_eq!(
-            ended("false true 137 ", Some(20 << 20)).as_deref(),
+            ended("false true 137 2026-12-07T21:05:17.5Z ", Some(20 << 20)).as_deref(),
             Some("was killed by the kernel's OOM killer at its memory limit (20 MiB; exit code 137)")
         );
-        let killed = ended("false false 137 ", None);
+        let killed = ended("false false 137 2026-12-07T21:05:17.5Z ", None);
         assert_eq!(killed.as_deref(), Some("was killed by SIGKILL (exit code 137; not the OOM killer)"));
-        assert_eq!(ended("false false 1 oops", None).as_deref(), Some("exited with code 1 (oops)"));
+        assert_eq!(
+            ended("false false 1 2026-12-07T21:05:17.5Z oops", None).as_deref(),
+            Some("exited with code 1 (oops)")
+        );
+    }
+
+    #[test]
+    fn a_death_is_dated_by_dockers_finish_time_not_by_when_it_was_asked() {
+        let start = Instant::now();
+        let two_s_ago = humantime::format_rfc3339_nanos(std::time::SystemTime::now() - Duration::from_secs(2));
+        let asked = Instant::now();
+        let at = finished_at(&format!("false false 137 {two_s_ago} "), asked);
+        // About 2 s before the asking (the fallback would be 0), and no more
+        // than 2 s plus the time this test has taken.
+        let before = asked.duration_since(at);
+        assert!(before >= Duration::from_secs(1) && before <= Duration::from_secs(2) + start.elapsed(), "{before:?}");
+        // Unreadable, or (a skewed clock) later than the asking: the asking.
+        assert_eq!(finished_at("false false 1 never oops", asked), asked);
+        let ahead = humantime::format_rfc3339(std::time::SystemTime::now() + Duration::from_secs(60));
+        assert_eq!(finished_at(&format!("false false 1 {ahead} "), asked), asked);
     }
 }

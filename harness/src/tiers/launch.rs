@@ -46,7 +46,8 @@ pub struct RemoteTier {
 /// How a node that is not a child process ended (a container).
 #[derive(Debug, Clone)]
 pub struct Death {
-    /// When its watcher saw it stopped.
+    /// When it stopped, by Docker's `FinishedAt` (when Docker was asked, if
+    /// that could not be read).
     pub at: Instant,
     /// Docker's account: exit code, OOM killer, the engine's own error.
     pub why: String,
