@@ -82,17 +82,30 @@ impl Unread {
 }
 
 /// A REST answer's body, read whole up to `max` bytes: one declared or
-/// sent beyond it is refused, not held.
+/// sent beyond it is refused, not held. A body that comes as one chunk (a
+/// unary answer, most often) is that chunk, not a copy: reqwest's own
+/// `bytes()`, which the plain twin uses, copies nothing either; several are
+/// gathered into one buffer sized once by the declared length.
 pub(crate) async fn read_bounded(mut resp: reqwest::Response, max: usize) -> Result<bytes::Bytes, Unread> {
-    if resp.content_length().is_some_and(|n| n > max as u64) {
+    let declared = resp.content_length();
+    if declared.is_some_and(|n| n > max as u64) {
         return Err(Unread::TooLarge(max));
     }
-    let mut body = bytes::BytesMut::new();
-    while let Some(chunk) = resp.chunk().await.map_err(Unread::Failed)? {
+    let Some(first) = resp.chunk().await.map_err(Unread::Failed)? else { return Ok(bytes::Bytes::new()) };
+    if first.len() > max {
+        return Err(Unread::TooLarge(max));
+    }
+    let Some(second) = resp.chunk().await.map_err(Unread::Failed)? else { return Ok(first) };
+    let sized = declared.map_or(0, |n| n as usize).max(first.len() + second.len()).min(max);
+    let mut body = bytes::BytesMut::with_capacity(sized);
+    let mut next = Some(second);
+    body.extend_from_slice(&first);
+    while let Some(chunk) = next {
         if body.len() + chunk.len() > max {
             return Err(Unread::TooLarge(max));
         }
         body.extend_from_slice(&chunk);
+        next = resp.chunk().await.map_err(Unread::Failed)?;
     }
     Ok(body.freeze())
 }
@@ -208,4 +221,58 @@ fn parse(record: &[u8], events: bool) -> Result<&[u8], String> {
         .find_map(|line| line.strip_prefix(b"data:"))
         .map(|d| d.strip_prefix(b" ").unwrap_or(d))
         .ok_or_else(|| "an event without data".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// An answer of `head` then each of `pieces`, a pause between them so
+    /// that each arrives as a chunk of its own, to one request on a server
+    /// of its own; the body as `read_bounded` reads it with `max`.
+    async fn read(head: &str, pieces: &[&str], max: usize) -> Result<bytes::Bytes, Unread> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (head, pieces) = (head.to_owned(), pieces.iter().map(|p| p.to_string()).collect::<Vec<_>>());
+        tokio::spawn(async move {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            let _ = tcp.read(&mut [0u8; 4096]).await;
+            tcp.write_all(format!("HTTP/1.1 200 OK\r\n{head}\r\n\r\n").as_bytes()).await.unwrap();
+            for piece in pieces {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let _ = tcp.write_all(piece.as_bytes()).await;
+            }
+        });
+        let resp = reqwest::get(format!("http://{addr}/")).await.unwrap();
+        read_bounded(resp, max).await
+    }
+
+    fn chunked(parts: &[&str]) -> Vec<String> {
+        let mut out: Vec<String> = parts.iter().map(|p| format!("{:x}\r\n{p}\r\n", p.len())).collect();
+        out.push("0\r\n\r\n".into());
+        out
+    }
+
+    #[tokio::test]
+    async fn a_body_is_read_whole_in_one_chunk_or_several_and_refused_past_the_cap() {
+        let whole = read("content-length: 5", &["hello"], 10).await;
+        assert_eq!(whole.ok().as_deref(), Some(&b"hello"[..]));
+        let parts = chunked(&["ab", "cd", "ef"]);
+        let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+        let gathered = read("transfer-encoding: chunked", &parts, 10).await;
+        assert_eq!(gathered.ok().as_deref(), Some(&b"abcdef"[..]));
+        let empty = read("content-length: 0", &[], 10).await;
+        assert_eq!(empty.ok().as_deref(), Some(&b""[..]));
+        // Past the cap: declared, in one chunk, and only once gathered.
+        assert!(matches!(read("content-length: 11", &["hello world"], 10).await, Err(Unread::TooLarge(10))));
+        let one = chunked(&["hello world"]);
+        assert!(matches!(read("transfer-encoding: chunked", &[&one[0]], 10).await, Err(Unread::TooLarge(10))));
+        let three = chunked(&["abcd", "efgh", "ijkl"]);
+        let three: Vec<&str> = three.iter().map(String::as_str).collect();
+        assert!(matches!(read("transfer-encoding: chunked", &three, 10).await, Err(Unread::TooLarge(10))));
+    }
 }
