@@ -78,7 +78,7 @@ impl Interrupt {
         if self.is_cut() {
             reason.push_str(
                 "; a second signal cut the drain and the tiers' shutdown short: requests still in flight then are \
-                 left out",
+                 left out of the round's counts, its scheduled requests (which its achieved rate is over) among them",
             );
         }
         reason
@@ -99,5 +99,6 @@ mod tests {
         assert_eq!(i.clone().signal("SIGINT"), 2);
         assert!(i.is_cut() && i.cut_token().is_cancelled());
         assert!(i.reason().starts_with("interrupted by the user (SIGTERM); a second signal cut"), "{}", i.reason());
+        assert!(i.reason().ends_with("its scheduled requests (which its achieved rate is over) among them"));
     }
 }
