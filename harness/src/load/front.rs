@@ -586,8 +586,10 @@ mod tests {
     /// Answers `answers` requests per connection, then closes it; returns the
     /// URL and a count of connections accepted.
     async fn server(answers: usize) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-        serving(b"HTTP/1.1 200 OK\r\ncontent-length: 8\r\nServer-Timing: downstream;dur=1.5\r\n\r\n{\"ok\":1}", answers)
-            .await
+        // Two `server-timing` headers: the first is the one read.
+        let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 8\r\nServer-Timing: downstream;dur=1.5\r\n\
+                       server-timing: other;dur=9\r\n\r\n{\"ok\":1}";
+        serving(answer, answers).await
     }
 
     #[tokio::test]

@@ -198,7 +198,8 @@ impl LeanConn {
                     body = if h.value.eq_ignore_ascii_case(b"chunked") { Body::Chunked } else { Body::ToEnd };
                 } else if is("connection") && h.value.eq_ignore_ascii_case(b"close") {
                     keep = false;
-                } else if is("server-timing") {
+                } else if is("server-timing") && server_timing.is_none() {
+                    // The first, as `HeaderMap::get` (the hyper path) gives.
                     server_timing = Some(HeaderValue::from_bytes(h.value).map_err(|e| protocol(e.to_string()))?);
                 }
             }
